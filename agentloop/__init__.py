@@ -1,0 +1,72 @@
+"""agentloop: bots as an ordered pipeline of typed systems over one turn context."""
+
+from agentloop.components import (
+    LlmError,
+    LlmResponse,
+    PlanProposal,
+    PromptContext,
+    PromptSection,
+    SanitizedInput,
+    ToolExecution,
+    ToolExecutions,
+    ToolLoopStop,
+)
+from agentloop.context import AgentContext, IncomingMessage, Session
+from agentloop.errors import LlmCallError, MissingComponentError, PipelineError, TransportError
+from agentloop.loop import AgentLoop, PipelineDescription, PipelineRow, validate_pipeline
+from agentloop.messages import ChatMessage, LlmReply, LlmRequest, Role, ToolCall, ToolSpec
+from agentloop.outcome import (
+    FINISH_REASON_PRIORITY,
+    Attachment,
+    FailureEvent,
+    FailureKind,
+    FailureSource,
+    FinishReason,
+    OutgoingResponse,
+    RoutingOutcome,
+    TurnOutcome,
+    converter,
+    resolve_finish_reason,
+)
+from agentloop.system import System
+
+__all__ = [
+    "FINISH_REASON_PRIORITY",
+    "AgentContext",
+    "AgentLoop",
+    "Attachment",
+    "ChatMessage",
+    "FailureEvent",
+    "FailureKind",
+    "FailureSource",
+    "FinishReason",
+    "IncomingMessage",
+    "LlmCallError",
+    "LlmError",
+    "LlmResponse",
+    "PlanProposal",
+    "PromptContext",
+    "PromptSection",
+    "SanitizedInput",
+    "ToolExecution",
+    "ToolExecutions",
+    "ToolLoopStop",
+    "LlmReply",
+    "LlmRequest",
+    "MissingComponentError",
+    "OutgoingResponse",
+    "PipelineDescription",
+    "PipelineError",
+    "PipelineRow",
+    "Role",
+    "RoutingOutcome",
+    "Session",
+    "System",
+    "ToolCall",
+    "ToolSpec",
+    "TransportError",
+    "TurnOutcome",
+    "converter",
+    "resolve_finish_reason",
+    "validate_pipeline",
+]

@@ -1,0 +1,122 @@
+"""The typed components the standard pipeline's systems pass to each other.
+
+Each is written by one system and read by later ones (see DESIGN.md section 3); a
+custom system that wants to take part in the standard turn reads or writes these.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import attrs
+
+from agentloop.messages import ChatMessage, Role, ToolCall, ToolSpec
+from agentloop.outcome import Attachment, FailureKind, FinishReason
+
+
+@attrs.frozen
+class SanitizedInput:
+    """The user's message after cleaning; `truncated` says if it was cut."""
+
+    text: str
+    attachments: tuple[Attachment, ...] = ()
+    truncated: bool = False
+
+
+@attrs.frozen
+class PromptSection:
+    """A block of extra context for the model (memory, documents, notes, task notes)."""
+
+    title: str
+    body: str
+    source: str
+
+
+@attrs.frozen
+class PromptContext:
+    """Everything the model will be shown this turn."""
+
+    system_prompt: str
+    messages: tuple[ChatMessage, ...]
+    sections: tuple[PromptSection, ...] = ()
+    tools: tuple[ToolSpec, ...] = ()
+
+    def with_section(self, section: PromptSection) -> PromptContext:
+        return attrs.evolve(self, sections=(*self.sections, section))
+
+    def render_system(self) -> str:
+        """The system prompt followed by each section as a Markdown heading and body."""
+        parts = [self.system_prompt] + [f"## {s.title}\n{s.body}" for s in self.sections]
+        return "\n\n".join(part for part in parts if part)
+
+    def to_messages(self) -> tuple[ChatMessage, ...]:
+        system = self.render_system()
+        head = (ChatMessage(Role.SYSTEM, system),) if system else ()
+        return head + self.messages
+
+
+@attrs.frozen
+class LlmResponse:
+    """The model's final answer for the turn."""
+
+    text: str
+    model: str | None = None
+    voice_text: str | None = None
+    attachments: tuple[Attachment, ...] = ()
+
+
+@attrs.frozen
+class LlmError:
+    """The model could not answer; `kind` drives the finish reason and fallback."""
+
+    kind: FailureKind
+    message: str
+    model: str | None = None
+
+
+@attrs.frozen
+class ToolLoopStop:
+    """Why the tool loop stopped early (limits, deadline, policy, plan mode)."""
+
+    reason: FinishReason
+    detail: str
+    llm_calls: int = 0
+    tool_executions: int = 0
+
+
+@attrs.frozen
+class PlanProposal:
+    """In plan mode: the tool calls the model wanted to make, none of them run."""
+
+    text: str | None
+    tool_calls: tuple[ToolCall, ...] = ()
+
+
+@attrs.frozen
+class ToolExecution:
+    """One finished tool call, as captured for trajectories (seed 001)."""
+
+    id: str
+    tool_name: str
+    arguments: dict[str, Any] = attrs.field(hash=False)
+    started_at: datetime
+    duration_ms: float
+    session_id: str
+    result: str | None = None
+    error: str | None = None
+    parent_id: str | None = None
+    user_id: str | None = None
+    project_id: str | None = None
+    context_snapshot: dict[str, str] = attrs.field(factory=dict, hash=False)
+
+    @property
+    def succeeded(self) -> bool:
+        return self.error is None
+
+
+@attrs.frozen
+class ToolExecutions:
+    """Every tool execution of the turn, in the order they finished."""
+
+    executions: tuple[ToolExecution, ...] = ()

@@ -1,0 +1,154 @@
+"""The turn context: the inputs of a turn and its typed component store."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Sequence
+from typing import TypeVar
+
+import attrs
+
+from agentloop.errors import MissingComponentError
+from agentloop.messages import ChatMessage
+from agentloop.outcome import Attachment, FailureEvent, TurnOutcome
+from agentloop.ports.clock import Clock, SystemClock
+
+T = TypeVar("T")
+
+
+def _str_dict(value: dict[str, str] | None) -> dict[str, str]:
+    return dict(value or {})
+
+
+@attrs.frozen
+class Session:
+    """Who a turn belongs to. `id` serialises turns; the other ids scope data."""
+
+    id: str
+    user_id: str | None = None
+    project_id: str | None = None
+    team_id: str | None = None
+    org_id: str | None = None
+    channel: str | None = None
+
+
+@attrs.frozen
+class IncomingMessage:
+    """What arrived. `auto_mode` turns (tasks, schedules) send nothing to a user."""
+
+    text: str
+    attachments: tuple[Attachment, ...] = ()
+    auto_mode: bool = False
+    metadata: dict[str, str] = attrs.field(factory=dict, converter=_str_dict, hash=False)
+
+
+class AgentContext:
+    """One turn: its session, message, history, failures and typed components.
+
+    Components are keyed by their exact type: `ctx.set(PromptContext(...))`, then
+    `ctx.get(PromptContext)`. There is no string-keyed attribute bus.
+    """
+
+    __slots__ = (
+        "session",
+        "incoming",
+        "turn_id",
+        "deadline",
+        "clock",
+        "current_system",
+        "_history",
+        "_failures",
+        "_components",
+    )
+
+    def __init__(
+        self,
+        session: Session,
+        incoming: IncomingMessage,
+        *,
+        history: Sequence[ChatMessage] = (),
+        deadline: float | None = None,
+        clock: Clock | None = None,
+        turn_id: str | None = None,
+        components: Iterable[object] = (),
+    ) -> None:
+        self.session = session
+        self.incoming = incoming
+        self.turn_id = turn_id or uuid.uuid4().hex
+        self.deadline = deadline
+        """Monotonic time (of `clock`) after which the turn is out of time, or None."""
+        self.clock: Clock = clock or SystemClock()
+        self.current_system: str | None = None
+        """The name of the system running now; errors and failures name it."""
+        self._history = tuple(history)
+        self._failures: list[FailureEvent] = []
+        self._components: dict[type, object] = {Session: session, IncomingMessage: incoming}
+        for component in components:
+            self.set(component)
+
+    @property
+    def history(self) -> tuple[ChatMessage, ...]:
+        """The session's earlier messages, oldest first; read-only."""
+        return self._history
+
+    @property
+    def failures(self) -> tuple[FailureEvent, ...]:
+        return tuple(self._failures)
+
+    def add_failure(self, event: FailureEvent) -> None:
+        self._failures.append(event)
+
+    @property
+    def auto_mode(self) -> bool:
+        return self.incoming.auto_mode
+
+    def time_left(self) -> float | None:
+        """Seconds until the deadline (negative once passed), or None without one."""
+        if self.deadline is None:
+            return None
+        return self.deadline - self.clock.monotonic()
+
+    def deadline_passed(self) -> bool:
+        return self.deadline is not None and self.clock.monotonic() >= self.deadline
+
+    def get(self, component_type: type[T]) -> T | None:
+        """The component of exactly this type, or None."""
+        return self._components.get(component_type)  # type: ignore[return-value]
+
+    def require(self, component_type: type[T]) -> T:
+        """The component of this type; `MissingComponentError` names the system if absent."""
+        try:
+            return self._components[component_type]  # type: ignore[return-value]
+        except KeyError:
+            raise MissingComponentError(component_type, self.current_system) from None
+
+    def set(self, component: object) -> None:
+        """Store `component` under its own type, replacing any earlier one."""
+        component_type = type(component)
+        if component_type.__module__ == "builtins":
+            raise TypeError(
+                f"components are keyed by type, so a bare {component_type.__name__} would "
+                f"collide with every other one; wrap it in an attrs class"
+            )
+        self._components[component_type] = component
+
+    def has(self, component_type: type) -> bool:
+        return component_type in self._components
+
+    def remove(self, component_type: type) -> None:
+        """Drop the component of this type, if any."""
+        self._components.pop(component_type, None)
+
+    def components(self) -> tuple[object, ...]:
+        """Every component on the turn, in the order they were first set."""
+        return tuple(self._components.values())
+
+    @property
+    def turn_outcome(self) -> TurnOutcome | None:
+        return self.get(TurnOutcome)
+
+    def __repr__(self) -> str:
+        names = ", ".join(t.__name__ for t in self._components)
+        return f"<AgentContext turn={self.turn_id} session={self.session.id!r} components=[{names}]>"
+
+

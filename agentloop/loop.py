@@ -1,0 +1,324 @@
+"""AgentLoop: validates a pipeline of systems once, then runs turns through it."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from contextlib import asynccontextmanager
+from time import perf_counter
+from typing import Any
+
+import attrs
+import structlog
+
+from agentloop.context import AgentContext, IncomingMessage, Session
+from agentloop.errors import PipelineError
+from agentloop.messages import ChatMessage
+from agentloop.outcome import FailureEvent, FailureKind, FailureSource, FinishReason, resolve_finish_reason
+from agentloop.ports.clock import Clock, SystemClock
+from agentloop.ports.metrics import Metrics
+from agentloop.system import System
+
+_IMPLICIT_INPUTS: tuple[type, ...] = (Session, IncomingMessage)
+
+
+@attrs.frozen
+class PipelineRow:
+    order: int
+    name: str
+    reads: tuple[type, ...]
+    writes: tuple[type, ...]
+    always_run: bool
+
+
+def _names(types: Sequence[type]) -> str:
+    return ", ".join(t.__name__ for t in types) or "-"
+
+
+@attrs.frozen
+class PipelineDescription:
+    """The ordered pipeline, renderable as a text table or a Mermaid flowchart."""
+
+    rows: tuple[PipelineRow, ...]
+    inputs: tuple[type, ...] = ()
+
+    def to_text(self) -> str:
+        header = ("order", "name", "reads", "writes")
+        table = [header] + [
+            (str(r.order), r.name + (" (always_run)" if r.always_run else ""), _names(r.reads), _names(r.writes))
+            for r in self.rows
+        ]
+        widths = [max(len(line[i]) for line in table) for i in range(len(header))]
+        lines = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip() for line in table]
+        lines.insert(1, "  ".join("-" * w for w in widths))
+        return "\n".join(lines)
+
+    def to_mermaid(self) -> str:
+        """Solid arrows are run order; dotted arrows carry a component to its reader."""
+        lines = ["flowchart TD"]
+        for i, row in enumerate(self.rows):
+            lines.append(f'    s{i}["{row.order} {row.name}"]')
+        for i in range(1, len(self.rows)):
+            lines.append(f"    s{i - 1} --> s{i}")
+        for i, row in enumerate(self.rows):
+            for read in row.reads:
+                writer = _last_writer(self.rows[:i], read)
+                if writer is not None:
+                    lines.append(f"    s{writer} -. {read.__name__} .-> s{i}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.to_text()
+
+
+def _last_writer(rows: Sequence[PipelineRow], component: type) -> int | None:
+    for index in range(len(rows) - 1, -1, -1):
+        if component in rows[index].writes:
+            return index
+    return None
+
+
+def _check_declaration(system: System) -> None:
+    label = type(system).__name__
+    if not isinstance(getattr(system, "order", None), int) or isinstance(system.order, bool):
+        raise PipelineError(f"system {label} needs an integer class attribute `order`")
+    if not isinstance(system.name, str) or not system.name:
+        raise PipelineError(f"system {label} needs a non-empty string `name`")
+    for attribute in ("reads", "writes"):
+        declared = getattr(system, attribute)
+        if not isinstance(declared, tuple) or not all(isinstance(t, type) for t in declared):
+            raise PipelineError(f"system {system.name!r}: `{attribute}` must be a tuple of types, got {declared!r}")
+    if type(system).process is System.process:
+        raise PipelineError(f"system {system.name!r} does not implement process(ctx)")
+
+
+def validate_pipeline(systems: Sequence[System], inputs: Iterable[type] = ()) -> tuple[System, ...]:
+    """Sort `systems` by order (stable) and check their declared access.
+
+    Raises `PipelineError` for a duplicate name, a read whose only writers run later
+    (and that is not a turn input), or two systems of equal order writing one type.
+    """
+    for system in systems:
+        if not isinstance(system, System):
+            raise PipelineError(f"{system!r} is not a System instance")
+        _check_declaration(system)
+    ordered = tuple(sorted(systems, key=lambda s: s.order))
+    seen: dict[str, System] = {}
+    for system in ordered:
+        if system.name in seen:
+            raise PipelineError(
+                f"duplicate system name {system.name!r}: {type(seen[system.name]).__name__} "
+                f"and {type(system).__name__}; give one of them another `name`"
+            )
+        seen[system.name] = system
+    available = set(_IMPLICIT_INPUTS) | set(inputs)
+    for index, system in enumerate(ordered):
+        for component in system.reads:
+            if component in available or component in system.writes:
+                continue
+            if any(component in earlier.writes for earlier in ordered[:index]):
+                continue
+            later = next((s for s in ordered[index + 1 :] if component in s.writes), None)
+            if later is not None:
+                raise PipelineError(
+                    f"{system.name} (order {system.order}) reads {component.__name__}, which is "
+                    f"written only by {later.name} (order {later.order}), which runs later; "
+                    f"move {later.name} earlier or declare {component.__name__} as a turn input"
+                )
+    for index, system in enumerate(ordered):
+        for other in ordered[index + 1 :]:
+            if other.order != system.order:
+                break
+            clash = [t for t in system.writes if t in other.writes]
+            if clash:
+                raise PipelineError(
+                    f"{system.name} and {other.name} both have order {system.order} and both "
+                    f"write {_names(clash)}; which write wins would depend on list order, so "
+                    f"give them different orders"
+                )
+    return ordered
+
+
+@attrs.frozen
+class _Step:
+    name: str
+    process: Callable[[AgentContext], Any]
+    is_async: bool
+    should: Callable[[AgentContext], bool] | None
+    always_run: bool
+
+
+def _step(system: System) -> _Step:
+    overrides_should = type(system).should_process is not System.should_process
+    return _Step(
+        name=system.name,
+        process=system.process,
+        is_async=inspect.iscoroutinefunction(system.process),
+        should=system.should_process if overrides_should else None,
+        always_run=system.always_run,
+    )
+
+
+class _SessionGates:
+    """One FIFO lock per session id, dropped when no turn of that session waits."""
+
+    def __init__(self) -> None:
+        self._gates: dict[str, tuple[asyncio.Lock, list[int]]] = {}
+
+    @asynccontextmanager
+    async def hold(self, session_id: str) -> AsyncIterator[None]:
+        gate = self._gates.get(session_id)
+        if gate is None:
+            gate = self._gates[session_id] = (asyncio.Lock(), [0])
+        lock, users = gate
+        users[0] += 1
+        try:
+            async with lock:
+                yield
+        finally:
+            users[0] -= 1
+            if users[0] == 0:
+                del self._gates[session_id]
+
+
+class AgentLoop:
+    """Runs turns through an ordered, validated pipeline of systems.
+
+    A system exception never aborts a turn: it becomes a `FailureEvent` and the next
+    system runs. After `turn_timeout` seconds only `always_run` systems run. Turns of
+    one session run one at a time in arrival order; different sessions run concurrently.
+    """
+
+    def __init__(
+        self,
+        systems: Sequence[System],
+        *,
+        turn_timeout: float | None = None,
+        inputs: Iterable[type] = (),
+        clock: Clock | None = None,
+        metrics: Metrics | None = None,
+        logger: Any = None,
+    ) -> None:
+        if turn_timeout is not None and turn_timeout <= 0:
+            raise ValueError(f"turn_timeout must be positive seconds, got {turn_timeout!r}")
+        self.inputs = tuple(inputs)
+        self.systems = validate_pipeline(systems, self.inputs)
+        self.turn_timeout = turn_timeout
+        self.clock: Clock = clock or SystemClock()
+        self.metrics = metrics
+        self._logger = logger if logger is not None else structlog.get_logger("agentloop")
+        self._steps = tuple(_step(system) for system in self.systems)
+        self._gates = _SessionGates()
+
+    def describe(self) -> PipelineDescription:
+        rows = tuple(PipelineRow(s.order, s.name, s.reads, s.writes, s.always_run) for s in self.systems)
+        return PipelineDescription(rows, self.inputs)
+
+    def run_turn_sync(
+        self,
+        session: Session,
+        incoming: IncomingMessage,
+        *,
+        history: Sequence[ChatMessage] = (),
+        components: Iterable[object] = (),
+    ) -> AgentContext:
+        """`run_turn` for scripts and sync tests; not callable from a running event loop."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.run_turn(session, incoming, history=history, components=components))
+        raise RuntimeError("run_turn_sync was called inside a running event loop; await run_turn instead")
+
+    async def run_turn(
+        self,
+        session: Session,
+        incoming: IncomingMessage,
+        *,
+        history: Sequence[ChatMessage] = (),
+        components: Iterable[object] = (),
+    ) -> AgentContext:
+        """Run one turn and return its finished context (`ctx.turn_outcome`, `ctx.failures`).
+
+        `components` supplies the turn inputs named in `inputs`; `history` is the
+        session's earlier messages, exposed read-only as `ctx.history`.
+        """
+        async with self._gates.hold(session.id):
+            return await self._run(session, incoming, history, components)
+
+    async def _run(
+        self,
+        session: Session,
+        incoming: IncomingMessage,
+        history: Sequence[ChatMessage],
+        components: Iterable[object],
+    ) -> AgentContext:
+        clock = self.clock
+        started = perf_counter()
+        deadline = None if self.turn_timeout is None else clock.monotonic() + self.turn_timeout
+        ctx = AgentContext(session, incoming, history=history, deadline=deadline, clock=clock, components=components)
+        log = self._logger.bind(turn_id=ctx.turn_id, session_id=session.id)
+        debug = log.is_enabled_for(logging.DEBUG)
+        timed_out = False
+        for step in self._steps:
+            if deadline is not None and not timed_out and clock.monotonic() >= deadline:
+                timed_out = True
+                self._record_timeout(ctx, step.name, "was skipped: the turn deadline had passed")
+            if timed_out and not step.always_run:
+                continue
+            ctx.current_system = step.name
+            t0 = perf_counter()
+            result = "ok"
+            budget: asyncio.Timeout | None = None
+            try:
+                if step.should is not None and not step.should(ctx):
+                    result = "skipped"
+                elif not step.is_async:
+                    step.process(ctx)
+                elif deadline is None or step.always_run:
+                    await step.process(ctx)
+                else:
+                    async with asyncio.timeout(deadline - clock.monotonic()) as budget:
+                        await step.process(ctx)
+            except Exception as exc:
+                if budget is not None and budget.expired():
+                    timed_out = True
+                    result = "timeout"
+                    self._record_timeout(ctx, step.name, "was interrupted: the turn deadline passed")
+                else:
+                    result = "error"
+                    ctx.add_failure(
+                        FailureEvent(
+                            FailureSource.SYSTEM, step.name, FailureKind.EXCEPTION, f"{type(exc).__name__}: {exc}", clock.now()
+                        )
+                    )
+                    log.error("system.failed", system=step.name, exc_info=exc)
+                    if self.metrics is not None:
+                        self.metrics.increment("agentloop.system.failures", labels={"system": step.name})
+            if debug:
+                log.debug("system.run", system=step.name, duration_ms=(perf_counter() - t0) * 1000.0, outcome=result)
+        ctx.current_system = None
+        self._finish(ctx, timed_out)
+        duration_ms = (perf_counter() - started) * 1000.0
+        outcome = ctx.turn_outcome
+        reason = outcome.finish_reason.value if outcome is not None else None
+        log.info("turn.finished", finish_reason=reason, failures=len(ctx.failures), duration_ms=duration_ms)
+        if self.metrics is not None:
+            self.metrics.observe("agentloop.turn.duration_ms", duration_ms)
+        return ctx
+
+    def _record_timeout(self, ctx: AgentContext, system: str, what: str) -> None:
+        message = f"{system} {what} ({self.turn_timeout}s)"
+        ctx.add_failure(FailureEvent(FailureSource.SYSTEM, system, FailureKind.TIMEOUT, message, self.clock.now()))
+
+    @staticmethod
+    def _finish(ctx: AgentContext, timed_out: bool) -> None:
+        """Make the outcome carry every failure of the turn and DEADLINE if it ran out."""
+        outcome = ctx.turn_outcome
+        if outcome is None:
+            return
+        reason = resolve_finish_reason((outcome.finish_reason, FinishReason.DEADLINE)) if timed_out else outcome.finish_reason
+        failures = ctx.failures
+        if reason is not outcome.finish_reason or failures != outcome.failures:
+            ctx.set(attrs.evolve(outcome, finish_reason=reason, failures=failures))

@@ -1,0 +1,77 @@
+"""The vocabulary of the LLM port: chat messages, tool calls, requests and replies."""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+import attrs
+
+
+class Role(enum.Enum):
+    SYSTEM = "system"
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL = "tool"
+
+
+@attrs.frozen
+class ToolCall:
+    """A model's request to run tool `name` with JSON `arguments`."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any] = attrs.field(factory=dict, hash=False)
+
+
+@attrs.frozen
+class ChatMessage:
+    """One message of a conversation, as stored in history and sent to a model."""
+
+    role: Role
+    content: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
+
+    @classmethod
+    def system(cls, content: str) -> ChatMessage:
+        return cls(Role.SYSTEM, content)
+
+    @classmethod
+    def user(cls, content: str) -> ChatMessage:
+        return cls(Role.USER, content)
+
+    @classmethod
+    def assistant(cls, content: str | None, tool_calls: tuple[ToolCall, ...] = ()) -> ChatMessage:
+        return cls(Role.ASSISTANT, content, tool_calls)
+
+    @classmethod
+    def tool(cls, call_id: str, name: str, content: str) -> ChatMessage:
+        return cls(Role.TOOL, content, tool_call_id=call_id, name=name)
+
+
+@attrs.frozen
+class ToolSpec:
+    """A tool as a model sees it: a name, a description and a JSON schema."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any] = attrs.field(factory=dict, hash=False)
+
+
+@attrs.frozen
+class LlmRequest:
+    messages: tuple[ChatMessage, ...]
+    tools: tuple[ToolSpec, ...] = ()
+    model: str | None = None
+    temperature: float | None = None
+
+
+@attrs.frozen
+class LlmReply:
+    """What a model answered: text, tool calls, or both."""
+
+    content: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    model: str | None = None

@@ -1,0 +1,161 @@
+"""The typed contracts of a finished turn and the one converter that serialises them."""
+
+from __future__ import annotations
+
+import base64
+import enum
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+import attrs
+import cattrs
+
+
+class FinishReason(enum.Enum):
+    """Why a turn ended. See `resolve_finish_reason` for which one wins."""
+
+    SUCCESS = "success"
+    ERROR = "error"
+    ITERATION_LIMIT = "iteration_limit"
+    DEADLINE = "deadline"
+    POLICY_DENIED = "policy_denied"
+    PLAN_MODE = "plan_mode"
+
+
+class FailureSource(enum.Enum):
+    SYSTEM = "system"
+    LLM = "llm"
+    TOOL = "tool"
+    TRANSPORT = "transport"
+
+
+class FailureKind(enum.Enum):
+    EXCEPTION = "exception"
+    TIMEOUT = "timeout"
+    VALIDATION = "validation"
+    POLICY = "policy"
+    RATE_LIMIT = "rate_limit"
+    UNKNOWN = "unknown"
+
+
+# I8: most severe first (docs/adr/0003-finish-reason-priority.md).
+FINISH_REASON_PRIORITY: tuple[FinishReason, ...] = (
+    FinishReason.DEADLINE,
+    FinishReason.ITERATION_LIMIT,
+    FinishReason.POLICY_DENIED,
+    FinishReason.ERROR,
+    FinishReason.PLAN_MODE,
+    FinishReason.SUCCESS,
+)
+_RANK = {reason: rank for rank, reason in enumerate(FINISH_REASON_PRIORITY)}
+
+
+def resolve_finish_reason(reasons: Iterable[FinishReason]) -> FinishReason:
+    """The one finish reason of a turn given every reason observed in it (I8).
+
+    DEADLINE > ITERATION_LIMIT > POLICY_DENIED > ERROR > PLAN_MODE > SUCCESS; no reason
+    at all means SUCCESS.
+    """
+    return min(reasons, key=_RANK.__getitem__, default=FinishReason.SUCCESS)
+
+
+def _frozen_dict(value: Mapping[str, str] | None) -> dict[str, str]:
+    return dict(value or {})
+
+
+@attrs.frozen
+class Attachment:
+    """A file sent or received with a message: inline `data` or a `url`."""
+
+    name: str
+    media_type: str = "application/octet-stream"
+    data: bytes = b""
+    url: str | None = None
+
+
+@attrs.frozen
+class FailureEvent:
+    """One thing that went wrong in a turn, structured instead of a string key."""
+
+    source: FailureSource
+    component: str
+    kind: FailureKind
+    message: str
+    timestamp: datetime
+
+
+@attrs.frozen
+class OutgoingResponse:
+    """What the transport sends: text, voice (its own field, never a flag) and files."""
+
+    text: str | None = None
+    voice_text: str | None = None
+    attachments: tuple[Attachment, ...] = ()
+    hints: dict[str, str] = attrs.field(factory=dict, converter=_frozen_dict, hash=False)
+
+    @classmethod
+    def text_only(cls, text: str) -> OutgoingResponse:
+        return cls(text=text)
+
+    @classmethod
+    def voice_only(cls, text: str) -> OutgoingResponse:
+        return cls(voice_text=text)
+
+    @property
+    def is_empty(self) -> bool:
+        """True when there is nothing a user would see or hear."""
+        return not (self.text or self.voice_text or self.attachments)
+
+
+@attrs.frozen
+class RoutingOutcome:
+    """What the transport did with the turn's response."""
+
+    attempted: bool = False
+    sent_text: bool = False
+    sent_voice: bool = False
+    sent_attachments: int = 0
+    error_message: str | None = None
+
+    @property
+    def delivered(self) -> bool:
+        return self.sent_text or self.sent_voice or self.sent_attachments > 0
+
+
+@attrs.frozen
+class TurnOutcome:
+    """The single source of truth about a finished turn.
+
+    `assistant_text` is what memory and RAG store; `outgoing_response` is what the
+    transport sends. A user-facing (non-auto) turn must have an outgoing response.
+    """
+
+    finish_reason: FinishReason
+    assistant_text: str | None = None
+    outgoing_response: OutgoingResponse | None = None
+    failures: tuple[FailureEvent, ...] = ()
+    raw_history_written: bool = False
+    model: str | None = None
+    auto_mode: bool = False
+    routing_outcome: RoutingOutcome | None = None
+    fallback: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        if not self.auto_mode and self.outgoing_response is None:
+            raise ValueError(
+                "a user-facing TurnOutcome needs an outgoing_response; "
+                "pass auto_mode=True for turns that send nothing"
+            )
+
+
+def _make_converter() -> cattrs.Converter:
+    conv = cattrs.Converter()
+    conv.register_unstructure_hook(datetime, datetime.isoformat)
+    conv.register_structure_hook(datetime, lambda value, _: datetime.fromisoformat(value))
+    conv.register_unstructure_hook(bytes, lambda value: base64.b64encode(value).decode("ascii"))
+    conv.register_structure_hook(bytes, lambda value, _: base64.b64decode(value))
+    return conv
+
+
+converter: cattrs.Converter = _make_converter()
+"""The one cattrs converter: `unstructure` gives JSON-safe data, `structure` reverses it."""
+

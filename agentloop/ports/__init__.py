@@ -1,0 +1,9 @@
+"""The ports: Protocols the framework and systems depend on, never a concrete adapter."""
+
+from agentloop.ports.channel import Channel
+from agentloop.ports.clock import Clock, SystemClock
+from agentloop.ports.llm import LLM
+from agentloop.ports.metrics import Metrics
+from agentloop.ports.vectors import Embedder, VectorIndex, Vectors
+
+__all__ = ["LLM", "Channel", "Clock", "Embedder", "Metrics", "SystemClock", "VectorIndex", "Vectors"]

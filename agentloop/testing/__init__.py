@@ -1,0 +1,107 @@
+"""The public test kit: build a turn context, run a system or a pipeline, fake the clock.
+
+Our own tests use exactly this; so can yours. Hypothesis strategies for the contracts
+are in `agentloop.testing.strategies` (imported separately: hypothesis is a test extra).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime, timedelta
+
+from agentloop.context import AgentContext, IncomingMessage, Session
+from agentloop.loop import AgentLoop
+from agentloop.messages import ChatMessage
+from agentloop.ports.clock import Clock
+from agentloop.system import System
+
+__all__ = ["FakeClock", "make_context", "run_pipeline", "run_system", "run_system_sync"]
+
+
+class FakeClock:
+    """A clock that moves only when told to: `advance(seconds)`."""
+
+    def __init__(self, start: datetime = datetime(2026, 1, 1, tzinfo=UTC), monotonic: float = 1000.0) -> None:
+        self._now = start
+        self._monotonic = monotonic
+
+    def now(self) -> datetime:
+        return self._now
+
+    def monotonic(self) -> float:
+        return self._monotonic
+
+    def advance(self, seconds: float) -> None:
+        if seconds < 0:
+            raise ValueError("a clock never goes back")
+        self._now += timedelta(seconds=seconds)
+        self._monotonic += seconds
+
+
+def make_context(
+    text: str = "hello",
+    *,
+    session: Session | None = None,
+    incoming: IncomingMessage | None = None,
+    auto_mode: bool = False,
+    history: Sequence[ChatMessage] = (),
+    components: Iterable[object] = (),
+    clock: Clock | None = None,
+    timeout: float | None = None,
+) -> AgentContext:
+    """A turn context for testing one system: session `test-session`, message `text`."""
+    clock = clock or FakeClock()
+    return AgentContext(
+        session or Session("test-session", user_id="test-user"),
+        incoming or IncomingMessage(text, auto_mode=auto_mode),
+        history=history,
+        deadline=None if timeout is None else clock.monotonic() + timeout,
+        clock=clock,
+        components=components,
+    )
+
+
+async def run_system(system: System, ctx: AgentContext) -> bool:
+    """Run one system on `ctx` as the loop would, but let its exceptions propagate.
+
+    Returns False when `should_process` declined the turn, True when `process` ran.
+    """
+    ctx.current_system = system.name
+    try:
+        if not system.should_process(ctx):
+            return False
+        result = system.process(ctx)
+        if inspect.isawaitable(result):
+            await result
+        return True
+    finally:
+        ctx.current_system = None
+
+
+def run_system_sync(system: System, ctx: AgentContext) -> bool:
+    """`run_system` for synchronous tests."""
+    return asyncio.run(run_system(system, ctx))
+
+
+def run_pipeline(
+    systems: Sequence[System],
+    text: str = "hello",
+    *,
+    session: Session | None = None,
+    auto_mode: bool = False,
+    history: Sequence[ChatMessage] = (),
+    components: Iterable[object] = (),
+    inputs: Iterable[type] = (),
+    turn_timeout: float | None = None,
+    clock: Clock | None = None,
+) -> AgentContext:
+    """Build an `AgentLoop` of `systems` and run one turn of `text` synchronously."""
+    loop = AgentLoop(systems, turn_timeout=turn_timeout, inputs=inputs, clock=clock)
+    return loop.run_turn_sync(
+        session or Session("test-session", user_id="test-user"),
+        IncomingMessage(text, auto_mode=auto_mode),
+        history=history,
+        components=components,
+    )
