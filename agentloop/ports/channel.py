@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from agentloop.context import Session
 from agentloop.outcome import Attachment
+
+if TYPE_CHECKING:
+    from agentloop.context import Session
 
 
 @runtime_checkable
