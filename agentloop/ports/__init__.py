@@ -7,3 +7,7 @@ from agentloop.ports.metrics import Metrics
 from agentloop.ports.vectors import Embedder, VectorIndex, Vectors
 
 __all__ = ["LLM", "Channel", "Clock", "Embedder", "Metrics", "SystemClock", "VectorIndex", "Vectors"]
+
+from agentloop.ports.stores import MemoryEntry, MemoryStore, RagHit, RagStore, SessionStore  # noqa: E402
+
+__all__ += ["MemoryEntry", "MemoryStore", "RagHit", "RagStore", "SessionStore"]
