@@ -5,3 +5,7 @@ from agentloop.adapters.hashing_embedder import HashingEmbedder
 
 __all__ = ["InMemoryMetrics"]
 __all__ += ["HashingEmbedder"]
+
+from agentloop.adapters.hnsw_index import HnswVectorIndex
+
+__all__ += ["HnswVectorIndex"]
