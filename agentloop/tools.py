@@ -91,9 +91,10 @@ def _check(value: Any, annotation: Any, where: str) -> Any:
     elif origin in (Union, types.UnionType):
         if value is None and type(None) in get_args(annotation):
             return None
-        for option in get_args(annotation):
-            if option is type(None):
-                continue
+        options = [a for a in get_args(annotation) if a is not type(None)]
+        if len(options) == 1:
+            return _check(value, options[0], where)
+        for option in options:
             try:
                 return _check(value, option, where)
             except ToolArgumentError:

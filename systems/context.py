@@ -7,7 +7,7 @@ from typing import ClassVar
 from agentloop import AgentContext, ChatMessage, PromptContext, PromptSection, SanitizedInput, System
 from agentloop.ports import MemoryStore, RagStore, SessionStore
 
-from systems.scope import knowledge_scope, memory_scope
+from agentloop import knowledge_scope, memory_scope
 
 
 def user_message_text(sanitized: SanitizedInput) -> str:

@@ -9,7 +9,7 @@ import attrs
 from agentloop import AgentContext, ChatMessage, SanitizedInput, System, TurnOutcome
 from agentloop.ports import MemoryEntry, MemoryStore, SessionStore
 
-from systems.scope import memory_scope
+from agentloop import memory_scope
 
 
 class MemoryPersistSystem(System):

@@ -7,7 +7,7 @@ from typing import ClassVar
 from agentloop import AgentContext, System, TurnOutcome
 from agentloop.ports import RagStore
 
-from systems.scope import knowledge_scope
+from agentloop import knowledge_scope
 
 
 class RagIndexingSystem(System):

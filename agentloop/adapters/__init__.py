@@ -9,3 +9,11 @@ __all__ += ["HashingEmbedder"]
 from agentloop.adapters.hnsw_index import HnswVectorIndex
 
 __all__ += ["HnswVectorIndex"]
+
+from agentloop.adapters.bot_stores import BotStores  # noqa: E402
+from agentloop.adapters.console import ConsoleChannel  # noqa: E402
+from agentloop.adapters.sqlite_memory import SqliteMemoryStore  # noqa: E402
+from agentloop.adapters.sqlite_rag import SqliteRagStore  # noqa: E402
+from agentloop.adapters.sqlite_sessions import SqliteSessionStore  # noqa: E402
+
+__all__ += ["BotStores", "ConsoleChannel", "SqliteMemoryStore", "SqliteRagStore", "SqliteSessionStore"]

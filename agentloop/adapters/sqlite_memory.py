@@ -54,3 +54,6 @@ class SqliteMemoryStore:
             MemoryEntry(scope, session_id, user_text, assistant_text, datetime.fromisoformat(created_at))
             for scope, session_id, user_text, assistant_text, created_at in reversed(rows)
         )
+
+    def close(self) -> None:
+        self._conn.close()

@@ -52,3 +52,6 @@ class SqliteSessionStore:
                 (session_id, limit),
             ).fetchall()
         return tuple(converter.structure(json.loads(row[0]), ChatMessage) for row in reversed(rows))
+
+    def close(self) -> None:
+        self._conn.close()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentloop import Session
+from agentloop.context import Session
 
 
 def memory_scope(session: Session) -> str:
