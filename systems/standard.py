@@ -147,12 +147,13 @@ def standard_pipeline(
     llm: LLM,
     channel: Channel,
     *,
-    data_dir: str | Path,
+    data_dir: str | Path | None = None,
     bot: str = "bot",
     tools: Iterable[Tool | Callable[..., Any]] = (),
     system_prompt: str = DEFAULT_SYSTEM_PROMPT,
     options: StandardOptions | None = None,
     embedder: Embedder | None = None,
+    stores: BotStores | None = None,
     clock: Clock | None = None,
     metrics: Metrics | None = None,
 ) -> StandardPipeline:
@@ -160,11 +161,16 @@ def standard_pipeline(
 
     History, memory and the RAG index live in `<data_dir>/<bot>.sqlite3` (the hnswlib
     index beside it); `embedder` defaults to the offline HashingEmbedder. `tools` are
-    `Tool`s or typed functions. Note retrieval and trajectory capture are added by
-    their own packages with `insert`.
+    `Tool`s or typed functions. Pass already open `stores` instead of `data_dir` to
+    share them. Note retrieval and trajectory capture are added with `insert`.
     """
+    if stores is None:
+        if data_dir is None:
+            raise ValueError("pass data_dir (where the bot's files live) or stores (already open)")
+        stores = BotStores.open(data_dir, bot, embedder=embedder)
+    elif data_dir is not None:
+        raise ValueError("pass data_dir or stores, not both: open stores already know their files")
     opts = options or StandardOptions()
-    stores = BotStores.open(data_dir, bot, embedder=embedder)
     systems: list[System] = [
         InputSanitizationSystem(max_chars=opts.max_input_chars),
         ContextBuildingSystem(

@@ -91,6 +91,12 @@ class SqliteRagStore:
             )
         return [RagHit(id_, texts[id_], score, scope) for id_, score in found if id_ in texts]
 
+    def texts(self, scope: str) -> list[str]:
+        """Every text stored in `scope`, oldest first."""
+        with self._lock:
+            rows = self._conn.execute("SELECT text FROM rag_documents WHERE scope = ? ORDER BY id", (scope,)).fetchall()
+        return [text for (text,) in rows]
+
     def __len__(self) -> int:
         return len(self._scopes)
 
