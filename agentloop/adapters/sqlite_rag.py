@@ -3,8 +3,10 @@ an hnswlib index that is derived from those rows and rebuilt whenever it disagre
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 import threading
+from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,17 +24,25 @@ CREATE TABLE IF NOT EXISTS rag_documents (
     scope TEXT NOT NULL,
     session_id TEXT,
     text TEXT NOT NULL,
+    digest TEXT NOT NULL,
     vector BLOB NOT NULL,
     created_at TEXT NOT NULL
 );
+CREATE INDEX IF NOT EXISTS rag_documents_by_digest ON rag_documents (scope, digest);
 """
+# A bot's own answers are few and retrieval needs only the top few: a lighter graph than
+# the note index keeps indexing a turn's answer cheap (benchmarks/turn_latency.py).
+INDEX_M = 16
+INDEX_EF_CONSTRUCTION = 64
+INDEX_EF = 64
 
 
 class SqliteRagStore:
     """Scoped similarity search over stored texts.
 
     Each row keeps its vector, so the index can be rebuilt without the embedder;
-    `close()` saves the index file. After a crash the file is stale (its count differs
+    `close()` saves the index file. A text already stored in its scope is not stored
+    twice (`add` returns the existing id). After a crash the file is stale (its count differs
     from the table's) and `open` rebuilds it from the rows.
     """
 
@@ -45,6 +55,7 @@ class SqliteRagStore:
         self._lock = threading.Lock()
         conn.executescript(_SCHEMA)
         self._scopes: dict[int, str] = dict(conn.execute("SELECT id, scope FROM rag_documents"))
+        self._scope_sizes = Counter(self._scopes.values())
 
     @classmethod
     def open(cls, path: str | Path, embedder: Embedder, index_path: str | Path) -> SqliteRagStore:
@@ -59,21 +70,37 @@ class SqliteRagStore:
                 f"use the embedder the texts were indexed with, or index them again in a new file"
             )
         (count,) = conn.execute("SELECT count(*) FROM rag_documents").fetchone()
-        index = HnswVectorIndex.open_or_rebuild(index_path, embedder.dim, count, lambda: _rows(conn))
+        index = HnswVectorIndex.open_or_rebuild(
+            index_path,
+            embedder.dim,
+            count,
+            lambda: _rows(conn),
+            m=INDEX_M,
+            ef_construction=INDEX_EF_CONSTRUCTION,
+            ef=INDEX_EF,
+        )
         return cls(conn, embedder, index)
 
     def add(self, scope: str, text: str, *, session_id: str | None = None) -> int:
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        with self._lock:
+            for (existing,) in self._conn.execute(
+                "SELECT id FROM rag_documents WHERE scope = ? AND digest = ? AND text = ?", (scope, digest, text)
+            ):
+                return int(existing)
         vector = self._embedder.embed([text])
         with self._lock:
             cursor = self._conn.execute(
-                "INSERT INTO rag_documents (scope, session_id, text, vector, created_at) VALUES (?, ?, ?, ?, ?)",
-                (scope, session_id, text, vector[0].astype(np.float32).tobytes(), datetime.now(UTC).isoformat()),
+                "INSERT INTO rag_documents (scope, session_id, text, digest, vector, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (scope, session_id, text, digest, vector[0].astype(np.float32).tobytes(), datetime.now(UTC).isoformat()),
             )
             new_id = cursor.lastrowid
             if new_id is None:
                 raise sqlite3.DatabaseError("SQLite did not report the id of the inserted text")
             self._index.add([new_id], vector)
             self._scopes[new_id] = scope
+            self._scope_sizes[scope] += 1
         return new_id
 
     def search(self, scope: str, query: str, k: int) -> list[RagHit]:
@@ -81,7 +108,11 @@ class SqliteRagStore:
         if k <= 0 or not vector.any():
             return []
         scopes = self._scopes
-        found = self._index.search(vector, k, accept=lambda id_: scopes.get(id_) == scope)
+        if self._scope_sizes[scope] == 0:
+            return []
+        # A filter costs a Python call per visited node; skip it when the scope is everything.
+        everything = self._scope_sizes[scope] == len(scopes)
+        found = self._index.search(vector, k, accept=None if everything else lambda id_: scopes.get(id_) == scope)
         if not found:
             return []
         marks = ",".join("?" * len(found))
