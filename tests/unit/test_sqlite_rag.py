@@ -59,3 +59,12 @@ def test_an_embedder_of_another_dimension_is_refused(tmp_path: Path) -> None:
     store.close()
     with pytest.raises(ValueError, match="dim 64 but the embedder makes dim 32"):
         SqliteRagStore.open(tmp_path / "bot.sqlite3", HashingEmbedder(dim=32), tmp_path / "other.hnsw")
+
+
+def test_a_text_already_in_its_scope_is_not_stored_twice(tmp_path: Path) -> None:
+    store = SqliteRagStore.open(tmp_path / "bot.sqlite3", HashingEmbedder(dim=64), tmp_path / "bot.rag.hnsw")
+    first = store.add("user:a", "I don't know.")
+    assert store.add("user:a", "I don't know.") == first
+    assert store.add("user:b", "I don't know.") != first
+    assert len(store) == 2 and store.texts("user:a") == ["I don't know."]
+    store.close()
