@@ -2,10 +2,7 @@
 
 from agentloop.adapters.metrics import InMemoryMetrics
 from agentloop.adapters.hashing_embedder import HashingEmbedder
-
-__all__ = ["InMemoryMetrics"]
-__all__ += ["HashingEmbedder"]
-
 from agentloop.adapters.hnsw_index import HnswVectorIndex
 
-__all__ += ["HnswVectorIndex"]
+__all__ = ["InMemoryMetrics"]
+__all__ += ["HashingEmbedder", "HnswVectorIndex"]
