@@ -39,3 +39,13 @@ class ToolDefinitionError(TypeError):
 
 class ToolArgumentError(ValueError):
     """A model called a tool with arguments that do not match its schema."""
+
+
+class IndexFileError(ValueError):
+    """A saved vector index file is truncated, corrupt or of another dimension."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(
+            f"{message}; delete it or open it with HnswVectorIndex.open_or_rebuild, "
+            f"which rebuilds it from the source of truth"
+        )

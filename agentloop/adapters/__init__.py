@@ -2,13 +2,10 @@
 
 from agentloop.adapters.metrics import InMemoryMetrics
 from agentloop.adapters.hashing_embedder import HashingEmbedder
-
-__all__ = ["InMemoryMetrics"]
-__all__ += ["HashingEmbedder"]
-
 from agentloop.adapters.hnsw_index import HnswVectorIndex
 
-__all__ += ["HnswVectorIndex"]
+__all__ = ["InMemoryMetrics"]
+__all__ += ["HashingEmbedder", "HnswVectorIndex"]
 
 from agentloop.adapters.bot_stores import BotStores  # noqa: E402
 from agentloop.adapters.console import ConsoleChannel  # noqa: E402

@@ -20,6 +20,7 @@ from agentloop.ports.vectors import Vectors
 _WORD = re.compile(r"\w+")
 _WORD_CACHE_SIZE = 16_384
 
+
 class HashingEmbedder:
     """Embed texts by hashing lower-cased word unigrams, bigrams and character n-grams.
 
@@ -58,25 +59,32 @@ class HashingEmbedder:
 
     def embed(self, texts: Sequence[str]) -> Vectors:
         """One L2-normalised float32 row per text, shape (len(texts), dim)."""
-        hashes: dict[float, list[int]] = {self._word_weight: [], self._bigram_weight: [], self._char_weight: []}
-        rows: dict[float, list[int]] = {weight: [] for weight in hashes}
+        word_hashes: list[int] = []
+        word_rows: list[int] = []
+        pair_hashes: list[int] = []
+        pair_rows: list[int] = []
+        gram_hashes: list[int] = []
+        gram_rows: list[int] = []
         for row, text in enumerate(texts):
             words = _WORD.findall(text.lower())
             for word in words:
-                word_hash, gram_hashes = self._word_features(word)
-                hashes[self._word_weight].append(word_hash)
-                rows[self._word_weight].append(row)
-                hashes[self._char_weight].extend(gram_hashes)
-                rows[self._char_weight].extend([row] * len(gram_hashes))
-            pairs = [self._hash(f"b\x00{a}\x00{b}") for a, b in zip(words, words[1:])]
-            hashes[self._bigram_weight].extend(pairs)
-            rows[self._bigram_weight].extend([row] * len(pairs))
+                word_hash, grams = self._word_features(word)
+                word_hashes.append(word_hash)
+                gram_hashes.extend(grams)
+                gram_rows.extend([row] * len(grams))
+            word_rows.extend([row] * len(words))
+            pair_hashes.extend(self._hash(f"b\x00{a}\x00{b}") for a, b in zip(words, words[1:]))
+            pair_rows.extend([row] * (len(words) - 1))
         flat = np.zeros(len(texts) * self._dim, dtype=np.float64)
-        for weight, kind_hashes in hashes.items():
-            if kind_hashes:
-                h = np.array(kind_hashes, dtype=np.int64)
+        for weight, hashes, rows in (
+            (self._word_weight, word_hashes, word_rows),
+            (self._bigram_weight, pair_hashes, pair_rows),
+            (self._char_weight, gram_hashes, gram_rows),
+        ):
+            if hashes:
+                h = np.array(hashes, dtype=np.int64)
                 # The low bits pick the bucket, the top bit the sign.
-                cells = np.array(rows[weight], dtype=np.int64) * self._dim + (h & 0x7FFFFFFF) % self._dim
+                cells = np.array(rows, dtype=np.int64) * self._dim + (h & 0x7FFFFFFF) % self._dim
                 signed = np.where(h & 0x80000000, -weight, weight)
                 flat += np.bincount(cells, weights=signed, minlength=flat.size)
         out = flat.reshape(len(texts), self._dim).astype(np.float32)

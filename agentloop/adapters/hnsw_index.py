@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 import structlog
 
+from agentloop.errors import IndexFileError
 from agentloop.ports.vectors import Vectors
 
 # The fixed header of an hnswlib index file (hnswalg.h saveIndex): offsetLevel0,
@@ -43,7 +44,7 @@ class _Hnsw(Protocol):
     def get_max_elements(self) -> int: ...
     def get_current_count(self) -> int: ...
     def resize_index(self, new_size: int) -> None: ...
-    def add_items(self, data: Vectors, ids: npt.NDArray[np.int64], num_threads: int) -> None: ...
+    def add_items(self, data: Vectors, ids: npt.NDArray[np.int64]) -> None: ...
     def mark_deleted(self, label: int) -> None: ...
     def get_items(self, ids: npt.NDArray[np.int64]) -> Vectors: ...
     def knn_query(
@@ -97,6 +98,11 @@ class HnswVectorIndex:
         """The query-time breadth; hnswlib does not save it, so it is set after every load."""
         return int(self._index.ef)
 
+    def set_ef(self, ef: int) -> None:
+        """Trade query speed for recall; larger `ef` finds more of the true neighbours."""
+        with self._lock:
+            self._index.set_ef(ef)
+
     @property
     def capacity(self) -> int:
         """How many vectors (live or removed) fit before the next resize."""
@@ -115,12 +121,14 @@ class HnswVectorIndex:
 
     def add(self, ids: Sequence[int], vectors: Vectors) -> None:
         """Insert or replace the vectors of `ids`, growing capacity geometrically."""
-        labels = np.asarray(ids, dtype=np.int64)
-        data = np.ascontiguousarray(vectors, dtype=np.float32).reshape(len(labels), -1) if len(labels) else None
-        if data is None:
+        labels = np.asarray(ids, dtype=np.int64).reshape(-1)
+        if len(labels) == 0:
             return
-        if data.shape[1] != self._dim:
-            raise ValueError(f"vectors have dim {data.shape[1]}, but this index has dim {self._dim}")
+        data = np.ascontiguousarray(np.atleast_2d(vectors), dtype=np.float32)
+        if data.shape != (len(labels), self._dim):
+            raise ValueError(
+                f"add() needs one row of dim {self._dim} per id, got shape {data.shape} for {len(labels)} ids"
+            )
         if len(np.unique(labels)) != len(labels):
             raise ValueError("add() got the same id twice in one call; pass each id once")
         if labels.min() < 0:
@@ -133,7 +141,7 @@ class HnswVectorIndex:
                 grown = max(needed, capacity * 2)
                 self._index.resize_index(grown)
                 _logger.debug("hnsw_index_resized", capacity=grown, previous=capacity)
-            self._index.add_items(data, labels, num_threads=1)
+            self._index.add_items(data, labels)
             self._live.update(new)
             self._removed.difference_update(new)
 
@@ -184,16 +192,16 @@ class HnswVectorIndex:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], dim: int, *, ef: int = 128) -> HnswVectorIndex:
-        """Open a saved index; raises ValueError when the file is not a sound index of `dim`."""
+        """Open a saved index; raises IndexFileError when it is not a sound index of `dim`."""
         file = Path(path)
         labels, deleted, stored_dim = _read_labels(file)
         if stored_dim != dim:
-            raise ValueError(f"index file {file} holds vectors of dim {stored_dim}, not {dim}")
+            raise IndexFileError(f"index file {file} holds vectors of dim {stored_dim}, not {dim}")
         loaded = _new_hnsw(dim)
         try:
             loaded.load_index(str(file))
         except RuntimeError as error:
-            raise ValueError(f"index file {file} is unreadable: {error}") from error
+            raise IndexFileError(f"index file {file} is unreadable: {error}") from error
         loaded.set_ef(ef)
         index = cls(dim, capacity=1, ef=ef, path=file)
         index._index = loaded
@@ -227,7 +235,7 @@ class HnswVectorIndex:
         else:
             try:
                 loaded = cls.load(path, dim, ef=ef)
-            except (ValueError, OSError) as error:
+            except (IndexFileError, OSError) as error:
                 reason = f"unreadable: {error}"
             else:
                 if len(loaded) == expected_count:
@@ -291,13 +299,13 @@ def _read_labels(file: Path) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool
     with file.open("rb") as handle:
         header = handle.read(_HEADER.size)
     if len(header) < _HEADER.size:
-        raise ValueError(f"index file {file} is truncated: {size} bytes")
+        raise IndexFileError(f"index file {file} is truncated: {size} bytes")
     offset_level0, _, count, per_element, label_offset, offset_data, *_ = _HEADER.unpack(header)
     data_bytes = label_offset - offset_data
     if data_bytes <= 0 or data_bytes % 4 or label_offset + 8 > per_element:
-        raise ValueError(f"index file {file} has an unreadable header")
+        raise IndexFileError(f"index file {file} has an unreadable header")
     if size < _HEADER.size + count * (per_element + 4):
-        raise ValueError(f"index file {file} is truncated: {size} bytes for {count} elements")
+        raise IndexFileError(f"index file {file} is truncated: {size} bytes for {count} elements")
     if count == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool), data_bytes // 4
     block = np.memmap(file, dtype=np.uint8, mode="r", offset=_HEADER.size, shape=(count, per_element))

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
 from agentloop.adapters.hnsw_index import HnswVectorIndex
+from agentloop.errors import IndexFileError
 from agentloop.ports.vectors import VectorIndex
 
 DIM = 8
@@ -108,7 +109,7 @@ def test_re_adding_a_removed_or_existing_id_replaces_its_vector_in_place() -> No
 
 def test_bad_input_is_refused_with_a_clear_message() -> None:
     index = HnswVectorIndex(DIM)
-    with pytest.raises(ValueError, match="dim 4"):
+    with pytest.raises(ValueError, match="one row of dim 8 per id"):
         index.add([1], _vectors(1, dim=4))
     with pytest.raises(ValueError, match="same id twice"):
         index.add([1, 1], _vectors(2))
@@ -182,6 +183,25 @@ def test_ef_is_set_again_after_a_load(tmp_path: Path) -> None:
     index.save()
     assert HnswVectorIndex.load(path, DIM, ef=77).ef == 77
     assert HnswVectorIndex.load(path, DIM, ef=250).ef == 250
+
+
+def test_loading_an_unsound_file_raises_an_actionable_error(tmp_path: Path) -> None:
+    path = tmp_path / "notes.hnsw"
+    index = HnswVectorIndex(DIM, path=path)
+    index.add(list(range(20)), _vectors(20))
+    index.save()
+    with pytest.raises(IndexFileError, match="dim 8, not 16.*open_or_rebuild"):
+        HnswVectorIndex.load(path, DIM * 2)
+    sound = path.read_bytes()
+    path.write_bytes(sound + bytes(16))
+    with pytest.raises(IndexFileError, match="unreadable"):
+        HnswVectorIndex.load(path, DIM)
+    path.write_bytes(sound[:-1])
+    with pytest.raises(IndexFileError, match="truncated|unreadable"):
+        HnswVectorIndex.load(path, DIM)
+    path.write_bytes(b"short")
+    with pytest.raises(IndexFileError, match="truncated"):
+        HnswVectorIndex.load(path, DIM)
 
 
 def _sqlite_rows(path: Path, vectors: npt.NDArray[np.float32]) -> sqlite3.Connection:
