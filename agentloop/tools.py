@@ -122,7 +122,6 @@ class _Parameter:
     name: str
     annotation: Any
     required: bool
-    default: Any
 
 
 @attrs.frozen
@@ -174,7 +173,7 @@ def _make_tool(function: Callable[..., Any], name: str | None, description: str 
         if param.name not in hints:
             raise ToolDefinitionError(f"{where} needs a type annotation")
         required = param.default is inspect.Parameter.empty
-        parameters.append(_Parameter(param.name, hints[param.name], required, None if required else param.default))
+        parameters.append(_Parameter(param.name, hints[param.name], required))
         properties[param.name] = _schema(hints[param.name], where)
     schema = {
         "type": "object",

@@ -4,10 +4,17 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from agentloop import AgentContext, ChatMessage, PromptContext, PromptSection, SanitizedInput, System
+from agentloop import (
+    AgentContext,
+    ChatMessage,
+    PromptContext,
+    PromptSection,
+    SanitizedInput,
+    System,
+    knowledge_scope,
+    memory_scope,
+)
 from agentloop.ports import MemoryStore, RagStore, SessionStore
-
-from agentloop import knowledge_scope, memory_scope
 
 
 def user_message_text(sanitized: SanitizedInput) -> str:

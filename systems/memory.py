@@ -6,10 +6,8 @@ from typing import ClassVar
 
 import attrs
 
-from agentloop import AgentContext, ChatMessage, SanitizedInput, System, TurnOutcome
+from agentloop import AgentContext, ChatMessage, SanitizedInput, System, TurnOutcome, memory_scope
 from agentloop.ports import MemoryEntry, MemoryStore, SessionStore
-
-from agentloop import memory_scope
 
 
 class MemoryPersistSystem(System):

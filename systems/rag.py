@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from agentloop import AgentContext, System, TurnOutcome
+from agentloop import AgentContext, System, TurnOutcome, knowledge_scope
 from agentloop.ports import RagStore
-
-from agentloop import knowledge_scope
 
 
 class RagIndexingSystem(System):

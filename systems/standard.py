@@ -129,7 +129,9 @@ class StandardPipeline:
     def __enter__(self) -> StandardPipeline:
         return self
 
-    def __exit__(self, *exc: tuple[type[BaseException] | None, BaseException | None, TracebackType | None]) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
         self.close()
 
     def _index(self, system_type: type[System]) -> int:

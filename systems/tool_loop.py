@@ -102,6 +102,7 @@ class ToolLoopSystem(System):
     tool calls become a `PlanProposal` and none runs. Every tool run is recorded in
     `ToolExecutions` and handed to `on_tool_execution`. A tool exception or a bad
     argument is a TOOL failure whose message goes back to the model as the result.
+    Sync tools run on the event loop: make slow or blocking tools `async def`.
     """
 
     order: ClassVar[int] = 30
