@@ -7,13 +7,16 @@ import json
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 
-from agentloop import ChatMessage, FailureKind, LlmCallError, LlmRequest, ToolCall, ToolSpec
+from agentloop import ChatMessage, FailureKind, IncomingMessage, LlmCallError, LlmRequest, Session, ToolCall, ToolSpec, tool
 from agentloop.adapters.openai_llm import OpenAICompatibleLLM
+from agentloop.testing import RecordingChannel
+from systems import standard_pipeline
 
 
 class ScriptedServer:
@@ -184,3 +187,27 @@ def test_unreachable_server_is_unknown(server: ScriptedServer) -> None:
     with pytest.raises(LlmCallError) as caught:
         run(OpenAICompatibleLLM(url, "m", max_retries=1, sleep=SleepLog()), HELLO)
     assert caught.value.kind is FailureKind.UNKNOWN
+
+
+def test_a_standard_turn_with_a_tool_call_over_http(server: ScriptedServer, tmp_path: Path) -> None:
+    @tool
+    def weather(city: str) -> str:
+        """The weather in a city."""
+        return f"{city}: sunny"
+
+    server.reply(body=completion(None, [{"id": "c1", "type": "function",
+                                          "function": {"name": "weather", "arguments": '{"city": "Oslo"}'}}]))
+    server.reply(body=completion("Oslo is sunny."))
+    channel = RecordingChannel()
+
+    async def turn() -> None:
+        llm = OpenAICompatibleLLM(server.url, "m")
+        with standard_pipeline(llm, channel, data_dir=tmp_path, tools=[weather]) as pipeline:
+            await pipeline.build().run_turn(Session("s", user_id="u"), IncomingMessage("Weather in Oslo?"))
+        await llm.aclose()
+
+    asyncio.run(turn())
+    assert channel.texts == ["Oslo is sunny."]
+    second = server.requests[1]["body"]["messages"]
+    assert second[-1] == {"role": "tool", "content": "Oslo: sunny", "tool_call_id": "c1", "name": "weather"}
+    assert second[-2]["tool_calls"][0]["function"] == {"name": "weather", "arguments": '{"city": "Oslo"}'}
