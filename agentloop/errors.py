@@ -115,7 +115,7 @@ class ResourceExhaustedError(TaskError):
 class TaskFailedError(TaskError):
     """A task failed; `reason` is a `TaskFailureReason`, `result` the failed result if any.
 
-    For `subtask_failure` in a sequence, `failed_step` (0-based), `total_steps` and
+    For `subtask_failure` in a sequence, `failed_step` (1-based), `total_steps` and
     `partial_results` (the outputs of the steps that completed) say how far it got.
     """
 

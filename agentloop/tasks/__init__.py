@@ -5,6 +5,28 @@ Load templates into a `TemplateRegistry`, run them with an `Evaluator` over an
 their lifecycle with `TaskLifecycle`.
 """
 
+from agentloop.errors import (
+    ContextManagementWarning,
+    InvalidTaskId,
+    InvalidTaskTransition,
+    ResourceExhaustedError,
+    ScriptsNotAllowedError,
+    TaskError,
+    TaskFailedError,
+    TemplateError,
+    UnknownTaskError,
+    UnknownTemplateError,
+)
+from agentloop.ports.tasks import TaskRecord, TaskState, TaskStore
+from agentloop.tasks.attempt_notes import (
+    NOTES_HEADING,
+    TAIL_CHARS,
+    AttemptNotes,
+    count_attempts,
+    format_attempt,
+    tail,
+    validate_task_id,
+)
 from agentloop.tasks.evaluator import (
     DEFAULT_MAX_CONTINUATIONS,
     DEFAULT_MAX_DEPTH,
@@ -15,6 +37,7 @@ from agentloop.tasks.evaluator import (
     inherited,
     substitute,
 )
+from agentloop.tasks.lifecycle import AttemptOutcome, AttemptRunner, TaskLifecycle
 from agentloop.tasks.loader import (
     DEFAULT_MAX_BYTES,
     MAX_NESTING,
@@ -71,6 +94,29 @@ from agentloop.tasks.turn import (
 )
 
 __all__ = [
+    "NOTES_HEADING",
+    "TAIL_CHARS",
+    "AttemptNotes",
+    "AttemptOutcome",
+    "AttemptRunner",
+    "ContextManagementWarning",
+    "InvalidTaskId",
+    "InvalidTaskTransition",
+    "ResourceExhaustedError",
+    "ScriptsNotAllowedError",
+    "TaskError",
+    "TaskFailedError",
+    "TaskLifecycle",
+    "TaskRecord",
+    "TaskState",
+    "TaskStore",
+    "TemplateError",
+    "UnknownTaskError",
+    "UnknownTemplateError",
+    "count_attempts",
+    "format_attempt",
+    "tail",
+    "validate_task_id",
     "DEFAULT_MAX_BYTES",
     "DEFAULT_MAX_CONTINUATIONS",
     "DEFAULT_MAX_DEPTH",

@@ -380,7 +380,7 @@ class Evaluator:
                 TaskFailureReason.SUBTASK_FAILURE,
                 f"{parent.operator.value} task {parent.label!r} stopped at step {index + 1} of {total}: {exc}",
                 result=exc.result,
-                failed_step=index,
+                failed_step=index + 1,
                 total_steps=total,
                 partial_results=tuple(completed),
             ) from exc
