@@ -242,10 +242,14 @@ class _Builder:
         overrides = self._overrides(children["context_management"]) if "context_management" in children else ContextOverrides()
         context = resolve(operator, subtype, position, overrides)
         found = check(operator, overrides, context)
-        where = children.get("context_management", element)
+        settings = children.get("context_management")
         if found.errors:
-            raise self.fail(where, found.errors[0])
-        self.notices.extend(TemplateNotice(self.source, _line(where), message) for message in found.warnings)
+            problem = found.errors[0]
+            raise self.fail(_setting_element(element, settings, problem.setting), problem.message)
+        self.notices.extend(
+            TemplateNotice(self.source, _line(_setting_element(element, settings, w.setting)), w.message)
+            for w in found.warnings
+        )
         common = {
             "name": name,
             "description": description,
@@ -403,6 +407,14 @@ class _Builder:
         if not argv or not argv[0].strip():
             raise self.fail(element, "<command> needs at least one <arg>, the program to run")
         return tuple(argv), timeout
+
+
+def _setting_element(task: etree._Element, settings: etree._Element | None, setting: str) -> etree._Element:
+    """The element a finding is about: the setting if written, else the block, else the task."""
+    if settings is None:
+        return task
+    written = settings.find(setting)
+    return written if written is not None else settings
 
 
 def _line(element: etree._Element) -> int | None:

@@ -133,30 +133,49 @@ def resolve(operator: Operator, subtype: Subtype, position: Position, overrides:
 
 
 @attrs.frozen
+class SettingsProblem:
+    """One finding of `check`: the setting it is about and a plain sentence."""
+
+    setting: str
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@attrs.frozen
 class SettingsCheck:
     """What `check` found: errors refuse the template, warnings only report."""
 
-    errors: tuple[str, ...] = ()
-    warnings: tuple[str, ...] = ()
+    errors: tuple[SettingsProblem, ...] = ()
+    warnings: tuple[SettingsProblem, ...] = ()
 
 
 def check(operator: Operator, overrides: ContextOverrides, settings: ContextManagement) -> SettingsCheck:
     """Validate merged settings (seed 003's rules), as plain sentences."""
-    errors: list[str] = []
-    warnings: list[str] = []
+    errors: list[SettingsProblem] = []
+    warnings: list[SettingsProblem] = []
     if settings.fresh and settings.inherit_context is not InheritContext.NONE:
         errors.append(
-            f"fresh_context=enabled needs inherit_context=none (it is {settings.inherit_context.value}); "
-            f"a task either inherits its parent's context or gathers a fresh one"
+            SettingsProblem(
+                "fresh_context" if overrides.fresh_context is not None else "inherit_context",
+                f"fresh_context=enabled needs inherit_context=none (it is {settings.inherit_context.value}); "
+                f"a task either inherits its parent's context or gathers a fresh one",
+            )
         )
     if operator is not Operator.SEQUENTIAL:
         for field in ("accumulate_data", "accumulation_format"):
             if getattr(overrides, field) is not None:
-                errors.append(f"{field} applies only to sequential tasks, not to {operator.value} tasks")
+                errors.append(SettingsProblem(field, f"{field} applies only to sequential tasks, not to {operator.value} tasks"))
     elif settings.accumulation_format is AccumulationFormat.FULL_OUTPUT and not settings.accumulates:
-        warnings.append("accumulation_format=full_output has no effect with accumulate_data=false")
+        warnings.append(
+            SettingsProblem("accumulation_format", "accumulation_format=full_output has no effect with accumulate_data=false")
+        )
     if settings.inherit_context is InheritContext.NONE and not settings.accumulates and not settings.fresh:
         warnings.append(
-            "inherit_context=none with no accumulation and fresh_context=disabled gives the task no context at all"
+            SettingsProblem(
+                "context_management",
+                "inherit_context=none with no accumulation and fresh_context=disabled gives the task no context at all",
+            )
         )
     return SettingsCheck(tuple(errors), tuple(warnings))
