@@ -96,6 +96,16 @@ def _text(value: InputValue) -> str:
     return value if isinstance(value, str) else "\n".join(value)
 
 
+def _transcript(result: TaskResult) -> str:
+    """What a turn contributes to the trace: its content, then how it ended if not COMPLETE."""
+    if result.status is TaskStatus.FAILED:
+        reason = result.reason.value if result.reason else "failed"
+        return f"{result.content}\nFAILED ({reason}): {result.detail}".lstrip()
+    if result.subtask is not None:
+        return f"{result.content}\nCONTINUATION: asked for subtask {result.subtask.key!r}".lstrip()
+    return result.content
+
+
 def substitute(text: str, values: Mapping[str, InputValue], label: str) -> str:
     """`text` with each `{{name}}` replaced by its value, in one literal pass."""
 
@@ -270,7 +280,7 @@ class Evaluator:
             )
         else:
             result = parse_reply(outcome.assistant_text)
-        trace.add(turn.task_name, outcome.assistant_text if outcome and outcome.assistant_text else result.detail or "")
+        trace.add(turn.task_name, _transcript(result))
         self._log.debug("task.turn", task=turn.task_name, turn_id=ctx.turn_id, status=result.status.value)
         return result
 
