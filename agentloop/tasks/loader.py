@@ -50,6 +50,7 @@ MAX_SCRIPT_TIMEOUT = 3600.0
 _TASK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}")
 _VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 _FORBIDDEN_DECLARATIONS = re.compile(r"<!(DOCTYPE|ENTITY)")
+_POSITION = re.compile(r", line \d+, column \d+$")
 _OPERATORS = ", ".join(op.value for op in Operator)
 _COMMON_CHILDREN = ("description", "inputs", "context_management")
 _OPERATOR_CHILDREN: dict[Operator, tuple[str, ...]] = {
@@ -163,7 +164,7 @@ def parse_document(data: bytes, *, source: str, max_bytes: int = DEFAULT_MAX_BYT
     try:
         root = etree.fromstring(data, _parser())
     except etree.XMLSyntaxError as exc:
-        message = exc.msg if isinstance(exc.msg, str) and exc.msg else str(exc)
+        message = _POSITION.sub("", exc.msg if isinstance(exc.msg, str) and exc.msg else str(exc))
         lineno = exc.lineno if isinstance(exc.lineno, int) and exc.lineno > 0 else None
         raise TemplateError(f"is not well-formed XML: {message}", file=source, line=lineno) from None
     if getattr(root.getroottree().docinfo, "doctype", ""):
