@@ -231,7 +231,8 @@ class Evaluator:
     async def _atomic(self, template: AtomicTemplate, frame: _Frame, context: dict[str, str]) -> TaskResult:
         instruction = substitute(template.description, frame.inputs, template.label)
         subtask_results: list[TaskOutput] = []
-        for continuation in range(self.max_continuations + 1):
+        continuations = 0
+        while True:
             turn = TaskTurn(
                 task_name=template.label,
                 instruction=instruction,
@@ -251,16 +252,18 @@ class Evaluator:
                 )
             if result.status is TaskStatus.COMPLETE:
                 return result
+            if continuations == self.max_continuations:
+                raise ResourceExhaustedError(
+                    "continuations",
+                    continuations + 1,
+                    self.max_continuations,
+                    f"task {template.label!r} asked for more than {self.max_continuations} subtasks in a row; "
+                    f"raise max_continuations or split the task",
+                )
+            continuations += 1
             assert result.subtask is not None  # parse_reply guarantees it for CONTINUATION
             sub = await self._spawn(result.subtask, template, frame, context)
             subtask_results.append(TaskOutput(result.subtask.key, sub.content, sub.notes, self.clock.now()))
-        raise ResourceExhaustedError(
-            "continuations",
-            self.max_continuations + 1,
-            self.max_continuations,
-            f"task {template.label!r} asked for more than {self.max_continuations} subtasks in a row; "
-            f"raise max_continuations or split the task",
-        )
 
     async def _turn(self, turn: TaskTurn, trace: TaskTrace) -> TaskResult:
         trace.turns += 1
