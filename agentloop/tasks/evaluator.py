@@ -4,7 +4,11 @@ An atomic task is one auto-mode turn of the `AgentLoop` the caller gives (see
 `agentloop.tasks.turn` for what the turn receives and how it replies). `{{var}}` in
 descriptions and script arguments is replaced from the inputs, once and literally.
 Inputs flow down to every child task; context flows down according to each child's
-inherit_context. Notes go from one task to the next exactly as produced (I10).
+inherit_context. A task's context is *fresh* (its turns may retrieve notes and memory)
+when its own fresh_context is enabled, or when it inherits (full or subset) from a task
+whose context is fresh: so the atomic tasks inside a reduce (defaults: reduce fresh,
+inner and reduction tasks inherit full) retrieve, while a sequence's steps do not.
+Notes go from one task to the next exactly as produced (I10).
 
 A run either returns a COMPLETE `TaskResult` or raises a `TaskError`:
 `TaskFailedError` (with a `TaskFailureReason`) or `ResourceExhaustedError`.
@@ -81,7 +85,8 @@ class TaskTrace:
 
 @attrs.frozen
 class _Frame:
-    """Where a task runs: its inputs, the context its parent offers, and its ancestry."""
+    """Where a task runs: its inputs, the context it is offered (and whether that context
+    is fresh, i.e. gathered by retrieval), the history it sees, and its ancestry."""
 
     inputs: Mapping[str, InputValue]
     context: Mapping[str, str]
@@ -90,6 +95,7 @@ class _Frame:
     history: tuple[TaskOutput, ...] = ()
     depth: int = 0
     previous_notes: str | None = None
+    fresh: bool = False
 
 
 def _text(value: InputValue) -> str:
@@ -219,16 +225,20 @@ class Evaluator:
                 TaskFailureReason.INPUT_VALIDATION_FAILURE,
                 f"task {template.label!r} needs input(s) {', '.join(map(repr, missing))}",
             )
-        context = inherited(template, frame.context)
+        settings = template.context
+        inherits = settings.inherit_context is not InheritContext.NONE
+        own = attrs.evolve(
+            frame, context=inherited(template, frame.context), fresh=settings.fresh or (inherits and frame.fresh)
+        )
         if isinstance(template, AtomicTemplate):
-            return await self._atomic(template, frame, context)
+            return await self._atomic(template, own)
         if isinstance(template, SequentialTemplate):
-            return await self._sequential(template, frame, context)
+            return await self._sequential(template, own)
         if isinstance(template, ReduceTemplate):
-            return await self._reduce(template, frame, context)
-        return await self._script(template, frame)
+            return await self._reduce(template, own)
+        return await self._script(template, own)
 
-    async def _atomic(self, template: AtomicTemplate, frame: _Frame, context: dict[str, str]) -> TaskResult:
+    async def _atomic(self, template: AtomicTemplate, frame: _Frame) -> TaskResult:
         instruction = substitute(template.description, frame.inputs, template.label)
         subtask_results: list[TaskOutput] = []
         continuations = 0
@@ -236,11 +246,11 @@ class Evaluator:
             turn = TaskTurn(
                 task_name=template.label,
                 instruction=instruction,
-                context=context,
+                context=frame.context,
                 history=frame.history,
                 subtask_results=tuple(subtask_results),
                 previous_notes=frame.previous_notes,
-                fresh_context=template.context.fresh,
+                fresh_context=frame.fresh,
                 depth=frame.depth,
             )
             result = await self._turn(turn, frame.trace)
@@ -262,7 +272,7 @@ class Evaluator:
                 )
             continuations += 1
             assert result.subtask is not None  # parse_reply guarantees it for CONTINUATION
-            sub = await self._spawn(result.subtask, template, frame, context)
+            sub = await self._spawn(result.subtask, template, frame)
             subtask_results.append(TaskOutput(result.subtask.key, sub.content, sub.notes, self.clock.now()))
 
     async def _turn(self, turn: TaskTurn, trace: TaskTrace) -> TaskResult:
@@ -287,9 +297,7 @@ class Evaluator:
         self._log.debug("task.turn", task=turn.task_name, turn_id=ctx.turn_id, status=result.status.value)
         return result
 
-    async def _spawn(
-        self, request: SubtaskRequest, parent: AtomicTemplate, frame: _Frame, context: dict[str, str]
-    ) -> TaskResult:
+    async def _spawn(self, request: SubtaskRequest, parent: AtomicTemplate, frame: _Frame) -> TaskResult:
         key = request.key
         if key in frame.chain:
             raise TaskFailedError(
@@ -321,37 +329,32 @@ class Evaluator:
                 subtype=Subtype.SUBTASK,
                 source=parent.source,
             )
-        child = _Frame(
-            inputs=dict(request.inputs),
-            context=context,
-            chain=(*frame.chain, key),
-            trace=frame.trace,
-            depth=frame.depth + 1,
-            previous_notes=frame.previous_notes,
+        child = attrs.evolve(
+            frame, inputs=dict(request.inputs), chain=(*frame.chain, key), history=(), depth=frame.depth + 1
         )
         return await self._evaluate(template, child)
 
-    async def _sequential(self, template: SequentialTemplate, frame: _Frame, context: dict[str, str]) -> TaskResult:
+    async def _sequential(self, template: SequentialTemplate, frame: _Frame) -> TaskResult:
         history = SequentialHistory(template.context.accumulation_format or AccumulationFormat.NOTES_ONLY)
         completed: list[TaskOutput] = []
         result = TaskResult("")
         for index, step in enumerate(template.steps):
             step_id = step.name or f"step-{index + 1}"
             visible = history.snapshot() if template.context.accumulates else ()
-            step_frame = attrs.evolve(frame, context=context, history=visible)
+            step_frame = attrs.evolve(frame, history=visible)
             result = await self._child(template, step, step_frame, index, len(template.steps), completed)
             now = self.clock.now()
             history.record(step_id, result, now)
             completed.append(TaskOutput(step_id, result.content, result.notes, now))
         return TaskResult(result.content, TaskStatus.COMPLETE, result.notes)
 
-    async def _reduce(self, template: ReduceTemplate, frame: _Frame, context: dict[str, str]) -> TaskResult:
+    async def _reduce(self, template: ReduceTemplate, frame: _Frame) -> TaskResult:
         items = self._items(template, frame.inputs)
         accumulator = _text(frame.inputs.get("accumulator", ""))
         completed: list[TaskOutput] = []
         notes: Mapping[str, object] = {}
         for index, item in enumerate(items):
-            base = attrs.evolve(frame, context=context, history=())
+            base = attrs.evolve(frame, history=())
             inner_inputs = {**frame.inputs, "item": item, "index": str(index + 1)}
             inner = await self._child(
                 template, template.inner, attrs.evolve(base, inputs=inner_inputs), index, len(items), completed

@@ -71,7 +71,8 @@ class TaskTurn:
 
     `context` is the inherited context after the task's inherit_context setting (empty
     for none); `history` the earlier steps of the enclosing sequence as accumulated;
-    `fresh_context` whether retrieval systems may add notes and memory.
+    `fresh_context` whether retrieval systems may add notes and memory: the task's own
+    setting, or inherited from a parent whose context is fresh (see the evaluator).
     """
 
     task_name: str

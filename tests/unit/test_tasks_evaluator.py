@@ -16,6 +16,7 @@ from agentloop.testing import FakeClock
 from agentloop.testing.strategies import task_notes
 from agentloop.testing.tasks import task_loop
 from agentloop.tasks import (
+    ContextManagementWarning,
     Evaluator,
     ResourceExhaustedError,
     ScriptsNotAllowedError,
@@ -277,3 +278,28 @@ def test_notes_pass_through_sequential_accumulation_unchanged(notes: list[dict[s
         ["out 0", "out 1"] if fmt == "full_output" else [None, None]
     )
     assert result.notes == notes[2]
+
+
+def test_fresh_context_reaches_turns_that_inherit_from_a_fresh_task() -> None:
+    xml = (
+        "<templates>"
+        '<task name="r" type="reduce"><description>R</description>'
+        '<inner_task><task type="atomic"><description>in {{item}}</description></task></inner_task>'
+        '<reduction_task><task type="atomic"><description>red</description>'
+        "<context_management><inherit_context>none</inherit_context></context_management></task></reduction_task>"
+        "</task>"
+        '<task name="s" type="sequential"><description>S</description>'
+        '<steps><task type="atomic"><description>step</description></task></steps></task>'
+        "</templates>"
+    )
+    loop, system = task_loop(_echo)
+    with pytest.warns(ContextManagementWarning, match="no context at all"):
+        registry = _registry(xml)
+    evaluator = Evaluator(registry, loop)
+    evaluator.run_sync("r", {"items": ["a"]})
+    evaluator.run_sync("s")
+    assert [(t.instruction, t.fresh_context) for t in system.turns] == [
+        ("in a", True),
+        ("red", False),
+        ("step", False),
+    ]
