@@ -13,7 +13,7 @@ import enum
 import re
 from importlib import resources
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import attrs
 from lxml import etree
@@ -251,7 +251,7 @@ class _Builder:
             TemplateNotice(self.source, _line(_setting_element(element, settings, w.setting)), w.message)
             for w in found.warnings
         )
-        common = {
+        common: dict[str, Any] = {
             "name": name,
             "description": description,
             "inputs": inputs,
@@ -260,10 +260,10 @@ class _Builder:
             "source": SourceLocation(self.source, _line(element)),
         }
         if operator is Operator.ATOMIC:
-            return AtomicTemplate(subtype=subtype, **common)  # type: ignore[arg-type]
+            return AtomicTemplate(subtype=subtype, **common)
         if operator is Operator.SEQUENTIAL:
             steps = self._subtasks(self._required(element, children, "steps"), depth, Position.STEP, many=True)
-            return SequentialTemplate(steps=steps, **common)  # type: ignore[arg-type]
+            return SequentialTemplate(steps=steps, **common)
         if operator is Operator.REDUCE:
             over = element.get("over", "items")
             if not _VAR_NAME.fullmatch(over):
@@ -272,9 +272,9 @@ class _Builder:
             (reduction,) = self._subtasks(
                 self._required(element, children, "reduction_task"), depth, Position.REDUCE_REDUCTION
             )
-            return ReduceTemplate(inner=inner, reduction=reduction, over=over, **common)  # type: ignore[arg-type]
+            return ReduceTemplate(inner=inner, reduction=reduction, over=over, **common)
         command, timeout = self._command(self._required(element, children, "command"))
-        return ScriptTemplate(command=command, timeout=timeout, **common)  # type: ignore[arg-type]
+        return ScriptTemplate(command=command, timeout=timeout, **common)
 
     def _children(self, element: etree._Element, allowed: tuple[str, ...], operator: Operator) -> dict[str, etree._Element]:
         self._no_text(element)
@@ -433,6 +433,6 @@ def _name(qualified: str | bytes) -> str:
     return text.rsplit("}", 1)[-1]
 
 
-def _first(attrib: object) -> str:
-    keys = list(attrib)  # type: ignore[call-overload]
-    return _name(keys[0]) if keys else ""
+def _first(attrib: etree._Attrib) -> str:
+    keys = list(attrib.keys())
+    return _name(str(keys[0])) if keys else ""
