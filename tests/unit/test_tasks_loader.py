@@ -202,38 +202,46 @@ def test_format_mistakes_are_plain_sentences(document: str, fragment: str) -> No
     assert fragment in str(caught.value)
 
 
-_names = st.sampled_from(["a", "b-1", "", "../x", "x y"])
+_names = st.sampled_from(["a", "b-1", "c.2", "", "../x", "x y"])
 _types = st.sampled_from(["atomic", "sequential", "reduce", "script", "map", ""])
 _values = st.sampled_from(["full", "none", "subset", "true", "false", "notes_only", "full_output", "enabled", "disabled", "?"])
 _settings = st.sampled_from(["inherit_context", "accumulate_data", "accumulation_format", "fresh_context", "bogus"])
 
 
+def _rarely(draw: st.DrawFn) -> bool:
+    """True about one time in eight: how often a generated template goes wrong in one place."""
+    return draw(st.integers(0, 7)) == 0
+
+
 @st.composite
 def _task(draw: st.DrawFn, depth: int = 0) -> str:
-    attributes = f'type="{draw(_types)}"'
-    if draw(st.booleans()):
-        attributes += f' name="{draw(_names)}"'
-    if draw(st.booleans()):
+    kind = draw(_types) if _rarely(draw) else draw(st.sampled_from(["atomic", "sequential", "reduce", "script"]))
+    attributes = f'type="{kind}"'
+    if depth == 0 or draw(st.booleans()):
+        attributes += f' name="{draw(_names) if _rarely(draw) else draw(st.sampled_from(["a", "b-1", "c.2"]))}"'
+    if kind == "atomic" and draw(st.booleans()):
         attributes += f' subtype="{draw(st.sampled_from(["standard", "subtask", "x"]))}"'
     parts = []
+    if not _rarely(draw):
+        parts.append(f"<description>{draw(st.sampled_from(['Do {{x}}', 'plain', '']))}</description>")
     if draw(st.booleans()):
-        parts.append(f"<description>{draw(st.sampled_from(['Do {{x}}', '', 'plain']))}</description>")
-    if draw(st.booleans()):
-        settings_xml = "".join(f"<{s}>{draw(_values)}</{s}>" for s in draw(st.lists(_settings, max_size=4)))
+        settings_xml = "".join(f"<{s}>{draw(_values)}</{s}>" for s in draw(st.lists(_settings, max_size=3, unique=True)))
         parts.append(f"<context_management>{settings_xml}</context_management>")
-    if depth < 2 and draw(st.booleans()):
-        children = "".join(draw(st.lists(_task(depth + 1), max_size=2)))
-        parts.append(f"<{draw(st.sampled_from(['steps', 'inner_task', 'reduction_task']))}>{children}</steps>")
-    if draw(st.booleans()):
-        parts.append("<command>" + "".join(f"<arg>{a}</arg>" for a in draw(st.lists(st.sampled_from(["wc", "{{p}}", ""]), max_size=3))) + "</command>")
+    child = (lambda: draw(_task(depth + 1))) if depth < 2 else (lambda: '<task type="atomic"><description>d</description></task>')
+    if kind == "sequential" and not _rarely(draw):
+        parts.append("<steps>" + "".join(child() for _ in range(draw(st.integers(1, 2)))) + "</steps>")
+    if kind == "reduce" and not _rarely(draw):
+        parts.append(f"<inner_task>{child()}</inner_task><reduction_task>{child()}</reduction_task>")
+    if kind == "script" and not _rarely(draw) or _rarely(draw):
+        args = draw(st.lists(st.sampled_from(["wc", "{{p}}", ""]), min_size=1, max_size=3))
+        parts.append("<command>" + "".join(f"<arg>{a}</arg>" for a in args) + "</command>")
     return f"<task {attributes}>{''.join(draw(st.permutations(parts)))}</task>"
 
 
 @st.composite
 def _documents(draw: st.DrawFn) -> bytes:
-    text = draw(_task())
-    data = text.encode()
-    if draw(st.booleans()):
+    data = draw(_task()).encode()
+    if _rarely(draw):
         cut = draw(st.integers(0, len(data)))
         data = data[:cut] + draw(st.binary(max_size=8)) + data[cut + draw(st.integers(0, 4)) :]
     return data
@@ -242,10 +250,12 @@ def _documents(draw: st.DrawFn) -> bytes:
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_documents() | st.binary(max_size=200) | st.text(max_size=200).map(str.encode))
 def test_generated_templates_load_or_raise_only_template_errors(data: bytes) -> None:
-    """Any bytes either load or raise TemplateError, never anything else."""
+    """Any bytes either load or raise TemplateError, never anything else; and the loader's
+    own checks catch everything the schema would, so errors are always plain sentences."""
     try:
         loaded = load_bytes(data, source="generated.xml")
     except TemplateError as exc:
         assert str(exc).startswith("template generated.xml")
+        assert "does not match the template schema" not in str(exc)
     else:
         assert loaded.templates
