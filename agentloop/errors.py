@@ -38,6 +38,16 @@ class TransportError(ConnectionError):
     """A channel could not deliver a response; the message is safe to show a user."""
 
 
+class IndexFileError(ValueError):
+    """A saved vector index file is truncated, corrupt or of another dimension."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(
+            f"{message}; delete it or open it with HnswVectorIndex.open_or_rebuild, "
+            f"which rebuilds it from the source of truth"
+        )
+
+
 class TemplateError(ValueError):
     """A task template could not be loaded; says which file, which line and why."""
 
