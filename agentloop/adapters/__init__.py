@@ -3,9 +3,11 @@
 from agentloop.adapters.metrics import InMemoryMetrics
 from agentloop.adapters.hashing_embedder import HashingEmbedder
 from agentloop.adapters.hnsw_index import HnswVectorIndex
+from agentloop.adapters.sqlite_tasks import SqliteTaskStore
 
 __all__ = ["InMemoryMetrics"]
 __all__ += ["HashingEmbedder", "HnswVectorIndex"]
+__all__ += ["SqliteTaskStore"]
 
 from agentloop.adapters.bot_stores import BotStores  # noqa: E402
 from agentloop.adapters.console import ConsoleChannel  # noqa: E402

@@ -29,6 +29,13 @@ _HEADER = struct.Struct("<QQQQQQiIQQQdQ")
 _DELETE_MARK = 0x01
 _EXACT_CHUNK = 4096
 
+# Measured by benchmarks/vector_index.py at 100,000 vectors of dim 384 on 2 shared cores:
+# low-rank (embedding-like) data gives recall@10 0.988 at p50 1.34 ms with ef=96
+# (ef=64: 0.964 at 0.78 ms; ef=128: 0.995 at 1.50 ms); clustered data 0.997 at 0.47 ms.
+DEFAULT_M = 32
+DEFAULT_EF_CONSTRUCTION = 200
+DEFAULT_EF = 96
+
 _logger = structlog.get_logger("agentloop.hnsw_index")
 
 
@@ -60,8 +67,8 @@ def _new_hnsw(dim: int) -> _Hnsw:
 class HnswVectorIndex:
     """Approximate cosine search over integer ids, safe to share between threads.
 
-    Defaults (M=32, ef_construction=200, ef=128) were measured with
-    `python benchmarks/vector_index.py` at 100,000 vectors of dim 384 on 2 cores.
+    The defaults (DEFAULT_M, DEFAULT_EF_CONSTRUCTION, DEFAULT_EF) meet recall@10 >= 0.95
+    at p50 <= 2 ms for 100,000 embedding-like vectors of dim 384; see the figures above.
     Removed ids stay in the graph (hnswlib `mark_deleted`) and still use capacity until
     the index is rebuilt; re-adding a removed or existing id replaces its vector.
     """
@@ -71,9 +78,9 @@ class HnswVectorIndex:
         dim: int,
         *,
         capacity: int = 1024,
-        m: int = 32,
-        ef_construction: int = 200,
-        ef: int = 128,
+        m: int = DEFAULT_M,
+        ef_construction: int = DEFAULT_EF_CONSTRUCTION,
+        ef: int = DEFAULT_EF,
         path: str | os.PathLike[str] | None = None,
         seed: int = 100,
     ) -> None:
@@ -191,7 +198,7 @@ class HnswVectorIndex:
         _logger.debug("hnsw_index_saved", path=str(self._path), count=len(self._live))
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str], dim: int, *, ef: int = 128) -> HnswVectorIndex:
+    def load(cls, path: str | os.PathLike[str], dim: int, *, ef: int = DEFAULT_EF) -> HnswVectorIndex:
         """Open a saved index; raises IndexFileError when it is not a sound index of `dim`."""
         file = Path(path)
         labels, deleted, stored_dim = _read_labels(file)
@@ -218,9 +225,9 @@ class HnswVectorIndex:
         load_rows: Callable[[], Iterable[tuple[int, Vectors]]],
         *,
         capacity: int = 1024,
-        m: int = 32,
-        ef_construction: int = 200,
-        ef: int = 128,
+        m: int = DEFAULT_M,
+        ef_construction: int = DEFAULT_EF_CONSTRUCTION,
+        ef: int = DEFAULT_EF,
         batch: int = 4096,
     ) -> HnswVectorIndex:
         """Load the index at `path`, or rebuild it from `load_rows()` and save it.

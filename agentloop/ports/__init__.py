@@ -4,9 +4,11 @@ from agentloop.ports.channel import Channel
 from agentloop.ports.clock import Clock, SystemClock
 from agentloop.ports.llm import LLM
 from agentloop.ports.metrics import Metrics
+from agentloop.ports.tasks import TaskRecord, TaskState, TaskStore
 from agentloop.ports.vectors import Embedder, VectorIndex, Vectors
 
 __all__ = ["LLM", "Channel", "Clock", "Embedder", "Metrics", "SystemClock", "VectorIndex", "Vectors"]
+__all__ += ["TaskRecord", "TaskState", "TaskStore"]
 
 from agentloop.ports.stores import MemoryEntry, MemoryStore, RagHit, RagStore, SessionStore  # noqa: E402
 
