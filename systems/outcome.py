@@ -77,12 +77,13 @@ class TurnOutcomeFinalizationSystem(System):
     def process(self, ctx: AgentContext) -> None:
         response, error = ctx.get(LlmResponse), ctx.get(LlmError)
         stop, plan = ctx.get(ToolLoopStop), ctx.get(PlanProposal)
-        if response is None and error is None and stop is None and plan is None and not ctx.auto_mode:
+        produced = not (response is None and error is None and stop is None and plan is None)
+        if not produced and not ctx.auto_mode:
             return
         observed = [r for r, seen in ((FinishReason.ERROR, error), (FinishReason.PLAN_MODE, plan)) if seen is not None]
         if stop is not None:
             observed.append(stop.reason)
-        if response is None and error is None and stop is None and plan is None:
+        if not produced:
             observed.append(FinishReason.ERROR)
         reason = resolve_finish_reason(observed)
         assistant_text: str | None = None
