@@ -15,6 +15,7 @@ from agentloop import (
     memory_scope,
 )
 from agentloop.ports import MemoryStore, RagStore, SessionStore
+from agentloop.tasks import TaskTurn, fresh_context_allowed
 
 
 def user_message_text(sanitized: SanitizedInput) -> str:
@@ -31,6 +32,8 @@ class ContextBuildingSystem(System):
     History is `ctx.history` when the caller passed one, else the last
     `history_window` messages of the session store. Memory adds what the bot told
     this user in other sessions; RAG adds earlier answers similar to the message.
+    A task turn (a `TaskTurn` input) carries its own context: it gets no stored
+    history, and memory and RAG only when its template enables fresh_context.
     """
 
     order: ClassVar[int] = 20
@@ -63,9 +66,15 @@ class ContextBuildingSystem(System):
     def process(self, ctx: AgentContext) -> None:
         sanitized = ctx.require(SanitizedInput)
         history = ctx.history
-        if not history and self.sessions is not None and self.history_window:
+        if not history and not ctx.has(TaskTurn) and self.sessions is not None and self.history_window:
             history = self.sessions.recent(ctx.session.id, self.history_window)
         window = history[-self.history_window :] if self.history_window else ()
+        sections = self.retrieve(ctx, sanitized) if fresh_context_allowed(ctx) else ()
+        messages = (*window, ChatMessage.user(user_message_text(sanitized)))
+        ctx.set(PromptContext(self.system_prompt, messages, sections))
+
+    def retrieve(self, ctx: AgentContext, sanitized: SanitizedInput) -> tuple[PromptSection, ...]:
+        """Memory of this user's other sessions and RAG hits for the message."""
         sections: list[PromptSection] = []
         if self.memory is not None and self.memory_limit:
             entries = self.memory.recent(memory_scope(ctx.session), self.memory_limit, exclude_session=ctx.session.id)
@@ -81,5 +90,4 @@ class ContextBuildingSystem(System):
             if hits:
                 body = "\n".join(f"- {hit.text}" for hit in hits)
                 sections.append(PromptSection("Relevant earlier answers", body, "rag"))
-        messages = (*window, ChatMessage.user(user_message_text(sanitized)))
-        ctx.set(PromptContext(self.system_prompt, messages, tuple(sections)))
+        return tuple(sections)

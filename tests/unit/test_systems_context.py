@@ -8,6 +8,7 @@ from pathlib import Path
 from agentloop import Attachment, ChatMessage, PromptContext, SanitizedInput, Session
 from agentloop.adapters import BotStores, HashingEmbedder
 from agentloop.ports import MemoryEntry
+from agentloop.tasks import TaskTurn
 from agentloop.testing import make_context, run_system_sync
 from systems import ContextBuildingSystem
 
@@ -42,3 +43,28 @@ def test_caller_history_wins_and_attachments_are_named() -> None:
     prompt = ctx.require(PromptContext)
     assert prompt.messages == (ChatMessage.user("earlier"), ChatMessage.user("see file\n\n[attached: r.pdf (application/pdf)]"))
     assert prompt.sections == ()
+
+
+def _task_prompt(tmp_path: Path, fresh: bool) -> PromptContext:
+    stores = BotStores.open(tmp_path, embedder=HashingEmbedder(dim=128))
+    stores.sessions.append("s2", [ChatMessage.user("an earlier chat message")])
+    stores.memory.add(MemoryEntry("user:ada", "s1", "favourite colour?", "You said blue.", datetime(2026, 1, 1, tzinfo=UTC)))
+    stores.rag.add("user:ada", "The office opens at eight in the morning")
+    system = ContextBuildingSystem("sys", sessions=stores.sessions, memory=stores.memory, rag=stores.rag)
+    turn = TaskTurn("opening-hours", "when does the office open", fresh_context=fresh)
+    ctx = make_context(session=SESSION, components=[turn, SanitizedInput("when does the office open")])
+    run_system_sync(system, ctx)
+    stores.close()
+    return ctx.require(PromptContext)
+
+
+def test_a_task_turn_without_fresh_context_gets_no_history_memory_or_rag(tmp_path: Path) -> None:
+    prompt = _task_prompt(tmp_path, fresh=False)
+    assert prompt.messages == (ChatMessage.user("when does the office open"),)
+    assert prompt.sections == ()
+
+
+def test_a_task_turn_with_fresh_context_gets_memory_and_rag_but_no_chat_history(tmp_path: Path) -> None:
+    prompt = _task_prompt(tmp_path, fresh=True)
+    assert prompt.messages == (ChatMessage.user("when does the office open"),)
+    assert {s.source for s in prompt.sections} == {"memory", "rag"}
