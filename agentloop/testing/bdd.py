@@ -1,8 +1,12 @@
 """Reusable pytest-bdd steps for pipeline scenarios (needs the `test` extra).
 
-Load them in your `conftest.py` and provide an `agentloop_bot` fixture:
+Load them with one line in your `conftest.py`, and provide an `agentloop_bot` fixture
+that builds your bot around the scripted model and the recording channel:
 
-    from agentloop.testing.bdd import *  # noqa: F403  (the step definitions)
+    import pytest
+    from agentloop.testing.bdd import *  # noqa: F403  (the steps and their fixtures)
+    from agentloop.testing.bdd import BotUnderTest
+    from systems import standard_pipeline
 
     @pytest.fixture
     def agentloop_bot(scripted_llm, recording_channel, tmp_path):
@@ -10,7 +14,14 @@ Load them in your `conftest.py` and provide an `agentloop_bot` fixture:
         yield BotUnderTest(pipeline.build(), scripted_llm, recording_channel, pipeline.stores)
         pipeline.close()
 
-Steps (quoted parts are parameters):
+Fixtures this module provides: `scripted_llm` (a fresh `ScriptedLLM`; the `Given the
+model ...` steps add to its script), `recording_channel` (a `RecordingChannel`), and
+`bot` (the `BotUnderTest` of the scenario, set by `Given a pipeline`; your own steps
+take it as a parameter). The fixture you provide: `agentloop_bot`, returning a
+`BotUnderTest`; pass `stores` for the history, memory and RAG steps. Your own `Given a
+pipeline ...` variants return a `BotUnderTest` with `target_fixture="bot"`.
+
+Steps (quoted parts and capitals are parameters):
 
     Given a pipeline
     Given the model replies "TEXT"
@@ -21,6 +32,7 @@ Steps (quoted parts are parameters):
     Given the channel cannot deliver
     When the user says "TEXT"
     When an automatic task says "TEXT"
+    When the user starts a new session
     Then the user receives "TEXT"
     Then the user receives a fallback message
     Then the user receives a voice message "TEXT"
@@ -33,6 +45,10 @@ Steps (quoted parts are parameters):
     Then no failure is recorded
     Then the delivery failed with "TEXT"
     Then the assistant text is "TEXT"
+    Then the model's prompt contains "TEXT"
+    Then the model's prompt does not contain "TEXT"
+    Then the model was told "TOOL RESULT"
+    Then no tool ran
     Then history holds the user message and "TEXT"
     Then history holds only the user message
     Then history is empty
@@ -40,6 +56,9 @@ Steps (quoted parts are parameters):
     Then memory is empty
     Then the RAG index finds "TEXT" for "QUERY"
     Then the RAG index is empty
+
+"The user receives" looks at what the last turn sent; "the model's prompt" is the last
+request the model got (its system prompt with every section, and the messages).
 """
 
 from __future__ import annotations
@@ -52,6 +71,7 @@ import pytest
 from pytest_bdd import given, parsers, then, when
 
 from agentloop.adapters.bot_stores import BotStores
+from agentloop.components import ToolExecutions
 from agentloop.context import AgentContext, IncomingMessage, Session
 from agentloop.errors import LlmCallError
 from agentloop.loop import AgentLoop
@@ -73,6 +93,7 @@ class BotUnderTest:
     session: Session = Session("bdd-session", user_id="bdd-user")
     turns: list[AgentContext] = attrs.Factory(list)
     sent_per_turn: list[list[Sent]] = attrs.Factory(list)
+    sessions_started: int = 1
 
     def say(self, text: str, *, auto_mode: bool = False, metadata: dict[str, str] | None = None) -> AgentContext:
         """Run one turn and remember what it sent."""
@@ -81,6 +102,12 @@ class BotUnderTest:
         self.turns.append(ctx)
         self.sent_per_turn.append(self.channel.sent[before:])
         return ctx
+
+    def new_session(self) -> Session:
+        """Start another conversation of the same user: later turns use a fresh session id."""
+        self.sessions_started += 1
+        self.session = attrs.evolve(self.session, id=f"{self.session.id.split('#')[0]}#{self.sessions_started}")
+        return self.session
 
     @property
     def last(self) -> AgentContext:
@@ -98,6 +125,13 @@ class BotUnderTest:
     @property
     def last_sent(self) -> list[Sent]:
         return self.sent_per_turn[-1] if self.sent_per_turn else []
+
+    @property
+    def last_prompt(self) -> str:
+        """Everything the model was shown in its last request, one message per line."""
+        if not self.llm.requests:
+            raise AssertionError("the model was never called")
+        return "\n".join(m.content or "" for m in self.llm.requests[-1].messages)
 
     def require_stores(self) -> BotStores:
         if self.stores is None:
@@ -159,6 +193,11 @@ def when_user_says(bot: BotUnderTest, text: str) -> None:
 @when(parsers.parse('an automatic task says "{text}"'))
 def when_task_says(bot: BotUnderTest, text: str) -> None:
     bot.say(text, auto_mode=True)
+
+
+@when("the user starts a new session")
+def when_new_session(bot: BotUnderTest) -> None:
+    bot.new_session()
 
 
 @then(parsers.parse('the user receives "{text}"'))
@@ -234,6 +273,29 @@ def then_assistant_text(bot: BotUnderTest, text: str) -> None:
     assert bot.outcome.assistant_text == text
 
 
+@then(parsers.parse('the model\'s prompt contains "{text}"'))
+def then_prompt_contains(bot: BotUnderTest, text: str) -> None:
+    assert text in bot.last_prompt, bot.last_prompt
+
+
+@then(parsers.parse('the model\'s prompt does not contain "{text}"'))
+def then_prompt_lacks(bot: BotUnderTest, text: str) -> None:
+    assert text not in bot.last_prompt, bot.last_prompt
+
+
+@then(parsers.parse('the model was told "{content}"'))
+def then_model_was_told(bot: BotUnderTest, content: str) -> None:
+    if not bot.llm.requests:
+        raise AssertionError("the model was never called")
+    tool_results = [m.content for m in bot.llm.requests[-1].messages if m.role is Role.TOOL]
+    assert content in tool_results, tool_results
+
+
+@then("no tool ran")
+def then_no_tool_ran(bot: BotUnderTest) -> None:
+    assert bot.last.get(ToolExecutions) is None, bot.last.get(ToolExecutions)
+
+
 def _history(bot: BotUnderTest) -> tuple[ChatMessage, ...]:
     return bot.require_stores().sessions.recent(bot.session.id, 1000)
 
@@ -279,3 +341,13 @@ def then_rag_finds(bot: BotUnderTest, text: str, query: str) -> None:
 @then("the RAG index is empty")
 def then_rag_empty(bot: BotUnderTest) -> None:
     assert len(bot.require_stores().rag) == 0
+
+
+__all__ = [
+    "BotUnderTest",
+    "recording_channel",
+    "scripted_llm",
+    *sorted(name for name in dict(globals()) if name.startswith("pytestbdd_")),
+]
+"""What `from agentloop.testing.bdd import *` brings into a conftest: the step fixtures
+pytest-bdd registered above, the two fixtures, and `BotUnderTest`."""

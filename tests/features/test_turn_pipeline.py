@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pytest_bdd import given, parsers, scenarios, then
 
-from agentloop import AgentContext, Attachment, Role, System, ToolExecutions, tool
+from agentloop import AgentContext, Attachment, System, ToolExecutions, tool
 from agentloop.testing import RecordingChannel, ScriptedLLM
 from agentloop.testing.bdd import BotUnderTest
 from systems import StandardOptions, StandardPipeline, standard_pipeline
@@ -99,22 +99,10 @@ def tools_ran(bot: BotUnderTest, names: str) -> None:
     assert executions[0].parent_id is None and executions[1].parent_id == executions[0].id
 
 
-@then("no tool ran")
-def no_tool_ran(bot: BotUnderTest) -> None:
-    assert bot.last.get(ToolExecutions) is None
-
-
 @then(parsers.parse('the user receives the plan "{step}"'))
 def user_receives_plan(bot: BotUnderTest, step: str) -> None:
     texts = [s.text or "" for s in bot.last_sent if s.kind == "text"]
     assert len(texts) == 1 and step in texts[0].splitlines(), texts
-
-
-@then(parsers.parse('the model was told "{content}"'))
-def model_was_told(scripted_llm: ScriptedLLM, content: str) -> None:
-    last_request = scripted_llm.requests[-1]
-    tool_messages = [m.content for m in last_request.messages if m.role is Role.TOOL]
-    assert content in tool_messages, tool_messages
 
 
 @then("routing was not attempted")
