@@ -1,0 +1,91 @@
+"""The guides in docs/ are executed: their Python runs, their files are the example project.
+
+In a guide, a fenced block with a title (```python title="welcome_bot.py") is a file the
+reader saves; every other ```python block is code the reader runs. Each guide runs in a
+fresh temporary directory holding its files, its code blocks in order in one namespace;
+a ```text title="output" block must appear in what that code printed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import sys
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+import structlog
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+EXAMPLE = ROOT / "tests" / "example_project"
+_FENCE = re.compile(r'^```(?P<lang>[\w-]*)(?:[ \t]+title="(?P<title>[^"]+)")?[ \t]*\n(?P<text>.*?)^```[ \t]*$', re.M | re.S)
+
+
+class Block(NamedTuple):
+    lang: str
+    title: str | None
+    text: str
+
+    @property
+    def is_file(self) -> bool:
+        return self.title is not None and self.title != "output"
+
+
+def blocks(guide: Path) -> list[Block]:
+    return [Block(m["lang"], m["title"], m["text"]) for m in _FENCE.finditer(guide.read_text())]
+
+
+def run_guide(guide: Path, directory: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Save the guide's files in `directory`, run its code blocks there; what they printed."""
+    found = blocks(guide)
+    modules = []
+    for block in found:
+        if block.is_file:
+            assert block.title is not None
+            path = directory / block.title
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(block.text)
+            if path.suffix == ".py":
+                modules.append(path.stem)
+    monkeypatch.chdir(directory)
+    monkeypatch.syspath_prepend(str(directory))
+    for module in modules:  # the guide's own file, not a same-named module imported earlier
+        monkeypatch.delitem(sys.modules, module, raising=False)
+    logging_config = structlog.get_config()
+    namespace: dict[str, object] = {"__name__": f"docs_{guide.stem}"}
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(printed):
+            for index, block in enumerate(found):
+                if block.lang == "python" and not block.is_file:
+                    exec(compile(block.text, f"{guide.name} code block {index + 1}", "exec"), namespace)
+    finally:
+        structlog.configure(**logging_config)
+        for module in modules:
+            sys.modules.pop(module, None)
+    return printed.getvalue()
+
+
+GUIDES = sorted(p for p in DOCS.glob("*.md") if any(b.lang == "python" for b in blocks(p)))
+
+
+@pytest.mark.parametrize("guide", GUIDES, ids=[p.name for p in GUIDES])
+def test_the_guide_runs_and_prints_what_it_shows(guide: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    printed = run_guide(guide, tmp_path, monkeypatch)
+    for block in blocks(guide):
+        if block.title == "output":
+            assert block.text.strip() in printed, f"{guide.name} shows output its code does not print:\n{printed}"
+
+
+def test_the_tutorial_and_the_example_project_are_one_text() -> None:
+    """What the tutorial tells a reader to save is the test project pytest runs, and all of it."""
+    files = {b.title: b.text for b in blocks(DOCS / "tutorial.md") if b.is_file}
+    project = {p.name: p.read_text() for p in EXAMPLE.iterdir() if p.suffix in (".py", ".feature")}
+    assert files == project
+
+
+def test_the_tutorial_is_among_the_executed_guides() -> None:
+    assert DOCS / "tutorial.md" in GUIDES
