@@ -89,3 +89,22 @@ def test_the_tutorial_and_the_example_project_are_one_text() -> None:
 
 def test_the_tutorial_is_among_the_executed_guides() -> None:
     assert DOCS / "tutorial.md" in GUIDES
+
+
+def test_every_test_and_scenario_a_guide_cites_exists() -> None:
+    """The guides point at the tests that check each claim; those tests must exist."""
+    sources = {p.name: p.read_text() for p in (ROOT / "tests").rglob("test_*.py")}
+    scenarios = set(re.findall(r"^\s*Scenario(?: Outline)?: (.+?)\s*$", "".join(
+        p.read_text() for p in (ROOT / "tests").rglob("*.feature")), re.M))
+    cited = 0
+    for guide in DOCS.glob("*.md"):
+        text = guide.read_text()
+        for file, test in re.findall(r"(test_\w+\.py)::(test_\w+)", text):
+            assert f"def {test}(" in sources.get(file, ""), f"{guide.name} cites {file}::{test}, which does not exist"
+            cited += 1
+        for line in text.splitlines():
+            for tail in re.findall(r"scenarios? (.*)", line):
+                for title in re.findall(r'"([^"]+)"', tail.split("|")[0]):
+                    assert title in scenarios, f"{guide.name} cites the scenario {title!r}, which does not exist"
+                    cited += 1
+    assert cited > 0
