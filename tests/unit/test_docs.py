@@ -8,6 +8,7 @@ a ```text title="output" block must appear in what that code printed.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import io
 import re
@@ -85,6 +86,19 @@ def test_the_tutorial_and_the_example_project_are_one_text() -> None:
     files = {b.title: b.text for b in blocks(DOCS / "tutorial.md") if b.is_file}
     project = {p.name: p.read_text() for p in EXAMPLE.iterdir() if p.suffix in (".py", ".feature")}
     assert files == project
+
+
+def test_the_example_project_uses_only_public_imports() -> None:
+    """A user's project reaches agentloop through its public modules and the BDD steps only."""
+    public = {"agentloop", "agentloop.testing", "agentloop.testing.bdd", "systems"}
+    for path in EXAMPLE.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            for name in names:
+                if name.split(".")[0] in ("agentloop", "systems"):
+                    assert name in public, f"{path.name} imports {name}, which a user should not need"
 
 
 def test_the_tutorial_is_among_the_executed_guides() -> None:
