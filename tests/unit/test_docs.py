@@ -3,7 +3,10 @@
 In a guide, a fenced block with a title (```python title="welcome_bot.py") is a file the
 reader saves; every other ```python block is code the reader runs. Each guide runs in a
 fresh temporary directory holding its files, its code blocks in order in one namespace;
-a ```text title="output" block must appear in what that code printed.
+a ```text title="output" block must appear in what that code printed. A ```console
+block is a terminal session: each `$ agentloop ...` line runs the command line of this
+checkout, the lines after it must appear in its output, and `$ echo $?` shows its exit
+status (otherwise it must be 0). ```bash blocks are not run.
 """
 
 from __future__ import annotations
@@ -11,7 +14,10 @@ from __future__ import annotations
 import ast
 import contextlib
 import io
+import os
 import re
+import shlex
+import subprocess
 import sys
 from pathlib import Path
 from typing import NamedTuple
@@ -39,6 +45,35 @@ def blocks(guide: Path) -> list[Block]:
     return [Block(m["lang"], m["title"], m["text"]) for m in _FENCE.finditer(guide.read_text())]
 
 
+def run_console(session: str, directory: Path) -> None:
+    """Run each `$ agentloop ...` command of a console block and check what it shows."""
+    steps: list[tuple[str, list[str]]] = []
+    for line in session.splitlines():
+        if line.startswith("$ "):
+            steps.append((line[2:].strip(), []))
+        elif steps:
+            steps[-1][1].append(line.rstrip())
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    status: int | None = None
+    for index, (command, shown) in enumerate(steps):
+        if command == "echo $?":
+            assert shown == [str(status)], f"`{steps[index - 1][0]}` exited with {status}, the guide shows {shown}"
+            continue
+        argv = shlex.split(command)
+        assert argv[0] == "agentloop", f"a console block runs only agentloop commands, not {command!r}"
+        result = subprocess.run(
+            [sys.executable, "-c", "import sys; from agentloop.cli import main; sys.exit(main(sys.argv[1:]))", *argv[1:]],
+            cwd=directory, env=env, capture_output=True, text=True, timeout=300,
+        )
+        output = result.stdout + result.stderr
+        for line in shown:
+            if line.strip() and line.strip() != "...":
+                assert line in output, f"`{command}` does not print {line!r}; it printed:\n{output}"
+        status = result.returncode
+        checked = index + 1 < len(steps) and steps[index + 1][0] == "echo $?"
+        assert checked or status == 0, f"`{command}` exited with {status}:\n{output}"
+
+
 def run_guide(guide: Path, directory: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     """Save the guide's files in `directory`, run its code blocks there; what they printed."""
     found = blocks(guide)
@@ -63,6 +98,8 @@ def run_guide(guide: Path, directory: Path, monkeypatch: pytest.MonkeyPatch) -> 
             for index, block in enumerate(found):
                 if block.lang == "python" and not block.is_file:
                     exec(compile(block.text, f"{guide.name} code block {index + 1}", "exec"), namespace)
+                elif block.lang == "console":
+                    run_console(block.text, directory)
     finally:
         structlog.configure(**logging_config)
         for module in modules:
@@ -70,7 +107,7 @@ def run_guide(guide: Path, directory: Path, monkeypatch: pytest.MonkeyPatch) -> 
     return printed.getvalue()
 
 
-GUIDES = sorted(p for p in DOCS.glob("*.md") if any(b.lang == "python" for b in blocks(p)))
+GUIDES = sorted(p for p in DOCS.glob("*.md") if any(b.lang in ("python", "console") for b in blocks(p)))
 
 
 @pytest.mark.parametrize("guide", GUIDES, ids=[p.name for p in GUIDES])
