@@ -2,8 +2,11 @@
 
 from agentloop.ports.channel import Channel
 from agentloop.ports.clock import Clock, SystemClock
+from agentloop.ports.knowledge import KnowledgeRepository, MaintainerNotifier
 from agentloop.ports.llm import LLM
 from agentloop.ports.metrics import Metrics
+from agentloop.ports.trajectories import TrajectoryStore
 from agentloop.ports.vectors import Embedder, VectorIndex, Vectors
 
 __all__ = ["LLM", "Channel", "Clock", "Embedder", "Metrics", "SystemClock", "VectorIndex", "Vectors"]
+__all__ += ["KnowledgeRepository", "MaintainerNotifier", "TrajectoryStore"]
