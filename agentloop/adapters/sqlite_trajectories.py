@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
+from agentloop.adapters.sqlite_support import connect, transaction
 from agentloop.components import ToolExecution
 from agentloop.notes.models import Trajectory
 
@@ -69,16 +70,6 @@ def _execution(row: sqlite3.Row) -> ToolExecution:
     )
 
 
-def connect(path: str | Path) -> sqlite3.Connection:
-    """A connection usable from the writer thread and the caller's thread (guard it with
-    a lock), in WAL mode so readers do not block the writer."""
-    conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-    conn.row_factory = sqlite3.Row
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=NORMAL")
-    return conn
-
-
 class SqliteTrajectoryStore:
     """Tool executions and distilled-trajectory hashes; the schema is made on first use.
 
@@ -94,16 +85,10 @@ class SqliteTrajectoryStore:
 
     def append(self, executions: Sequence[ToolExecution]) -> None:
         rows = [_row(e) for e in executions]
-        with self._lock:
-            self._conn.execute("BEGIN")
-            try:
-                self._conn.executemany(
-                    f"INSERT OR IGNORE INTO tool_executions ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", rows
-                )
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
+        with self._lock, transaction(self._conn):
+            self._conn.executemany(
+                f"INSERT OR IGNORE INTO tool_executions ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", rows
+            )
 
     def load(self, session_id: str) -> Trajectory:
         with self._lock:
