@@ -259,7 +259,8 @@ class AgentLoop:
         deadline = None if self.turn_timeout is None else clock.monotonic() + self.turn_timeout
         ctx = AgentContext(session, incoming, history=history, deadline=deadline, clock=clock, components=components)
         log = self._logger.bind(turn_id=ctx.turn_id, session_id=session.id)
-        debug = log.is_enabled_for(logging.DEBUG)
+        # Unconfigured structlog prints every level; per-system events need an opt-in.
+        debug = structlog.is_configured() and log.is_enabled_for(logging.DEBUG)
         timed_out = False
         for step in self._steps:
             if deadline is not None and not timed_out and clock.monotonic() >= deadline:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 
 from agentloop.context import AgentContext, IncomingMessage, Session
@@ -17,7 +17,7 @@ from agentloop.messages import ChatMessage
 from agentloop.ports.clock import Clock
 from agentloop.system import System
 
-__all__ = ["FakeClock", "make_context", "run_pipeline", "run_system", "run_system_sync"]
+__all__ = ["FakeClock", "make_context", "make_system", "run_pipeline", "run_system", "run_system_sync"]
 
 
 class FakeClock:
@@ -61,6 +61,35 @@ def make_context(
         clock=clock,
         components=components,
     )
+
+
+def make_system(
+    name: str,
+    order: int,
+    action: Callable[[AgentContext], None | Awaitable[None]] = lambda ctx: None,
+    *,
+    reads: tuple[type, ...] = (),
+    writes: tuple[type, ...] = (),
+    always_run: bool = False,
+) -> System:
+    """A one-off system whose `process` calls `action(ctx)`: for tests that need many.
+
+    The system's class is named `name`, so failures and errors name it too; an async
+    `action` makes an async system.
+    """
+    if inspect.iscoroutinefunction(action):
+
+        async def process(self: System, ctx: AgentContext) -> None:
+            await action(ctx)
+
+    else:
+
+        def process(self: System, ctx: AgentContext) -> None:  # type: ignore[misc]
+            action(ctx)
+
+    namespace = {"order": order, "reads": reads, "writes": writes, "always_run": always_run, "process": process}
+    cls: type[System] = type(name, (System,), namespace)
+    return cls()
 
 
 async def run_system(system: System, ctx: AgentContext) -> bool:

@@ -1,0 +1,1 @@
+"""Small runnable examples; `greeting` is the README's bot."""

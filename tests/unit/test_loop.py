@@ -1,0 +1,462 @@
+"""AgentLoop: build-time validation, describe(), failure capture, deadlines, serialisation."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+import attrs
+import pytest
+import structlog
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from structlog.testing import capture_logs
+
+from agentloop import (
+    AgentContext,
+    AgentLoop,
+    FailureKind,
+    FailureSource,
+    FinishReason,
+    IncomingMessage,
+    OutgoingResponse,
+    PipelineError,
+    Session,
+    System,
+    TurnOutcome,
+)
+from agentloop.adapters import InMemoryMetrics
+from agentloop.testing import FakeClock, make_system, run_pipeline
+
+
+@attrs.frozen
+class Draft:
+    text: str
+
+
+@attrs.frozen
+class Review:
+    ok: bool
+
+
+def finalize(text: str = "done") -> Callable[[AgentContext], None]:
+    return lambda ctx: ctx.set(TurnOutcome(FinishReason.SUCCESS, assistant_text=text, outgoing_response=OutgoingResponse.text_only(text)))
+
+
+# --- building -------------------------------------------------------------------------
+
+
+def test_systems_run_sorted_by_order_and_stable_on_ties() -> None:
+    ran: list[str] = []
+    systems = [make_system(n, o, action=lambda ctx, n=n: ran.append(n)) for n, o in [("C", 30), ("A", 10), ("B1", 20), ("B2", 20)]]
+    loop = AgentLoop(systems)
+    assert [s.name for s in loop.systems] == ["A", "B1", "B2", "C"]
+    run_pipeline(systems)
+    assert ran == ["A", "B1", "B2", "C"]
+
+
+def test_duplicate_names_are_refused_naming_both_classes() -> None:
+    first, second = make_system("Same", 10), make_system("Same", 20)
+    with pytest.raises(PipelineError, match="duplicate system name 'Same'"):
+        AgentLoop([first, second])
+
+
+def test_reading_what_only_a_later_system_writes_is_refused() -> None:
+    reader = make_system("Reviewer", 10, reads=(Draft,), writes=(Review,))
+    writer = make_system("Drafter", 20, writes=(Draft,))
+    with pytest.raises(PipelineError) as info:
+        AgentLoop([reader, writer])
+    message = str(info.value)
+    assert "Reviewer (order 10) reads Draft" in message and "Drafter (order 20)" in message
+
+
+def test_a_turn_input_may_be_read_before_any_writer() -> None:
+    reader = make_system("Reviewer", 10, reads=(Draft,))
+    writer = make_system("Drafter", 20, writes=(Draft,))
+    assert len(AgentLoop([reader, writer], inputs=(Draft,)).systems) == 2
+
+
+def test_a_read_nobody_writes_is_an_optional_read() -> None:
+    assert AgentLoop([make_system("Reviewer", 10, reads=(Draft,))]).systems[0].name == "Reviewer"
+
+
+def test_a_system_may_read_and_rewrite_what_an_earlier_one_wrote() -> None:
+    loop = AgentLoop([make_system("Drafter", 10, writes=(Draft,)), make_system("Editor", 20, reads=(Draft,), writes=(Draft,))])
+    assert [s.name for s in loop.systems] == ["Drafter", "Editor"]
+
+
+def test_equal_order_writers_of_one_type_are_refused() -> None:
+    with pytest.raises(PipelineError, match="DrafterA and DrafterB both have order 10 and both write Draft"):
+        AgentLoop([make_system("DrafterA", 10, writes=(Draft,)), make_system("DrafterB", 10, writes=(Draft, Review))])
+
+
+def test_equal_order_writers_of_different_types_are_fine() -> None:
+    assert len(AgentLoop([make_system("A", 10, writes=(Draft,)), make_system("B", 10, writes=(Review,))]).systems) == 2
+
+
+@pytest.mark.parametrize(
+    ("attributes", "message"),
+    [
+        ({}, "needs an integer class attribute `order`"),
+        ({"order": "10"}, "needs an integer class attribute `order`"),
+        ({"order": 1, "reads": [Draft]}, "`reads` must be a tuple of types"),
+        ({"order": 1, "writes": ("Draft",)}, "`writes` must be a tuple of types"),
+        ({"order": 1, "name": ""}, "non-empty string `name`"),
+    ],
+)
+def test_malformed_declarations_are_refused(attributes: dict[str, object], message: str) -> None:
+    cls = type("Broken", (System,), {"process": lambda self, ctx: None, **attributes})
+    with pytest.raises(PipelineError, match=message):
+        AgentLoop([cls()])
+
+
+def test_a_system_without_process_is_refused() -> None:
+    cls = type("Lazy", (System,), {"order": 1})
+    with pytest.raises(PipelineError, match="'Lazy' does not implement process"):
+        AgentLoop([cls()])
+
+
+def test_only_system_instances_are_accepted() -> None:
+    with pytest.raises(PipelineError, match="is not a System instance"):
+        AgentLoop([object()])  # type: ignore[list-item]
+
+
+def test_turn_timeout_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="turn_timeout"):
+        AgentLoop([], turn_timeout=0)
+
+
+def test_name_defaults_to_the_class_name_and_subclasses_get_their_own() -> None:
+    class Base(System):
+        order = 1
+
+        def process(self, ctx: AgentContext) -> None:
+            pass
+
+    class Special(Base):
+        pass
+
+    class Named(Base):
+        name = "custom"
+
+    assert (Base().name, Special().name, Named().name) == ("Base", "Special", "custom")
+    assert "name='Special' order=1" in repr(Special())
+
+
+# --- describe -------------------------------------------------------------------------
+
+
+def test_describe_text_lists_order_name_reads_writes() -> None:
+    loop = AgentLoop([make_system("Drafter", 10, writes=(Draft,)), make_system("Reviewer", 20, reads=(Draft,), writes=(Review,), always_run=True)])
+    text = str(loop.describe())
+    lines = text.splitlines()
+    assert lines[0].split() == ["order", "name", "reads", "writes"]
+    assert lines[2].split() == ["10", "Drafter", "-", "Draft"]
+    assert lines[3].split() == ["20", "Reviewer", "(always_run)", "Draft", "Review"]
+
+
+def test_describe_mermaid_shows_run_order_and_data_flow() -> None:
+    loop = AgentLoop([make_system("Drafter", 10, writes=(Draft,)), make_system("Reviewer", 20, reads=(Draft,))])
+    mermaid = loop.describe().to_mermaid()
+    assert mermaid.splitlines() == [
+        "flowchart TD",
+        '    s0["10 Drafter"]',
+        '    s1["20 Reviewer"]',
+        "    s0 --> s1",
+        "    s0 -. Draft .-> s1",
+    ]
+
+
+# --- running --------------------------------------------------------------------------
+
+
+def boom(ctx: AgentContext) -> None:
+    raise RuntimeError("kaput")
+
+
+def test_an_exception_becomes_one_failure_and_the_turn_goes_on() -> None:
+    clock = FakeClock()
+    ran: list[str] = []
+    ctx = run_pipeline(
+        [make_system("Breaker", 10, boom), make_system("After", 20, action=lambda c: ran.append("After"))], clock=clock
+    )
+    assert ran == ["After"]
+    (failure,) = ctx.failures
+    assert (failure.source, failure.component, failure.kind) == (FailureSource.SYSTEM, "Breaker", FailureKind.EXCEPTION)
+    assert failure.message == "RuntimeError: kaput"
+    assert failure.timestamp == clock.now()
+
+
+def test_a_failure_is_logged_with_its_traceback() -> None:
+    with capture_logs() as logs:
+        ctx = run_pipeline([make_system("Breaker", 10, boom)])
+    (event,) = [e for e in logs if e["event"] == "system.failed"]
+    assert event["system"] == "Breaker" and event["log_level"] == "error"
+    assert isinstance(event["exc_info"], RuntimeError)
+    assert event["turn_id"] == ctx.turn_id and event["session_id"] == "test-session"
+
+
+def test_one_debug_event_per_system_run_and_one_info_event_per_turn() -> None:
+    with capture_logs() as logs:
+        ctx = run_pipeline([make_system("A", 10), make_system("B", 20, boom)])
+    runs = [e for e in logs if e["event"] == "system.run"]
+    assert [(e["system"], e["outcome"]) for e in runs] == [("A", "ok"), ("B", "error")]
+    assert all(e["turn_id"] == ctx.turn_id and e["session_id"] == "test-session" and e["duration_ms"] >= 0 for e in runs)
+    (turn,) = [e for e in logs if e["event"] == "turn.finished"]
+    assert turn["log_level"] == "info" and turn["failures"] == 1
+
+
+def test_filtered_debug_level_emits_no_system_events() -> None:
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.INFO))
+    try:
+        with capture_logs() as logs:
+            run_pipeline([make_system("A", 10)])
+    finally:
+        structlog.reset_defaults()
+    assert [e["event"] for e in logs] == ["turn.finished"]
+
+
+def test_async_systems_are_awaited() -> None:
+    class Slow(System):
+        order = 10
+        writes = (Draft,)
+
+        async def process(self, ctx: AgentContext) -> None:
+            await asyncio.sleep(0)
+            ctx.set(Draft("async"))
+
+    assert run_pipeline([Slow()]).get(Draft) == Draft("async")
+
+
+def test_should_process_can_skip_a_system() -> None:
+    class Picky(System):
+        order = 10
+        writes = (Draft,)
+
+        def should_process(self, ctx: AgentContext) -> bool:
+            return ctx.incoming.text == "yes"
+
+        def process(self, ctx: AgentContext) -> None:
+            ctx.set(Draft("ran"))
+
+    assert run_pipeline([Picky()], "no").get(Draft) is None
+    assert run_pipeline([Picky()], "yes").get(Draft) == Draft("ran")
+
+
+def test_an_exception_in_should_process_is_captured_too() -> None:
+    class Picky(System):
+        order = 10
+
+        def should_process(self, ctx: AgentContext) -> bool:
+            raise ValueError("cannot decide")
+
+        def process(self, ctx: AgentContext) -> None:
+            pass
+
+    (failure,) = run_pipeline([Picky()]).failures
+    assert failure.component == "Picky" and "cannot decide" in failure.message
+
+
+def test_turn_inputs_are_handed_to_the_systems() -> None:
+    seen: list[Draft] = []
+    ctx = run_pipeline(
+        [make_system("Reviewer", 10, reads=(Draft,), action=lambda c: seen.append(c.require(Draft)))],
+        inputs=(Draft,),
+        components=[Draft("given")],
+    )
+    assert seen == [Draft("given")] and ctx.failures == ()
+
+
+def test_missing_required_component_names_the_system() -> None:
+    (failure,) = run_pipeline([make_system("Reviewer", 10, reads=(Draft,), action=lambda c: c.require(Draft) and None)]).failures
+    assert failure.component == "Reviewer"
+    assert "'Reviewer' requires a Draft component" in failure.message
+
+
+def test_outcome_carries_every_failure_of_the_turn_even_later_ones() -> None:
+    ctx = run_pipeline([make_system("Finalize", 10, finalize()), make_system("SideEffect", 20, action=boom)])
+    assert ctx.turn_outcome is not None
+    assert [f.component for f in ctx.turn_outcome.failures] == ["SideEffect"]
+    assert ctx.turn_outcome.failures == ctx.failures
+
+
+def test_deadline_skips_all_but_always_run_systems() -> None:
+    clock = FakeClock()
+    ran: list[str] = []
+    systems = [
+        make_system("Finalize", 10, finalize()),
+        make_system("Slow", 20, lambda c: (ran.append("Slow"), clock.advance(5))[0]),
+        make_system("Skipped", 30, lambda c: ran.append("Skipped")),
+        make_system("Guarantee", 40, always_run=True, action=lambda c: ran.append("Guarantee")),
+        make_system("AlsoSkipped", 50, lambda c: ran.append("AlsoSkipped")),
+    ]
+    ctx = run_pipeline(systems, turn_timeout=1.0, clock=clock)
+    assert ran == ["Slow", "Guarantee"]
+    (timeout,) = ctx.failures
+    assert (timeout.kind, timeout.component) == (FailureKind.TIMEOUT, "Skipped")
+    assert ctx.turn_outcome is not None and ctx.turn_outcome.finish_reason is FinishReason.DEADLINE
+
+
+def test_a_hanging_async_system_is_interrupted_at_the_deadline() -> None:
+    class Hang(System):
+        order = 10
+
+        async def process(self, ctx: AgentContext) -> None:
+            await asyncio.sleep(30)
+
+    ran: list[str] = []
+    ctx = run_pipeline([Hang(), make_system("Guarantee", 20, always_run=True, action=lambda c: ran.append("G"))], turn_timeout=0.05)
+    (timeout,) = ctx.failures
+    assert (timeout.kind, timeout.component) == (FailureKind.TIMEOUT, "Hang")
+    assert ran == ["G"]
+
+
+def test_a_system_raising_timeout_error_itself_is_an_exception_not_the_deadline() -> None:
+    class Raises(System):
+        order = 10
+
+        async def process(self, ctx: AgentContext) -> None:
+            raise TimeoutError("upstream timed out")
+
+    (failure,) = run_pipeline([Raises()], turn_timeout=10).failures
+    assert failure.kind is FailureKind.EXCEPTION
+
+
+def test_metrics_are_recorded() -> None:
+    metrics = InMemoryMetrics()
+    loop = AgentLoop([make_system("Breaker", 10, boom)], metrics=metrics)
+    loop.run_turn_sync(Session("s"), IncomingMessage("x"))
+    assert metrics.counter("agentloop.system.failures", {"system": "Breaker"}) == 1
+    assert len(metrics.observations("agentloop.turn.duration_ms")) == 1
+
+
+def test_run_turn_sync_refuses_to_run_inside_an_event_loop() -> None:
+    loop = AgentLoop([])
+
+    async def inside() -> None:
+        loop.run_turn_sync(Session("s"), IncomingMessage("x"))
+
+    with pytest.raises(RuntimeError, match="await run_turn instead"):
+        asyncio.run(inside())
+
+
+# --- sessions -------------------------------------------------------------------------
+
+
+class Journal(System):
+    """Records when each turn starts and ends, sleeping in between."""
+
+    order = 10
+
+    def __init__(self, log: list[tuple[str, str, str]], delays: dict[str, float]) -> None:
+        self.log = log
+        self.delays = delays
+
+    async def process(self, ctx: AgentContext) -> None:
+        self.log.append(("start", ctx.session.id, ctx.incoming.text))
+        await asyncio.sleep(self.delays.get(ctx.incoming.text, 0.0))
+        self.log.append(("end", ctx.session.id, ctx.incoming.text))
+
+
+async def run_concurrently(loop: AgentLoop, arrivals: list[tuple[str, str]]) -> None:
+    tasks = [asyncio.create_task(loop.run_turn(Session(sid), IncomingMessage(text))) for sid, text in arrivals]
+    await asyncio.gather(*tasks)
+
+
+@settings(deadline=None, max_examples=40)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["s1", "s2", "s3"]), st.floats(0, 0.002)),
+        min_size=1,
+        max_size=12,
+    )
+)
+def test_turns_of_one_session_never_interleave_and_none_is_lost(arrivals: list[tuple[str, float]]) -> None:
+    """I9: per session, turns run one at a time in arrival order, each exactly once;
+    different sessions overlap."""
+    log: list[tuple[str, str, str]] = []
+    named = [(sid, f"{sid}-{i}") for i, (sid, _) in enumerate(arrivals)]
+    delays = {text: delay for (_, text), (_, delay) in zip(named, arrivals, strict=True)}
+    loop = AgentLoop([Journal(log, delays)])
+    asyncio.run(run_concurrently(loop, named))
+
+    for sid in {sid for sid, _ in named}:
+        events = [(kind, text) for kind, s, text in log if s == sid]
+        expected = [text for s, text in named if s == sid]
+        assert events == [pair for text in expected for pair in (("start", text), ("end", text))]
+    if len({sid for sid, _ in named}) > 1:
+        open_sessions: set[str] = set()
+        overlapped = False
+        for kind, sid, _ in log:
+            if kind == "start":
+                overlapped |= bool(open_sessions - {sid})
+                open_sessions.add(sid)
+            else:
+                open_sessions.discard(sid)
+        assert overlapped, "turns of different sessions should run concurrently"
+    assert loop._gates._gates == {}, "session locks must not leak"
+
+
+@attrs.frozen
+class Spec:
+    order: int
+    behaviour: str  # "raise", "sleep", "write", "noop"
+    is_async: bool
+
+
+specs = st.lists(
+    st.builds(Spec, order=st.integers(0, 4), behaviour=st.sampled_from(["raise", "sleep", "write", "noop"]), is_async=st.booleans()),
+    max_size=10,
+)
+
+
+def build(spec_list: list[Spec], ran: list[str]) -> tuple[list[System], dict[str, type]]:
+    systems: list[System] = []
+    outputs: dict[str, type] = {}
+    for index, spec in enumerate(spec_list):
+        name = f"S{index}"
+        output = attrs.make_class(f"Out{index}", ["value"], frozen=True)
+        outputs[name] = output
+
+        def act(ctx: AgentContext, spec: Spec = spec, name: str = name, output: type = output) -> None:
+            ran.append(name)
+            if spec.behaviour == "raise":
+                raise ValueError(f"{name} failed")
+            if spec.behaviour == "write":
+                ctx.set(output(name))
+
+        if spec.is_async:
+
+            async def process(self: System, ctx: AgentContext, act: Callable[[AgentContext], None] = act, spec: Spec = spec) -> None:
+                await asyncio.sleep(0.0005 if spec.behaviour == "sleep" else 0)
+                act(ctx)
+
+        else:
+
+            def process(self: System, ctx: AgentContext, act: Callable[[AgentContext], None] = act) -> None:  # type: ignore[misc]
+                act(ctx)
+
+        cls = type(name, (System,), {"order": spec.order, "writes": (output,), "process": process})
+        systems.append(cls())
+    return systems, outputs
+
+
+@settings(deadline=None, max_examples=80)
+@given(specs)
+def test_every_exception_gives_exactly_one_failure_naming_its_system(spec_list: list[Spec]) -> None:
+    """I6: each raising system yields exactly one FailureEvent naming it; every system
+    still runs, in order; writes of the others land; the outcome carries the failures."""
+    ran: list[str] = []
+    systems, outputs = build(spec_list, ran)
+    systems.append(make_system("Finalize", 99, finalize()))
+    ctx = run_pipeline(systems)
+    expected_order = [s.name for s in sorted(systems, key=lambda s: s.order) if s.name != "Finalize"]
+    assert ran == expected_order
+    raisers = sorted(f"S{i}" for i, spec in enumerate(spec_list) if spec.behaviour == "raise")
+    assert sorted(f.component for f in ctx.failures) == raisers
+    assert all(f.kind is FailureKind.EXCEPTION and f.source is FailureSource.SYSTEM for f in ctx.failures)
+    for index, spec in enumerate(spec_list):
+        written = ctx.get(outputs[f"S{index}"])
+        assert (written is not None) == (spec.behaviour == "write")
+    assert ctx.turn_outcome is not None and ctx.turn_outcome.failures == ctx.failures
