@@ -105,6 +105,7 @@ class TrajectoryRecorder:
         self._sampled_out = 0
         self._duplicates = 0
         self._failed_flushes = 0
+        self._in_flight = 0
         self._last_flush = self.clock.monotonic()
         self._closed = False
         self._wake = threading.Event()
@@ -238,6 +239,7 @@ class TrajectoryRecorder:
         return [buffer.popleft() for _ in range(len(buffer))]
 
     def _write(self, batch: _Batch, now: float) -> int:
+        self._in_flight = len(batch.events)
         try:
             self.store.append(batch.events)
         except Exception as exc:
@@ -245,6 +247,7 @@ class TrajectoryRecorder:
             delay = min(self.settings.retry_backoff_s * 2 ** (batch.attempts - 1), self.settings.max_backoff_s)
             batch.due_at = now + delay
             self._retry.append(batch)
+            self._in_flight = 0
             self._failed_flushes += 1
             self._log.warning(
                 "capture.flush_failed", events=len(batch.events), attempt=batch.attempts,
@@ -252,6 +255,7 @@ class TrajectoryRecorder:
             )
             return 0
         self._written += len(batch.events)
+        self._in_flight = 0
         if self.metrics is not None:
             self.metrics.observe(BATCH_SIZE_METRIC, float(len(batch.events)))
         return len(batch.events)
@@ -294,8 +298,9 @@ class TrajectoryRecorder:
 
     @property
     def stats(self) -> CaptureStats:
-        with self._flush_lock:
-            pending = len(self._buffer) + sum(len(batch.events) for batch in self._retry)
-            return CaptureStats(
-                self._accepted, self._written, pending, self._sampled_out, self._duplicates, self._failed_flushes
-            )
+        """A snapshot that never waits for a write in progress (those count as pending)."""
+        retry = list(self._retry)
+        pending = len(self._buffer) + self._in_flight + sum(len(batch.events) for batch in retry)
+        return CaptureStats(
+            self._accepted, self._written, pending, self._sampled_out, self._duplicates, self._failed_flushes
+        )
