@@ -1,8 +1,13 @@
 """Embedded implementations of the ports; they work offline on a fresh machine."""
 
+from agentloop.adapters.hashing_embedder import HashingEmbedder
+from agentloop.adapters.hnsw_index import HnswVectorIndex
 from agentloop.adapters.metrics import InMemoryMetrics
 from agentloop.adapters.notifier import LogNotifier, RecordingNotifier
+from agentloop.adapters.sqlite_tasks import SqliteTaskStore
 from agentloop.adapters.sqlite_trajectories import SqliteTrajectoryStore
 
 __all__ = ["InMemoryMetrics"]
 __all__ += ["LogNotifier", "RecordingNotifier", "SqliteTrajectoryStore"]
+__all__ += ["HashingEmbedder", "HnswVectorIndex"]
+__all__ += ["SqliteTaskStore"]

@@ -80,3 +80,13 @@ incoming_messages = st.builds(
     IncomingMessage, text=texts, attachments=st.lists(attachments, max_size=2).map(tuple),
     auto_mode=st.booleans(), metadata=_hints,
 )
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(), children, max_size=3),
+    max_leaves=10,
+)
+"""Any JSON value: what a task may write in its notes."""
+task_notes = st.dictionaries(st.text(), json_values, max_size=4)
+"""Task notes of any shape (a JSON object), for I10."""
+__all__ += ["json_values", "task_notes"]

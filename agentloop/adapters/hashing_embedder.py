@@ -1,0 +1,103 @@
+"""The embedded Embedder: signed feature hashing of words, word pairs and character n-grams.
+
+It needs no model file and no network, and it is deterministic across processes (the
+hash is CRC-32, never Python's salted `hash()`), so vectors stored by one process are
+comparable with queries embedded by another. Texts that share words or word stems are
+measurably similar; unrelated texts score near 0.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections.abc import Sequence
+from functools import lru_cache
+
+import numpy as np
+
+from agentloop.ports.vectors import Vectors
+
+_WORD = re.compile(r"\w+")
+_WORD_CACHE_SIZE = 16_384
+
+
+class HashingEmbedder:
+    """Embed texts by hashing lower-cased word unigrams, bigrams and character n-grams.
+
+    Each feature lands in one of `dim` buckets with a sign taken from another bit of its
+    hash, so collisions cancel on average instead of adding up. Rows are L2-normalised;
+    a text with no word characters (the empty text included) embeds to the zero row,
+    whose cosine similarity with everything is 0.
+    """
+
+    def __init__(
+        self,
+        dim: int = 384,
+        *,
+        char_ngram: int = 3,
+        word_weight: float = 1.0,
+        bigram_weight: float = 0.7,
+        char_weight: float = 0.4,
+        seed: int = 0,
+    ) -> None:
+        if dim < 2:
+            raise ValueError(f"HashingEmbedder needs dim >= 2, got {dim}; use e.g. 384")
+        if char_ngram < 1:
+            raise ValueError(f"HashingEmbedder needs char_ngram >= 1, got {char_ngram}; use e.g. 3")
+        self._dim = dim
+        self._char_ngram = char_ngram
+        self._word_weight = word_weight
+        self._bigram_weight = bigram_weight
+        self._char_weight = char_weight
+        self._seed = seed & 0xFFFFFFFF
+        # Bounded per-instance cache: a word's unigram and n-gram buckets never change.
+        self._word_features = lru_cache(maxsize=_WORD_CACHE_SIZE)(self._hash_word)
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        """One L2-normalised float32 row per text, shape (len(texts), dim)."""
+        word_hashes: list[int] = []
+        word_rows: list[int] = []
+        pair_hashes: list[int] = []
+        pair_rows: list[int] = []
+        gram_hashes: list[int] = []
+        gram_rows: list[int] = []
+        for row, text in enumerate(texts):
+            words = _WORD.findall(text.lower())
+            for word in words:
+                word_hash, grams = self._word_features(word)
+                word_hashes.append(word_hash)
+                gram_hashes.extend(grams)
+                gram_rows.extend([row] * len(grams))
+            word_rows.extend([row] * len(words))
+            pair_hashes.extend(self._hash(f"b\x00{a}\x00{b}") for a, b in zip(words, words[1:]))
+            pair_rows.extend([row] * (len(words) - 1))
+        flat = np.zeros(len(texts) * self._dim, dtype=np.float64)
+        for weight, hashes, rows in (
+            (self._word_weight, word_hashes, word_rows),
+            (self._bigram_weight, pair_hashes, pair_rows),
+            (self._char_weight, gram_hashes, gram_rows),
+        ):
+            if hashes:
+                h = np.array(hashes, dtype=np.int64)
+                # The low bits pick the bucket, the top bit the sign.
+                cells = np.array(rows, dtype=np.int64) * self._dim + (h & 0x7FFFFFFF) % self._dim
+                signed = np.where(h & 0x80000000, -weight, weight)
+                flat += np.bincount(cells, weights=signed, minlength=flat.size)
+        out = flat.reshape(len(texts), self._dim).astype(np.float32)
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        np.divide(out, norms, out=out, where=norms > 0)
+        return out
+
+    def _hash(self, feature: str) -> int:
+        return zlib.crc32(feature.encode("utf-8"), self._seed)
+
+    def _hash_word(self, word: str) -> tuple[int, tuple[int, ...]]:
+        """The hashes of one word's unigram and of its character n-grams."""
+        marked = f"<{word}>"
+        n = self._char_ngram
+        grams = tuple(self._hash(f"c\x00{marked[i:i + n]}") for i in range(max(1, len(marked) - n + 1)))
+        return self._hash(f"w\x00{word}"), grams

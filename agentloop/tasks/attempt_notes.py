@@ -1,0 +1,111 @@
+"""Notes kept across attempts of one task (seed 004): one append-only Markdown file per task.
+
+Each attempt appends a section
+
+    ## Attempt N — <agent> (<ISO time>)
+    Turns: T | Commits: C
+
+followed by the last 3,000 characters of the attempt's output in a code fence (longer
+than any run of backticks in it, so output can never fake a section). The file is read
+back into the next attempt's prompt as `## Previous Agent Notes` and deleted only when
+the task is accepted as done.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import structlog
+
+from agentloop.errors import InvalidTaskId
+from agentloop.ports.clock import Clock, SystemClock
+
+TAIL_CHARS = 3000
+"""How much of an attempt's output is kept: the end, where the summary and final state are."""
+NOTES_HEADING = "Previous Agent Notes"
+
+_TASK_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+_HEADER = re.compile(r"## Attempt (\d+) — ")
+_FENCE = re.compile(r"(`{3,})")
+_log = structlog.get_logger("agentloop.tasks")
+
+
+def validate_task_id(task_id: str) -> str:
+    """`task_id` if it is safe as a file name part, else `InvalidTaskId`."""
+    if not isinstance(task_id, str) or not _TASK_ID.fullmatch(task_id) or ".." in task_id:
+        raise InvalidTaskId(task_id)
+    return task_id
+
+
+def tail(output: str, limit: int = TAIL_CHARS) -> str:
+    """The last `limit` characters, after a marker line saying how much was cut."""
+    if len(output) <= limit:
+        return output
+    return f"[... output truncated: showing the last {limit} of {len(output)} characters ...]\n{output[-limit:]}"
+
+
+def count_attempts(notes: str) -> int:
+    """How many attempt sections `notes` holds (headers inside fenced output do not count)."""
+    count = 0
+    fence: str | None = None
+    for line in notes.splitlines():
+        if fence is not None:
+            if line.strip() == fence:
+                fence = None
+            continue
+        opened = _FENCE.match(line)
+        if opened is not None:
+            fence = opened.group(1)
+        elif _HEADER.match(line):
+            count += 1
+    return count
+
+
+def format_attempt(number: int, agent: str, when: str, output: str, turns: int, commits: int) -> str:
+    """One attempt section, ending with a blank line."""
+    kept = tail(output)
+    longest = max((len(run) for run in re.findall(r"`+", kept)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"## Attempt {number} — {agent} ({when})\nTurns: {turns} | Commits: {commits}\n\n{fence}\n{kept}\n{fence}\n\n"
+
+
+class AttemptNotes:
+    """The notes directory: `TASK-<id>.md` per task, appended after every attempt."""
+
+    def __init__(self, directory: str | Path, *, clock: Clock | None = None) -> None:
+        self.directory = Path(directory)
+        self.clock: Clock = clock or SystemClock()
+
+    def path(self, task_id: str) -> Path:
+        return self.directory / f"TASK-{validate_task_id(task_id)}.md"
+
+    def read(self, task_id: str) -> str | None:
+        """The task's notes, or None if it has none."""
+        try:
+            return self.path(task_id).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+
+    def save(self, task_id: str, *, agent: str, output: str, turns: int, commits: int = 0) -> int:
+        """Append this attempt (success or failure) and return its number."""
+        if not agent or any(ch in agent for ch in "\r\n"):
+            raise ValueError(f"agent name {agent!r} must be one non-empty line")
+        path = self.path(task_id)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        number = count_attempts(self.read(task_id) or "") + 1
+        when = self.clock.now().isoformat(timespec="seconds")
+        with path.open("a", encoding="utf-8") as handle:
+            handle.write(format_attempt(number, agent, when, output, turns, commits))
+        _log.info("attempt_notes.saved", task_id=task_id, attempt=number, agent=agent, output_chars=len(output))
+        return number
+
+    def remove(self, task_id: str) -> bool:
+        """Delete the task's notes; True if there were any."""
+        path = self.path(task_id)
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            return False
+        _log.info("attempt_notes.removed", task_id=task_id)
+        return True

@@ -1,0 +1,106 @@
+"""HashingEmbedder: deterministic, normalised, and similar for texts that share words."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agentloop.adapters.hashing_embedder import HashingEmbedder
+from agentloop.ports.vectors import Embedder
+
+ROOT = Path(__file__).resolve().parents[2]
+TEXTS = ["The deploy failed: database migration timed out", "ünïcode wörds and émojis 🚀", ""]
+
+
+def _embed_in_subprocess(hash_seed: str) -> bytes:
+    script = (
+        "import sys\n"
+        "from agentloop.adapters.hashing_embedder import HashingEmbedder\n"
+        f"sys.stdout.buffer.write(HashingEmbedder().embed({TEXTS!r}).tobytes())\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONHASHSEED": hash_seed}
+    return subprocess.run([sys.executable, "-c", script], env=env, check=True, capture_output=True).stdout
+
+
+def test_vectors_are_identical_across_processes_with_different_hash_seeds() -> None:
+    first = _embed_in_subprocess("1")
+    second = _embed_in_subprocess("2")
+    assert first == second
+    here = HashingEmbedder().embed(TEXTS)
+    assert np.frombuffer(first, dtype=np.float32).reshape(here.shape).tolist() == here.tolist()
+
+
+def test_it_satisfies_the_embedder_port() -> None:
+    embedder = HashingEmbedder(dim=64)
+    assert isinstance(embedder, Embedder)
+    assert embedder.dim == 64
+
+
+@settings(deadline=None, max_examples=60)
+@given(st.lists(st.text(max_size=80), max_size=8), st.integers(min_value=2, max_value=512))
+def test_rows_are_float32_unit_length_or_zero(texts: list[str], dim: int) -> None:
+    """Every row is L2-normalised; a text without word characters is the zero row."""
+    vectors = HashingEmbedder(dim=dim).embed(texts)
+    assert vectors.dtype == np.float32
+    assert vectors.shape == (len(texts), dim)
+    for text, row in zip(texts, vectors):
+        norm = float(np.linalg.norm(row))
+        if any(ch.isalnum() or ch == "_" for ch in text):
+            assert norm == pytest.approx(1.0, abs=1e-5)
+        else:
+            assert norm == 0.0
+
+
+def test_empty_input_and_empty_text() -> None:
+    embedder = HashingEmbedder(dim=32)
+    assert embedder.embed([]).shape == (0, 32)
+    assert not embedder.embed([""]).any()
+
+
+def test_related_texts_score_higher_than_unrelated_ones() -> None:
+    query, related, stemmed, unrelated = HashingEmbedder().embed(
+        [
+            "the payment service keeps timing out",
+            "payment service timing out again",
+            "payments services timed out",
+            "bake sourdough bread at two hundred degrees",
+        ]
+    )
+    assert float(query @ related) > 0.5
+    assert float(query @ stemmed) > float(query @ unrelated) + 0.15
+    assert abs(float(query @ unrelated)) < 0.15
+
+
+def test_unrelated_texts_are_near_orthogonal_on_average() -> None:
+    rng = np.random.default_rng(7)
+    words = ["".join(rng.choice(list("abcdefghijklmnopqrstuvwxyz"), size=7)) for _ in range(400)]
+    texts = [" ".join(words[i * 8 : i * 8 + 8]) for i in range(50)]
+    vectors = HashingEmbedder().embed(texts)
+    similarities = vectors @ vectors.T
+    off_diagonal = similarities[~np.eye(len(texts), dtype=bool)]
+    assert abs(float(off_diagonal.mean())) < 0.05
+    assert float(np.abs(off_diagonal).max()) < 0.4
+
+
+def test_case_and_punctuation_do_not_change_the_vector() -> None:
+    a, b = HashingEmbedder().embed(["Hello, World!", "hello world"])
+    assert a.tolist() == b.tolist()
+
+
+def test_a_different_seed_gives_different_vectors() -> None:
+    a = HashingEmbedder(seed=0).embed(["same text"])
+    b = HashingEmbedder(seed=1).embed(["same text"])
+    assert a.tolist() != b.tolist()
+
+
+@pytest.mark.parametrize(("dim", "ngram"), [(1, 3), (16, 0)])
+def test_invalid_parameters_are_refused(dim: int, ngram: int) -> None:
+    with pytest.raises(ValueError, match="HashingEmbedder needs"):
+        HashingEmbedder(dim=dim, char_ngram=ngram)

@@ -1,0 +1,305 @@
+"""Tests for agentloop.tasks.evaluator: context flow, substitution, subtasks, scripts, I10."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agentloop import AgentContext, AgentLoop, FinishReason, System, TurnOutcome
+from agentloop.testing import FakeClock
+from agentloop.testing.strategies import task_notes
+from agentloop.testing.tasks import task_loop
+from agentloop.tasks import (
+    ContextManagementWarning,
+    Evaluator,
+    ResourceExhaustedError,
+    ScriptsNotAllowedError,
+    SubtaskRequest,
+    TaskFailedError,
+    TaskFailureReason,
+    TaskStatus,
+    TaskTrace,
+    TaskTurn,
+    TemplateRegistry,
+    as_subtask,
+    format_reply,
+)
+
+
+def _registry(xml: str, *, allow_scripts: bool = False) -> TemplateRegistry:
+    registry = TemplateRegistry(allow_scripts=allow_scripts)
+    registry.register_string(xml)
+    return registry
+
+
+def _atomic(name: str, description: str, settings_xml: str = "", inputs: str = "") -> str:
+    block = f"<context_management>{settings_xml}</context_management>" if settings_xml else ""
+    return f'<task name="{name}" type="atomic"><description>{description}</description>{inputs}{block}</task>'
+
+
+def _echo(turn: TaskTurn) -> str:
+    return format_reply(turn.instruction)
+
+
+@pytest.mark.parametrize(
+    ("settings_xml", "inputs", "expected"),
+    [
+        ("", "", {"topic": "cats", "secret": "s"}),
+        ("<inherit_context>none</inherit_context><fresh_context>enabled</fresh_context>", "", {}),
+        ("<inherit_context>subset</inherit_context>", '<inputs><input name="topic"/></inputs>', {"topic": "cats"}),
+    ],
+)
+def test_inherit_context_decides_what_the_turn_receives(settings_xml: str, inputs: str, expected: dict[str, str]) -> None:
+    registry = _registry(_atomic("t", "Go", settings_xml, inputs))
+    loop, system = task_loop(_echo)
+    Evaluator(registry, loop).run_sync("t", {"topic": "x"}, context={"topic": "cats", "secret": "s"})
+    (turn,) = system.turns
+    assert dict(turn.context) == expected
+    assert turn.fresh_context is ("enabled" in settings_xml)
+
+
+def test_a_sequence_passes_its_own_context_to_its_steps() -> None:
+    xml = (
+        '<task name="s" type="sequential"><description>S</description>'
+        "<context_management><inherit_context>none</inherit_context></context_management>"
+        '<steps><task type="atomic"><description>One</description></task></steps></task>'
+    )
+    loop, system = task_loop(_echo)
+    Evaluator(_registry(xml), loop).run_sync("s", context={"k": "v"})
+    assert dict(system.turns[0].context) == {}
+
+
+def test_accumulate_data_false_shows_no_history() -> None:
+    xml = (
+        '<task name="s" type="sequential"><description>S</description>'
+        "<context_management><accumulate_data>false</accumulate_data></context_management>"
+        '<steps><task type="atomic"><description>One</description></task>'
+        '<task type="atomic"><description>Two</description></task></steps></task>'
+    )
+    loop, system = task_loop(_echo)
+    Evaluator(_registry(xml), loop).run_sync("s")
+    assert [t.history for t in system.turns] == [(), ()]
+
+
+def test_substitution_is_one_literal_pass() -> None:
+    loop, system = task_loop(_echo)
+    registry = _registry(_atomic("t", "Say {{ a }} and {{b}}"))
+    result = Evaluator(registry, loop).run_sync("t", {"a": "{{b}}", "b": ["x", "y"]})
+    assert result.content == "Say {{b}} and x\ny"
+
+
+def test_a_missing_input_fails_before_any_turn() -> None:
+    loop, system = task_loop(_echo)
+    registry = _registry(_atomic("t", "Say {{a}}", inputs='<inputs><input name="a"/><input name="b"/></inputs>'))
+    with pytest.raises(TaskFailedError, match=r"task 't' needs input\(s\) 'a', 'b'") as caught:
+        Evaluator(registry, loop).run_sync("t")
+    assert caught.value.reason is TaskFailureReason.INPUT_VALIDATION_FAILURE
+    undeclared = _registry(_atomic("u", "Say {{zzz}}"))
+    with pytest.raises(TaskFailedError, match=r"task 'u' uses \{\{zzz\}\} but no input 'zzz' was given"):
+        Evaluator(undeclared, loop).run_sync("u")
+    assert system.turns == []
+
+
+def test_previous_notes_reach_every_atomic_turn_and_the_trace_counts_turns() -> None:
+    xml = (
+        '<task name="s" type="sequential"><description>S</description><steps>'
+        '<task type="atomic"><description>One</description></task>'
+        '<task type="atomic"><description>Two</description></task></steps></task>'
+    )
+    loop, system = task_loop(_echo)
+    trace = TaskTrace()
+    Evaluator(_registry(xml), loop).run_sync("s", previous_notes="## Attempt 1 — a (t)", trace=trace)
+    assert [t.previous_notes for t in system.turns] == ["## Attempt 1 — a (t)"] * 2
+    assert trace.turns == 2
+    assert trace.render().endswith("One\n\n### atomic task at <string> line 1\nTwo")
+
+
+def test_a_turn_that_ends_badly_is_a_halted_task() -> None:
+    class Broken(System):
+        order = 10
+        writes = (TurnOutcome,)
+
+        def process(self, ctx: AgentContext) -> None:
+            ctx.set(TurnOutcome(FinishReason.ERROR, assistant_text="oops", auto_mode=True))
+
+    class Silent(System):
+        order = 10
+
+        def process(self, ctx: AgentContext) -> None:
+            raise RuntimeError("model unreachable")
+
+    registry = _registry(_atomic("t", "Go"))
+    with pytest.raises(TaskFailedError, match="the turn finished with error") as caught:
+        Evaluator(registry, AgentLoop([Broken()])).run_sync("t")
+    assert caught.value.reason is TaskFailureReason.EXECUTION_HALTED
+    with pytest.raises(TaskFailedError, match="without a TurnOutcome .*model unreachable"):
+        Evaluator(registry, AgentLoop([Silent()])).run_sync("t")
+
+
+def test_a_malformed_reply_fails_the_task_with_output_format_failure() -> None:
+    loop, _ = task_loop(["answer\n```task-result\n{oops}\n```"])
+    with pytest.raises(TaskFailedError) as caught:
+        Evaluator(_registry(_atomic("t", "Go")), loop).run_sync("t")
+    assert caught.value.reason is TaskFailureReason.OUTPUT_FORMAT_FAILURE
+    assert caught.value.result is not None and caught.value.result.content == "answer"
+
+
+def test_an_ad_hoc_subtask_runs_with_subtask_defaults() -> None:
+    def reply(turn: TaskTurn) -> str:
+        if turn.instruction == "Parent" and not turn.subtask_results:
+            request = SubtaskRequest(description="Find {{what}}", inputs={"what": "keys"})
+            return format_reply("", status=TaskStatus.CONTINUATION, subtask=request)
+        return format_reply(f"did {turn.instruction}")
+
+    loop, system = task_loop(reply)
+    result = Evaluator(_registry(_atomic("p", "Parent")), loop).run_sync("p", context={"k": "v"})
+    assert result.content == "did Parent"
+    child = system.turns[1]
+    assert (child.instruction, dict(child.context), child.fresh_context, child.depth) == ("Find keys", {}, True, 1)
+    assert system.turns[2].subtask_results[0].output == "did Find keys"
+
+
+def test_an_explicit_inherit_setting_wins_over_the_subtask_defaults() -> None:
+    registry = _registry(_atomic("helper", "Help", "<inherit_context>full</inherit_context>"))
+    spawned = as_subtask(registry.get("helper"))
+    assert spawned.context.inherit_context.value == "full" and not spawned.context.fresh
+
+
+def test_continuations_are_limited() -> None:
+    request = SubtaskRequest(description="again")
+
+    def reply(turn: TaskTurn) -> str:
+        if turn.instruction == "again":
+            return format_reply("ok")
+        return format_reply("", status=TaskStatus.CONTINUATION, subtask=request)
+
+    loop, system = task_loop(reply)
+    with pytest.raises(ResourceExhaustedError, match="more than 2 subtasks in a row") as caught:
+        Evaluator(_registry(_atomic("t", "Loop")), loop, max_continuations=2).run_sync("t")
+    assert (caught.value.resource, caught.value.limit) == ("continuations", 2)
+    assert len(system.turns) == 5
+
+
+def test_a_subtask_naming_an_unknown_template_fails_clearly() -> None:
+    loop, _ = task_loop(
+        [format_reply("", status=TaskStatus.CONTINUATION, subtask=SubtaskRequest(template="nowhere"))]
+    )
+    with pytest.raises(TaskFailedError, match="requested a subtask: no task template named 'nowhere'"):
+        Evaluator(_registry(_atomic("t", "Go")), loop).run_sync("t")
+
+
+def test_reduce_over_lines_of_a_string_and_a_missing_input() -> None:
+    xml = (
+        '<task name="r" type="reduce" over="chapters"><description>R</description>'
+        '<inner_task><task type="atomic"><description>{{index}}:{{item}}</description></task></inner_task>'
+        '<reduction_task><task type="atomic"><description>{{accumulator}}{{current}};</description></task>'
+        "</reduction_task></task>"
+    )
+    loop, _ = task_loop(_echo)
+    evaluator = Evaluator(_registry(xml), loop)
+    assert evaluator.run_sync("r", {"chapters": "a\n\nb\n", "accumulator": ">"}).content == ">1:a;2:b;"
+    with pytest.raises(TaskFailedError, match="runs over input 'chapters', which was not given"):
+        evaluator.run_sync("r")
+
+
+# --- scripts --------------------------------------------------------------------------
+
+def _script(args: list[str], timeout: str = "") -> str:
+    attribute = f' timeout="{timeout}"' if timeout else ""
+    argv = "".join(f"<arg>{a}</arg>" for a in args)
+    return f'<task name="s" type="script"><description>S</description><command{attribute}>{argv}</command></task>'
+
+
+def test_a_script_substitutes_each_argument_without_a_shell() -> None:
+    registry = _registry(_script([sys.executable, "-c", "import sys; print(sys.argv[1:])", "{{a}}", "$HOME;ls"]), allow_scripts=True)
+    loop, _ = task_loop(_echo)
+    result = Evaluator(registry, loop).run_sync("s", {"a": "two words"})
+    assert result.content == "['two words', '$HOME;ls']\n"
+    assert result.notes == {"exit_code": 0, "stderr": ""}
+
+
+def test_a_script_that_exits_non_zero_fails_with_its_stderr() -> None:
+    code = "import sys; sys.stderr.write('bad input'); sys.exit(3)"
+    registry = _registry(_script([sys.executable, "-c", code]), allow_scripts=True)
+    with pytest.raises(TaskFailedError, match="exited with status 3: bad input") as caught:
+        Evaluator(registry, task_loop(_echo)[0]).run_sync("s")
+    assert caught.value.result is not None and caught.value.result.notes["exit_code"] == 3
+
+
+def test_a_script_past_its_timeout_is_killed() -> None:
+    registry = _registry(_script([sys.executable, "-c", "import time; time.sleep(30)"], timeout="0.3"), allow_scripts=True)
+    started = time.monotonic()
+    with pytest.raises(TaskFailedError, match="did not finish within 0.3s and was killed") as caught:
+        Evaluator(registry, task_loop(_echo)[0]).run_sync("s")
+    assert caught.value.reason is TaskFailureReason.EXECUTION_TIMEOUT
+    assert time.monotonic() - started < 10
+
+
+def test_a_missing_program_fails_clearly() -> None:
+    registry = _registry(_script(["/nonexistent/program"]), allow_scripts=True)
+    with pytest.raises(TaskFailedError, match="could not start '/nonexistent/program'"):
+        Evaluator(registry, task_loop(_echo)[0]).run_sync("s")
+
+
+def test_the_evaluator_refuses_a_script_when_its_registry_does_not_allow_them() -> None:
+    template = _registry(_script(["true"]), allow_scripts=True).get("s")
+    strict = TemplateRegistry()
+    with pytest.raises(ScriptsNotAllowedError, match="script task 's' is refused"):
+        asyncio.run(Evaluator(strict, task_loop(_echo)[0]).run_template(template))
+
+
+# --- I10 ------------------------------------------------------------------------------
+
+SEQUENCE = (
+    '<task name="seq" type="sequential"><description>S</description>'
+    "<context_management><accumulation_format>{fmt}</accumulation_format></context_management><steps>"
+    + "".join(f'<task type="atomic"><description>Step {i}</description></task>' for i in range(3))
+    + "</steps></task>"
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    notes=st.lists(task_notes, min_size=3, max_size=3),
+    fmt=st.sampled_from(["notes_only", "full_output"]),
+)
+def test_notes_pass_through_sequential_accumulation_unchanged(notes: list[dict[str, Any]], fmt: str) -> None:
+    """I10: each step's notes reach later steps and the result exactly as the task wrote them."""
+    loop, system = task_loop([format_reply(f"out {i}", notes=n) for i, n in enumerate(notes)])
+    result = Evaluator(_registry(SEQUENCE.format(fmt=fmt)), loop, clock=FakeClock()).run_sync("seq")
+    assert [entry.notes for entry in system.turns[2].history] == notes[:2]
+    assert [entry.output for entry in system.turns[2].history] == (
+        ["out 0", "out 1"] if fmt == "full_output" else [None, None]
+    )
+    assert result.notes == notes[2]
+
+
+def test_fresh_context_reaches_turns_that_inherit_from_a_fresh_task() -> None:
+    xml = (
+        "<templates>"
+        '<task name="r" type="reduce"><description>R</description>'
+        '<inner_task><task type="atomic"><description>in {{item}}</description></task></inner_task>'
+        '<reduction_task><task type="atomic"><description>red</description>'
+        "<context_management><inherit_context>none</inherit_context></context_management></task></reduction_task>"
+        "</task>"
+        '<task name="s" type="sequential"><description>S</description>'
+        '<steps><task type="atomic"><description>step</description></task></steps></task>'
+        "</templates>"
+    )
+    loop, system = task_loop(_echo)
+    with pytest.warns(ContextManagementWarning, match="no context at all"):
+        registry = _registry(xml)
+    evaluator = Evaluator(registry, loop)
+    evaluator.run_sync("r", {"items": ["a"]})
+    evaluator.run_sync("s")
+    assert [(t.instruction, t.fresh_context) for t in system.turns] == [
+        ("in a", True),
+        ("red", False),
+        ("step", False),
+    ]

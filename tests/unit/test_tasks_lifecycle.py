@@ -1,0 +1,133 @@
+"""Tests for agentloop.tasks.lifecycle: the task states, notes cleanup and the attempt runner."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agentloop.adapters import SqliteTaskStore
+from agentloop.errors import InvalidTaskTransition, UnknownTaskError, UnknownTemplateError
+from agentloop.testing import FakeClock
+from agentloop.testing.tasks import task_loop
+from agentloop.tasks import (
+    AttemptNotes,
+    AttemptRunner,
+    Evaluator,
+    TaskLifecycle,
+    TaskState,
+    TaskStatus,
+    TemplateRegistry,
+    format_reply,
+)
+
+
+@pytest.fixture
+def lifecycle(tmp_path: Path) -> Iterator[TaskLifecycle]:
+    store = SqliteTaskStore(tmp_path / "tasks.db")
+    clock = FakeClock()
+    yield TaskLifecycle(store, AttemptNotes(tmp_path / "notes", clock=clock), clock=clock)
+    store.close()
+
+
+def test_the_happy_path_ends_done_with_notes_removed(lifecycle: TaskLifecycle) -> None:
+    lifecycle.create("t1", "fix", {"file": "a.py"})
+    claimed = lifecycle.claim("t1", "agent-1")
+    assert (claimed.state, claimed.claimed_by, claimed.attempts) == (TaskState.CLAIMED, "agent-1", 1)
+    lifecycle.notes.save("t1", agent="agent-1", output="did it", turns=1)
+    assert lifecycle.submit("t1").state is TaskState.PROVISIONAL
+    assert lifecycle.notes.read("t1") is not None
+    assert lifecycle.accept("t1").state is TaskState.DONE
+    assert lifecycle.notes.read("t1") is None
+    assert lifecycle.get("t1").inputs == {"file": "a.py"}
+
+
+def test_reject_and_release_go_back_to_incoming_keeping_notes(lifecycle: TaskLifecycle) -> None:
+    lifecycle.create("t1", "fix")
+    lifecycle.claim("t1", "a")
+    lifecycle.notes.save("t1", agent="a", output="x", turns=1)
+    assert lifecycle.release("t1").state is TaskState.INCOMING
+    lifecycle.claim("t1", "b")
+    lifecycle.submit("t1")
+    assert lifecycle.reject("t1").state is TaskState.INCOMING
+    assert lifecycle.notes.read("t1") is not None
+    assert lifecycle.get("t1").attempts == 2
+
+
+def test_complete_is_the_direct_path_to_done(lifecycle: TaskLifecycle) -> None:
+    lifecycle.create("t1", "fix")
+    lifecycle.claim("t1", "a")
+    lifecycle.notes.save("t1", agent="a", output="x", turns=1)
+    assert lifecycle.complete("t1").state is TaskState.DONE
+    assert lifecycle.notes.read("t1") is None
+
+
+def test_failed_keeps_notes(lifecycle: TaskLifecycle) -> None:
+    lifecycle.create("t1", "fix")
+    lifecycle.claim("t1", "a")
+    lifecycle.notes.save("t1", agent="a", output="x", turns=1)
+    assert lifecycle.fail("t1").state is TaskState.FAILED
+    assert lifecycle.notes.read("t1") is not None
+
+
+@pytest.mark.parametrize(
+    ("move", "message"),
+    [
+        ("accept", "task 't1' is incoming, so it cannot move to done; that needs one of: provisional"),
+        ("submit", "task 't1' is incoming, so it cannot move to provisional; that needs one of: claimed"),
+        ("reject", "is incoming, so it cannot move to incoming"),
+    ],
+)
+def test_a_move_the_state_does_not_allow_is_refused(lifecycle: TaskLifecycle, move: str, message: str) -> None:
+    lifecycle.create("t1", "fix")
+    with pytest.raises(InvalidTaskTransition, match=message):
+        getattr(lifecycle, move)("t1")
+    assert lifecycle.get("t1").state is TaskState.INCOMING
+
+
+def test_unknown_and_duplicate_tasks(lifecycle: TaskLifecycle) -> None:
+    with pytest.raises(UnknownTaskError, match="no task with id 'nope'"):
+        lifecycle.claim("nope", "a")
+    lifecycle.create("t1", "fix")
+    with pytest.raises(ValueError, match="already exists"):
+        lifecycle.create("t1", "fix")
+
+
+def test_claim_next_takes_the_oldest_incoming_task(lifecycle: TaskLifecycle) -> None:
+    for task_id in ("t1", "t2"):
+        lifecycle.create(task_id, "fix")
+    first = lifecycle.claim_next("a")
+    second = lifecycle.claim_next("b")
+    assert (first and first.id, second and second.id) == ("t1", "t2")
+    assert lifecycle.claim_next("c") is None
+
+
+def test_the_runner_saves_notes_on_failure_and_success(lifecycle: TaskLifecycle) -> None:
+    registry = TemplateRegistry()
+    registry.register_string('<task name="fix" type="atomic"><description>Fix {{file}}</description></task>')
+    replies = [format_reply("tried", status=TaskStatus.FAILED, reason="red"), format_reply("fixed")]
+    loop, system = task_loop(replies)
+    commits = iter([0, 0, 5, 7])
+    runner = AttemptRunner(lifecycle, Evaluator(registry, loop), agent="impl", count_commits=lambda: next(commits))
+    lifecycle.create("t1", "fix", {"file": "a.py"})
+    first = asyncio.run(runner.run("t1"))
+    assert (first.attempt, first.state, first.result) == (1, TaskState.INCOMING, None)
+    assert first.error is not None and "red" in str(first.error)
+    second = asyncio.run(runner.run("t1"))
+    assert (second.attempt, second.state) == (2, TaskState.PROVISIONAL)
+    assert second.result is not None and second.result.content == "fixed"
+    notes = lifecycle.notes.read("t1") or ""
+    assert "Turns: 1 | Commits: 0" in notes and "Turns: 1 | Commits: 2" in notes
+    assert "FAILED (task_reported_failure): red" in notes
+    assert system.turns[0].previous_notes is None
+    assert system.turns[1].previous_notes is not None and "## Attempt 1 — impl" in system.turns[1].previous_notes
+
+
+def test_the_runner_refuses_an_unknown_template_without_claiming(lifecycle: TaskLifecycle) -> None:
+    lifecycle.create("t1", "missing")
+    runner = AttemptRunner(lifecycle, Evaluator(TemplateRegistry(), task_loop([])[0]), agent="a")
+    with pytest.raises(UnknownTemplateError):
+        asyncio.run(runner.run("t1"))
+    assert lifecycle.get("t1").state is TaskState.INCOMING
