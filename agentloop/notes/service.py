@@ -3,7 +3,8 @@ distillation, retrieval and feedback together so the agent gets better over time
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 import structlog
 
@@ -13,6 +14,10 @@ from agentloop.notes.capture import TrajectoryRecorder
 from agentloop.notes.distillation import DistillationResult, DistillationStatus, Distiller
 from agentloop.notes.knowledge import KnowledgeBase
 from agentloop.notes.models import KnowledgeItem, Layer, LayerIds, RetrievedNote
+
+
+class Closeable(Protocol):
+    def close(self) -> None: ...
 
 
 class NoteTaking:
@@ -30,12 +35,15 @@ class NoteTaking:
         knowledge: KnowledgeBase,
         *,
         company_id: str = "default",
+        resources: Sequence[Closeable] = (),
         logger: Any = None,
     ) -> None:
         self.recorder = recorder
         self.distiller = distiller
         self.knowledge = knowledge
         self.company_id = company_id
+        self.resources = tuple(resources)
+        """Stores closed after capture has drained on `close()` (those a factory opened)."""
         self._sessions: dict[str, Session] = {}
         self._log = logger if logger is not None else structlog.get_logger("agentloop.notes")
 
@@ -79,6 +87,15 @@ class NoteTaking:
         return self.knowledge.record_feedback(session_id, positive=positive)
 
     def close(self) -> None:
-        """Stop capture and write every accepted execution (I12)."""
+        """Stop capture, write every accepted execution (I12), then close the stores."""
         self.recorder.close()
+        for resource in self.resources:
+            resource.close()
+
+    def __enter__(self) -> NoteTaking:
+        self.recorder.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
