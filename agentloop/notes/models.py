@@ -56,7 +56,7 @@ class Layer(enum.Enum):
     @property
     def depth(self) -> int:
         """0 for company (broadest) up to 3 for project (narrowest)."""
-        return _LAYERS.index(self)
+        return _DEPTH[self.value]
 
     @property
     def precedence(self) -> int:
@@ -69,6 +69,7 @@ class Layer(enum.Enum):
 
 
 _LAYERS: tuple[Layer, ...] = (Layer.COMPANY, Layer.ORG, Layer.TEAM, Layer.PROJECT)
+_DEPTH: dict[str, int] = {layer.value: depth for depth, layer in enumerate(_LAYERS)}
 
 
 class NoteStatus(enum.Enum):
@@ -110,6 +111,11 @@ class LayerIds:
     def narrowest(self) -> Layer:
         """The deepest layer this chain has an id for (project, else team, org, company)."""
         return next(layer for layer in reversed(_LAYERS) if self.id_at(layer) is not None)
+
+    def owns_at(self, layer: Layer) -> bool:
+        """Whether this is the owning chain of an item at `layer`: an id at the layer and
+        none below it."""
+        return self.id_at(layer) is not None and all(self.id_at(below) is None for below in _LAYERS[layer.depth + 1 :])
 
     def truncated(self, layer: Layer) -> LayerIds:
         """The ids of `layer` and its parents only: the owning chain of an item at `layer`."""
@@ -178,7 +184,7 @@ class KnowledgeItem:
     updated_at: datetime | None = None
 
     def __attrs_post_init__(self) -> None:
-        if self.layer_ids != self.layer_ids.truncated(self.layer):
+        if not self.layer_ids.owns_at(self.layer):
             raise ValueError(
                 f"a {self.layer.value}-layer item carries only the ids of its layer and its "
                 f"parents; got {self.layer_ids}"
