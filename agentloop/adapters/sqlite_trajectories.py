@@ -45,11 +45,15 @@ _COLUMNS = (
 )
 
 
+_json = json.JSONEncoder(default=str).encode
+
+
 def _row(e: ToolExecution) -> tuple[object, ...]:
     return (
         e.id, e.session_id, e.parent_id, e.user_id, e.project_id, e.tool_name,
-        json.dumps(e.arguments, default=str), e.result, e.error,
-        e.started_at.isoformat(), e.started_at.timestamp(), e.duration_ms, json.dumps(e.context_snapshot),
+        _json(e.arguments), e.result, e.error,
+        e.started_at.isoformat(), e.started_at.timestamp(), e.duration_ms,
+        _json(e.context_snapshot) if e.context_snapshot else "{}",
     )
 
 
