@@ -70,3 +70,12 @@ __all__ = [
     "resolve_finish_reason",
     "validate_pipeline",
 ]
+
+from agentloop.errors import ToolArgumentError, ToolDefinitionError  # noqa: E402
+from agentloop.tools import Tool, ToolRegistry, VoiceReply, tool  # noqa: E402
+
+__all__ += ["Tool", "ToolArgumentError", "ToolDefinitionError", "ToolRegistry", "VoiceReply", "tool"]
+
+from agentloop.scopes import knowledge_scope, memory_scope  # noqa: E402
+
+__all__ += ["knowledge_scope", "memory_scope"]

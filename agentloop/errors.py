@@ -38,6 +38,14 @@ class TransportError(ConnectionError):
     """A channel could not deliver a response; the message is safe to show a user."""
 
 
+class ToolDefinitionError(TypeError):
+    """A function cannot be turned into a tool (a parameter type has no JSON schema)."""
+
+
+class ToolArgumentError(ValueError):
+    """A model called a tool with arguments that do not match its schema."""
+
+
 class IndexFileError(ValueError):
     """A saved vector index file is truncated, corrupt or of another dimension."""
 

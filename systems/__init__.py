@@ -1,0 +1,29 @@
+"""The built-in systems of agentloop, one module per concern; subclass them to build bots."""
+
+from systems.context import ContextBuildingSystem
+from systems.feedback import FeedbackGuaranteeSystem
+from systems.input import InputSanitizationSystem
+from systems.memory import MemoryPersistSystem
+from systems.outcome import TurnOutcomeFinalizationSystem
+from systems.rag import RagIndexingSystem
+from systems.routing import ResponseRoutingSystem
+from systems.standard import StandardOptions, StandardPipeline, standard_pipeline
+from systems.tool_loop import ToolExecutionHook, ToolLoopSystem, ToolPolicy, plan_mode_requested, send_voice
+
+__all__ = [
+    "ContextBuildingSystem",
+    "FeedbackGuaranteeSystem",
+    "InputSanitizationSystem",
+    "MemoryPersistSystem",
+    "ResponseRoutingSystem",
+    "RagIndexingSystem",
+    "StandardOptions",
+    "StandardPipeline",
+    "ToolExecutionHook",
+    "ToolLoopSystem",
+    "ToolPolicy",
+    "TurnOutcomeFinalizationSystem",
+    "plan_mode_requested",
+    "send_voice",
+    "standard_pipeline",
+]

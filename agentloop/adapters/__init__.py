@@ -13,3 +13,11 @@ __all__ = ["InMemoryMetrics"]
 __all__ += ["LogNotifier", "RecordingNotifier", "SqliteKnowledgeRepository", "SqliteTrajectoryStore", "open_note_taking"]
 __all__ += ["HashingEmbedder", "HnswVectorIndex"]
 __all__ += ["SqliteTaskStore"]
+
+from agentloop.adapters.bot_stores import BotStores  # noqa: E402
+from agentloop.adapters.console import ConsoleChannel  # noqa: E402
+from agentloop.adapters.sqlite_memory import SqliteMemoryStore  # noqa: E402
+from agentloop.adapters.sqlite_rag import SqliteRagStore  # noqa: E402
+from agentloop.adapters.sqlite_sessions import SqliteSessionStore  # noqa: E402
+
+__all__ += ["BotStores", "ConsoleChannel", "SqliteMemoryStore", "SqliteRagStore", "SqliteSessionStore"]

@@ -12,3 +12,7 @@ from agentloop.ports.vectors import Embedder, VectorIndex, Vectors
 __all__ = ["LLM", "Channel", "Clock", "Embedder", "Metrics", "SystemClock", "VectorIndex", "Vectors"]
 __all__ += ["KnowledgeRepository", "MaintainerNotifier", "TrajectoryStore"]
 __all__ += ["TaskRecord", "TaskState", "TaskStore"]
+
+from agentloop.ports.stores import MemoryEntry, MemoryStore, RagHit, RagStore, SessionStore  # noqa: E402
+
+__all__ += ["MemoryEntry", "MemoryStore", "RagHit", "RagStore", "SessionStore"]

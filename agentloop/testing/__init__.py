@@ -134,3 +134,8 @@ def run_pipeline(
         history=history,
         components=components,
     )
+
+from agentloop.testing.channel import RecordingChannel, Sent  # noqa: E402
+from agentloop.testing.llm import ScriptedLLM  # noqa: E402
+
+__all__ += ["RecordingChannel", "ScriptedLLM", "Sent"]

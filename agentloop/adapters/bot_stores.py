@@ -1,0 +1,46 @@
+"""One bot's embedded stores: history, memory and RAG in one SQLite file, plus its index."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import attrs
+
+from agentloop.adapters.hashing_embedder import HashingEmbedder
+from agentloop.adapters.sqlite_memory import SqliteMemoryStore
+from agentloop.adapters.sqlite_rag import SqliteRagStore
+from agentloop.adapters.sqlite_sessions import SqliteSessionStore
+from agentloop.ports.vectors import Embedder
+
+_BOT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+@attrs.define
+class BotStores:
+    """The stores of one bot: `<data_dir>/<bot>.sqlite3` and `<data_dir>/<bot>.rag.hnsw`."""
+
+    path: Path
+    sessions: SqliteSessionStore
+    memory: SqliteMemoryStore
+    rag: SqliteRagStore
+
+    @classmethod
+    def open(cls, data_dir: str | Path, bot: str = "bot", *, embedder: Embedder | None = None) -> BotStores:
+        """Open (creating on first use) the bot's database; `embedder` defaults to HashingEmbedder()."""
+        if not _BOT_NAME.fullmatch(bot):
+            raise ValueError(f"bot name {bot!r} must be letters, digits, '.', '_' or '-' (it names files)")
+        directory = Path(data_dir)
+        path = directory / f"{bot}.sqlite3"
+        return cls(
+            path,
+            SqliteSessionStore.open(path),
+            SqliteMemoryStore.open(path),
+            SqliteRagStore.open(path, embedder or HashingEmbedder(), directory / f"{bot}.rag.hnsw"),
+        )
+
+    def close(self) -> None:
+        """Save the RAG index and close every connection."""
+        self.rag.close()
+        self.sessions.close()
+        self.memory.close()

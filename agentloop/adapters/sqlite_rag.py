@@ -1,0 +1,145 @@
+"""The embedded RagStore: texts and their vectors in SQLite (the truth), searched through
+an hnswlib index that is derived from those rows and rebuilt whenever it disagrees."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+
+from agentloop.adapters.hnsw_index import HnswVectorIndex
+from agentloop.adapters.sqlite import connect
+from agentloop.ports.stores import RagHit
+from agentloop.ports.vectors import Embedder, Vectors
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS rag_documents (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    scope TEXT NOT NULL,
+    session_id TEXT,
+    text TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    vector BLOB NOT NULL,
+    created_at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS rag_documents_by_digest ON rag_documents (scope, digest);
+"""
+# A bot's own answers are few and retrieval needs only the top few: a lighter graph than
+# the note index keeps indexing a turn's answer cheap (benchmarks/turn_latency.py).
+INDEX_M = 16
+INDEX_EF_CONSTRUCTION = 64
+INDEX_EF = 64
+
+
+class SqliteRagStore:
+    """Scoped similarity search over stored texts.
+
+    Each row keeps its vector, so the index can be rebuilt without the embedder;
+    `close()` saves the index file. A text already stored in its scope is not stored
+    twice (`add` returns the existing id). After a crash the file is stale (its count differs
+    from the table's) and `open` rebuilds it from the rows.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, embedder: Embedder, index: HnswVectorIndex) -> None:
+        if index.dim != embedder.dim:
+            raise ValueError(f"the index has dim {index.dim} but the embedder makes vectors of dim {embedder.dim}")
+        self._conn = conn
+        self._embedder = embedder
+        self._index = index
+        self._lock = threading.Lock()
+        conn.executescript(_SCHEMA)
+        self._scopes: dict[int, str] = dict(conn.execute("SELECT id, scope FROM rag_documents"))
+        self._scope_sizes = Counter(self._scopes.values())
+
+    @classmethod
+    def open(cls, path: str | Path, embedder: Embedder, index_path: str | Path) -> SqliteRagStore:
+        """Open the table at `path` and its index at `index_path`, rebuilding the index if stale."""
+        conn = connect(path)
+        conn.executescript(_SCHEMA)
+        row = conn.execute("SELECT length(vector) FROM rag_documents LIMIT 1").fetchone()
+        if row is not None and row[0] != embedder.dim * 4:
+            conn.close()
+            raise ValueError(
+                f"{path} holds vectors of dim {row[0] // 4} but the embedder makes dim {embedder.dim}; "
+                f"use the embedder the texts were indexed with, or index them again in a new file"
+            )
+        (count,) = conn.execute("SELECT count(*) FROM rag_documents").fetchone()
+        index = HnswVectorIndex.open_or_rebuild(
+            index_path,
+            embedder.dim,
+            count,
+            lambda: _rows(conn),
+            m=INDEX_M,
+            ef_construction=INDEX_EF_CONSTRUCTION,
+            ef=INDEX_EF,
+        )
+        return cls(conn, embedder, index)
+
+    def add(self, scope: str, text: str, *, session_id: str | None = None) -> int:
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        with self._lock:
+            for (existing,) in self._conn.execute(
+                "SELECT id FROM rag_documents WHERE scope = ? AND digest = ? AND text = ?", (scope, digest, text)
+            ):
+                return int(existing)
+        vector = self._embedder.embed([text])
+        with self._lock:
+            cursor = self._conn.execute(
+                "INSERT INTO rag_documents (scope, session_id, text, digest, vector, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (scope, session_id, text, digest, vector[0].astype(np.float32).tobytes(), datetime.now(UTC).isoformat()),
+            )
+            new_id = cursor.lastrowid
+            if new_id is None:
+                raise sqlite3.DatabaseError("SQLite did not report the id of the inserted text")
+            self._index.add([new_id], vector)
+            self._scopes[new_id] = scope
+            self._scope_sizes[scope] += 1
+        return new_id
+
+    def search(self, scope: str, query: str, k: int) -> list[RagHit]:
+        vector = self._embedder.embed([query])
+        if k <= 0 or not vector.any():
+            return []
+        scopes = self._scopes
+        if self._scope_sizes[scope] == 0:
+            return []
+        # A filter costs a Python call per visited node; skip it when the scope is everything.
+        everything = self._scope_sizes[scope] == len(scopes)
+        found = self._index.search(vector, k, accept=None if everything else lambda id_: scopes.get(id_) == scope)
+        if not found:
+            return []
+        marks = ",".join("?" * len(found))
+        with self._lock:
+            texts = dict(
+                self._conn.execute(f"SELECT id, text FROM rag_documents WHERE id IN ({marks})", [i for i, _ in found])
+            )
+        return [RagHit(id_, texts[id_], score, scope) for id_, score in found if id_ in texts]
+
+    def texts(self, scope: str) -> list[str]:
+        """Every text stored in `scope`, oldest first."""
+        with self._lock:
+            rows = self._conn.execute("SELECT text FROM rag_documents WHERE scope = ? ORDER BY id", (scope,)).fetchall()
+        return [text for (text,) in rows]
+
+    def __len__(self) -> int:
+        return len(self._scopes)
+
+    def save(self) -> None:
+        """Write the index file so the next open need not rebuild it."""
+        self._index.save()
+
+    def close(self) -> None:
+        self.save()
+        self._conn.close()
+
+
+def _rows(conn: sqlite3.Connection) -> Iterator[tuple[int, Vectors]]:
+    for id_, blob in conn.execute("SELECT id, vector FROM rag_documents ORDER BY id"):
+        yield id_, np.frombuffer(blob, dtype=np.float32)

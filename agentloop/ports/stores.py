@@ -1,0 +1,71 @@
+"""The storage ports of a bot: session history, long-term memory and the RAG index."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Protocol, runtime_checkable
+
+import attrs
+
+from agentloop.messages import ChatMessage
+
+
+@attrs.frozen
+class MemoryEntry:
+    """One remembered exchange: what the user said and the canonical answer."""
+
+    scope: str
+    session_id: str
+    user_text: str
+    assistant_text: str
+    created_at: datetime
+
+
+@attrs.frozen
+class RagHit:
+    """A stored text found by a similarity search; `score` is the cosine similarity."""
+
+    id: int
+    text: str
+    score: float
+    scope: str
+
+
+@runtime_checkable
+class SessionStore(Protocol):
+    """The conversation history of each session, oldest message first."""
+
+    def append(self, session_id: str, messages: Sequence[ChatMessage]) -> None:
+        """Add `messages` at the end of the session's history, atomically."""
+        ...
+
+    def recent(self, session_id: str, limit: int) -> tuple[ChatMessage, ...]:
+        """The last `limit` messages of the session, oldest first."""
+        ...
+
+
+@runtime_checkable
+class MemoryStore(Protocol):
+    """What a bot remembers about a scope (a user) across sessions."""
+
+    def add(self, entry: MemoryEntry) -> None: ...
+
+    def recent(self, scope: str, limit: int, *, exclude_session: str | None = None) -> tuple[MemoryEntry, ...]:
+        """The last `limit` entries of `scope`, oldest first, optionally without one session's."""
+        ...
+
+
+@runtime_checkable
+class RagStore(Protocol):
+    """Texts indexed for retrieval by meaning, each within one scope."""
+
+    def add(self, scope: str, text: str, *, session_id: str | None = None) -> int:
+        """Store and index `text`; returns its id."""
+        ...
+
+    def search(self, scope: str, query: str, k: int) -> list[RagHit]:
+        """Up to `k` texts of `scope` most similar to `query`, best first."""
+        ...
+
+    def __len__(self) -> int: ...

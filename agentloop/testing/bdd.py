@@ -1,0 +1,281 @@
+"""Reusable pytest-bdd steps for pipeline scenarios (needs the `test` extra).
+
+Load them in your `conftest.py` and provide an `agentloop_bot` fixture:
+
+    from agentloop.testing.bdd import *  # noqa: F403  (the step definitions)
+
+    @pytest.fixture
+    def agentloop_bot(scripted_llm, recording_channel, tmp_path):
+        pipeline = standard_pipeline(scripted_llm, recording_channel, data_dir=tmp_path)
+        yield BotUnderTest(pipeline.build(), scripted_llm, recording_channel, pipeline.stores)
+        pipeline.close()
+
+Steps (quoted parts are parameters):
+
+    Given a pipeline
+    Given the model replies "TEXT"
+    Given the model calls the tool "NAME"
+    Given the model calls the tool "NAME" with {"json": "arguments"}
+    Given the model fails with a rate limit|timeout|validation|unknown error
+    Given the model returns an empty reply
+    Given the channel cannot deliver
+    When the user says "TEXT"
+    When an automatic task says "TEXT"
+    Then the user receives "TEXT"
+    Then the user receives a fallback message
+    Then the user receives a voice message "TEXT"
+    Then the user receives the attachment "NAME"
+    Then the user receives no text
+    Then the user receives nothing
+    Then the finish reason is SUCCESS|ERROR|ITERATION_LIMIT|DEADLINE|POLICY_DENIED|PLAN_MODE
+    Then a failure from LLM|TOOL|SYSTEM|TRANSPORT of kind KIND is recorded
+    Then a failure from the system "NAME" is recorded
+    Then no failure is recorded
+    Then the delivery failed with "TEXT"
+    Then the assistant text is "TEXT"
+    Then history holds the user message and "TEXT"
+    Then history holds only the user message
+    Then history is empty
+    Then memory holds "TEXT"
+    Then memory is empty
+    Then the RAG index finds "TEXT" for "QUERY"
+    Then the RAG index is empty
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import attrs
+import pytest
+from pytest_bdd import given, parsers, then, when
+
+from agentloop.adapters.bot_stores import BotStores
+from agentloop.context import AgentContext, IncomingMessage, Session
+from agentloop.errors import LlmCallError
+from agentloop.loop import AgentLoop
+from agentloop.messages import ChatMessage, LlmReply, Role
+from agentloop.outcome import FailureKind, FailureSource, FinishReason, TurnOutcome
+from agentloop.scopes import knowledge_scope, memory_scope
+from agentloop.testing.channel import RecordingChannel, Sent
+from agentloop.testing.llm import ScriptedLLM
+
+
+@attrs.define
+class BotUnderTest:
+    """A built pipeline with its scripted model, recording channel and stores."""
+
+    loop: AgentLoop
+    llm: ScriptedLLM
+    channel: RecordingChannel
+    stores: BotStores | None = None
+    session: Session = Session("bdd-session", user_id="bdd-user")
+    turns: list[AgentContext] = attrs.Factory(list)
+    sent_per_turn: list[list[Sent]] = attrs.Factory(list)
+
+    def say(self, text: str, *, auto_mode: bool = False, metadata: dict[str, str] | None = None) -> AgentContext:
+        """Run one turn and remember what it sent."""
+        before = len(self.channel.sent)
+        ctx = self.loop.run_turn_sync(self.session, IncomingMessage(text, auto_mode=auto_mode, metadata=metadata or {}))
+        self.turns.append(ctx)
+        self.sent_per_turn.append(self.channel.sent[before:])
+        return ctx
+
+    @property
+    def last(self) -> AgentContext:
+        if not self.turns:
+            raise AssertionError("no turn has run yet; add a step like: When the user says \"hello\"")
+        return self.turns[-1]
+
+    @property
+    def outcome(self) -> TurnOutcome:
+        outcome = self.last.turn_outcome
+        if outcome is None:
+            raise AssertionError(f"the last turn has no TurnOutcome; failures: {self.last.failures}")
+        return outcome
+
+    @property
+    def last_sent(self) -> list[Sent]:
+        return self.sent_per_turn[-1] if self.sent_per_turn else []
+
+    def require_stores(self) -> BotStores:
+        if self.stores is None:
+            raise AssertionError("this bot has no stores; build BotUnderTest with stores=pipeline.stores")
+        return self.stores
+
+
+def _enum(enum_type: type[Any], words: str) -> Any:
+    return enum_type[words.strip().upper().replace(" ", "_")]
+
+
+@pytest.fixture
+def scripted_llm() -> ScriptedLLM:
+    """The model of the scenario; `Given the model ...` steps add to its script."""
+    return ScriptedLLM()
+
+
+@pytest.fixture
+def recording_channel() -> RecordingChannel:
+    return RecordingChannel()
+
+
+@given("a pipeline", target_fixture="bot")
+def given_a_pipeline(agentloop_bot: BotUnderTest) -> BotUnderTest:
+    return agentloop_bot
+
+
+@given(parsers.parse('the model replies "{text}"'))
+def given_model_replies(scripted_llm: ScriptedLLM, text: str) -> None:
+    scripted_llm.add(text)
+
+
+@given(parsers.re(r'the model calls the tool "(?P<name>[^"]+)"(?: with (?P<arguments>\{.*\}))?$'))
+def given_model_calls_tool(scripted_llm: ScriptedLLM, name: str, arguments: str | None) -> None:
+    scripted_llm.add(ScriptedLLM.tool_call(name, json.loads(arguments) if arguments else {}))
+
+
+@given(parsers.parse("the model fails with a {kind} error"))
+def given_model_fails(scripted_llm: ScriptedLLM, kind: str) -> None:
+    failure_kind = _enum(FailureKind, kind)
+    scripted_llm.add(LlmCallError(f"scripted {failure_kind.value} failure", kind=failure_kind))
+
+
+@given("the model returns an empty reply")
+def given_model_empty(scripted_llm: ScriptedLLM) -> None:
+    scripted_llm.add(LlmReply(content=""))
+
+
+@given("the channel cannot deliver")
+def given_channel_fails(recording_channel: RecordingChannel) -> None:
+    recording_channel.fail_with()
+
+
+@when(parsers.parse('the user says "{text}"'))
+def when_user_says(bot: BotUnderTest, text: str) -> None:
+    bot.say(text)
+
+
+@when(parsers.parse('an automatic task says "{text}"'))
+def when_task_says(bot: BotUnderTest, text: str) -> None:
+    bot.say(text, auto_mode=True)
+
+
+@then(parsers.parse('the user receives "{text}"'))
+def then_user_receives(bot: BotUnderTest, text: str) -> None:
+    texts = [s.text for s in bot.last_sent if s.kind == "text"]
+    assert texts == [text], f"the user received {texts!r}"
+
+
+@then("the user receives a fallback message")
+def then_user_receives_fallback(bot: BotUnderTest) -> None:
+    outcome = bot.outcome
+    assert outcome.fallback, f"the outcome is not a fallback: {outcome!r}"
+    response = outcome.outgoing_response
+    assert response is not None and response.text
+    assert [s.text for s in bot.last_sent if s.kind == "text"] == [response.text]
+
+
+@then(parsers.parse('the user receives a voice message "{text}"'))
+def then_user_receives_voice(bot: BotUnderTest, text: str) -> None:
+    voices = [s.text for s in bot.last_sent if s.kind == "voice"]
+    assert voices == [text], f"the user received voice messages {voices!r}"
+
+
+@then(parsers.parse('the user receives the attachment "{name}"'))
+def then_user_receives_attachment(bot: BotUnderTest, name: str) -> None:
+    names = [s.attachment.name for s in bot.last_sent if s.attachment is not None]
+    assert name in names, f"the user received attachments {names!r}"
+
+
+@then("the user receives no text")
+def then_user_receives_no_text(bot: BotUnderTest) -> None:
+    assert not [s for s in bot.last_sent if s.kind == "text"], f"sent: {bot.last_sent!r}"
+
+
+@then("the user receives nothing")
+def then_user_receives_nothing(bot: BotUnderTest) -> None:
+    assert bot.last_sent == [], f"sent: {bot.last_sent!r}"
+
+
+@then(parsers.parse("the finish reason is {reason}"))
+def then_finish_reason(bot: BotUnderTest, reason: str) -> None:
+    assert bot.outcome.finish_reason is _enum(FinishReason, reason)
+
+
+@then(parsers.parse("a failure from {source} of kind {kind} is recorded"))
+def then_failure_recorded(bot: BotUnderTest, source: str, kind: str) -> None:
+    wanted = (_enum(FailureSource, source), _enum(FailureKind, kind))
+    seen = [(f.source, f.kind) for f in bot.last.failures]
+    assert wanted in seen, f"failures: {bot.last.failures!r}"
+    assert bot.outcome.failures == bot.last.failures
+
+
+@then(parsers.parse('a failure from the system "{name}" is recorded'))
+def then_system_failure(bot: BotUnderTest, name: str) -> None:
+    matching = [f for f in bot.last.failures if f.source is FailureSource.SYSTEM and f.component == name]
+    assert len(matching) == 1, f"failures: {bot.last.failures!r}"
+
+
+@then("no failure is recorded")
+def then_no_failure(bot: BotUnderTest) -> None:
+    assert bot.last.failures == () and bot.outcome.failures == ()
+
+
+@then(parsers.parse('the delivery failed with "{message}"'))
+def then_delivery_failed(bot: BotUnderTest, message: str) -> None:
+    routing = bot.outcome.routing_outcome
+    assert routing is not None and routing.attempted and not routing.delivered
+    assert routing.error_message == message
+
+
+@then(parsers.parse('the assistant text is "{text}"'))
+def then_assistant_text(bot: BotUnderTest, text: str) -> None:
+    assert bot.outcome.assistant_text == text
+
+
+def _history(bot: BotUnderTest) -> tuple[ChatMessage, ...]:
+    return bot.require_stores().sessions.recent(bot.session.id, 1000)
+
+
+@then(parsers.parse('history holds the user message and "{text}"'))
+def then_history_holds(bot: BotUnderTest, text: str) -> None:
+    history = _history(bot)
+    assert history[-2:] == (ChatMessage.user(bot.last.incoming.text), ChatMessage.assistant(text)), history
+
+
+@then("history holds only the user message")
+def then_history_only_user(bot: BotUnderTest) -> None:
+    history = _history(bot)
+    assert history and history[-1] == ChatMessage.user(bot.last.incoming.text), history
+    assert all(m.role is Role.USER for m in history), history
+
+
+@then("history is empty")
+def then_history_empty(bot: BotUnderTest) -> None:
+    assert _history(bot) == ()
+
+
+def _memory(bot: BotUnderTest) -> list[str]:
+    return [e.assistant_text for e in bot.require_stores().memory.recent(memory_scope(bot.session), 1000)]
+
+
+@then(parsers.parse('memory holds "{text}"'))
+def then_memory_holds(bot: BotUnderTest, text: str) -> None:
+    assert text in _memory(bot), _memory(bot)
+
+
+@then("memory is empty")
+def then_memory_empty(bot: BotUnderTest) -> None:
+    assert _memory(bot) == []
+
+
+@then(parsers.parse('the RAG index finds "{text}" for "{query}"'))
+def then_rag_finds(bot: BotUnderTest, text: str, query: str) -> None:
+    hits = bot.require_stores().rag.search(knowledge_scope(bot.session), query, 5)
+    assert text in [h.text for h in hits], hits
+
+
+@then("the RAG index is empty")
+def then_rag_empty(bot: BotUnderTest) -> None:
+    assert len(bot.require_stores().rag) == 0

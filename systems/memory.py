@@ -1,0 +1,46 @@
+"""Memory persistence: the turn's exchange into history and long-term memory, after delivery."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import attrs
+
+from agentloop import AgentContext, ChatMessage, SanitizedInput, System, TurnOutcome, memory_scope
+from agentloop.ports import MemoryEntry, MemoryStore, SessionStore
+
+
+class MemoryPersistSystem(System):
+    """Stores exactly what the turn said (order 70), once the outcome is final.
+
+    History gets the user's message and `turn_outcome.assistant_text` (never a
+    fallback text: fallback outcomes have no assistant text, I5); memory gets one
+    entry per answered turn. It sets `raw_history_written` on the outcome.
+    """
+
+    order: ClassVar[int] = 70
+    reads = (TurnOutcome,)
+    writes = (TurnOutcome,)
+
+    def __init__(self, *, sessions: SessionStore | None = None, memory: MemoryStore | None = None) -> None:
+        self.sessions = sessions
+        self.memory = memory
+
+    def should_process(self, ctx: AgentContext) -> bool:
+        return ctx.turn_outcome is not None
+
+    def process(self, ctx: AgentContext) -> None:
+        outcome = ctx.require(TurnOutcome)
+        sanitized = ctx.get(SanitizedInput)
+        user_text = sanitized.text if sanitized is not None else ctx.incoming.text
+        assistant_text = outcome.assistant_text
+        if self.sessions is not None:
+            messages = [ChatMessage.user(user_text)]
+            if assistant_text:
+                messages.append(ChatMessage.assistant(assistant_text))
+            self.sessions.append(ctx.session.id, messages)
+            ctx.set(attrs.evolve(outcome, raw_history_written=True))
+        if self.memory is not None and assistant_text:
+            self.memory.add(
+                MemoryEntry(memory_scope(ctx.session), ctx.session.id, user_text, assistant_text, ctx.clock.now())
+            )

@@ -1,0 +1,27 @@
+"""RAG indexing: the turn's canonical answer made retrievable by meaning, after delivery."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from agentloop import AgentContext, System, TurnOutcome, knowledge_scope
+from agentloop.ports import RagStore
+
+
+class RagIndexingSystem(System):
+    """Indexes exactly `turn_outcome.assistant_text` in the turn's knowledge scope (order 75, I5)."""
+
+    order: ClassVar[int] = 75
+    reads = (TurnOutcome,)
+
+    def __init__(self, rag: RagStore) -> None:
+        self.rag = rag
+
+    def should_process(self, ctx: AgentContext) -> bool:
+        outcome = ctx.turn_outcome
+        return outcome is not None and bool(outcome.assistant_text)
+
+    def process(self, ctx: AgentContext) -> None:
+        text = ctx.require(TurnOutcome).assistant_text
+        if text:
+            self.rag.add(knowledge_scope(ctx.session), text, session_id=ctx.session.id)

@@ -1,0 +1,83 @@
+"""Response routing: transport only. Sends the outcome's response and records what happened."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from typing import ClassVar
+
+import attrs
+import structlog
+
+from agentloop import (
+    AgentContext,
+    FailureEvent,
+    FailureKind,
+    FailureSource,
+    RoutingOutcome,
+    System,
+    TransportError,
+    TurnOutcome,
+)
+from agentloop.ports import Channel
+
+UNDELIVERED_TEXT = "the response could not be delivered"
+
+_log = structlog.get_logger("agentloop.routing")
+
+
+class ResponseRoutingSystem(System):
+    """Sends `turn_outcome.outgoing_response` through the channel (order 60, always_run).
+
+    It reads nothing but the outcome, attempts delivery at most once per turn (I2),
+    sends text, then voice, then each attachment, and writes `routing_outcome`. A
+    failed send becomes a TRANSPORT failure and `error_message`; it never propagates
+    (I7), and the other parts are still tried. It never touches history (I4).
+    """
+
+    order: ClassVar[int] = 60
+    always_run: ClassVar[bool] = True
+    reads = (TurnOutcome,)
+    writes = (TurnOutcome,)
+
+    def __init__(self, channel: Channel) -> None:
+        self.channel = channel
+
+    def should_process(self, ctx: AgentContext) -> bool:
+        outcome = ctx.turn_outcome
+        return (
+            outcome is not None
+            and not outcome.auto_mode
+            and outcome.routing_outcome is None
+            and outcome.outgoing_response is not None
+        )
+
+    async def process(self, ctx: AgentContext) -> None:
+        outcome = ctx.require(TurnOutcome)
+        response = outcome.outgoing_response
+        if response is None:
+            return
+        sent_text = sent_voice = False
+        sent_attachments = 0
+        errors: list[str] = []
+        if response.text:
+            sent_text = await self._send(ctx, errors, self.channel.send_text(ctx.session, response.text, response.hints))
+        if response.voice_text:
+            sent_voice = await self._send(ctx, errors, self.channel.send_voice(ctx.session, response.voice_text))
+        for attachment in response.attachments:
+            sent_attachments += await self._send(ctx, errors, self.channel.send_attachment(ctx.session, attachment))
+        routing = RoutingOutcome(True, sent_text, sent_voice, sent_attachments, errors[0] if errors else None)
+        ctx.set(attrs.evolve(outcome, routing_outcome=routing, failures=ctx.failures))
+
+    async def _send(self, ctx: AgentContext, errors: list[str], sending: Awaitable[None]) -> bool:
+        try:
+            await sending
+        except TransportError as exc:
+            message = str(exc) or UNDELIVERED_TEXT
+        except Exception as exc:
+            _log.error("routing.send_failed", turn_id=ctx.turn_id, session_id=ctx.session.id, exc_info=exc)
+            message = UNDELIVERED_TEXT
+        else:
+            return True
+        errors.append(message)
+        ctx.add_failure(FailureEvent(FailureSource.TRANSPORT, self.name, FailureKind.EXCEPTION, message, ctx.clock.now()))
+        return False

@@ -1,0 +1,206 @@
+"""`standard_pipeline(...)`: the standard bot, wired with the embedded defaults and editable by class."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar
+
+import attrs
+
+from agentloop import AgentContext, AgentLoop, PipelineDescription, PipelineError, System, Tool, validate_pipeline
+from agentloop.adapters import BotStores
+from agentloop.ports import LLM, Channel, Clock, Embedder, Metrics
+
+from systems.context import ContextBuildingSystem
+from systems.feedback import FeedbackGuaranteeSystem
+from systems.input import InputSanitizationSystem
+from systems.memory import MemoryPersistSystem
+from systems.outcome import TurnOutcomeFinalizationSystem
+from systems.rag import RagIndexingSystem
+from systems.routing import ResponseRoutingSystem
+from systems.tool_loop import ToolExecutionHook, ToolLoopSystem, ToolPolicy, plan_mode_requested
+
+S = TypeVar("S", bound=System)
+
+DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant. Answer briefly and use the tools when they help."
+
+
+@attrs.frozen
+class StandardOptions:
+    """The knobs of the standard pipeline; every field has a working default."""
+
+    history_window: int = 20
+    memory_limit: int = 5
+    rag_k: int = 3
+    rag_min_score: float = 0.2
+    max_input_chars: int = 8000
+    max_llm_calls: int = 8
+    max_tool_executions: int = 16
+    plan_mode: bool | Callable[[AgentContext], bool] = plan_mode_requested
+    tool_policy: ToolPolicy | None = None
+    on_tool_execution: ToolExecutionHook | None = None
+    voice: bool = True
+    model: str | None = None
+    temperature: float | None = None
+    turn_timeout: float | None = None
+
+
+class StandardPipeline:
+    """The systems of a bot before it is built: edit them by class, then `build()`.
+
+        pipeline = standard_pipeline(llm, channel, data_dir="data")
+        pipeline.insert(GreetingSystem()).remove(RagIndexingSystem)
+        loop = pipeline.build()
+
+    It owns the bot's stores (`stores`); `close()` (or `with`) saves and closes them.
+    """
+
+    def __init__(
+        self,
+        systems: Iterable[System],
+        *,
+        stores: BotStores | None = None,
+        turn_timeout: float | None = None,
+        clock: Clock | None = None,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self._systems = list(systems)
+        self.stores = stores
+        self.turn_timeout = turn_timeout
+        self.clock = clock
+        self.metrics = metrics
+
+    @property
+    def systems(self) -> tuple[System, ...]:
+        """The systems in run order."""
+        return tuple(sorted(self._systems, key=lambda s: s.order))
+
+    def __iter__(self) -> Iterator[System]:
+        return iter(self.systems)
+
+    def __contains__(self, system_type: object) -> bool:
+        return isinstance(system_type, type) and any(isinstance(s, system_type) for s in self._systems)
+
+    def get(self, system_type: type[S]) -> S:
+        """The system that is a `system_type`; `PipelineError` if there is none."""
+        for system in self._systems:
+            if isinstance(system, system_type):
+                return system
+        raise self._missing(system_type)
+
+    def insert(self, system: System) -> StandardPipeline:
+        """Add `system`; its `order` places it. Returns self for chaining."""
+        if any(s.name == system.name for s in self._systems):
+            raise PipelineError(f"the pipeline already has a system named {system.name!r}; use replace() instead")
+        self._systems.append(system)
+        return self
+
+    def replace(self, system_type: type[System], system: System) -> StandardPipeline:
+        """Put `system` where the system that is a `system_type` was."""
+        index = self._index(system_type)
+        self._systems[index] = system
+        return self
+
+    def remove(self, system_type: type[System]) -> StandardPipeline:
+        """Drop the system that is a `system_type`."""
+        del self._systems[self._index(system_type)]
+        return self
+
+    def describe(self) -> PipelineDescription:
+        return AgentLoop(self._systems).describe()
+
+    def build(self, *, turn_timeout: float | None = None, inputs: Iterable[type] = ()) -> AgentLoop:
+        """Validate the systems and make the `AgentLoop` that runs turns."""
+        validate_pipeline(self._systems, inputs)
+        return AgentLoop(
+            self._systems,
+            turn_timeout=turn_timeout if turn_timeout is not None else self.turn_timeout,
+            inputs=inputs,
+            clock=self.clock,
+            metrics=self.metrics,
+        )
+
+    def close(self) -> None:
+        if self.stores is not None:
+            self.stores.close()
+
+    def __enter__(self) -> StandardPipeline:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def _index(self, system_type: type[System]) -> int:
+        for index, system in enumerate(self._systems):
+            if isinstance(system, system_type):
+                return index
+        raise self._missing(system_type)
+
+    def _missing(self, system_type: type[System]) -> PipelineError:
+        names = ", ".join(type(s).__name__ for s in self.systems)
+        return PipelineError(f"no {system_type.__name__} in the pipeline (it has: {names})")
+
+
+def standard_pipeline(
+    llm: LLM,
+    channel: Channel,
+    *,
+    data_dir: str | Path | None = None,
+    bot: str = "bot",
+    tools: Iterable[Tool | Callable[..., Any]] = (),
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT,
+    options: StandardOptions | None = None,
+    embedder: Embedder | None = None,
+    stores: BotStores | None = None,
+    clock: Clock | None = None,
+    metrics: Metrics | None = None,
+) -> StandardPipeline:
+    """The standard pipeline of DESIGN.md section 3 for one bot.
+
+    History, memory and the RAG index live in `<data_dir>/<bot>.sqlite3` (the hnswlib
+    index beside it); `embedder` defaults to the offline HashingEmbedder. `tools` are
+    `Tool`s or typed functions. Pass already open `stores` instead of `data_dir` to
+    share them. Note retrieval and trajectory capture are added with `insert`.
+    """
+    if stores is None:
+        if data_dir is None:
+            raise ValueError("pass data_dir (where the bot's files live) or stores (already open)")
+        stores = BotStores.open(data_dir, bot, embedder=embedder)
+    elif data_dir is not None:
+        raise ValueError("pass data_dir or stores, not both: open stores already know their files")
+    opts = options or StandardOptions()
+    systems: list[System] = [
+        InputSanitizationSystem(max_chars=opts.max_input_chars),
+        ContextBuildingSystem(
+            system_prompt,
+            sessions=stores.sessions,
+            history_window=opts.history_window,
+            memory=stores.memory,
+            memory_limit=opts.memory_limit,
+            rag=stores.rag,
+            rag_k=opts.rag_k,
+            rag_min_score=opts.rag_min_score,
+        ),
+        ToolLoopSystem(
+            llm,
+            tools,
+            max_llm_calls=opts.max_llm_calls,
+            max_tool_executions=opts.max_tool_executions,
+            plan_mode=opts.plan_mode,
+            policy=opts.tool_policy,
+            on_tool_execution=opts.on_tool_execution,
+            voice=opts.voice,
+            model=opts.model,
+            temperature=opts.temperature,
+        ),
+        TurnOutcomeFinalizationSystem(),
+        FeedbackGuaranteeSystem(),
+        ResponseRoutingSystem(channel),
+        MemoryPersistSystem(sessions=stores.sessions, memory=stores.memory),
+        RagIndexingSystem(stores.rag),
+    ]
+    return StandardPipeline(systems, stores=stores, turn_timeout=opts.turn_timeout, clock=clock, metrics=metrics)

@@ -1,0 +1,213 @@
+"""OpenAICompatibleLLM against a real HTTP server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from agentloop import ChatMessage, FailureKind, IncomingMessage, LlmCallError, LlmRequest, Session, ToolCall, ToolSpec, tool
+from agentloop.adapters.openai_llm import OpenAICompatibleLLM
+from agentloop.testing import RecordingChannel
+from systems import standard_pipeline
+
+
+class ScriptedServer:
+    """Answers each POST with the next (status, body, headers, delay) and keeps the requests."""
+
+    def __init__(self) -> None:
+        self.responses: list[tuple[int, bytes, dict[str, str], float]] = []
+        self.requests: list[dict[str, Any]] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers["Content-Length"])
+                server.requests.append({"path": self.path, "auth": self.headers.get("Authorization"),
+                                        "body": json.loads(self.rfile.read(length))})
+                status, body, headers, delay = server.responses.pop(0)
+                if delay:
+                    time.sleep(delay)
+                try:
+                    self.send_response(status)
+                    for key, value in headers.items():
+                        self.send_header(key, value)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def reply(self, status: int = 200, body: Any = None, *, raw: bytes | None = None,
+              headers: dict[str, str] | None = None, delay: float = 0.0) -> None:
+        data = raw if raw is not None else json.dumps(body).encode()
+        self.responses.append((status, data, {"Content-Type": "application/json", **(headers or {})}, delay))
+
+
+def completion(content: str | None = None, tool_calls: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if tool_calls:
+        message["tool_calls"] = tool_calls
+    return {"model": "served-model", "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}
+
+
+@pytest.fixture
+def server() -> Iterator[ScriptedServer]:
+    scripted = ScriptedServer()
+    thread = threading.Thread(target=scripted.httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
+    thread.start()
+    yield scripted
+    scripted.httpd.shutdown()
+    scripted.httpd.server_close()
+
+
+class SleepLog:
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.delays.append(seconds)
+
+
+def run(llm: OpenAICompatibleLLM, request: LlmRequest) -> Any:
+    async def go() -> Any:
+        try:
+            return await llm.complete(request)
+        finally:
+            await llm.aclose()
+    return asyncio.run(go())
+
+
+HELLO = LlmRequest((ChatMessage.system("be brief"), ChatMessage.user("hi")))
+
+
+def test_text_reply_and_request_shape(server: ScriptedServer) -> None:
+    server.reply(body=completion("hello there"))
+    reply = run(OpenAICompatibleLLM(server.url, "m1", api_key="sk-test"), HELLO)
+    assert reply.content == "hello there" and reply.model == "served-model" and reply.tool_calls == ()
+    sent = server.requests[0]
+    assert sent["path"] == "/v1/chat/completions" and sent["auth"] == "Bearer sk-test"
+    assert sent["body"]["model"] == "m1"
+    assert sent["body"]["messages"] == [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]
+
+
+def test_tool_call_round_trip(server: ScriptedServer) -> None:
+    server.reply(body=completion(None, [{"id": "c1", "type": "function",
+                                          "function": {"name": "weather", "arguments": '{"city": "Oslo"}'}}]))
+    spec = ToolSpec("weather", "the forecast", {"type": "object", "properties": {"city": {"type": "string"}}})
+    call = ToolCall("c0", "clock", {})
+    request = LlmRequest((ChatMessage.user("weather?"), ChatMessage.assistant(None, (call,)),
+                          ChatMessage.tool("c0", "clock", "noon")), tools=(spec,), temperature=0.2)
+    reply = run(OpenAICompatibleLLM(server.url, "m1"), request)
+    assert reply.tool_calls == (ToolCall("c1", "weather", {"city": "Oslo"}),)
+    body = server.requests[0]["body"]
+    assert body["tools"] == [{"type": "function", "function": {"name": "weather", "description": "the forecast",
+                                                               "parameters": spec.parameters}}]
+    assert body["temperature"] == 0.2
+    assert body["messages"][1]["tool_calls"] == [{"id": "c0", "type": "function",
+                                                  "function": {"name": "clock", "arguments": "{}"}}]
+    assert body["messages"][2] == {"role": "tool", "content": "noon", "tool_call_id": "c0", "name": "clock"}
+
+
+def test_retries_429_and_5xx_with_exponential_backoff(server: ScriptedServer) -> None:
+    server.reply(429, {"error": "slow down"})
+    server.reply(503, {"error": "busy"})
+    server.reply(body=completion("finally"))
+    sleep = SleepLog()
+    reply = run(OpenAICompatibleLLM(server.url, "m", max_retries=2, backoff=0.25, sleep=sleep), HELLO)
+    assert reply.content == "finally"
+    assert sleep.delays == [0.25, 0.5] and len(server.requests) == 3
+
+
+def test_retry_after_header_is_honoured_and_capped(server: ScriptedServer) -> None:
+    server.reply(429, {}, headers={"Retry-After": "120"})
+    server.reply(body=completion("ok"))
+    sleep = SleepLog()
+    run(OpenAICompatibleLLM(server.url, "m", max_backoff=3.0, sleep=sleep), HELLO)
+    assert sleep.delays == [3.0]
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "kind"),
+    [(429, {"error": "x"}, FailureKind.RATE_LIMIT), (500, {"error": "x"}, FailureKind.UNKNOWN),
+     (400, {"error": "bad"}, FailureKind.VALIDATION)],
+)
+def test_error_kinds_after_retries(server: ScriptedServer, status: int, body: Any, kind: FailureKind) -> None:
+    retried = status != 400
+    for _ in range(3 if retried else 1):
+        server.reply(status, body)
+    sleep = SleepLog()
+    with pytest.raises(LlmCallError) as caught:
+        run(OpenAICompatibleLLM(server.url, "m", max_retries=2, sleep=sleep), HELLO)
+    assert caught.value.kind is kind
+    assert len(server.requests) == (3 if retried else 1) and len(sleep.delays) == (2 if retried else 0)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b"<html>oops</html>", b'{"choices": []}', b'{"choices": [{"message": {"content": 5}}]}',
+     b'{"choices": [{"message": {"tool_calls": [{"id": "1", "function": {"name": "f", "arguments": "{nope"}}]}}]}'],
+)
+def test_garbage_is_a_validation_error_without_retry(server: ScriptedServer, raw: bytes) -> None:
+    server.reply(raw=raw)
+    with pytest.raises(LlmCallError) as caught:
+        run(OpenAICompatibleLLM(server.url, "m", sleep=SleepLog()), HELLO)
+    assert caught.value.kind is FailureKind.VALIDATION and len(server.requests) == 1
+
+
+def test_timeout_is_retried_then_reported(server: ScriptedServer) -> None:
+    server.reply(body=completion("late"), delay=0.5)
+    server.reply(body=completion("on time"))
+    sleep = SleepLog()
+    reply = run(OpenAICompatibleLLM(server.url, "m", timeout=0.1, max_retries=1, sleep=sleep), HELLO)
+    assert reply.content == "on time" and sleep.delays == [0.5]
+
+    server.reply(body=completion("late"), delay=0.5)
+    with pytest.raises(LlmCallError) as caught:
+        run(OpenAICompatibleLLM(server.url, "m", timeout=0.1, max_retries=0), HELLO)
+    assert caught.value.kind is FailureKind.TIMEOUT
+
+
+def test_unreachable_server_is_unknown(server: ScriptedServer) -> None:
+    url = server.url
+    server.httpd.server_close()
+    with pytest.raises(LlmCallError) as caught:
+        run(OpenAICompatibleLLM(url, "m", max_retries=1, sleep=SleepLog()), HELLO)
+    assert caught.value.kind is FailureKind.UNKNOWN
+
+
+def test_a_standard_turn_with_a_tool_call_over_http(server: ScriptedServer, tmp_path: Path) -> None:
+    @tool
+    def weather(city: str) -> str:
+        """The weather in a city."""
+        return f"{city}: sunny"
+
+    server.reply(body=completion(None, [{"id": "c1", "type": "function",
+                                          "function": {"name": "weather", "arguments": '{"city": "Oslo"}'}}]))
+    server.reply(body=completion("Oslo is sunny."))
+    channel = RecordingChannel()
+
+    async def turn() -> None:
+        llm = OpenAICompatibleLLM(server.url, "m")
+        with standard_pipeline(llm, channel, data_dir=tmp_path, tools=[weather]) as pipeline:
+            await pipeline.build().run_turn(Session("s", user_id="u"), IncomingMessage("Weather in Oslo?"))
+        await llm.aclose()
+
+    asyncio.run(turn())
+    assert channel.texts == ["Oslo is sunny."]
+    second = server.requests[1]["body"]["messages"]
+    assert second[-1] == {"role": "tool", "content": "Oslo: sunny", "tool_call_id": "c1", "name": "weather"}
+    assert second[-2]["tool_calls"][0]["function"] == {"name": "weather", "arguments": '{"city": "Oslo"}'}

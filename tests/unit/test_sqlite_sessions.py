@@ -1,0 +1,49 @@
+"""SqliteSessionStore: history per session, in order, durable across connections."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agentloop import ChatMessage, ToolCall
+from agentloop.adapters import SqliteSessionStore
+
+
+def test_schema_on_first_use_wal_and_window(tmp_path: Path) -> None:
+    path = tmp_path / "bot.sqlite3"
+    store = SqliteSessionStore.open(path)
+    assert store.recent("s1", 10) == ()
+    messages = [ChatMessage.user(f"q{i}") if i % 2 == 0 else ChatMessage.assistant(f"a{i}") for i in range(6)]
+    store.append("s1", messages[:3])
+    store.append("s2", [ChatMessage.user("other")])
+    store.append("s1", messages[3:])
+    assert store.recent("s1", 4) == tuple(messages[2:])
+    assert store.recent("s2", 10) == (ChatMessage.user("other"),)
+    store.close()
+    assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+
+def test_tool_messages_round_trip_through_a_new_connection(tmp_path: Path) -> None:
+    path = tmp_path / "bot.sqlite3"
+    call = ToolCall("c1", "search", {"q": "x", "n": [1, 2]})
+    messages = [ChatMessage.assistant(None, (call,)), ChatMessage.tool("c1", "search", "found")]
+    first = SqliteSessionStore.open(path)
+    first.append("s", messages)
+    first.close()
+    assert SqliteSessionStore.open(path).recent("s", 5) == tuple(messages)
+
+
+@settings(deadline=None, max_examples=25)
+@given(st.lists(st.tuples(st.sampled_from(["a", "b"]), st.text(max_size=20)), max_size=15), st.integers(0, 20))
+def test_recent_is_the_tail_of_what_was_appended(appended: list[tuple[str, str]], limit: int) -> None:
+    """History keeps insertion order per session (what I5 relies on to read back the canonical text)."""
+    store = SqliteSessionStore(sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None))
+    for session_id, text in appended:
+        store.append(session_id, [ChatMessage.user(text)])
+    for session_id in ("a", "b"):
+        mine = [ChatMessage.user(t) for s, t in appended if s == session_id]
+        assert store.recent(session_id, limit) == tuple(mine[-limit:] if limit else [])
+    store.close()

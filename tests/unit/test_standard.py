@@ -1,0 +1,79 @@
+"""standard_pipeline(...): the standard systems in order, editable by class, built into an AgentLoop."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agentloop import AgentContext, IncomingMessage, PipelineError, Session, System, TurnOutcome
+from agentloop.testing import RecordingChannel, ScriptedLLM
+from systems import (
+    FeedbackGuaranteeSystem,
+    MemoryPersistSystem,
+    RagIndexingSystem,
+    ResponseRoutingSystem,
+    StandardOptions,
+    ToolLoopSystem,
+    standard_pipeline,
+)
+
+
+class Greeting(System):
+    order = 15
+
+    def process(self, ctx: AgentContext) -> None:
+        pass
+
+
+def test_the_standard_order(tmp_path: Path) -> None:
+    with standard_pipeline(ScriptedLLM(), RecordingChannel(), data_dir=tmp_path) as pipeline:
+        rows = [(row.order, row.name, row.always_run) for row in pipeline.describe().rows]
+    assert rows == [
+        (10, "InputSanitizationSystem", False), (20, "ContextBuildingSystem", False), (30, "ToolLoopSystem", False),
+        (57, "TurnOutcomeFinalizationSystem", False), (59, "FeedbackGuaranteeSystem", True),
+        (60, "ResponseRoutingSystem", True), (70, "MemoryPersistSystem", False), (75, "RagIndexingSystem", False),
+    ]
+    assert (tmp_path / "bot.sqlite3").exists()
+
+
+def test_insert_replace_remove_by_class(tmp_path: Path) -> None:
+    channel = RecordingChannel()
+    with standard_pipeline(ScriptedLLM(["hello"]), channel, data_dir=tmp_path, bot="b1",
+                           options=StandardOptions(voice=False)) as pipeline:
+        pipeline.insert(Greeting()).remove(RagIndexingSystem).replace(MemoryPersistSystem, MemoryPersistSystem())
+        assert Greeting in pipeline and RagIndexingSystem not in pipeline
+        assert [s.order for s in pipeline.systems][:3] == [10, 15, 20]
+        assert pipeline.get(ToolLoopSystem).tools.get("send_voice") is None
+        with pytest.raises(PipelineError, match="no RagIndexingSystem in the pipeline"):
+            pipeline.remove(RagIndexingSystem)
+        with pytest.raises(PipelineError, match="already has a system named 'Greeting'"):
+            pipeline.insert(Greeting())
+        ctx = pipeline.build().run_turn_sync(Session("s"), IncomingMessage("hi"))
+        assert isinstance(ctx.turn_outcome, TurnOutcome) and channel.texts == ["hello"]
+        assert pipeline.stores is not None and pipeline.stores.memory.recent("session:s", 5) == ()
+        assert len(pipeline.stores.rag) == 0
+
+
+def test_a_broken_edit_is_a_pipeline_error_at_build(tmp_path: Path) -> None:
+    class NeedsOutcomeEarly(System):
+        order = 5
+        reads = (TurnOutcome,)
+
+        def process(self, ctx: AgentContext) -> None:
+            pass
+
+    with standard_pipeline(ScriptedLLM(), RecordingChannel(), data_dir=tmp_path) as pipeline:
+        pipeline.insert(NeedsOutcomeEarly())
+        with pytest.raises(PipelineError, match="NeedsOutcomeEarly .* reads TurnOutcome"):
+            pipeline.build()
+
+
+def test_stores_or_data_dir(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="pass data_dir"):
+        standard_pipeline(ScriptedLLM(), RecordingChannel())
+    with standard_pipeline(ScriptedLLM(), RecordingChannel(), data_dir=tmp_path) as first:
+        with pytest.raises(ValueError, match="not both"):
+            standard_pipeline(ScriptedLLM(), RecordingChannel(), data_dir=tmp_path, stores=first.stores)
+        shared = standard_pipeline(ScriptedLLM(), RecordingChannel(), stores=first.stores)
+        assert shared.get(FeedbackGuaranteeSystem) is not None and shared.get(ResponseRoutingSystem) is not None

@@ -1,0 +1,44 @@
+"""ContextBuildingSystem: the prompt the tool loop renders, from history, memory and RAG."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+from agentloop import Attachment, ChatMessage, PromptContext, SanitizedInput, Session
+from agentloop.adapters import BotStores, HashingEmbedder
+from agentloop.ports import MemoryEntry
+from agentloop.testing import make_context, run_system_sync
+from systems import ContextBuildingSystem
+
+SESSION = Session("s2", user_id="ada")
+
+
+def test_prompt_has_history_window_memory_from_other_sessions_and_rag(tmp_path: Path) -> None:
+    stores = BotStores.open(tmp_path, embedder=HashingEmbedder(dim=128))
+    stores.sessions.append("s2", [ChatMessage.user(f"m{i}") for i in range(5)])
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    stores.memory.add(MemoryEntry("user:ada", "s1", "favourite colour?", "You said blue.", at))
+    stores.memory.add(MemoryEntry("user:ada", "s2", "same session", "not repeated", at))
+    stores.rag.add("user:ada", "The office opens at eight in the morning")
+    stores.rag.add("user:bob", "The office of bob opens at nine")
+    system = ContextBuildingSystem("You help.", sessions=stores.sessions, history_window=3, memory=stores.memory,
+                                   rag=stores.rag)
+    ctx = make_context(session=SESSION, components=[SanitizedInput("when does the office open")])
+    run_system_sync(system, ctx)
+    prompt = ctx.require(PromptContext)
+    assert [m.content for m in prompt.messages] == ["m2", "m3", "m4", "when does the office open"]
+    sections = {s.source: s.body for s in prompt.sections}
+    assert sections["memory"] == "- User: favourite colour?\n  You: You said blue."
+    assert sections["rag"] == "- The office opens at eight in the morning"
+    assert prompt.to_messages()[0].content.startswith("You help.\n\n## ")
+    stores.close()
+
+
+def test_caller_history_wins_and_attachments_are_named() -> None:
+    ctx = make_context(session=SESSION, history=[ChatMessage.user("earlier")],
+                       components=[SanitizedInput("see file", (Attachment("r.pdf", "application/pdf"),))])
+    run_system_sync(ContextBuildingSystem("sys"), ctx)
+    prompt = ctx.require(PromptContext)
+    assert prompt.messages == (ChatMessage.user("earlier"), ChatMessage.user("see file\n\n[attached: r.pdf (application/pdf)]"))
+    assert prompt.sections == ()

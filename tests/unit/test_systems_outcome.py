@@ -1,0 +1,74 @@
+"""TurnOutcomeFinalizationSystem: one outcome, the right finish reason, fallback texts never canonical."""
+
+from __future__ import annotations
+
+from agentloop import (
+    Attachment,
+    FailureKind,
+    FinishReason,
+    LlmError,
+    LlmResponse,
+    OutgoingResponse,
+    PlanProposal,
+    ToolCall,
+    ToolLoopStop,
+)
+from agentloop.testing import make_context, run_system_sync
+from systems import TurnOutcomeFinalizationSystem
+from systems.outcome import DEFAULT_ERROR_TEXTS, render_plan
+
+
+def finalize(*components: object, auto_mode: bool = False):  # type: ignore[no-untyped-def]
+    ctx = make_context(auto_mode=auto_mode, components=components)
+    run_system_sync(TurnOutcomeFinalizationSystem(), ctx)
+    return ctx.turn_outcome
+
+
+def test_a_final_answer_is_the_canonical_text() -> None:
+    outcome = finalize(LlmResponse("Hi!", model="m1"))
+    assert outcome.finish_reason is FinishReason.SUCCESS and outcome.assistant_text == "Hi!"
+    assert outcome.outgoing_response == OutgoingResponse.text_only("Hi!") and not outcome.fallback
+    assert outcome.model == "m1"
+
+
+def test_voice_repeating_the_text_is_sent_as_voice_only() -> None:
+    outcome = finalize(LlmResponse("Sunny.", voice_text="Sunny."))
+    assert outcome.outgoing_response == OutgoingResponse.voice_only("Sunny.")
+    assert outcome.assistant_text == "Sunny."
+    both = finalize(LlmResponse("Details: 21C, wind 3 m/s", voice_text="Sunny."))
+    assert both.outgoing_response == OutgoingResponse(text="Details: 21C, wind 3 m/s", voice_text="Sunny.")
+
+
+def test_attachments_only_has_no_canonical_text() -> None:
+    chart = Attachment("c.png", "image/png", b"x")
+    outcome = finalize(LlmResponse("", attachments=(chart,)))
+    assert outcome.outgoing_response == OutgoingResponse(attachments=(chart,)) and outcome.assistant_text is None
+    assert not outcome.fallback
+
+
+def test_errors_and_stops_explain_themselves_as_fallbacks() -> None:
+    outcome = finalize(LlmError(FailureKind.RATE_LIMIT, "429"))
+    assert outcome.finish_reason is FinishReason.ERROR and outcome.fallback and outcome.assistant_text is None
+    assert outcome.outgoing_response.text == DEFAULT_ERROR_TEXTS[FailureKind.RATE_LIMIT]
+    denied = finalize(ToolLoopStop(FinishReason.POLICY_DENIED, "payments are off"))
+    assert denied.finish_reason is FinishReason.POLICY_DENIED and "payments are off" in denied.outgoing_response.text
+
+
+def test_plan_mode_shows_the_plan() -> None:
+    plan = PlanProposal(None, (ToolCall("1", "search", {"q": "x"}), ToolCall("2", "mail", {})))
+    outcome = finalize(plan, ToolLoopStop(FinishReason.PLAN_MODE, "plan"))
+    assert outcome.finish_reason is FinishReason.PLAN_MODE
+    assert outcome.assistant_text == render_plan(plan) == "Here is what I would do:\n1. search(q='x')\n2. mail()"
+
+
+def test_priority_follows_resolve_finish_reason() -> None:
+    outcome = finalize(LlmError(FailureKind.UNKNOWN, "x"), ToolLoopStop(FinishReason.ITERATION_LIMIT, "limit"))
+    assert outcome.finish_reason is FinishReason.ITERATION_LIMIT
+
+
+def test_nothing_produced_leaves_user_turns_to_the_feedback_guarantee_but_builds_auto_outcomes() -> None:
+    assert finalize() is None
+    auto = finalize(auto_mode=True)
+    assert auto.auto_mode and auto.finish_reason is FinishReason.ERROR and auto.outgoing_response is None
+    answered = finalize(LlmResponse("done"), auto_mode=True)
+    assert answered.assistant_text == "done" and answered.outgoing_response is None and not answered.fallback

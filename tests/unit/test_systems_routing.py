@@ -1,0 +1,58 @@
+"""ResponseRoutingSystem: transport only, at most once, failures captured (I2, I7)."""
+
+from __future__ import annotations
+
+from agentloop import (
+    Attachment,
+    FailureSource,
+    FinishReason,
+    OutgoingResponse,
+    RoutingOutcome,
+    TransportError,
+    TurnOutcome,
+)
+from agentloop.testing import RecordingChannel, make_context, run_system_sync
+from systems import ResponseRoutingSystem
+
+FILES = (Attachment("a.txt", "text/plain", b"a"), Attachment("b.txt", "text/plain", b"b"))
+FULL = TurnOutcome(FinishReason.SUCCESS, "hi", OutgoingResponse("hi", "hey", FILES, {"format": "markdown"}))
+
+
+def test_sends_every_part_and_records_it() -> None:
+    channel = RecordingChannel()
+    ctx = make_context(components=[FULL])
+    run_system_sync(ResponseRoutingSystem(channel), ctx)
+    assert [(s.kind, s.text) for s in channel.sent[:2]] == [("text", "hi"), ("voice", "hey")]
+    assert channel.sent[0].hints == {"format": "markdown"} and channel.attachments == list(FILES)
+    assert ctx.require(TurnOutcome).routing_outcome == RoutingOutcome(True, True, True, 2, None)
+
+
+def test_a_failing_part_does_not_stop_the_others() -> None:
+    channel = RecordingChannel()
+    channel.fail_with(TransportError("voice is not supported here"), kinds=("voice",))
+    ctx = make_context(components=[FULL])
+    run_system_sync(ResponseRoutingSystem(channel), ctx)
+    routing = ctx.require(TurnOutcome).routing_outcome
+    assert routing == RoutingOutcome(True, True, False, 2, "voice is not supported here")
+    assert [f.source for f in ctx.failures] == [FailureSource.TRANSPORT]
+    assert ctx.require(TurnOutcome).failures == ctx.failures
+
+
+def test_unexpected_channel_errors_get_a_user_safe_message() -> None:
+    channel = RecordingChannel()
+    channel.fail_with(KeyError("internal token abc"))
+    ctx = make_context(components=[FULL])
+    run_system_sync(ResponseRoutingSystem(channel), ctx)
+    routing = ctx.require(TurnOutcome).routing_outcome
+    assert routing is not None and not routing.delivered
+    assert routing.error_message == "the response could not be delivered"
+
+
+def test_routes_once_and_never_in_auto_mode() -> None:
+    channel = RecordingChannel()
+    routed = TurnOutcome(FinishReason.SUCCESS, "hi", OutgoingResponse.text_only("hi"), routing_outcome=RoutingOutcome(True, True))
+    ctx = make_context(components=[routed])
+    assert not run_system_sync(ResponseRoutingSystem(channel), ctx)
+    auto = make_context(auto_mode=True, components=[TurnOutcome(FinishReason.SUCCESS, "x", auto_mode=True)])
+    assert not run_system_sync(ResponseRoutingSystem(channel), auto)
+    assert channel.sent == []

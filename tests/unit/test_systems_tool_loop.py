@@ -1,0 +1,179 @@
+"""ToolLoopSystem: limits, policy, plan mode, tool failures, execution records and the capture hook."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from agentloop import (
+    Attachment,
+    ChatMessage,
+    FailureKind,
+    FailureSource,
+    FinishReason,
+    IncomingMessage,
+    LlmError,
+    LlmReply,
+    LlmResponse,
+    PlanProposal,
+    PromptContext,
+    Role,
+    SanitizedInput,
+    Session,
+    ToolCall,
+    ToolExecution,
+    ToolExecutions,
+    ToolLoopStop,
+    tool,
+)
+from agentloop.context import AgentContext
+from agentloop.testing import FakeClock, ScriptedLLM, make_context, run_system_sync
+from systems import ToolLoopSystem
+
+
+@tool
+def add(a: int, b: int) -> str:
+    """Add two integers."""
+    return str(a + b)
+
+
+@tool
+def fail() -> str:
+    """Always raises."""
+    raise ValueError("no luck")
+
+
+def context(text: str = "what is 1+2?", metadata: dict[str, str] | None = None, clock: FakeClock | None = None,
+            timeout: float | None = None) -> AgentContext:
+    prompt = PromptContext("be exact", (ChatMessage.user(text),))
+    return make_context(
+        incoming=IncomingMessage(text, metadata=metadata or {}),
+        session=Session("s1", user_id="u1", project_id="p1"),
+        components=[prompt, SanitizedInput(text)],
+        clock=clock or FakeClock(),
+        timeout=timeout,
+    )
+
+
+def test_tool_results_go_back_to_the_model_and_executions_are_recorded() -> None:
+    captured: list[ToolExecution] = []
+    llm = ScriptedLLM([ScriptedLLM.tool_call("add", {"a": 1, "b": 2}), ScriptedLLM.tool_call("add", {"a": 3, "b": 3}),
+                       "1+2 is 3"])
+    ctx = context()
+    run_system_sync(ToolLoopSystem(llm, [add], on_tool_execution=captured.append), ctx)
+    assert ctx.require(LlmResponse).text == "1+2 is 3"
+    last_request = llm.requests[-1]
+    assert [m.content for m in last_request.messages if m.role is Role.TOOL] == ["3", "6"]
+    assert last_request.messages[0] == ChatMessage.system("be exact")
+    assert {s.name for s in last_request.tools} == {"add", "send_voice"}
+    executions = ctx.require(ToolExecutions).executions
+    assert list(executions) == captured
+    first, second = executions
+    assert first.parent_id is None and second.parent_id == first.id and first.id != second.id
+    assert (first.tool_name, first.arguments, first.result, first.error) == ("add", {"a": 1, "b": 2}, "3", None)
+    assert (first.session_id, first.user_id, first.project_id) == ("s1", "u1", "p1")
+    assert first.started_at == datetime(2026, 1, 1, tzinfo=UTC) and first.duration_ms >= 0
+    assert first.context_snapshot == {"turn_id": ctx.turn_id, "user_message": "what is 1+2?"}
+    assert ctx.failures == ()
+
+
+def test_failing_unknown_and_badly_called_tools_are_tool_failures_told_to_the_model() -> None:
+    llm = ScriptedLLM([
+        LlmReply(tool_calls=(ToolCall("1", "fail", {}), ToolCall("2", "nope", {}), ToolCall("3", "add", {"a": "x"}))),
+        "sorry",
+    ])
+    ctx = context()
+    run_system_sync(ToolLoopSystem(llm, [add, fail]), ctx)
+    told = [m.content or "" for m in llm.requests[-1].messages if m.role is Role.TOOL]
+    assert told[0] == "error: ValueError: no luck"
+    assert told[1].startswith("error: there is no tool named 'nope'")
+    assert told[2].startswith("error: a: expected int")
+    assert [(f.source, f.component, f.kind) for f in ctx.failures] == [
+        (FailureSource.TOOL, "fail", FailureKind.EXCEPTION), (FailureSource.TOOL, "nope", FailureKind.VALIDATION),
+        (FailureSource.TOOL, "add", FailureKind.VALIDATION)]
+    assert [e.succeeded for e in ctx.require(ToolExecutions).executions] == [False, False, False]
+    assert ctx.require(LlmResponse).text == "sorry"
+
+
+def test_limits_stop_the_loop_with_iteration_limit() -> None:
+    looping = ScriptedLLM(lambda request: ScriptedLLM.tool_call("add", {"a": 1, "b": 1}))
+    ctx = context()
+    run_system_sync(ToolLoopSystem(looping, [add], max_llm_calls=3), ctx)
+    stop = ctx.require(ToolLoopStop)
+    assert (stop.reason, stop.llm_calls, stop.tool_executions) == (FinishReason.ITERATION_LIMIT, 3, 3)
+    assert not ctx.has(LlmResponse) and len(looping.requests) == 3
+
+    ctx = context()
+    run_system_sync(ToolLoopSystem(looping, [add], max_tool_executions=2), ctx)
+    assert ctx.require(ToolLoopStop).reason is FinishReason.ITERATION_LIMIT
+    assert len(ctx.require(ToolExecutions).executions) == 2
+
+
+def test_the_policy_can_deny_a_call_which_then_never_runs() -> None:
+    llm = ScriptedLLM([ScriptedLLM.tool_call("fail"), "unreachable"])
+    ctx = context()
+    run_system_sync(ToolLoopSystem(llm, [fail], policy=lambda ctx, call: "not on weekends"), ctx)
+    assert ctx.require(ToolLoopStop).reason is FinishReason.POLICY_DENIED
+    assert ctx.require(ToolLoopStop).detail == "not on weekends"
+    assert [(f.source, f.kind) for f in ctx.failures] == [(FailureSource.TOOL, FailureKind.POLICY)]
+    assert not ctx.has(ToolExecutions) and llm.remaining == 1
+
+
+def test_plan_mode_from_metadata_intercepts_tool_calls() -> None:
+    calls: list[int] = []
+
+    @tool
+    def count() -> str:
+        """Count."""
+        calls.append(1)
+        return "1"
+
+    llm = ScriptedLLM([ScriptedLLM.tool_call("count", text="I will count")])
+    ctx = context(metadata={"plan_mode": "true"})
+    run_system_sync(ToolLoopSystem(llm, [count]), ctx)
+    plan = ctx.require(PlanProposal)
+    assert plan.text == "I will count" and [c.name for c in plan.tool_calls] == ["count"]
+    assert ctx.require(ToolLoopStop).reason is FinishReason.PLAN_MODE and calls == []
+
+
+def test_model_errors_voice_attachments_and_empty_replies() -> None:
+    ctx = context()
+    run_system_sync(ToolLoopSystem(ScriptedLLM([RuntimeError("socket closed")])), ctx)
+    assert ctx.require(LlmError).kind is FailureKind.EXCEPTION
+    assert ctx.failures[0].source is FailureSource.LLM
+
+    @tool
+    def photo() -> Attachment:
+        """A photo."""
+        return Attachment("cat.jpg", "image/jpeg", b"jpg")
+
+    ctx = context()
+    llm = ScriptedLLM([ScriptedLLM.tool_call("send_voice", {"text": "meow"}), ScriptedLLM.tool_call("photo"), ""])
+    run_system_sync(ToolLoopSystem(llm, [photo]), ctx)
+    response = ctx.require(LlmResponse)
+    assert (response.text, response.voice_text, [a.name for a in response.attachments]) == ("", "meow", ["cat.jpg"])
+
+    ctx = context()
+    run_system_sync(ToolLoopSystem(ScriptedLLM(["   "]), voice=False), ctx)
+    assert not ctx.has(LlmResponse) and ctx.failures[0].kind is FailureKind.VALIDATION
+
+
+def test_the_deadline_stops_the_loop_between_model_calls() -> None:
+    clock = FakeClock()
+
+    def slow(request: object) -> LlmReply:
+        clock.advance(5)
+        return ScriptedLLM.tool_call("add", {"a": 1, "b": 2})
+
+    ctx = context(clock=clock, timeout=3.0)
+    run_system_sync(ToolLoopSystem(ScriptedLLM(slow), [add]), ctx)
+    assert ctx.require(ToolLoopStop).reason is FinishReason.DEADLINE
+
+
+def test_a_failing_capture_hook_does_not_break_the_turn() -> None:
+    def broken(execution: ToolExecution) -> None:
+        raise OSError("queue full")
+
+    ctx = context()
+    run_system_sync(ToolLoopSystem(ScriptedLLM([ScriptedLLM.tool_call("add", {"a": 1, "b": 1}), "2"]), [add],
+                                   on_tool_execution=broken), ctx)
+    assert ctx.require(LlmResponse).text == "2" and ctx.failures == ()
