@@ -3,11 +3,14 @@ the turn's tool executions, and `add_note_taking` to plug both into a pipeline."
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
-from typing import Protocol, TypeVar
+from collections.abc import Callable, Iterable
+from typing import TypeVar
 
 from agentloop import AgentContext, PromptContext, PromptSection, SanitizedInput, System, ToolExecution, ToolExecutions
 from agentloop.notes import Layer, NoteTaking, RetrievedNote, RetrievedNotes
+
+from systems.standard import StandardPipeline
+from systems.tool_loop import ToolExecutionHook, ToolLoopSystem
 
 NOTES_SECTION_TITLE = "Notes from earlier sessions"
 
@@ -71,32 +74,21 @@ class TrajectoryCaptureSystem(System):
             enqueue(execution)
 
 
-ToolExecutionHook = Callable[[ToolExecution], object]
-
-
-class EditablePipeline(Protocol):
-    """A pipeline that adds systems by order, like `StandardPipeline`."""
-
-    def insert(self, system: System) -> object: ...
-
-    def __iter__(self) -> Iterator[System]: ...
-
-
-P = TypeVar("P", list[System], EditablePipeline)
+P = TypeVar("P", list[System], StandardPipeline)
 
 
 def add_note_taking(
     pipeline: P, note_taking: NoteTaking, *, k: int | None = None, layer: Layer | None = None
 ) -> P:
-    """Plug note-taking into `pipeline` (a list of systems or an editable pipeline).
+    """Plug note-taking into `pipeline` (a list of systems or a `StandardPipeline`).
 
     Adds `NoteRetrievalSystem` (25) and `TrajectoryCaptureSystem` (80), and chains the
-    recorder's non-blocking enqueue onto every tool loop's `on_tool_execution` hook so
-    executions are captured the moment each tool finishes. Returns `pipeline`.
+    recorder's non-blocking enqueue onto every `ToolLoopSystem`'s `on_tool_execution`
+    hook so executions are captured the moment each tool finishes. Returns `pipeline`.
     """
     for system in list(pipeline):
-        if hasattr(system, "on_tool_execution"):
-            system.on_tool_execution = _chain(getattr(system, "on_tool_execution"), note_taking.recorder.enqueue)
+        if isinstance(system, ToolLoopSystem):
+            system.on_tool_execution = _chain(system.on_tool_execution, note_taking.recorder.enqueue)
     added: tuple[System, ...] = (NoteRetrievalSystem(note_taking, k=k, layer=layer), TrajectoryCaptureSystem(note_taking))
     for system in added:
         if isinstance(pipeline, list):
@@ -107,11 +99,11 @@ def add_note_taking(
 
 
 def _chain(existing: ToolExecutionHook | None, enqueue: Callable[[ToolExecution], bool]) -> ToolExecutionHook:
-    if existing is None:
-        return enqueue
+    """A hook that runs `existing` (if any), then hands the execution to capture."""
 
-    def both(execution: ToolExecution) -> None:
-        existing(execution)
+    def capture(execution: ToolExecution) -> None:
+        if existing is not None:
+            existing(execution)
         enqueue(execution)
 
-    return both
+    return capture

@@ -8,7 +8,7 @@ import json
 import random
 import threading
 from collections.abc import Iterator, Sequence
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,14 +18,13 @@ import pytest
 from pytest_bdd import given, parsers, scenarios, then, when
 from structlog.testing import capture_logs
 
-from agentloop import AgentContext, ChatMessage, LlmReply, LlmRequest, PromptContext, Session, System, ToolExecution
+from agentloop import AgentContext, ChatMessage, LlmRequest, PromptContext, Session, System, ToolExecution
 from agentloop.adapters import InMemoryMetrics, RecordingNotifier, SqliteTrajectoryStore
 from agentloop.adapters.hashing_embedder import HashingEmbedder
 from agentloop.adapters.sqlite_knowledge import SqliteKnowledgeRepository
 from agentloop.errors import InvalidTransition, LlmCallError
 from agentloop.notes import (
     SECTIONS,
-    CaptureSettings,
     DistillationResult,
     Distiller,
     KnowledgeBase,
@@ -41,6 +40,7 @@ from agentloop.notes import (
 )
 from agentloop.outcome import FailureKind
 from agentloop.testing import FakeClock, run_pipeline
+from agentloop.testing.llm import ScriptedLLM
 from agentloop.testing.notes import FlakyTrajectoryStore
 from systems.notes import NOTES_SECTION_TITLE, add_note_taking
 
@@ -72,21 +72,18 @@ networking, retries, testing
 TOOLS = ("search_docs", "read_file", "run_tests", "edit_file", "deploy")
 
 
-class DistillingModel:
+class DistillingModel(ScriptedLLM):
     """Answers every distillation request with the same note; fails for chosen tickets."""
 
-    model = "note-writer-1"
-
     def __init__(self) -> None:
-        self.requests: list[LlmRequest] = []
         self.failing_tickets: set[str] = set()
+        super().__init__(self._reply, model="note-writer-1")
 
-    async def complete(self, request: LlmRequest) -> LlmReply:
-        self.requests.append(request)
+    def _reply(self, request: LlmRequest) -> str | BaseException:
         body = request.messages[-1].content or ""
         if any(f'"ticket": "{ticket}"' in body for ticket in self.failing_tickets):
-            raise LlmCallError("the model is overloaded", kind=FailureKind.RATE_LIMIT)
-        return LlmReply(content=NOTE_REPLY, model=self.model)
+            return LlmCallError("the model is overloaded", kind=FailureKind.RATE_LIMIT)
+        return NOTE_REPLY
 
 
 class GatedStore:
