@@ -125,14 +125,19 @@ def bench_retrieval(notes: int, queries: int, dim: int, corpus: str) -> None:
         _row(f"retrieval: build {label} notes (dim {dim})", f"{build_s:.1f} s", "-")
 
         latencies = []
-        recalls = []
+        found = []
         for vector in query_vectors:
             t0 = time.perf_counter()
             hits = repository.search(vector, 10, caller=caller, layer=Layer.PROJECT, statuses=RETRIEVABLE, min_similarity=-1.0)
             latencies.append((time.perf_counter() - t0) * 1000.0)
+            found.append({item.key for item, _ in hits})
+        # Exact search runs afterwards: a 100,000 x 384 product between queries would evict
+        # the index from the CPU caches and time that instead.
+        recalls = []
+        for vector, ids in zip(query_vectors, found, strict=True):
             scores = np.where(visible, matrix @ vector, -np.inf)
             exact = set((np.argpartition(-scores, 10)[:10] + 1).tolist())
-            recalls.append(len({item.key for item, _ in hits} & exact) / 10)
+            recalls.append(len(ids & exact) / 10)
         _row(f"retrieval: search p50, {label}, 90% visible", f"{statistics.median(latencies):.3f} ms", "<= 2 ms")
         _row(f"retrieval: recall@10 vs exact, {label}", f"{statistics.mean(recalls):.3f}", ">= 0.95")
 

@@ -261,7 +261,8 @@ class SqliteKnowledgeRepository:
         results = []
         for note_id, similarity in hits:
             item = items.get(note_id)
-            if item is None or item.status not in wanted or not caller.sees(item.layer, item.layer_ids, within=layer):
+            # The row itself, not the in-memory codes, must be in the caller's chain (I11).
+            if item is None or item.status not in wanted or _owner(item.layer_ids) not in owners:
                 self._log.error("knowledge.search.rejected_row", note_id=note_id)
                 continue
             results.append((item, similarity))
