@@ -5,7 +5,8 @@ reader saves; every other ```python block is code the reader runs. Each guide ru
 fresh temporary directory holding its files, its code blocks in order in one namespace;
 a ```text title="output" block must appear in what that code printed. A ```console
 block is a terminal session: each `$ agentloop ...` line runs the command line of this
-checkout, the lines after it must appear in its output, and `$ echo $?` shows its exit
+checkout (as the installed script would, `NAME=value` prefixes set the environment), the
+lines after it must appear in its output, and `$ echo $?` shows its exit
 status (otherwise it must be 0). ```bash blocks are not run.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import io
+import itertools
 import os
 import re
 import shlex
@@ -60,10 +62,15 @@ def run_console(session: str, directory: Path) -> None:
             assert shown == [str(status)], f"`{steps[index - 1][0]}` exited with {status}, the guide shows {shown}"
             continue
         argv = shlex.split(command)
+        variables = dict(arg.split("=", 1) for arg in itertools.takewhile(lambda a: "=" in a, argv))
+        argv = argv[len(variables) :]
         assert argv[0] == "agentloop", f"a console block runs only agentloop commands, not {command!r}"
-        result = subprocess.run(
-            [sys.executable, "-c", "import sys; from agentloop.cli import main; sys.exit(main(sys.argv[1:]))", *argv[1:]],
-            cwd=directory, env=env, capture_output=True, text=True, timeout=300,
+        run_env = {**env, **variables}
+        if "PYTHONPATH" in variables:
+            run_env["PYTHONPATH"] = os.pathsep.join([variables["PYTHONPATH"], env["PYTHONPATH"]])
+        result = subprocess.run(  # as the console script runs: the current directory is not on sys.path
+            [sys.executable, "-c", "import sys; sys.path.pop(0); from agentloop.cli import main; sys.exit(main())", *argv[1:]],
+            cwd=directory, env=run_env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300,
         )
         output = result.stdout + result.stderr
         for line in shown:
