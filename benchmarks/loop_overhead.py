@@ -11,7 +11,7 @@ import asyncio
 import statistics
 import time
 
-from agentloop import AgentContext, AgentLoop, IncomingMessage, Session, System
+from agentloop import AgentLoop, IncomingMessage, Session, System
 
 TARGET_US = 1.0
 SYSTEMS = 10

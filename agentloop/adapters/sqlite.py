@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
 def connect(path: str | Path) -> sqlite3.Connection:
-    """Open (creating if needed) a SQLite file in WAL mode with autocommit.
+    """Open (creating the file and its folder if needed) a SQLite database in WAL mode.
 
-    `check_same_thread=False` lets the asyncio thread use a connection opened
-    elsewhere; stores serialise their own writes. WAL with `synchronous=NORMAL`
-    keeps a committed turn durable across a process crash at a small cost.
+    Autocommit (`isolation_level=None`): a store groups statements with `transaction`.
+    `check_same_thread=False` lets the asyncio thread and a writer thread share a
+    connection that the store guards with its own lock. WAL with `synchronous=NORMAL`
+    keeps a committed write durable across a process crash at a small cost.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -19,4 +22,17 @@ def connect(path: str | Path) -> sqlite3.Connection:
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("PRAGMA busy_timeout=5000")
+    conn.execute("PRAGMA mmap_size=268435456")
     return conn
+
+
+@contextmanager
+def transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    """BEGIN IMMEDIATE ... COMMIT, or ROLLBACK when the block raises."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")

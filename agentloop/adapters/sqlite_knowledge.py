@@ -15,7 +15,7 @@ import numpy as np
 import structlog
 
 from agentloop.adapters.hnsw_index import DEFAULT_EF, HnswVectorIndex
-from agentloop.adapters.sqlite_support import connect, transaction
+from agentloop.adapters.sqlite import connect, transaction
 from agentloop.errors import UnknownNoteError
 from agentloop.notes.lifecycle import check_transition
 from agentloop.notes.models import (
@@ -130,6 +130,7 @@ class SqliteKnowledgeRepository:
         self.dim = dim
         self._lock = threading.Lock()
         self._conn = connect(self.path)
+        self._conn.row_factory = sqlite3.Row
         self._conn.executescript(_SCHEMA)
         self._log = structlog.get_logger("agentloop.knowledge").bind(path=str(self.path))
         # Every note's (tenant chain, status) as a small int code, so the index's filter

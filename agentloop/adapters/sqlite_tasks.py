@@ -8,6 +8,7 @@ import threading
 from datetime import datetime
 from pathlib import Path
 
+from agentloop.adapters.sqlite import connect
 from agentloop.ports.tasks import TaskRecord, TaskState
 
 _SCHEMA = """
@@ -33,8 +34,7 @@ class SqliteTaskStore:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db = connect(self.path)
         self._db.executescript(_SCHEMA)
 
     def close(self) -> None:
