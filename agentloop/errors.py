@@ -153,3 +153,12 @@ class TaskFailedError(TaskError):
         self.failed_step = failed_step
         self.total_steps = total_steps
         self.partial_results = partial_results
+
+
+class EndpointUnreachableError(ConnectionError):
+    """Nothing answers HTTP at a model server's base URL (refused, unknown host, timed out)."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        super().__init__(f"cannot reach the model server at {url} ({reason}); start it or check the base URL")
+        self.url = url
+        self.reason = reason
