@@ -1,0 +1,58 @@
+"""The import rules of DESIGN.md section 1, checked on the source tree."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PUBLIC_AGENTLOOP_MODULES = {
+    "agentloop",
+    "agentloop.ports",
+    "agentloop.adapters",
+    "agentloop.notes",
+    "agentloop.tasks",
+    "agentloop.testing",
+}
+
+
+def imports(path: Path) -> Iterator[tuple[int, str]]:
+    """(line, module) for every import statement in `path`, including nested ones."""
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            yield from ((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            yield node.lineno, node.module
+
+
+def sources(package: str) -> list[Path]:
+    return sorted((ROOT / package).rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", sources("agentloop"), ids=lambda p: str(p.relative_to(ROOT)))
+def test_agentloop_never_imports_systems_except_the_cli(path: Path) -> None:
+    if path == ROOT / "agentloop" / "cli.py":
+        return
+    bad = [(line, module) for line, module in imports(path) if module.split(".")[0] == "systems"]
+    assert bad == [], f"{path.relative_to(ROOT)} imports systems; only agentloop/cli.py may"
+
+
+@pytest.mark.parametrize("path", sources("systems"), ids=lambda p: str(p.relative_to(ROOT)))
+def test_systems_import_only_public_agentloop_names(path: Path) -> None:
+    bad = [
+        (line, module)
+        for line, module in imports(path)
+        if module.split(".")[0] == "agentloop" and module not in PUBLIC_AGENTLOOP_MODULES
+    ]
+    assert bad == [], f"{path.relative_to(ROOT)} reaches past agentloop's public exports: {bad}"
+
+
+@pytest.mark.parametrize(
+    "path", sources("agentloop/notes") + sources("agentloop/tasks"), ids=lambda p: str(p.relative_to(ROOT))
+)
+def test_domain_packages_depend_on_ports_not_adapters(path: Path) -> None:
+    bad = [(line, module) for line, module in imports(path) if module.startswith("agentloop.adapters")]
+    assert bad == [], f"{path.relative_to(ROOT)} imports a concrete adapter; depend on agentloop.ports"
