@@ -162,3 +162,35 @@ class EndpointUnreachableError(ConnectionError):
         super().__init__(f"cannot reach the model server at {url} ({reason}); start it or check the base URL")
         self.url = url
         self.reason = reason
+
+
+class InvalidTransition(ValueError):
+    """A knowledge item was asked to move to a lifecycle status its status does not allow."""
+
+    def __init__(self, note_id: int | None, current: object, target: object, allowed: object) -> None:
+        super().__init__(
+            f"note {note_id} cannot go from {current} to {target}; from {current} it may go to {allowed}"
+        )
+        self.note_id = note_id
+        self.current = current
+        self.target = target
+
+
+class RecorderClosedError(RuntimeError):
+    """A tool execution was handed to a trajectory recorder that was already closed."""
+
+
+class CaptureDrainError(RuntimeError):
+    """Shutdown could not write every captured tool execution; they are still pending."""
+
+
+class DistillationError(ValueError):
+    """The model's distillation reply is not a valid note (a required section is missing)."""
+
+
+class UnknownNoteError(LookupError):
+    """No knowledge item has the given id in this repository."""
+
+    def __init__(self, note_id: int) -> None:
+        super().__init__(f"there is no knowledge item with id {note_id}; it was never stored here")
+        self.note_id = note_id

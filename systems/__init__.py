@@ -4,6 +4,7 @@ from systems.context import ContextBuildingSystem
 from systems.feedback import FeedbackGuaranteeSystem
 from systems.input import InputSanitizationSystem
 from systems.memory import MemoryPersistSystem
+from systems.notes import NoteRetrievalSystem, TrajectoryCaptureSystem, add_note_taking
 from systems.outcome import TurnOutcomeFinalizationSystem
 from systems.rag import RagIndexingSystem
 from systems.routing import ResponseRoutingSystem
@@ -27,3 +28,4 @@ __all__ = [
     "send_voice",
     "standard_pipeline",
 ]
+__all__ += ["NoteRetrievalSystem", "TrajectoryCaptureSystem", "add_note_taking"]

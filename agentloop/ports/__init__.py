@@ -2,12 +2,15 @@
 
 from agentloop.ports.channel import Channel
 from agentloop.ports.clock import Clock, SystemClock
+from agentloop.ports.knowledge import KnowledgeRepository, MaintainerNotifier
 from agentloop.ports.llm import LLM
 from agentloop.ports.metrics import Metrics
 from agentloop.ports.tasks import TaskRecord, TaskState, TaskStore
+from agentloop.ports.trajectories import TrajectoryStore
 from agentloop.ports.vectors import Embedder, VectorIndex, Vectors
 
 __all__ = ["LLM", "Channel", "Clock", "Embedder", "Metrics", "SystemClock", "VectorIndex", "Vectors"]
+__all__ += ["KnowledgeRepository", "MaintainerNotifier", "TrajectoryStore"]
 __all__ += ["TaskRecord", "TaskState", "TaskStore"]
 
 from agentloop.ports.stores import MemoryEntry, MemoryStore, RagHit, RagStore, SessionStore  # noqa: E402

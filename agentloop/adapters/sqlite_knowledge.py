@@ -1,0 +1,372 @@
+"""The embedded KnowledgeRepository: knowledge items in SQLite (WAL), searched through an
+hnswlib index derived from the rows and rebuilt from them when missing or stale."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Collection, Iterator, Sequence
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+import structlog
+
+from agentloop.adapters.hnsw_index import DEFAULT_EF, HnswVectorIndex
+from agentloop.adapters.sqlite_support import connect, transaction
+from agentloop.errors import UnknownNoteError
+from agentloop.notes.lifecycle import check_transition
+from agentloop.notes.models import (
+    KnowledgeItem,
+    Layer,
+    LayerIds,
+    MergeSuggestion,
+    NoteMetadata,
+    NoteStatus,
+    NoteType,
+    Retrieval,
+)
+from agentloop.outcome import converter
+from agentloop.ports.vectors import Vectors
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS knowledge_items (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    type TEXT NOT NULL,
+    layer TEXT NOT NULL,
+    company_id TEXT NOT NULL,
+    org_id TEXT,
+    team_id TEXT,
+    project_id TEXT,
+    status TEXT NOT NULL,
+    title TEXT NOT NULL,
+    markdown TEXT NOT NULL,
+    embedding BLOB NOT NULL,
+    metadata TEXT,
+    retrieval_count INTEGER NOT NULL DEFAULT 0,
+    usefulness_score INTEGER NOT NULL DEFAULT 0,
+    reference_count INTEGER NOT NULL DEFAULT 0,
+    flagged_for_review INTEGER NOT NULL DEFAULT 0,
+    created_at TEXT NOT NULL,
+    updated_at TEXT
+);
+CREATE TABLE IF NOT EXISTS note_retrievals (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    note_id INTEGER NOT NULL REFERENCES knowledge_items (id),
+    query TEXT NOT NULL,
+    session_id TEXT,
+    at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS note_retrievals_by_note ON note_retrievals (note_id);
+CREATE INDEX IF NOT EXISTS note_retrievals_by_session ON note_retrievals (session_id);
+CREATE TABLE IF NOT EXISTS note_feedback (
+    note_id INTEGER NOT NULL REFERENCES knowledge_items (id),
+    session_id TEXT NOT NULL,
+    at TEXT NOT NULL,
+    PRIMARY KEY (note_id, session_id)
+);
+CREATE TABLE IF NOT EXISTS merge_suggestions (
+    first_id INTEGER NOT NULL,
+    second_id INTEGER NOT NULL,
+    similarity REAL NOT NULL,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (first_id, second_id)
+);
+"""
+
+_COLUMNS = (
+    "id, type, layer, company_id, org_id, team_id, project_id, status, title, markdown, embedding, metadata, "
+    "retrieval_count, usefulness_score, reference_count, flagged_for_review, created_at, updated_at"
+)
+
+_Owner = tuple[str, str | None, str | None, str | None]
+
+
+def _owner(ids: LayerIds) -> _Owner:
+    return (ids.company_id, ids.org_id, ids.team_id, ids.project_id)
+
+
+def _item(row: sqlite3.Row) -> KnowledgeItem:
+    metadata = None if row["metadata"] is None else converter.structure(json.loads(row["metadata"]), NoteMetadata)
+    return KnowledgeItem(
+        type=NoteType(row["type"]),
+        layer=Layer(row["layer"]),
+        layer_ids=LayerIds(row["company_id"], row["org_id"], row["team_id"], row["project_id"]),
+        title=row["title"],
+        markdown=row["markdown"],
+        embedding=np.frombuffer(row["embedding"], dtype=np.float32),
+        created_at=datetime.fromisoformat(row["created_at"]),
+        metadata=metadata,
+        status=NoteStatus(row["status"]),
+        id=row["id"],
+        retrieval_count=row["retrieval_count"],
+        usefulness_score=row["usefulness_score"],
+        reference_count=row["reference_count"],
+        flagged_for_review=bool(row["flagged_for_review"]),
+        updated_at=None if row["updated_at"] is None else datetime.fromisoformat(row["updated_at"]),
+    )
+
+
+class SqliteKnowledgeRepository:
+    """Knowledge items, retrievals, feedback and merge suggestions in one SQLite file.
+
+    The vector index lives next to it (`<path>.hnsw` unless told) and is saved on
+    `close()`; if it is missing or its count disagrees with the rows it is rebuilt. The
+    tenant chain, layer and status of every item are kept in memory so the index can
+    filter candidates while it searches; every returned row is checked again (I11).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        dim: int,
+        index_path: str | os.PathLike[str] | None = None,
+        ef: int = DEFAULT_EF,
+    ) -> None:
+        self.path = Path(path)
+        self.dim = dim
+        self._lock = threading.Lock()
+        self._conn = connect(self.path)
+        self._conn.executescript(_SCHEMA)
+        self._log = structlog.get_logger("agentloop.knowledge").bind(path=str(self.path))
+        # Every note's (tenant chain, status) as a small int code, so the index's filter
+        # is one dict lookup and one set test per candidate.
+        self._keys: list[tuple[_Owner, NoteStatus]] = []
+        self._codes: dict[tuple[_Owner, NoteStatus], int] = {}
+        self._counts: list[int] = []
+        self._code_of: dict[int, int] = {}
+        for row in self._conn.execute("SELECT id, company_id, org_id, team_id, project_id, status FROM knowledge_items"):
+            owner = (row["company_id"], row["org_id"], row["team_id"], row["project_id"])
+            self._track(row["id"], owner, NoteStatus(row["status"]))
+        self._index = HnswVectorIndex.open_or_rebuild(
+            Path(index_path) if index_path is not None else self.path.with_name(self.path.name + ".hnsw"),
+            dim,
+            len(self._code_of),
+            self._vectors,
+            ef=ef,
+        )
+
+    def _vectors(self) -> Iterator[tuple[int, Vectors]]:
+        for row in self._conn.execute("SELECT id, embedding FROM knowledge_items ORDER BY id"):
+            yield row["id"], np.frombuffer(row["embedding"], dtype=np.float32)
+
+    def _track(self, note_id: int, owner: _Owner, status: NoteStatus) -> None:
+        """Record the note's tenant chain and status for the index filter."""
+        old = self._code_of.get(note_id)
+        if old is not None:
+            self._counts[old] -= 1
+        key = (owner, status)
+        code = self._codes.get(key)
+        if code is None:
+            code = self._codes[key] = len(self._keys)
+            self._keys.append(key)
+            self._counts.append(0)
+        self._code_of[note_id] = code
+        self._counts[code] += 1
+
+    def __len__(self) -> int:
+        return len(self._code_of)
+
+    def add(self, item: KnowledgeItem) -> KnowledgeItem:
+        (note_id,) = self.add_many([item])
+        return self.get(note_id)
+
+    def add_many(self, items: Sequence[KnowledgeItem]) -> list[int]:
+        """Store new items in one transaction and one index insert (bulk import); their ids."""
+        rows = []
+        vectors = []
+        for item in items:
+            if item.id is not None:
+                raise ValueError(f"item {item.id} is already stored; add() takes new items (id None)")
+            vector = np.ascontiguousarray(item.embedding, dtype=np.float32)
+            if vector.shape != (self.dim,):
+                raise ValueError(f"the embedding has shape {vector.shape}, but this repository holds dim {self.dim}")
+            ids = item.layer_ids
+            metadata = None if item.metadata is None else json.dumps(converter.unstructure(item.metadata))
+            vectors.append(vector)
+            rows.append((
+                item.type.value, item.layer.value, ids.company_id, ids.org_id, ids.team_id, ids.project_id,
+                item.status.value, item.title, item.markdown, vector.tobytes(), metadata, item.retrieval_count,
+                item.usefulness_score, item.reference_count, int(item.flagged_for_review),
+                item.created_at.isoformat(), None if item.updated_at is None else item.updated_at.isoformat(),
+            ))
+        if not rows:
+            return []
+        note_ids = []
+        with self._lock, transaction(self._conn):
+            for row in rows:
+                cursor = self._conn.execute(
+                    "INSERT INTO knowledge_items (type, layer, company_id, org_id, team_id, project_id, status, title, "
+                    "markdown, embedding, metadata, retrieval_count, usefulness_score, reference_count, "
+                    "flagged_for_review, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    row,
+                )
+                note_ids.append(int(cursor.lastrowid or 0))
+        for note_id, item in zip(note_ids, items, strict=True):
+            self._track(note_id, _owner(item.layer_ids), item.status)
+        self._index.add(note_ids, np.stack(vectors))
+        return note_ids
+
+    def get(self, note_id: int) -> KnowledgeItem:
+        with self._lock:
+            return self._get(note_id)
+
+    def _get(self, note_id: int) -> KnowledgeItem:
+        row = self._conn.execute(f"SELECT {_COLUMNS} FROM knowledge_items WHERE id = ?", (note_id,)).fetchone()
+        if row is None:
+            raise UnknownNoteError(note_id)
+        return _item(row)
+
+    def _many(self, note_ids: Sequence[int]) -> dict[int, KnowledgeItem]:
+        marks = ",".join("?" * len(note_ids))
+        rows = self._conn.execute(f"SELECT {_COLUMNS} FROM knowledge_items WHERE id IN ({marks})", tuple(note_ids))
+        return {row["id"]: _item(row) for row in rows}
+
+    def search(
+        self,
+        vector: Vectors,
+        k: int,
+        *,
+        caller: LayerIds,
+        layer: Layer,
+        statuses: Collection[NoteStatus],
+        min_similarity: float = 0.0,
+    ) -> list[tuple[KnowledgeItem, float]]:
+        wanted = frozenset(statuses)
+        owners = {
+            _owner(caller.truncated(each)) for each in layer.with_parents() if caller.id_at(each) is not None
+        }
+        allowed = {code for code, (owner, status) in enumerate(self._keys) if owner in owners and status in wanted}
+        visible = sum(self._counts[code] for code in allowed)
+        if visible == 0 or k <= 0:
+            return []
+        code_of = self._code_of
+        total = len(code_of)
+        hits: list[tuple[int, float]] = []
+        if visible * 2 >= total:
+            # Most notes are visible: an unfiltered search with headroom, filtered after,
+            # avoids a Python callback per candidate; fall back when it comes up short.
+            fetch = min(total, k * total // visible + k + 10)
+            hits = [(i, s) for i, s in self._index.search(vector, fetch) if code_of.get(i) in allowed][:k]
+        if len(hits) < min(k, visible):
+            hits = self._index.search(vector, k, accept=lambda note_id: code_of.get(note_id) in allowed)
+        hits = [(i, s) for i, s in hits if s >= min_similarity]
+        if not hits:
+            return []
+        with self._lock:
+            items = self._many([i for i, _ in hits])
+        results = []
+        for note_id, similarity in hits:
+            item = items.get(note_id)
+            # The row itself, not the in-memory codes, must be in the caller's chain (I11).
+            if item is None or item.status not in wanted or _owner(item.layer_ids) not in owners:
+                self._log.error("knowledge.search.rejected_row", note_id=note_id)
+                continue
+            results.append((item, similarity))
+        return results
+
+    def record_retrievals(
+        self, note_ids: Sequence[int], query: str, session_id: str | None, at: datetime
+    ) -> list[KnowledgeItem]:
+        if not note_ids:
+            return []
+        stamp = at.isoformat()
+        with self._lock, transaction(self._conn):
+            self._require(note_ids)
+            self._conn.executemany(
+                "UPDATE knowledge_items SET retrieval_count = retrieval_count + 1, updated_at = ? WHERE id = ?",
+                [(stamp, i) for i in note_ids],
+            )
+            self._conn.executemany(
+                "INSERT INTO note_retrievals (note_id, query, session_id, at) VALUES (?,?,?,?)",
+                [(i, query, session_id, stamp) for i in note_ids],
+            )
+            items = self._many(note_ids)
+        return [items[i] for i in note_ids]
+
+    def retrievals(self, note_id: int) -> list[Retrieval]:
+        with self._lock:
+            self._require([note_id])
+            rows = self._conn.execute(
+                "SELECT note_id, query, session_id, at FROM note_retrievals WHERE note_id = ? ORDER BY seq", (note_id,)
+            ).fetchall()
+        return [Retrieval(r["note_id"], r["query"], r["session_id"], datetime.fromisoformat(r["at"])) for r in rows]
+
+    def credit_session(self, session_id: str, at: datetime) -> list[KnowledgeItem]:
+        stamp = at.isoformat()
+        with self._lock, transaction(self._conn):
+            rows = self._conn.execute(
+                "SELECT DISTINCT note_id FROM note_retrievals WHERE session_id = ? AND note_id NOT IN "
+                "(SELECT note_id FROM note_feedback WHERE session_id = ?) ORDER BY note_id",
+                (session_id, session_id),
+            ).fetchall()
+            note_ids = [row["note_id"] for row in rows]
+            self._conn.executemany(
+                "INSERT INTO note_feedback (note_id, session_id, at) VALUES (?,?,?)",
+                [(i, session_id, stamp) for i in note_ids],
+            )
+            self._conn.executemany(
+                "UPDATE knowledge_items SET usefulness_score = usefulness_score + 1, updated_at = ? WHERE id = ?",
+                [(stamp, i) for i in note_ids],
+            )
+            items = self._many(note_ids) if note_ids else {}
+        return [items[i] for i in note_ids]
+
+    def add_reference(self, note_id: int, at: datetime) -> KnowledgeItem:
+        return self._update(note_id, "reference_count = reference_count + 1", (), at)
+
+    def set_flag(self, note_id: int, flagged: bool, at: datetime) -> KnowledgeItem:
+        return self._update(note_id, "flagged_for_review = ?", (int(flagged),), at)
+
+    def transition(self, note_id: int, target: NoteStatus, at: datetime) -> KnowledgeItem:
+        with self._lock, transaction(self._conn):
+            current = self._get(note_id)
+            check_transition(note_id, current.status, target)
+            self._conn.execute(
+                "UPDATE knowledge_items SET status = ?, updated_at = ? WHERE id = ?", (target.value, at.isoformat(), note_id)
+            )
+            self._track(note_id, _owner(current.layer_ids), target)
+            return self._get(note_id)
+
+    def add_merge_suggestion(self, suggestion: MergeSuggestion) -> bool:
+        with self._lock:
+            cursor = self._conn.execute(
+                "INSERT OR IGNORE INTO merge_suggestions (first_id, second_id, similarity, created_at) VALUES (?,?,?,?)",
+                (suggestion.first_id, suggestion.second_id, suggestion.similarity, suggestion.created_at.isoformat()),
+            )
+            return cursor.rowcount == 1
+
+    def merge_suggestions(self) -> list[MergeSuggestion]:
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT first_id, second_id, similarity, created_at FROM merge_suggestions ORDER BY created_at, first_id"
+            ).fetchall()
+        return [
+            MergeSuggestion(r["first_id"], r["second_id"], r["similarity"], datetime.fromisoformat(r["created_at"]))
+            for r in rows
+        ]
+
+    def save_index(self) -> None:
+        """Write the vector index file so the next open need not rebuild it."""
+        self._index.save()
+
+    def close(self) -> None:
+        self.save_index()
+        with self._lock:
+            self._conn.close()
+
+    def _update(self, note_id: int, assignment: str, values: tuple[object, ...], at: datetime) -> KnowledgeItem:
+        with self._lock, transaction(self._conn):
+            self._require([note_id])
+            self._conn.execute(
+                f"UPDATE knowledge_items SET {assignment}, updated_at = ? WHERE id = ?", (*values, at.isoformat(), note_id)
+            )
+            return self._get(note_id)
+
+    def _require(self, note_ids: Sequence[int]) -> None:
+        for note_id in note_ids:
+            if note_id not in self._code_of:
+                raise UnknownNoteError(note_id)

@@ -1,0 +1,123 @@
+"""The embedded TrajectoryStore: captured tool executions in a SQLite file (WAL)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+
+from agentloop.adapters.sqlite_support import connect, transaction
+from agentloop.components import ToolExecution
+from agentloop.notes.models import Trajectory
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS tool_executions (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    session_id TEXT NOT NULL,
+    parent_id TEXT,
+    user_id TEXT,
+    project_id TEXT,
+    tool_name TEXT NOT NULL,
+    arguments TEXT NOT NULL,
+    result TEXT,
+    error TEXT,
+    started_at TEXT NOT NULL,
+    started_ts REAL NOT NULL,
+    duration_ms REAL NOT NULL,
+    context_snapshot TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS tool_executions_by_session ON tool_executions (session_id, started_ts, seq);
+CREATE TABLE IF NOT EXISTS distilled_trajectories (
+    hash TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    note_id INTEGER NOT NULL,
+    distilled_at TEXT NOT NULL
+);
+"""
+
+_COLUMNS = (
+    "id, session_id, parent_id, user_id, project_id, tool_name, arguments, result, error, "
+    "started_at, started_ts, duration_ms, context_snapshot"
+)
+
+
+_json = json.JSONEncoder(default=str).encode
+
+
+def _row(e: ToolExecution) -> tuple[object, ...]:
+    return (
+        e.id, e.session_id, e.parent_id, e.user_id, e.project_id, e.tool_name,
+        _json(e.arguments), e.result, e.error,
+        e.started_at.isoformat(), e.started_at.timestamp(), e.duration_ms,
+        _json(e.context_snapshot) if e.context_snapshot else "{}",
+    )
+
+
+def _execution(row: sqlite3.Row) -> ToolExecution:
+    return ToolExecution(
+        id=row["id"],
+        tool_name=row["tool_name"],
+        arguments=json.loads(row["arguments"]),
+        started_at=datetime.fromisoformat(row["started_at"]),
+        duration_ms=row["duration_ms"],
+        session_id=row["session_id"],
+        result=row["result"],
+        error=row["error"],
+        parent_id=row["parent_id"],
+        user_id=row["user_id"],
+        project_id=row["project_id"],
+        context_snapshot=json.loads(row["context_snapshot"]),
+    )
+
+
+class SqliteTrajectoryStore:
+    """Tool executions and distilled-trajectory hashes; the schema is made on first use.
+
+    Arguments and context snapshots are stored as JSON (values JSON cannot hold are
+    stored as their `str`).
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self._conn = connect(self.path)
+        self._conn.executescript(_SCHEMA)
+
+    def append(self, executions: Sequence[ToolExecution]) -> None:
+        rows = [_row(e) for e in executions]
+        with self._lock, transaction(self._conn):
+            self._conn.executemany(
+                f"INSERT OR IGNORE INTO tool_executions ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", rows
+            )
+
+    def load(self, session_id: str) -> Trajectory:
+        with self._lock:
+            rows = self._conn.execute(
+                f"SELECT {_COLUMNS} FROM tool_executions WHERE session_id = ? ORDER BY started_ts, seq", (session_id,)
+            ).fetchall()
+        return Trajectory(session_id, tuple(_execution(row) for row in rows))
+
+    def count(self) -> int:
+        with self._lock:
+            (n,) = self._conn.execute("SELECT count(*) FROM tool_executions").fetchone()
+        return int(n)
+
+    def mark_distilled(self, trajectory_hash: str, session_id: str, note_id: int, at: datetime) -> None:
+        with self._lock:
+            self._conn.execute(
+                "INSERT OR IGNORE INTO distilled_trajectories (hash, session_id, note_id, distilled_at) VALUES (?,?,?,?)",
+                (trajectory_hash, session_id, note_id, at.isoformat()),
+            )
+
+    def is_distilled(self, trajectory_hash: str) -> bool:
+        with self._lock:
+            row = self._conn.execute("SELECT 1 FROM distilled_trajectories WHERE hash = ?", (trajectory_hash,)).fetchone()
+        return row is not None
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()

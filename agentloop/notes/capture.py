@@ -1,0 +1,306 @@
+"""Trajectory capture off the tool's path: a non-blocking enqueue, batched background
+writes, a retry queue for failed writes, rate-triggered sampling, and a drain on close.
+
+The tool runner calls `TrajectoryRecorder.enqueue` right after a tool finishes; it only
+appends to an in-memory buffer. A writer thread (`start()`) writes a batch when the
+buffer holds `batch_size` events or `flush_interval_s` has passed since the last flush
+(measured on the injected Clock), and retries failed batches with exponential backoff.
+`close()` stops the writer and drains everything accepted to the store (I12).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import structlog
+
+from agentloop.components import ToolExecution
+from agentloop.errors import CaptureDrainError, RecorderClosedError
+from agentloop.ports.clock import Clock, SystemClock
+
+if TYPE_CHECKING:
+    from agentloop.ports.metrics import Metrics
+    from agentloop.ports.trajectories import TrajectoryStore
+
+BATCH_SIZE_METRIC = "note_taking.capture.batch_size"
+
+
+@attrs.frozen
+class CaptureSettings:
+    """Defaults from seed 001: 10 events or 5 s per batch; above 100 tool runs a minute
+    in a session, successful runs are kept at 10% (failed ones always)."""
+
+    batch_size: int = 10
+    flush_interval_s: float = 5.0
+    sampling_threshold_per_minute: int = 100
+    sampling_rate: float = 0.1
+    retry_backoff_s: float = 0.5
+    max_backoff_s: float = 30.0
+    drain_attempts: int = 3
+    poll_interval_s: float | None = None
+    """How often the writer wakes to check the interval; default a quarter of it, at most 1 s."""
+    dedup_window: int = 4096
+    """How many recent execution ids are remembered so one execution is captured once."""
+
+    def __attrs_post_init__(self) -> None:
+        if self.batch_size < 1 or self.flush_interval_s <= 0:
+            raise ValueError("batch_size must be at least 1 and flush_interval_s positive")
+        if not 0.0 <= self.sampling_rate <= 1.0:
+            raise ValueError(f"sampling_rate is a fraction in [0, 1], got {self.sampling_rate}")
+        if self.sampling_threshold_per_minute < 1 or self.drain_attempts < 1:
+            raise ValueError("sampling_threshold_per_minute and drain_attempts must be at least 1")
+
+
+@attrs.frozen
+class CaptureStats:
+    """Counts since the recorder was made. `accepted == written + pending` at all times."""
+
+    accepted: int
+    written: int
+    pending: int
+    sampled_out: int
+    duplicates: int
+    failed_flushes: int
+
+
+@attrs.define
+class _Batch:
+    events: list[ToolExecution]
+    attempts: int = 0
+    due_at: float = 0.0
+
+
+class TrajectoryRecorder:
+    """Buffers tool executions and writes them to a `TrajectoryStore` in batches."""
+
+    def __init__(
+        self,
+        store: TrajectoryStore,
+        *,
+        settings: CaptureSettings | None = None,
+        clock: Clock | None = None,
+        metrics: Metrics | None = None,
+        rng: random.Random | None = None,
+        logger: Any = None,
+    ) -> None:
+        self.store = store
+        self.settings = settings or CaptureSettings()
+        self.clock: Clock = clock or SystemClock()
+        self.metrics = metrics
+        self._rng = rng or random.Random()
+        self._log = logger if logger is not None else structlog.get_logger("agentloop.notes.capture")
+        self._buffer: deque[ToolExecution] = deque()
+        self._retry: list[_Batch] = []
+        self._flush_lock = threading.Lock()
+        self._windows: dict[str, deque[float]] = {}
+        self._sampling: dict[str, int] = {}
+        self._seen: set[str] = set()
+        self._seen_order: deque[str] = deque()
+        self._accepted = 0
+        self._written = 0
+        self._sampled_out = 0
+        self._duplicates = 0
+        self._failed_flushes = 0
+        self._in_flight = 0
+        self._last_flush = self.clock.monotonic()
+        self._closed = False
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- the tool's path -------------------------------------------------------------
+
+    def enqueue(self, execution: ToolExecution) -> bool:
+        """Accept one finished tool execution without blocking; False if it was sampled
+        out or was already captured. Raises `RecorderClosedError` after `close()`."""
+        if self._closed:
+            raise RecorderClosedError(
+                f"tool execution {execution.id} arrived after the trajectory recorder was closed; "
+                f"close the recorder only after the last turn has finished"
+            )
+        key = execution.id
+        if key in self._seen:
+            self._duplicates += 1
+            return False
+        self._seen.add(key)
+        self._seen_order.append(key)
+        if len(self._seen_order) > self.settings.dedup_window:
+            self._seen.discard(self._seen_order.popleft())
+        if self._sampled(execution):
+            self._sampled_out += 1
+            self._sampling[execution.session_id] += 1
+            return False
+        self._buffer.append(execution)
+        self._accepted += 1
+        if len(self._buffer) >= self.settings.batch_size:
+            self._wake.set()
+        return True
+
+    def _sampled(self, execution: ToolExecution) -> bool:
+        """Whether to drop this execution: only while the session's rate is over the
+        threshold, only successful ones, and then with probability 1 - sampling_rate."""
+        settings = self.settings
+        window = self._windows.get(execution.session_id)
+        if window is None:
+            window = self._windows[execution.session_id] = deque(maxlen=settings.sampling_threshold_per_minute + 1)
+        now = self.clock.monotonic()
+        window.append(now)
+        active = len(window) == window.maxlen and now - window[0] < 60.0
+        session_id = execution.session_id
+        if active != (session_id in self._sampling):
+            self._set_sampling(session_id, active)
+        if not active or execution.error is not None:
+            return False
+        return self._rng.random() >= settings.sampling_rate
+
+    def _set_sampling(self, session_id: str, active: bool) -> None:
+        if active:
+            self._sampling[session_id] = 0
+            self._log.info(
+                "capture.sampling", session_id=session_id, active=True,
+                threshold_per_minute=self.settings.sampling_threshold_per_minute, rate=self.settings.sampling_rate,
+            )
+        else:
+            dropped = self._sampling.pop(session_id)
+            self._log.info("capture.sampling", session_id=session_id, active=False, sampled_out=dropped)
+
+    def sampling_active(self, session_id: str) -> bool:
+        return session_id in self._sampling
+
+    def forget_session(self, session_id: str) -> None:
+        """Drop the session's rate window (its events stay queued until written)."""
+        self._windows.pop(session_id, None)
+        if session_id in self._sampling:
+            self._set_sampling(session_id, False)
+
+    # -- the writer ------------------------------------------------------------------
+
+    def tick(self) -> int:
+        """What the writer does when it wakes: write if a batch is full, the flush
+        interval has passed with events waiting, or a failed batch is due for retry."""
+        now = self.clock.monotonic()
+        buffered = len(self._buffer)
+        if (
+            buffered >= self.settings.batch_size
+            or (buffered and now - self._last_flush >= self.settings.flush_interval_s)
+            or any(batch.due_at <= now for batch in self._retry)
+        ):
+            return self.flush()
+        return 0
+
+    def flush(self) -> int:
+        """Write the buffer now, then every failed batch whose backoff has passed.
+
+        Returns how many events were written. A failed write goes to the retry queue;
+        nothing is raised, nothing is lost.
+        """
+        with self._flush_lock:
+            now = self.clock.monotonic()
+            self._last_flush = now
+            written = 0
+            taken = self._take_buffer()
+            if taken:
+                written += self._write(_Batch(taken), now)
+            due = [batch for batch in self._retry if batch.due_at <= now]
+            for batch in due:
+                self._retry.remove(batch)
+                written += self._write(batch, now)
+            return written
+
+    def drain(self) -> int:
+        """Write everything pending now, ignoring backoff; `CaptureDrainError` if the store
+        still refuses after `drain_attempts` rounds (the events stay queued)."""
+        with self._flush_lock:
+            now = self.clock.monotonic()
+            self._last_flush = now
+            taken = self._take_buffer()
+            if taken:
+                self._retry.append(_Batch(taken))
+            written = 0
+            for _ in range(self.settings.drain_attempts):
+                pending, self._retry = self._retry, []
+                for batch in pending:
+                    written += self._write(batch, now)
+                if not self._retry:
+                    return written
+            stuck = sum(len(batch.events) for batch in self._retry)
+            raise CaptureDrainError(
+                f"{stuck} captured tool executions could not be written to the trajectory store "
+                f"after {self.settings.drain_attempts} attempts; they are still queued, fix the "
+                f"store and call drain() again"
+            )
+
+    def _take_buffer(self) -> list[ToolExecution]:
+        buffer = self._buffer
+        return [buffer.popleft() for _ in range(len(buffer))]
+
+    def _write(self, batch: _Batch, now: float) -> int:
+        self._in_flight = len(batch.events)
+        try:
+            self.store.append(batch.events)
+        except Exception as exc:
+            batch.attempts += 1
+            delay = min(self.settings.retry_backoff_s * 2 ** (batch.attempts - 1), self.settings.max_backoff_s)
+            batch.due_at = now + delay
+            self._retry.append(batch)
+            self._in_flight = 0
+            self._failed_flushes += 1
+            self._log.warning(
+                "capture.flush_failed", events=len(batch.events), attempt=batch.attempts,
+                retry_in_s=delay, error=f"{type(exc).__name__}: {exc}",
+            )
+            return 0
+        self._written += len(batch.events)
+        self._in_flight = 0
+        if self.metrics is not None:
+            self.metrics.observe(BATCH_SIZE_METRIC, float(len(batch.events)))
+        return len(batch.events)
+
+    # -- life cycle ------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the background writer thread (idempotent)."""
+        if self._thread is not None:
+            return
+        self._thread = threading.Thread(target=self._run, name="trajectory-writer", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        poll = self.settings.poll_interval_s or min(self.settings.flush_interval_s / 4, 1.0)
+        while not self._stop.is_set():
+            self._wake.wait(poll)
+            self._wake.clear()
+            self.tick()
+
+    def close(self, timeout: float | None = None) -> None:
+        """Refuse new events, stop the writer, and drain everything accepted to the store."""
+        self._closed = True
+        if self._thread is not None:
+            self._stop.set()
+            self._wake.set()
+            self._thread.join(timeout)
+            self._thread = None
+        for session_id in list(self._sampling):
+            self._set_sampling(session_id, False)
+        self.drain()
+        self._log.info("capture.closed", accepted=self._accepted, written=self._written, sampled_out=self._sampled_out)
+
+    def __enter__(self) -> TrajectoryRecorder:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def stats(self) -> CaptureStats:
+        """A snapshot that never waits for a write in progress (those count as pending)."""
+        retry = list(self._retry)
+        pending = len(self._buffer) + self._in_flight + sum(len(batch.events) for batch in retry)
+        return CaptureStats(
+            self._accepted, self._written, pending, self._sampled_out, self._duplicates, self._failed_flushes
+        )

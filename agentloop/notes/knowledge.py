@@ -1,0 +1,219 @@
+"""The knowledge base: semantic retrieval with tenant and layer scoping, quality-adjusted
+ranking, usage tracking, the flag and auto-propose rules, merge suggestions and the
+lifecycle, on top of a `KnowledgeRepository` and an `Embedder`."""
+
+from __future__ import annotations
+
+from time import perf_counter
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import numpy as np
+import structlog
+
+from agentloop.notes.lifecycle import RETRIEVABLE, QualityRules
+from agentloop.notes.models import (
+    KnowledgeItem,
+    Layer,
+    LayerIds,
+    MaintainerNotice,
+    MergeSuggestion,
+    NoteStatus,
+    NoticeKind,
+    RetrievedNote,
+)
+from agentloop.ports.clock import Clock, SystemClock
+
+if TYPE_CHECKING:
+    from agentloop.ports.knowledge import KnowledgeRepository, MaintainerNotifier
+    from agentloop.ports.metrics import Metrics
+    from agentloop.ports.vectors import Embedder, Vectors
+
+RESULTS_METRIC = "note_taking.retrieval.results_count"
+LATENCY_METRIC = "note_taking.retrieval.latency_ms"
+
+_NOT_REJECTED = frozenset(NoteStatus) - {NoteStatus.REJECTED}
+
+
+@attrs.frozen
+class RetrievalSettings:
+    """Search defaults: top `k` above `min_similarity`, every layer of the caller's chain.
+
+    `overfetch` candidates per wanted result are ranked, so a flagged note ranked down
+    can be overtaken by a slightly less similar one. Accepted notes more than
+    `merge_above` similar produce a merge suggestion.
+    """
+
+    k: int = 5
+    min_similarity: float = 0.2
+    layer: Layer = Layer.PROJECT
+    overfetch: int = 3
+    merge_above: float = 0.9
+
+
+class KnowledgeBase:
+    """What the rest of the framework asks of stored knowledge."""
+
+    def __init__(
+        self,
+        repository: KnowledgeRepository,
+        embedder: Embedder,
+        *,
+        notifier: MaintainerNotifier | None = None,
+        rules: QualityRules | None = None,
+        settings: RetrievalSettings | None = None,
+        clock: Clock | None = None,
+        metrics: Metrics | None = None,
+        logger: Any = None,
+    ) -> None:
+        self.repository = repository
+        self.embedder = embedder
+        self.notifier = notifier
+        self.rules = rules or QualityRules()
+        self.settings = settings or RetrievalSettings()
+        self.clock: Clock = clock or SystemClock()
+        self.metrics = metrics
+        self._log = logger if logger is not None else structlog.get_logger("agentloop.notes.knowledge")
+
+    def embed(self, text: str) -> Vectors:
+        vector: Vectors = self.embedder.embed([text])[0]
+        return vector
+
+    def add(self, item: KnowledgeItem) -> KnowledgeItem:
+        """Store a new item as it is (its content is never changed afterwards, I10)."""
+        return self.repository.add(item)
+
+    def get(self, note_id: int) -> KnowledgeItem:
+        return self.repository.get(note_id)
+
+    def find_duplicate(
+        self, vector: Vectors, *, owner: LayerIds, above: float
+    ) -> tuple[KnowledgeItem, float] | None:
+        """The most similar non-rejected item the owner can see, if more than `above` similar."""
+        hits = self.repository.search(
+            vector, 1, caller=owner, layer=owner.narrowest(), statuses=_NOT_REJECTED, min_similarity=above
+        )
+        return hits[0] if hits and hits[0][1] > above else None
+
+    def add_reference(self, note_id: int) -> KnowledgeItem:
+        return self.repository.add_reference(note_id, self.clock.now())
+
+    def search(
+        self,
+        query: str,
+        caller: LayerIds,
+        *,
+        layer: Layer | None = None,
+        k: int | None = None,
+        min_similarity: float | None = None,
+    ) -> list[RetrievedNote]:
+        """The best `k` retrievable notes for `query` in the caller's chain, without tracking.
+
+        Ranked by similarity reduced for flagged notes; on equal scores the narrower
+        layer wins (project > team > org > company).
+        """
+        settings = self.settings
+        k = settings.k if k is None else k
+        vector = self.embed(query)
+        if k <= 0 or not np.any(vector):
+            return []
+        hits = self.repository.search(
+            vector,
+            k * settings.overfetch,
+            caller=caller,
+            layer=settings.layer if layer is None else layer,
+            statuses=RETRIEVABLE,
+            min_similarity=settings.min_similarity if min_similarity is None else min_similarity,
+        )
+        ranked = [RetrievedNote(item, similarity, self.rules.ranking_score(item, similarity)) for item, similarity in hits]
+        ranked.sort(key=lambda r: (-round(r.score, 6), r.item.layer.precedence, r.item.key))
+        return ranked[:k]
+
+    def retrieve(
+        self,
+        query: str,
+        caller: LayerIds,
+        *,
+        session_id: str | None = None,
+        layer: Layer | None = None,
+        k: int | None = None,
+        min_similarity: float | None = None,
+    ) -> list[RetrievedNote]:
+        """`search`, then count the retrieval (query and session recorded) and apply the
+        quality rules; emits the retrieval metrics of seed 001."""
+        started = perf_counter()
+        results = self.search(query, caller, layer=layer, k=k, min_similarity=min_similarity)
+        if results:
+            updated = self.repository.record_retrievals(
+                [r.item.key for r in results], query, session_id, self.clock.now()
+            )
+            by_id = {item.key: self._apply_rules(item) for item in updated}
+            results = [attrs.evolve(r, item=by_id.get(r.item.key, r.item)) for r in results]
+        if self.metrics is not None:
+            self.metrics.observe(RESULTS_METRIC, float(len(results)))
+            self.metrics.observe(LATENCY_METRIC, (perf_counter() - started) * 1000.0)
+        return results
+
+    def record_feedback(self, session_id: str, *, positive: bool) -> list[KnowledgeItem]:
+        """Positive feedback on a session adds one to the usefulness of every note that
+        session was shown (once per session); the credited notes after the rules ran."""
+        if not positive:
+            self._log.info("notes.feedback", session_id=session_id, positive=False)
+            return []
+        credited = self.repository.credit_session(session_id, self.clock.now())
+        self._log.info("notes.feedback", session_id=session_id, positive=True, credited=[i.key for i in credited])
+        return [self._apply_rules(item) for item in credited]
+
+    def transition(self, note_id: int, target: NoteStatus) -> KnowledgeItem:
+        """Move a note along its lifecycle (`InvalidTransition` otherwise); accepting one
+        looks for accepted notes to suggest merging with."""
+        item = self.repository.transition(note_id, target, self.clock.now())
+        self._log.info("notes.transition", note_id=note_id, status=target.value)
+        if target is NoteStatus.ACCEPTED:
+            self._suggest_merges(item)
+        return item
+
+    def merge_suggestions(self) -> list[MergeSuggestion]:
+        return self.repository.merge_suggestions()
+
+    def _apply_rules(self, item: KnowledgeItem) -> KnowledgeItem:
+        rules = self.rules
+        flag = rules.should_flag(item)
+        if flag != item.flagged_for_review:
+            item = self.repository.set_flag(item.key, flag, self.clock.now())
+            if flag:
+                self._notify(
+                    NoticeKind.NOTE_FLAGGED, (item.key,),
+                    f"note {item.key} ({item.title!r}) was useful in {item.usefulness_score} of "
+                    f"{item.retrieval_count} retrievals; review or deprecate it",
+                )
+        if rules.should_propose(item):
+            item = self.repository.transition(item.key, NoteStatus.PROPOSED, self.clock.now())
+            self._notify(
+                NoticeKind.NOTE_PROPOSED, (item.key,),
+                f"draft note {item.key} ({item.title!r}) was useful in {item.usefulness_score} of "
+                f"{item.retrieval_count} retrievals and is proposed for acceptance",
+            )
+        return item
+
+    def _suggest_merges(self, item: KnowledgeItem) -> None:
+        above = self.settings.merge_above
+        hits = self.repository.search(
+            item.embedding, 10, caller=item.layer_ids, layer=item.layer,
+            statuses=frozenset({NoteStatus.ACCEPTED}), min_similarity=above,
+        )
+        for other, similarity in hits:
+            if other.key == item.key or similarity <= above:
+                continue
+            first, second = sorted((item.key, other.key))
+            if self.repository.add_merge_suggestion(MergeSuggestion(first, second, similarity, self.clock.now())):
+                self._notify(
+                    NoticeKind.MERGE_SUGGESTED, (first, second),
+                    f"accepted notes {first} and {second} are {similarity:.3f} similar; consider merging them "
+                    f"(nothing is merged automatically)",
+                )
+
+    def _notify(self, kind: NoticeKind, note_ids: tuple[int, ...], message: str) -> None:
+        self._log.info("notes.notice", kind=kind.value, note_ids=list(note_ids))
+        if self.notifier is not None:
+            self.notifier.notify(MaintainerNotice(kind, note_ids, message, self.clock.now()))

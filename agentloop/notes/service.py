@@ -1,0 +1,101 @@
+"""NoteTaking: the one object a bot holds for note-taking. It ties capture, end-of-session
+distillation, retrieval and feedback together so the agent gets better over time."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import structlog
+
+from agentloop.context import Session
+from agentloop.errors import CaptureDrainError
+from agentloop.notes.capture import TrajectoryRecorder
+from agentloop.notes.distillation import DistillationResult, DistillationStatus, Distiller
+from agentloop.notes.knowledge import KnowledgeBase
+from agentloop.notes.models import KnowledgeItem, Layer, LayerIds, RetrievedNote
+
+
+class Closeable(Protocol):
+    def close(self) -> None: ...
+
+
+class NoteTaking:
+    """Capture (recorder), distillation at session end, and retrieval with feedback.
+
+    Systems call `observe_session` so that `end_session(session_id)` knows the
+    session's org/team/project chain; a session never observed falls back to the ids
+    its tool executions carry.
+    """
+
+    def __init__(
+        self,
+        recorder: TrajectoryRecorder,
+        distiller: Distiller,
+        knowledge: KnowledgeBase,
+        *,
+        company_id: str = "default",
+        resources: Sequence[Closeable] = (),
+        logger: Any = None,
+    ) -> None:
+        self.recorder = recorder
+        self.distiller = distiller
+        self.knowledge = knowledge
+        self.company_id = company_id
+        self.resources = tuple(resources)
+        """Stores closed after capture has drained on `close()` (those a factory opened)."""
+        self._sessions: dict[str, Session] = {}
+        self._log = logger if logger is not None else structlog.get_logger("agentloop.notes")
+
+    def chain(self, session: Session) -> LayerIds:
+        """The tenant chain a session may read from (I11)."""
+        return LayerIds.of_session(session, self.company_id)
+
+    def observe_session(self, session: Session) -> None:
+        self._sessions[session.id] = session
+
+    def retrieve(self, query: str, session: Session, *, layer: Layer | None = None, k: int | None = None) -> list[RetrievedNote]:
+        """Notes for `query` within the session's chain; the session is recorded as having seen them."""
+        self.observe_session(session)
+        return self.knowledge.retrieve(query, self.chain(session), session_id=session.id, layer=layer, k=k)
+
+    async def end_session(self, session_id: str, *, success: bool) -> DistillationResult:
+        """Write the session's captured executions, then distill its trajectory.
+
+        Skips (and logs why) unsuccessful, short or already distilled trajectories.
+        """
+        session = self._sessions.pop(session_id, None)
+        try:
+            self.recorder.drain()
+        except CaptureDrainError as exc:
+            self._log.warning("notes.end_session.capture_pending", session_id=session_id, error=str(exc))
+            return self.distiller.report(DistillationResult(DistillationStatus.FAILED, str(exc), ""), 0.0)
+        trajectory = self.recorder.store.load(session_id)
+        self.recorder.forget_session(session_id)
+        if session is not None:
+            owner = self.chain(session)
+            user_id = session.user_id
+        else:
+            owner = LayerIds(self.company_id, project_id=trajectory.project_id)
+            user_id = trajectory.user_id
+        result = await self.distiller.distill(trajectory, success=success, owner=owner, user_id=user_id)
+        self._log.info("notes.end_session", session_id=session_id, status=result.status.value, reason=result.reason)
+        return result
+
+    def record_feedback(self, session_id: str, *, positive: bool = True) -> list[KnowledgeItem]:
+        """The user's verdict on a session; positive credits the notes it was shown."""
+        return self.knowledge.record_feedback(session_id, positive=positive)
+
+    def close(self) -> None:
+        """Stop capture, write every accepted execution (I12), then close the stores."""
+        self.recorder.close()
+        for resource in self.resources:
+            resource.close()
+
+    def __enter__(self) -> NoteTaking:
+        self.recorder.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+

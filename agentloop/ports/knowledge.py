@@ -1,0 +1,87 @@
+"""The KnowledgeRepository and MaintainerNotifier ports of the note-taking domain."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from agentloop.notes.models import (
+        KnowledgeItem,
+        Layer,
+        LayerIds,
+        MaintainerNotice,
+        MergeSuggestion,
+        NoteStatus,
+        Retrieval,
+    )
+    from agentloop.ports.vectors import Vectors
+
+
+@runtime_checkable
+class KnowledgeRepository(Protocol):
+    """Stored knowledge items with cosine search, usage counters and lifecycle.
+
+    Every method that takes a note id raises `UnknownNoteError` for an id never stored.
+    """
+
+    def __len__(self) -> int: ...
+
+    def add(self, item: KnowledgeItem) -> KnowledgeItem:
+        """Store a new item (its `id` must be None) and return it with its id."""
+        ...
+
+    def get(self, note_id: int) -> KnowledgeItem: ...
+
+    def search(
+        self,
+        vector: Vectors,
+        k: int,
+        *,
+        caller: LayerIds,
+        layer: Layer,
+        statuses: Collection[NoteStatus],
+        min_similarity: float = 0.0,
+    ) -> list[tuple[KnowledgeItem, float]]:
+        """Up to `k` items with these statuses and cosine similarity >= `min_similarity`,
+        most similar first, of `layer` or its parents and visible to `caller` (I11)."""
+        ...
+
+    def record_retrievals(
+        self, note_ids: Sequence[int], query: str, session_id: str | None, at: datetime
+    ) -> list[KnowledgeItem]:
+        """Add one to each note's retrieval_count, log the query and session; the updated items."""
+        ...
+
+    def retrievals(self, note_id: int) -> list[Retrieval]:
+        """Every recorded retrieval of the note, oldest first."""
+        ...
+
+    def credit_session(self, session_id: str, at: datetime) -> list[KnowledgeItem]:
+        """Add one to usefulness_score of each note the session was shown, once per session;
+        the items credited now (none on a repeated call)."""
+        ...
+
+    def add_reference(self, note_id: int, at: datetime) -> KnowledgeItem:
+        """Add one to the note's reference_count (a duplicate pointed at it)."""
+        ...
+
+    def set_flag(self, note_id: int, flagged: bool, at: datetime) -> KnowledgeItem: ...
+
+    def transition(self, note_id: int, target: NoteStatus, at: datetime) -> KnowledgeItem:
+        """Move the note to `target`; `InvalidTransition` if the lifecycle forbids it."""
+        ...
+
+    def add_merge_suggestion(self, suggestion: MergeSuggestion) -> bool:
+        """Store a suggestion; False if this pair was already suggested."""
+        ...
+
+    def merge_suggestions(self) -> list[MergeSuggestion]: ...
+
+
+@runtime_checkable
+class MaintainerNotifier(Protocol):
+    """Tells the people who curate knowledge that something needs their review."""
+
+    def notify(self, notice: MaintainerNotice) -> None: ...

@@ -1,0 +1,93 @@
+"""Test kit for note-taking: tool executions made to order and a store that fails on cue."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from agentloop.components import ToolExecution
+from agentloop.notes.models import Trajectory
+from agentloop.ports.trajectories import TrajectoryStore
+
+__all__ = ["FlakyTrajectoryStore", "make_execution", "make_executions"]
+
+_ids = itertools.count(1)
+
+
+def make_execution(
+    tool_name: str = "search",
+    *,
+    session_id: str = "test-session",
+    arguments: dict[str, Any] | None = None,
+    result: str | None = "ok",
+    error: str | None = None,
+    started_at: datetime | None = None,
+    duration_ms: float = 100.0,
+    parent_id: str | None = None,
+    user_id: str | None = "test-user",
+    project_id: str | None = None,
+    execution_id: str | None = None,
+    context_snapshot: dict[str, str] | None = None,
+) -> ToolExecution:
+    """One finished tool execution; ids are unique within the process unless given."""
+    return ToolExecution(
+        id=execution_id or f"exec-{next(_ids)}",
+        tool_name=tool_name,
+        arguments=arguments if arguments is not None else {"query": tool_name},
+        started_at=started_at or datetime(2026, 1, 1, tzinfo=UTC),
+        duration_ms=duration_ms,
+        session_id=session_id,
+        result=None if error is not None else result,
+        error=error,
+        parent_id=parent_id,
+        user_id=user_id,
+        project_id=project_id,
+        context_snapshot=context_snapshot or {},
+    )
+
+
+def make_executions(
+    tools: Sequence[str],
+    *,
+    session_id: str = "test-session",
+    start: datetime = datetime(2026, 1, 1, tzinfo=UTC),
+    every_s: float = 15.0,
+    **fields: Any,
+) -> list[ToolExecution]:
+    """Executions of `tools` in order, one starting every `every_s` seconds."""
+    return [
+        make_execution(tool, session_id=session_id, started_at=start + timedelta(seconds=i * every_s), **fields)
+        for i, tool in enumerate(tools)
+    ]
+
+
+class FlakyTrajectoryStore:
+    """Wraps a real TrajectoryStore; `append` raises `OSError` while `failing` is True
+    or for the next `fail_next` calls, so capture's retry path can be exercised."""
+
+    def __init__(self, inner: TrajectoryStore) -> None:
+        self.inner = inner
+        self.failing = False
+        self.fail_next = 0
+        self.failures = 0
+
+    def append(self, executions: Sequence[ToolExecution]) -> None:
+        if self.failing or self.fail_next > 0:
+            self.fail_next = max(0, self.fail_next - 1)
+            self.failures += 1
+            raise OSError("injected trajectory store failure")
+        self.inner.append(executions)
+
+    def load(self, session_id: str) -> Trajectory:
+        return self.inner.load(session_id)
+
+    def count(self) -> int:
+        return self.inner.count()
+
+    def mark_distilled(self, trajectory_hash: str, session_id: str, note_id: int, at: datetime) -> None:
+        self.inner.mark_distilled(trajectory_hash, session_id, note_id, at)
+
+    def is_distilled(self, trajectory_hash: str) -> bool:
+        return self.inner.is_distilled(trajectory_hash)

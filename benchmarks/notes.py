@@ -1,0 +1,171 @@
+"""Note-taking benchmarks (DESIGN.md section 7), printed next to their targets.
+
+    python benchmarks/notes.py              # 100,000 notes of dim 384 (builds the index: minutes)
+    python benchmarks/notes.py --notes 20000
+
+- capture: the cost of `TrajectoryRecorder.enqueue` on the tool's path (target <= 5 us)
+- batch writes: events per second into SQLite, at the default batch of 10 and through the
+  background writer (target >= 20,000 events/s)
+- retrieval at N notes, 90% of them in the caller's tenant chain: p50 of a scoped
+  repository search and recall@10 against exact search (targets <= 2 ms p50, >= 0.95),
+  on embedding-like vectors and on hashed random texts (the worst case); and the p50 of
+  a full `retrieve` (embedding, search, ranking, tracking)
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+
+from agentloop.adapters import SqliteKnowledgeRepository, SqliteTrajectoryStore
+from agentloop.adapters.hashing_embedder import HashingEmbedder
+from agentloop.logging import configure_logging
+from agentloop.notes import (
+    RETRIEVABLE,
+    CaptureSettings,
+    KnowledgeBase,
+    KnowledgeItem,
+    Layer,
+    LayerIds,
+    NoteType,
+    TrajectoryRecorder,
+)
+from agentloop.testing.notes import make_execution
+from vector_index import low_rank  # benchmarks/ is on sys.path when run as a script
+
+
+def _row(name: str, measured: str, target: str) -> None:
+    print(f"{name:<52} {measured:>16}   target {target}")
+
+
+def bench_enqueue(events: int) -> None:
+    executions = [make_execution("search", session_id=f"s{i % 1000}") for i in range(events)]
+    with tempfile.TemporaryDirectory() as directory:
+        recorder = TrajectoryRecorder(SqliteTrajectoryStore(Path(directory) / "t.db"))
+        enqueue = recorder.enqueue
+        started = time.perf_counter()
+        for execution in executions:
+            enqueue(execution)
+        per_event = (time.perf_counter() - started) / events * 1e6
+        _row("capture: enqueue per event (1,000 sessions)", f"{per_event:.2f} us", "<= 5 us")
+        busy = [make_execution("poll", session_id="busy") for _ in range(events)]
+        sampling = TrajectoryRecorder(SqliteTrajectoryStore(Path(directory) / "t2.db"), rng=random.Random(0))
+        started = time.perf_counter()
+        for execution in busy:
+            sampling.enqueue(execution)
+        per_event = (time.perf_counter() - started) / events * 1e6
+        _row("capture: enqueue per event (sampling active)", f"{per_event:.2f} us", "<= 5 us")
+
+
+def bench_writes(events: int) -> None:
+    executions = [make_execution("search", session_id=f"s{i % 100}", arguments={"q": i}) for i in range(events)]
+    with tempfile.TemporaryDirectory() as directory:
+        store = SqliteTrajectoryStore(Path(directory) / "t.db")
+        started = time.perf_counter()
+        for start in range(0, events, 10):
+            store.append(executions[start : start + 10])
+        rate = events / (time.perf_counter() - started)
+        _row("batch writes: store.append, batches of 10", f"{rate:,.0f} ev/s", ">= 20,000 events/s")
+
+        fresh = [make_execution("search", session_id=f"s{i % 100}", arguments={"q": i}) for i in range(events)]
+        recorder = TrajectoryRecorder(
+            SqliteTrajectoryStore(Path(directory) / "t2.db"),
+            settings=CaptureSettings(batch_size=10, sampling_threshold_per_minute=10**9),
+        )
+        recorder.start()
+        started = time.perf_counter()
+        for execution in fresh:
+            recorder.enqueue(execution)
+        recorder.close()
+        rate = events / (time.perf_counter() - started)
+        _row("batch writes: background writer, enqueue to drained", f"{rate:,.0f} ev/s", ">= 20,000 events/s")
+
+
+def _texts(count: int, rng: random.Random) -> list[str]:
+    vocabulary = [f"w{i}" for i in range(3000)]
+    return [" ".join(rng.choices(vocabulary, k=12)) for _ in range(count)]
+
+
+def bench_retrieval(notes: int, queries: int, dim: int, corpus: str) -> None:
+    """`low-rank`: embedding-like vectors (intrinsic dimension far below `dim`, as
+    sentence embeddings are); `hashed-text`: HashingEmbedder rows of random 12-word
+    texts, close to i.i.d. random vectors and so the worst case for a graph index."""
+    rng = random.Random(7)
+    embedder = HashingEmbedder(dim)
+    caller = LayerIds("default", "o1", "t1", "p1")
+    other = LayerIds("default", "o2", "t9", "p9")
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    if corpus == "low-rank":
+        matrix, query_vectors = low_rank(np.random.default_rng(7), notes, queries, dim)
+        texts = [f"note {i}" for i in range(notes)]
+        query_texts: list[str] = []
+    else:
+        texts = _texts(notes, rng)
+        matrix = np.concatenate([embedder.embed(texts[i : i + 5000]) for i in range(0, notes, 5000)])
+        query_texts = _texts(queries, rng)
+        query_vectors = embedder.embed(query_texts)
+    visible = np.arange(notes) % 10 != 0
+    with tempfile.TemporaryDirectory() as directory:
+        repository = SqliteKnowledgeRepository(Path(directory) / "k.db", dim=dim)
+        started = time.perf_counter()
+        for start in range(0, notes, 5000):
+            repository.add_many([
+                KnowledgeItem(NoteType.PATTERN, Layer.PROJECT, caller if visible[i] else other, texts[i][:20], texts[i], matrix[i], at)
+                for i in range(start, min(start + 5000, notes))
+            ])
+        build_s = time.perf_counter() - started
+        label = f"{notes:,} {corpus}"
+        _row(f"retrieval: build {label} notes (dim {dim})", f"{build_s:.1f} s", "-")
+
+        latencies = []
+        found = []
+        for vector in query_vectors:
+            t0 = time.perf_counter()
+            hits = repository.search(vector, 10, caller=caller, layer=Layer.PROJECT, statuses=RETRIEVABLE, min_similarity=-1.0)
+            latencies.append((time.perf_counter() - t0) * 1000.0)
+            found.append({item.key for item, _ in hits})
+        # Exact search runs afterwards: a 100,000 x 384 product between queries would evict
+        # the index from the CPU caches and time that instead.
+        recalls = []
+        for vector, ids in zip(query_vectors, found, strict=True):
+            scores = np.where(visible, matrix @ vector, -np.inf)
+            exact = set((np.argpartition(-scores, 10)[:10] + 1).tolist())
+            recalls.append(len(ids & exact) / 10)
+        _row(f"retrieval: search p50, {label}, 90% visible", f"{statistics.median(latencies):.3f} ms", "<= 2 ms")
+        _row(f"retrieval: recall@10 vs exact, {label}", f"{statistics.mean(recalls):.3f}", ">= 0.95")
+
+        if query_texts:
+            knowledge = KnowledgeBase(repository, embedder)
+            full = []
+            for text in query_texts:
+                t0 = time.perf_counter()
+                knowledge.retrieve(text, caller, session_id="bench", k=5, min_similarity=0.0)
+                full.append((time.perf_counter() - t0) * 1000.0)
+            _row(f"retrieval: KnowledgeBase.retrieve p50, {label}", f"{statistics.median(full):.3f} ms", "-")
+        repository.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--notes", type=int, default=100_000)
+    parser.add_argument("--dim", type=int, default=384)
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--events", type=int, default=200_000)
+    parser.add_argument("--corpus", choices=["low-rank", "hashed-text", "both"], default="both")
+    args = parser.parse_args()
+    configure_logging("WARNING")
+    bench_enqueue(args.events)
+    bench_writes(args.events // 4)
+    for corpus in ("low-rank", "hashed-text") if args.corpus == "both" else (args.corpus,):
+        bench_retrieval(args.notes, args.queries, args.dim, corpus)
+
+
+if __name__ == "__main__":
+    main()

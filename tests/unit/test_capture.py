@@ -1,0 +1,239 @@
+"""TrajectoryRecorder: non-blocking enqueue, batches, retries, sampling, drain (I12)."""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from structlog.testing import capture_logs
+
+from agentloop.adapters import InMemoryMetrics, SqliteTrajectoryStore
+from agentloop.errors import CaptureDrainError, RecorderClosedError
+from agentloop.notes import CaptureSettings, TrajectoryRecorder
+from agentloop.testing import FakeClock
+from agentloop.testing.notes import FlakyTrajectoryStore, make_execution
+
+
+def _wait_for(predicate: object, timeout: float = 3.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():  # type: ignore[operator]
+            return True
+        time.sleep(0.01)
+    return False
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> SqliteTrajectoryStore:
+    return SqliteTrajectoryStore(tmp_path / "trajectories.db")
+
+
+def test_enqueue_only_buffers_until_a_flush(store: SqliteTrajectoryStore) -> None:
+    recorder = TrajectoryRecorder(store, clock=FakeClock())
+    assert recorder.enqueue(make_execution("read_file"))
+    assert store.count() == 0
+    assert recorder.stats.pending == 1
+    assert recorder.flush() == 1
+    assert store.count() == 1
+
+
+def test_a_full_batch_wakes_the_background_writer(store: SqliteTrajectoryStore) -> None:
+    metrics = InMemoryMetrics()
+    recorder = TrajectoryRecorder(store, settings=CaptureSettings(flush_interval_s=3600), metrics=metrics)
+    recorder.start()
+    try:
+        for _ in range(9):
+            recorder.enqueue(make_execution())
+        time.sleep(0.05)
+        assert store.count() == 0
+        recorder.enqueue(make_execution())
+        assert _wait_for(lambda: store.count() == 10)
+        assert metrics.observations("note_taking.capture.batch_size") == [10.0]
+    finally:
+        recorder.close()
+
+
+def test_the_interval_flushes_a_partial_batch_on_the_injected_clock(store: SqliteTrajectoryStore) -> None:
+    clock = FakeClock()
+    recorder = TrajectoryRecorder(store, clock=clock)
+    for _ in range(3):
+        recorder.enqueue(make_execution())
+    assert recorder.tick() == 0
+    clock.advance(4.9)
+    assert recorder.tick() == 0
+    clock.advance(0.1)
+    assert recorder.tick() == 3
+    assert store.count() == 3
+
+
+def test_the_interval_flushes_in_real_time_too(store: SqliteTrajectoryStore) -> None:
+    recorder = TrajectoryRecorder(store, settings=CaptureSettings(flush_interval_s=0.05))
+    with recorder:
+        recorder.enqueue(make_execution())
+        recorder.enqueue(make_execution())
+        assert _wait_for(lambda: store.count() == 2, timeout=2.0)
+
+
+def test_a_failed_flush_is_retried_after_backoff(store: SqliteTrajectoryStore) -> None:
+    clock = FakeClock()
+    flaky = FlakyTrajectoryStore(store)
+    recorder = TrajectoryRecorder(flaky, clock=clock, settings=CaptureSettings(retry_backoff_s=0.5))
+    for _ in range(4):
+        recorder.enqueue(make_execution())
+    flaky.fail_next = 2
+    with capture_logs() as logs:
+        assert recorder.flush() == 0
+    assert any(entry["event"] == "capture.flush_failed" for entry in logs)
+    assert recorder.stats.pending == 4 and recorder.stats.failed_flushes == 1
+    clock.advance(0.4)
+    assert recorder.tick() == 0
+    clock.advance(0.1)
+    assert recorder.tick() == 0  # second injected failure: backoff doubles to 1 s
+    clock.advance(0.9)
+    assert recorder.tick() == 0
+    clock.advance(0.1)
+    assert recorder.tick() == 4
+    assert store.count() == 4 and recorder.stats.pending == 0
+
+
+def test_close_drains_everything_and_refuses_later_events(store: SqliteTrajectoryStore) -> None:
+    flaky = FlakyTrajectoryStore(store)
+    recorder = TrajectoryRecorder(flaky, clock=FakeClock())
+    recorder.start()
+    flaky.fail_next = 1
+    for _ in range(5):
+        recorder.enqueue(make_execution())
+    recorder.flush()
+    recorder.enqueue(make_execution())
+    recorder.close()
+    assert store.count() == 6
+    with pytest.raises(RecorderClosedError, match="after the trajectory recorder was closed"):
+        recorder.enqueue(make_execution())
+
+
+def test_a_store_that_stays_down_at_shutdown_is_reported_not_hidden(store: SqliteTrajectoryStore) -> None:
+    flaky = FlakyTrajectoryStore(store)
+    recorder = TrajectoryRecorder(flaky, clock=FakeClock())
+    for _ in range(3):
+        recorder.enqueue(make_execution())
+    flaky.failing = True
+    with pytest.raises(CaptureDrainError, match="3 captured tool executions could not be written"):
+        recorder.close()
+    assert recorder.stats.pending == 3
+    flaky.failing = False
+    assert recorder.drain() == 3
+    assert store.count() == 3
+
+
+def test_the_same_execution_is_captured_once(store: SqliteTrajectoryStore) -> None:
+    recorder = TrajectoryRecorder(store, clock=FakeClock())
+    execution = make_execution()
+    assert recorder.enqueue(execution)
+    assert not recorder.enqueue(execution)
+    recorder.flush()
+    assert store.count() == 1 and recorder.stats.duplicates == 1
+
+
+def test_sampling_starts_above_the_rate_and_keeps_every_failure(store: SqliteTrajectoryStore) -> None:
+    clock = FakeClock()
+    recorder = TrajectoryRecorder(store, clock=clock, rng=random.Random(7))
+    with capture_logs() as logs:
+        for _ in range(100):
+            assert recorder.enqueue(make_execution(session_id="busy"))
+            clock.advance(0.5)
+        assert not recorder.sampling_active("busy")
+        kept_ok = sum(recorder.enqueue(make_execution(session_id="busy")) for _ in range(1000))
+        kept_failed = sum(recorder.enqueue(make_execution(session_id="busy", error="boom")) for _ in range(50))
+        assert recorder.enqueue(make_execution(session_id="calm"))
+    assert recorder.sampling_active("busy") and not recorder.sampling_active("calm")
+    assert 60 <= kept_ok <= 140
+    assert kept_failed == 50
+    assert recorder.stats.sampled_out == 1000 - kept_ok
+    assert {"event": "capture.sampling", "session_id": "busy", "active": True} in [
+        {k: entry[k] for k in ("event", "session_id", "active")} for entry in logs if entry["event"] == "capture.sampling"
+    ]
+    clock.advance(61)
+    assert recorder.enqueue(make_execution(session_id="busy"))
+    assert not recorder.sampling_active("busy")
+
+
+class CaptureMachine(RuleBasedStateMachine):
+    """I12: whatever flush failures happen, after a clean shutdown the store holds every
+    accepted event; sampled-out events are counted, never silently dropped."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        import tempfile
+
+        self._dir = tempfile.TemporaryDirectory()
+        self.store = SqliteTrajectoryStore(Path(self._dir.name) / "t.db")
+        self.flaky = FlakyTrajectoryStore(self.store)
+        self.clock = FakeClock()
+        self.recorder = TrajectoryRecorder(
+            self.flaky, clock=self.clock, rng=random.Random(0),
+            settings=CaptureSettings(batch_size=4, sampling_threshold_per_minute=6, sampling_rate=0.5),
+        )
+        self.accepted: set[str] = set()
+        self.offered = 0
+        self.closed = False
+
+    @precondition(lambda self: not self.closed)
+    @rule(session=st.sampled_from(["a", "b"]), failed=st.booleans(), gap=st.sampled_from([0.0, 1.0, 30.0]))
+    def enqueue(self, session: str, failed: bool, gap: float) -> None:
+        self.clock.advance(gap)
+        execution = make_execution(session_id=session, error="boom" if failed else None)
+        self.offered += 1
+        if self.recorder.enqueue(execution):
+            self.accepted.add(execution.id)
+        elif failed:
+            raise AssertionError("a failed execution was sampled out")
+
+    @rule(failing=st.booleans())
+    def store_health(self, failing: bool) -> None:
+        self.flaky.failing = failing
+
+    @precondition(lambda self: not self.closed)
+    @rule(seconds=st.sampled_from([0.1, 1.0, 6.0]))
+    def tick(self, seconds: float) -> None:
+        self.clock.advance(seconds)
+        self.recorder.tick()
+
+    @precondition(lambda self: not self.closed)
+    @rule()
+    def flush(self) -> None:
+        self.recorder.flush()
+
+    @precondition(lambda self: not self.closed)
+    @rule()
+    def clean_shutdown(self) -> None:
+        self.flaky.failing = False
+        self.recorder.close()
+        self.closed = True
+        assert self._stored_ids() == self.accepted
+
+    @invariant()
+    def nothing_is_lost(self) -> None:
+        stats = self.recorder.stats
+        assert stats.accepted == len(self.accepted) == stats.written + stats.pending
+        assert stats.accepted + stats.sampled_out + stats.duplicates == self.offered
+        assert stats.written == self.store.count()
+
+    def _stored_ids(self) -> set[str]:
+        return {e.id for s in ("a", "b") for e in self.store.load(s).executions}
+
+    def teardown(self) -> None:
+        if not self.closed:
+            self.flaky.failing = False
+            self.recorder.close()
+            assert self._stored_ids() == self.accepted
+        self.store.close()
+        self._dir.cleanup()
+
+
+TestCaptureMachine = CaptureMachine.TestCase
+TestCaptureMachine.settings = settings(deadline=None, max_examples=40, stateful_step_count=40)

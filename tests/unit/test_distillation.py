@@ -1,0 +1,177 @@
+"""Distillation: the prompt, parsing the reply, skip rules, failures and dedup."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agentloop import LlmReply, LlmRequest
+from agentloop.adapters import InMemoryMetrics, SqliteKnowledgeRepository, SqliteTrajectoryStore
+from agentloop.adapters.hashing_embedder import HashingEmbedder
+from agentloop.errors import DistillationError, LlmCallError
+from agentloop.notes import (
+    INSTRUCTIONS,
+    DistillationSettings,
+    DistillationStatus,
+    Distiller,
+    KnowledgeBase,
+    Layer,
+    LayerIds,
+    Trajectory,
+    build_prompt,
+    parse_note,
+)
+from agentloop.outcome import FailureKind
+from agentloop.testing import FakeClock
+from agentloop.testing.notes import make_execution, make_executions
+
+REPLY = """Here is the note.
+
+## Context
+Users could not log in after the password reset.
+
+## Solution
+Invalidate the old session tokens when the password changes.
+
+## Key Patterns
+Tie session validity to a credentials version.
+
+## Code Examples
+None
+
+## Tags
+auth, sessions, #security
+"""
+
+
+class Model:
+    """A distilling model for these tests: a fixed reply, or an exception."""
+
+    def __init__(self, reply: str | BaseException = REPLY, model: str | None = "m-1") -> None:
+        self.reply = reply
+        self.model = model
+        self.requests: list[LlmRequest] = []
+
+    async def complete(self, request: LlmRequest) -> LlmReply:
+        self.requests.append(request)
+        if isinstance(self.reply, BaseException):
+            raise self.reply
+        return LlmReply(content=self.reply, model=self.model)
+
+
+OWNER = LayerIds(org_id="o1", team_id="t1", project_id="p1")
+
+
+def _trajectory(session_id: str = "s1", count: int = 3, every_s: float = 20.0) -> Trajectory:
+    return Trajectory(session_id, tuple(make_executions(["search", "read", "fix", "test"][:count], session_id=session_id, every_s=every_s)))
+
+
+@pytest.fixture
+def parts(tmp_path: Path) -> Iterator[tuple[KnowledgeBase, SqliteTrajectoryStore, InMemoryMetrics]]:
+    embedder = HashingEmbedder()
+    repository = SqliteKnowledgeRepository(tmp_path / "k.db", dim=embedder.dim)
+    metrics = InMemoryMetrics()
+    yield KnowledgeBase(repository, embedder, clock=FakeClock(), metrics=metrics), SqliteTrajectoryStore(tmp_path / "t.db"), metrics
+    repository.close()
+
+
+def test_the_reply_is_split_into_the_five_sections() -> None:
+    note = parse_note(REPLY)
+    assert note.context == "Users could not log in after the password reset."
+    assert note.key_patterns == "Tie session validity to a credentials version."
+    assert note.code_examples is None
+    assert note.tags == ("auth", "sessions", "security")
+    assert note.title == "Users could not log in after the password reset."
+    markdown = note.to_markdown()
+    assert markdown.startswith("## Context\n") and "## Code Examples" not in markdown and "## Tags\nauth" in markdown
+
+
+def test_a_reply_without_a_required_section_is_refused() -> None:
+    with pytest.raises(DistillationError, match="lacks the section\\(s\\) Solution, Key Patterns"):
+        parse_note("## Context\nSomething happened.\n## Tags\nx")
+
+
+def test_the_prompt_asks_for_the_sections_and_shows_each_step() -> None:
+    root = make_execution("plan", result="x" * 5000)
+    child = make_execution("write", parent_id=root.id, error="disk full", context_snapshot={"cwd": "/repo"})
+    request = build_prompt(Trajectory("s", (root, child)), model="m", max_output_chars=100)
+    system, user = (m.content or "" for m in request.messages)
+    assert system == INSTRUCTIONS and "## Key Patterns\nWhat reusable patterns emerged?" in system
+    assert "### Step 1: plan" in user and "### Step 2: write" in user
+    assert "Called within step 1" in user and "Error: disk full" in user and "Context: cwd=/repo" in user
+    assert "[4900 more characters]" in user
+    assert request.model == "m" and request.temperature == 0.0
+
+
+def test_a_good_trajectory_becomes_a_draft_project_note(parts: tuple[KnowledgeBase, SqliteTrajectoryStore, InMemoryMetrics]) -> None:
+    knowledge, store, metrics = parts
+    distiller = Distiller(Model(), knowledge, store, clock=FakeClock(), metrics=metrics)
+    trajectory = _trajectory()
+    result = asyncio.run(distiller.distill(trajectory, success=True, owner=OWNER, user_id="u1"))
+    assert result.status is DistillationStatus.STORED and result.note is not None
+    assert result.note.layer is Layer.PROJECT and result.note.metadata is not None
+    assert result.note.metadata.llm_model_used == "m-1" and result.note.metadata.user_id == "u1"
+    assert store.is_distilled(trajectory.content_hash)
+    assert metrics.counter("note_taking.distillation.total", {"status": "success"}) == 1
+
+
+def test_a_distilled_trajectory_is_not_distilled_again(parts: tuple[KnowledgeBase, SqliteTrajectoryStore, InMemoryMetrics]) -> None:
+    knowledge, store, _ = parts
+    model = Model()
+    distiller = Distiller(model, knowledge, store)
+    asyncio.run(distiller.distill(_trajectory("s1"), success=True, owner=OWNER))
+    again = asyncio.run(distiller.distill(_trajectory("s2"), success=True, owner=OWNER))
+    assert again.status is DistillationStatus.SKIPPED and "already distilled" in again.reason
+    assert len(model.requests) == 1
+
+
+@pytest.mark.parametrize(
+    ("success", "count", "every_s", "reason"),
+    [(False, 3, 20.0, "did not end successfully"), (True, 2, 60.0, "fewer than 3"), (True, 3, 10.0, "less than 30 s")],
+)
+def test_skip_rules(
+    parts: tuple[KnowledgeBase, SqliteTrajectoryStore, InMemoryMetrics], success: bool, count: int, every_s: float, reason: str
+) -> None:
+    knowledge, store, metrics = parts
+    model = Model()
+    result = asyncio.run(
+        Distiller(model, knowledge, store, metrics=metrics).distill(_trajectory(count=count, every_s=every_s), success=success, owner=OWNER)
+    )
+    assert result.status is DistillationStatus.SKIPPED and reason in result.reason
+    assert model.requests == [] and metrics.counter("note_taking.distillation.total", {"status": "skip"}) == 1
+
+
+@pytest.mark.parametrize(
+    "reply", [LlmCallError("overloaded", kind=FailureKind.RATE_LIMIT), "## Context\nonly context"]
+)
+def test_a_failing_model_or_a_bad_reply_is_an_error_not_an_exception(
+    parts: tuple[KnowledgeBase, SqliteTrajectoryStore, InMemoryMetrics], reply: str | BaseException
+) -> None:
+    knowledge, store, metrics = parts
+    result = asyncio.run(Distiller(Model(reply), knowledge, store, metrics=metrics).distill(_trajectory(), success=True, owner=OWNER))
+    assert result.status is DistillationStatus.FAILED and result.note is None
+    assert not store.is_distilled(_trajectory().content_hash)
+    assert metrics.counter("note_taking.distillation.total", {"status": "error"}) == 1
+    assert len(metrics.observations("note_taking.distillation.duration_ms")) == 1
+
+
+def test_a_near_duplicate_raises_the_reference_count_instead(parts: tuple[KnowledgeBase, SqliteTrajectoryStore, InMemoryMetrics]) -> None:
+    knowledge, store, _ = parts
+    distiller = Distiller(Model(), knowledge, store, settings=DistillationSettings(duplicate_above=0.95))
+    first = asyncio.run(distiller.distill(_trajectory("s1"), success=True, owner=OWNER))
+    second = asyncio.run(distiller.distill(_trajectory("s2", count=4), success=True, owner=OWNER))
+    assert second.status is DistillationStatus.DUPLICATE and second.note is not None and first.note is not None
+    assert second.note.key == first.note.key and second.note.reference_count == 1
+    assert len(knowledge.repository) == 1
+
+
+def test_notes_of_another_project_are_not_duplicates(parts: tuple[KnowledgeBase, SqliteTrajectoryStore, InMemoryMetrics]) -> None:
+    knowledge, store, _ = parts
+    distiller = Distiller(Model(), knowledge, store)
+    asyncio.run(distiller.distill(_trajectory("s1"), success=True, owner=OWNER))
+    other = LayerIds(org_id="o2", team_id="t9", project_id="p9")
+    result = asyncio.run(distiller.distill(_trajectory("s2", count=4), success=True, owner=other))
+    assert result.status is DistillationStatus.STORED and len(knowledge.repository) == 2

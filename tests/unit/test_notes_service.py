@@ -1,0 +1,67 @@
+"""NoteTaking and open_note_taking: end of session, fallbacks, shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from agentloop import LlmReply, LlmRequest, Session
+from agentloop.adapters import InMemoryMetrics, open_note_taking
+from agentloop.notes import DistillationStatus, Layer, LayerIds
+from agentloop.testing import FakeClock
+from agentloop.testing.notes import FlakyTrajectoryStore, make_executions
+
+REPLY = "## Context\nCI was red.\n## Solution\nPin the tool versions.\n## Key Patterns\nPin versions in CI.\n## Tags\nci"
+
+
+class Model:
+    def __init__(self) -> None:
+        self.requests: list[LlmRequest] = []
+
+    async def complete(self, request: LlmRequest) -> LlmReply:
+        self.requests.append(request)
+        return LlmReply(content=REPLY, model="m-2")
+
+
+def test_a_session_end_distills_what_was_captured(tmp_path: Path) -> None:
+    clock = FakeClock()
+    with open_note_taking(tmp_path, Model(), clock=clock) as notes:
+        session = Session("s1", user_id="u1", project_id="p1", team_id="t1", org_id="o1")
+        notes.observe_session(session)
+        for execution in make_executions(["lint", "test", "pin"], session_id="s1", project_id="p1"):
+            notes.recorder.enqueue(execution)
+        result = asyncio.run(notes.end_session("s1", success=True))
+        assert result.status is DistillationStatus.STORED and result.note is not None
+        assert result.note.layer_ids == LayerIds("default", "o1", "t1", "p1")
+        found = notes.retrieve("pin tool versions in CI", session)
+        assert [r.item.key for r in found] == [result.note.key]
+    assert (tmp_path / "bot.notes.sqlite3").exists() and (tmp_path / "bot.notes.sqlite3.hnsw").exists()
+    assert (tmp_path / "bot.trajectories.sqlite3").exists()
+
+
+def test_a_session_never_observed_uses_the_ids_its_executions_carry(tmp_path: Path) -> None:
+    notes = open_note_taking(tmp_path, Model(), company_id="acme")
+    for execution in make_executions(["lint", "test", "pin"], session_id="s7", project_id="p7", user_id="u7"):
+        notes.recorder.enqueue(execution)
+    result = asyncio.run(notes.end_session("s7", success=True))
+    assert result.note is not None and result.note.metadata is not None
+    assert result.note.layer is Layer.PROJECT and result.note.layer_ids == LayerIds("acme", project_id="p7")
+    assert result.note.metadata.user_id == "u7"
+    notes.close()
+
+
+def test_a_store_that_cannot_take_the_trajectory_fails_the_distillation(tmp_path: Path) -> None:
+    metrics = InMemoryMetrics()
+    model = Model()
+    notes = open_note_taking(tmp_path, model, metrics=metrics)
+    flaky = FlakyTrajectoryStore(notes.recorder.store)
+    notes.recorder.store = flaky
+    for execution in make_executions(["lint", "test", "pin"], session_id="s1"):
+        notes.recorder.enqueue(execution)
+    flaky.failing = True
+    result = asyncio.run(notes.end_session("s1", success=True))
+    assert result.status is DistillationStatus.FAILED and "could not be written" in result.reason
+    assert model.requests == [] and metrics.counter("note_taking.distillation.total", {"status": "error"}) == 1
+    flaky.failing = False
+    assert notes.recorder.drain() == 3 and flaky.count() == 3
+    notes.close()
