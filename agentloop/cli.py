@@ -12,36 +12,42 @@ import asyncio
 import importlib
 import json
 import os
+import sqlite3
 import sys
 import tempfile
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
 import attrs
 import structlog
 
-from agentloop.adapters.console import ConsoleChannel
+from agentloop.adapters import ConsoleChannel, open_note_taking
 from agentloop.context import IncomingMessage, Session
 from agentloop.errors import (
     ContextManagementWarning,
+    DemoCheckFailed,
     EndpointUnreachableError,
+    InvalidTransition,
     PipelineError,
     TaskError,
     TemplateError,
+    UnknownNoteError,
     UnknownTemplateError,
 )
 from agentloop.logging import configure_logging
 from agentloop.loop import AgentLoop, PipelineDescription
 from agentloop.messages import LlmRequest, Role
+from agentloop.demo import run_demo
+from agentloop.notes import KnowledgeBase, KnowledgeItem, Layer, LayerIds, NoteStatus, NoteTaking
 from agentloop.ports import LLM, Channel, Clock
 from agentloop.system import System
 from agentloop.tasks import Evaluator, TaskResult, TaskTrace, TaskTurn, TemplateRegistry, validate_path
 from agentloop.testing.llm import ScriptedLLM
 from agentloop.tools import Tool
-from systems import StandardPipeline, standard_pipeline
+from systems import StandardPipeline, add_note_taking, standard_pipeline
 
 DEFAULT_DATA_DIR = "agentloop-data"
 DEFAULT_BASE_URL = "http://localhost:11434/v1"
@@ -56,10 +62,12 @@ class CliError(Exception):
 
 @attrs.define
 class Bot:
-    """An open bot: its editable pipeline (which owns the stores) and the loop built from it."""
+    """An open bot: its editable pipeline (which owns the stores), the loop built from
+    it, and its note-taking (capture, distillation, the knowledge base)."""
 
     pipeline: StandardPipeline
     loop: AgentLoop
+    note_taking: NoteTaking
 
 
 @contextmanager
@@ -73,14 +81,19 @@ def open_bot(
     clock: Clock | None = None,
     inputs: Iterable[type] = (),
 ) -> Iterator[Bot]:
-    """The standard bot on `<data_dir>/<bot>.*`, built, and closed (index saved) on exit."""
-    try:
-        Path(data_dir).mkdir(parents=True, exist_ok=True)
-        pipeline = standard_pipeline(llm, channel, data_dir=data_dir, bot=bot, tools=tools, clock=clock)
-    except (OSError, ValueError) as error:
-        raise CliError(f"cannot open the bot {bot!r} in {data_dir}: {error}") from error
-    with pipeline:
-        yield Bot(pipeline, pipeline.build(inputs=inputs))
+    """The standard bot with note-taking on `<data_dir>/<bot>.*`, built; on exit capture
+    is drained and every store closed (indexes saved)."""
+    with ExitStack() as stack:
+        try:
+            Path(data_dir).mkdir(parents=True, exist_ok=True)
+            pipeline = stack.enter_context(
+                standard_pipeline(llm, channel, data_dir=data_dir, bot=bot, tools=tools, clock=clock)
+            )
+            note_taking = stack.enter_context(open_note_taking(data_dir, llm, bot=bot, clock=clock))
+        except (OSError, ValueError, sqlite3.Error) as error:
+            raise CliError(f"cannot open the bot {bot!r} in {data_dir}: {error}") from error
+        add_note_taking(pipeline, note_taking)
+        yield Bot(pipeline, pipeline.build(inputs=inputs), note_taking)
 
 
 def load_pipeline(target: str) -> AgentLoop:
@@ -141,7 +154,8 @@ def echo_instruction(request: LlmRequest) -> str:
     order the tasks ran, without a model.
     """
     user = next((m.content for m in reversed(request.messages) if m.role is Role.USER and m.content), "")
-    return f"[scripted] {user.split(chr(10) * 2)[0].strip()}"
+    instruction = user.split("\n\n")[0].strip()
+    return f"[scripted] {instruction}"
 
 
 def _pipeline_show(args: argparse.Namespace, out: TextIO) -> int:
@@ -153,6 +167,21 @@ def _pipeline_show(args: argparse.Namespace, out: TextIO) -> int:
         ) as bot:
             description = bot.loop.describe()
     print(description.to_mermaid() if args.mermaid else description.to_text(), file=out)
+    return 0
+
+
+def _demo(args: argparse.Namespace, out: TextIO) -> int:
+    with ExitStack() as stack:
+        if args.data_dir is None:
+            data_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="agentloop-demo-")))
+        else:
+            data_dir = Path(args.data_dir)
+            if data_dir.exists() and any(data_dir.iterdir()):
+                raise CliError(f"{data_dir} is not empty; the demo's story starts from a new bot, so give a new or empty --data-dir")
+        try:
+            asyncio.run(run_demo(open_bot, data_dir, out=out, progress=sys.stderr))
+        except DemoCheckFailed as error:
+            raise CliError(f"demo failed: {error}") from error
     return 0
 
 
@@ -181,6 +210,78 @@ async def _converse(loop: AgentLoop, session: Session, llm: LLM, lines: TextIO) 
                 print(f"agentloop: {failure.source.value} {failure.component} failed: {failure.message}", file=sys.stderr)
     finally:
         await close_llm(llm)
+
+
+@contextmanager
+def _knowledge(args: argparse.Namespace, out: TextIO) -> Iterator[KnowledgeBase]:
+    """The knowledge base of an existing bot (opened with a placeholder model: no turn runs)."""
+    notes_file = Path(args.data_dir) / f"{args.bot}.notes.sqlite3"
+    if not notes_file.exists():
+        raise CliError(f"{notes_file} does not exist: no notes yet for bot {args.bot!r}; run the bot first or pass --data-dir/--bot")
+    with open_bot(args.data_dir, ScriptedLLM(), ConsoleChannel(out), bot=args.bot) as bot:
+        try:
+            yield bot.note_taking.knowledge
+        except (UnknownNoteError, InvalidTransition) as error:
+            raise CliError(str(error)) from error
+
+
+def _note_line(item: KnowledgeItem) -> str:
+    flag = "  flagged for review" if item.flagged_for_review else ""
+    return (
+        f"#{item.id}  {item.status.value:<10} {item.type.value:<10} {item.layer.value:<8} "
+        f"retrieved {item.retrieval_count}  useful {item.usefulness_score}  {item.title}{flag}"
+    )
+
+
+def _notes_list(args: argparse.Namespace, out: TextIO) -> int:
+    statuses = None if args.status is None else frozenset({NoteStatus(args.status)})
+    with _knowledge(args, out) as knowledge:
+        items = knowledge.repository.items(statuses)
+    for item in items:
+        print(_note_line(item), file=out)
+    if not items:
+        print("no notes" + ("" if args.status is None else f" with status {args.status}"), file=out)
+    return 0
+
+
+def _notes_show(args: argparse.Namespace, out: TextIO) -> int:
+    with _knowledge(args, out) as knowledge:
+        item = knowledge.get(args.id)
+    print(_note_line(item), file=out)
+    owner = ", ".join(f"{layer.value}={item.layer_ids.id_at(layer)}" for layer in Layer if item.layer_ids.id_at(layer))
+    print(f"owner: {owner}; created {item.created_at.isoformat()}; referenced {item.reference_count}", file=out)
+    print(f"\n{item.markdown.strip()}", file=out)
+    return 0
+
+
+def _notes_search(args: argparse.Namespace, out: TextIO) -> int:
+    caller = LayerIds(args.company, org_id=args.org, team_id=args.team, project_id=args.project)
+    with _knowledge(args, out) as knowledge:
+        found = knowledge.search(args.query, caller, k=args.k)
+    for retrieved in found:
+        print(f"{retrieved.similarity:.2f}  {_note_line(retrieved.item)}", file=out)
+    if not found:
+        print(f"no notes match within {caller.narrowest().value} {caller.id_at(caller.narrowest())!r} and its parents", file=out)
+    return 0
+
+
+def _notes_transition(args: argparse.Namespace, out: TextIO) -> int:
+    with _knowledge(args, out) as knowledge:
+        before = knowledge.get(args.id).status
+        after = knowledge.transition(args.id, args.target)
+    print(f"note #{after.id}: {before.value} -> {after.status.value}", file=out)
+    return 0
+
+
+def _notes_merges(args: argparse.Namespace, out: TextIO) -> int:
+    with _knowledge(args, out) as knowledge:
+        suggestions = knowledge.merge_suggestions()
+        for suggestion in suggestions:
+            first, second = knowledge.get(suggestion.first_id), knowledge.get(suggestion.second_id)
+            print(f"#{first.id} {first.title!r} + #{second.id} {second.title!r}: similarity {suggestion.similarity:.2f}", file=out)
+    if not suggestions:
+        print("no merge suggestions", file=out)
+    return 0
 
 
 def _templates_validate(args: argparse.Namespace, out: TextIO) -> int:
@@ -292,11 +393,25 @@ MODEL_EPILOG = (
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agentloop", description="Build and run agentloop bots.", epilog=EXIT_STATUS)
     parser.add_argument(
-        "--log-level", default="WARNING", metavar="LEVEL",
-        help="structlog events at this level and above go to stderr: DEBUG, INFO, WARNING (default), ERROR",
+        "--log-level", metavar="LEVEL",
+        help="structlog events at this level and above go to stderr: DEBUG, INFO, WARNING, ERROR "
+        "(default: WARNING; ERROR for demo, whose failures are staged)",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     data, model = _data_options(), _model_options()
+
+    demo = commands.add_parser(
+        "demo", help="run a complete bot offline and check every step",
+        description="A travel helper on a scripted model (no network, no API key) runs three sessions: "
+        "tools, a rate-limited turn answered with a fallback, recovery, a note distilled at the end of "
+        "a session and offered to a later one. Progress goes to stderr, the story to stdout.",
+        epilog="exit status: 0 every step behaved as expected; 1 a step misbehaved (the line says which); 2 a usage error.",
+    )
+    demo.add_argument(
+        "--data-dir", metavar="DIR",
+        help="a new or empty directory to keep the bot's files in (default: a temporary directory, removed)",
+    )
+    demo.set_defaults(handler=_demo, quiet_log_level="ERROR")
 
     chat = commands.add_parser(
         "chat", parents=[data, model], help="talk to a bot on an OpenAI-compatible endpoint",
@@ -330,6 +445,39 @@ def build_parser() -> argparse.ArgumentParser:
     )
     validate.add_argument("path", metavar="PATH", help="a template file or a directory")
     validate.set_defaults(handler=_templates_validate)
+
+    notes = commands.add_parser(
+        "notes", help="review the notes a bot distilled", epilog=EXIT_STATUS,
+        description="Inspect and curate a bot's knowledge base in its data directory.",
+    )
+    notes_commands = notes.add_subparsers(dest="notes_command", required=True, metavar="ACTION")
+    listing = notes_commands.add_parser("list", parents=[data], help="every note, one line each", epilog=EXIT_STATUS)
+    listing.add_argument("--status", choices=[s.value for s in NoteStatus], help="only notes with this status")
+    listing.set_defaults(handler=_notes_list)
+    show_note = notes_commands.add_parser("show", parents=[data], help="one note in full", epilog=EXIT_STATUS)
+    show_note.add_argument("id", type=int, metavar="ID")
+    show_note.set_defaults(handler=_notes_show)
+    search = notes_commands.add_parser(
+        "search", parents=[data], help="the notes a query would retrieve (counts nothing)", epilog=EXIT_STATUS,
+        description="Search as a session of the given org/team/project would: only notes in that chain are seen.",
+    )
+    search.add_argument("query", metavar="QUERY")
+    search.add_argument("-k", type=int, default=5, help="how many notes at most (default: 5)")
+    search.add_argument("--company", default="default", help="the company id (default: default)")
+    for layer in ("org", "team", "project"):
+        search.add_argument(f"--{layer}", help=f"the caller's {layer} id")
+    search.set_defaults(handler=_notes_search)
+    for action, target, what in (
+        ("propose", NoteStatus.PROPOSED, "draft -> proposed"),
+        ("accept", NoteStatus.ACCEPTED, "proposed -> accepted"),
+        ("reject", NoteStatus.REJECTED, "draft or proposed -> rejected"),
+        ("deprecate", NoteStatus.DEPRECATED, "accepted -> deprecated"),
+    ):
+        move = notes_commands.add_parser(action, parents=[data], help=f"move a note {what}", epilog=EXIT_STATUS)
+        move.add_argument("id", type=int, metavar="ID")
+        move.set_defaults(handler=_notes_transition, target=target)
+    merges = notes_commands.add_parser("merges", parents=[data], help="pairs of accepted notes worth merging", epilog=EXIT_STATUS)
+    merges.set_defaults(handler=_notes_merges)
 
     tasks = commands.add_parser("tasks", help="run task templates", epilog=EXIT_STATUS)
     tasks_commands = tasks.add_subparsers(dest="tasks_command", required=True, metavar="ACTION")
@@ -367,7 +515,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     handler: Callable[[argparse.Namespace, TextIO], int] = args.handler
     logging_before = structlog.get_config()
     try:
-        _configure_logging(args.log_level)
+        _configure_logging(args.log_level or getattr(args, "quiet_log_level", "WARNING"))
         return handler(args, out or sys.stdout)
     except CliError as error:
         print(f"agentloop: {error}", file=sys.stderr)

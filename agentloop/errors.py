@@ -194,3 +194,7 @@ class UnknownNoteError(LookupError):
     def __init__(self, note_id: int) -> None:
         super().__init__(f"there is no knowledge item with id {note_id}; it was never stored here")
         self.note_id = note_id
+
+
+class DemoCheckFailed(RuntimeError):
+    """A step of `agentloop demo` did not behave as the demo expects; says which and how."""

@@ -13,7 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from agentloop.cli import main, parse_inputs
+import attrs
+
+from agentloop.cli import main, open_bot, parse_inputs
+from agentloop.testing import RecordingChannel, ScriptedLLM
 from agentloop.testing.http import ScriptedServer, completion
 
 FACTORIES = textwrap.dedent(
@@ -112,12 +115,14 @@ def test_no_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None
 STANDARD_ORDER = [
     ("10", "InputSanitizationSystem"),
     ("20", "ContextBuildingSystem"),
+    ("25", "NoteRetrievalSystem"),
     ("30", "ToolLoopSystem"),
     ("57", "TurnOutcomeFinalizationSystem"),
     ("59", "FeedbackGuaranteeSystem"),
     ("60", "ResponseRoutingSystem"),
     ("70", "MemoryPersistSystem"),
     ("75", "RagIndexingSystem"),
+    ("80", "TrajectoryCaptureSystem"),
 ]
 
 
@@ -133,7 +138,7 @@ def test_pipeline_show_without_a_target_is_the_standard_pipeline_and_writes_noth
     status, text = run_cli("pipeline", "show")
     assert status == 0
     rows = [tuple(line.split()[:2]) for line in text.splitlines()[2:]]
-    assert [row for row in rows if row in STANDARD_ORDER] == STANDARD_ORDER
+    assert rows == STANDARD_ORDER
     assert list(tmp_path.iterdir()) == []
     status, mermaid = run_cli("pipeline", "show", "--mermaid")
     assert status == 0 and mermaid.startswith("flowchart TD") and '"10 InputSanitizationSystem"' in mermaid
@@ -333,3 +338,86 @@ def test_tasks_run_on_a_model_server(server: ScriptedServer, templates: Path) ->
     assert (result.returncode, result.stderr) == (0, "")
     assert result.stdout.splitlines() == ["Owls: nocturnal.", 'notes: {"words": 2}']
     assert "List facts about owls" in server.requests[0]["body"]["messages"][-1]["content"]
+
+
+@pytest.fixture(scope="module")
+def bot_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A bot's data directory after the demo: one draft note distilled from a session of project travel."""
+    data = tmp_path_factory.mktemp("bot") / "data"
+    assert main(["demo", "--data-dir", str(data)], io.StringIO()) == 0
+    return data
+
+
+@pytest.fixture
+def notes_dir(bot_dir: Path, tmp_path: Path) -> Path:
+    """A fresh copy of the demo bot's data, so each test may change its notes."""
+    return Path(shutil.copytree(bot_dir, tmp_path / "data"))
+
+
+TITLE = "Planning a weekend city trip: weather, money and packing"
+
+
+def test_notes_list_and_show(notes_dir: Path) -> None:
+    status, text = run_cli("notes", "list", "--data-dir", str(notes_dir))
+    assert status == 0 and text.split() == ["#1", "draft", "pattern", "project", "retrieved", "1", "useful", "1", *TITLE.split()]
+    assert run_cli("notes", "list", "--status", "accepted", "--data-dir", str(notes_dir)) == (0, "no notes with status accepted\n")
+    status, text = run_cli("notes", "show", "1", "--data-dir", str(notes_dir))
+    lines = text.splitlines()
+    assert status == 0 and lines[1].startswith("owner: company=default, project=travel; created 2026-01-01")
+    assert lines[3] == "## Context" and "- weather -> convert_currency -> packing_list, in that order" in lines
+
+
+def test_notes_search_sees_only_the_callers_chain(notes_dir: Path) -> None:
+    """I11: the note belongs to project travel; a caller outside that project never sees it."""
+    status, text = run_cli("notes", "search", "weekend trip weather", "--project", "travel", "--data-dir", str(notes_dir))
+    assert status == 0 and text.startswith("0.") and TITLE in text
+    status, text = run_cli("notes", "search", "weekend trip weather", "--project", "other", "--data-dir", str(notes_dir))
+    assert (status, text) == (0, "no notes match within project 'other' and its parents\n")
+    assert run_cli("notes", "list", "--data-dir", str(notes_dir))[1].split()[5] == "1", "search counts no retrieval"
+
+
+def test_notes_lifecycle_from_the_command_line(notes_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = ("--data-dir", str(notes_dir))
+    assert run_cli("notes", "propose", "1", *data) == (0, "note #1: draft -> proposed\n")
+    assert run_cli("notes", "accept", "1", *data) == (0, "note #1: proposed -> accepted\n")
+    assert main(["notes", "reject", "1", *data], io.StringIO()) == 1
+    assert capsys.readouterr().err == (
+        "agentloop: note 1 cannot go from accepted to rejected; from accepted it may go to deprecated\n"
+    )
+    assert run_cli("notes", "deprecate", "1", *data) == (0, "note #1: accepted -> deprecated\n")
+    assert main(["notes", "show", "7", *data], io.StringIO()) == 1
+    assert capsys.readouterr().err == "agentloop: there is no knowledge item with id 7; it was never stored here\n"
+
+
+def test_notes_merges_lists_similar_accepted_notes(notes_dir: Path) -> None:
+    data = ("--data-dir", str(notes_dir))
+    assert run_cli("notes", "merges", *data) == (0, "no merge suggestions\n")
+    with open_bot(notes_dir, ScriptedLLM(), RecordingChannel()) as bot:
+        knowledge = bot.note_taking.knowledge
+        first = knowledge.get(1)
+        twin = attrs.evolve(first, id=None, title="Weekend city trips", retrieval_count=0, usefulness_score=0)
+        knowledge.add(twin)
+    for note in ("1", "2"):
+        run_cli("notes", "propose", note, *data)
+        run_cli("notes", "accept", note, *data)
+    status, text = run_cli("notes", "merges", *data)
+    assert status == 0 and text == f"#1 {TITLE!r} + #2 'Weekend city trips': similarity 1.00\n"
+
+
+def test_notes_on_a_directory_without_notes_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["notes", "list", "--data-dir", str(tmp_path / "nowhere")], io.StringIO()) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"agentloop: {tmp_path / 'nowhere' / 'bot.notes.sqlite3'} does not exist") and len(err.splitlines()) == 1
+    assert not (tmp_path / "nowhere").exists()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [[], ["demo"], ["chat"], ["pipeline", "show"], ["templates", "validate"], ["tasks", "run"],
+     *(["notes", action] for action in ("list", "show", "search", "propose", "accept", "reject", "deprecate", "merges"))],
+    ids=lambda command: " ".join(command) or "agentloop",
+)
+def test_every_command_documents_its_exit_status(command: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main([*command, "--help"])
+    assert info.value.code == 0 and "exit status: 0" in " ".join(capsys.readouterr().out.split())
