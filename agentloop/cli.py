@@ -179,7 +179,7 @@ def _demo(args: argparse.Namespace, out: TextIO) -> int:
             if data_dir.exists() and any(data_dir.iterdir()):
                 raise CliError(f"{data_dir} is not empty; the demo's story starts from a new bot, so give a new or empty --data-dir")
         try:
-            asyncio.run(run_demo(open_bot, data_dir, out=out, progress=sys.stderr))
+            asyncio.run(run_demo(open_bot, data_dir, out=out, progress=sys.stderr, temporary=args.data_dir is None))
         except DemoCheckFailed as error:
             raise CliError(f"demo failed: {error}") from error
     return 0

@@ -288,7 +288,8 @@ class _Run:
             if at is None:
                 raise self.misbehaved(where, f"the note {titles[0]!r} in the model's prompt", "a prompt without it")
             self.say("  the model's prompt carried it:")
-            self.say("\n".join(f"    | {line}" for line in lines[max(0, at - 1) : at + 4]))
+            excerpt = "\n".join(f"    | {line}" for line in lines[max(0, at - 1) : at + 4] if line.strip())
+            self.say(excerpt)
 
     async def end(self, demo: DemoSession) -> DistillationResult:
         where = self.begin(f"end of {demo.session.id}")
@@ -322,7 +323,9 @@ def _kinds(failures: Iterable[tuple[FailureSource, FailureKind]]) -> list[str]:
     return [f"{source.value}/{kind.value}" for source, kind in failures]
 
 
-async def run_demo(open_bot: BotFactory, data_dir: Path, *, out: TextIO, progress: TextIO) -> int:
+async def run_demo(
+    open_bot: BotFactory, data_dir: Path, *, out: TextIO, progress: TextIO, temporary: bool = False
+) -> int:
     """Run the story on a bot opened in `data_dir`; returns the number of checks that held.
 
     Raises `DemoCheckFailed` naming the first step that misbehaved.
@@ -333,7 +336,7 @@ async def run_demo(open_bot: BotFactory, data_dir: Path, *, out: TextIO, progres
     channel = RecordingChannel()
     total = sum(len(s.turns) + 1 for s in sessions)
     print(f"agentloop demo: a travel helper on a {SCRIPTED_LABEL}", file=out)
-    print(f"data: {data_dir}", file=out)
+    print(f"data: {data_dir}" + (" (temporary; keep it with --data-dir DIR)" if temporary else ""), file=out)
     with open_bot(data_dir, llm, channel, tools=demo_tools(clock), clock=clock) as bot:
         run = _Run(bot, llm, channel, clock, out, progress, total)
         notes: list[DistillationResult] = []

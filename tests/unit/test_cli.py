@@ -421,3 +421,10 @@ def test_every_command_documents_its_exit_status(command: list[str], capsys: pyt
     with pytest.raises(SystemExit) as info:
         main([*command, "--help"])
     assert info.value.code == 0 and "exit status: 0" in " ".join(capsys.readouterr().out.split())
+
+
+def test_tasks_run_refuses_a_malformed_template_with_file_and_line(templates: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (templates / "broken.xml").write_text(MALFORMED)
+    assert main(["tasks", "run", "report", "--input", "topic=owls", "--scripted"], io.StringIO()) == 1
+    assert capsys.readouterr().err.startswith("agentloop: template templates/broken.xml line 3: is not well-formed XML")
+    assert not (templates.parent / "agentloop-data").exists(), "nothing runs when a template does not load"
