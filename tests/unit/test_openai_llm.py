@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from agentloop import ChatMessage, FailureKind, IncomingMessage, LlmCallError, LlmRequest, Session, ToolCall, ToolSpec, tool
-from agentloop.adapters.openai_llm import OpenAICompatibleLLM
+from agentloop.adapters.openai_llm import OpenAICompatibleLLM, check_reachable
+from agentloop.errors import EndpointUnreachableError
 from agentloop.testing import RecordingChannel
 from agentloop.testing.http import ScriptedServer, completion
 from systems import standard_pipeline
@@ -159,3 +160,14 @@ def test_a_standard_turn_with_a_tool_call_over_http(server: ScriptedServer, tmp_
     second = server.requests[1]["body"]["messages"]
     assert second[-1] == {"role": "tool", "content": "Oslo: sunny", "tool_call_id": "c1", "name": "weather"}
     assert second[-2]["tool_calls"][0]["function"] == {"name": "weather", "arguments": '{"city": "Oslo"}'}
+
+
+def test_check_reachable_accepts_any_http_answer_and_names_the_url_otherwise(server: ScriptedServer) -> None:
+    check_reachable(server.url)  # the scripted server answers GET /models with 501: reachable all the same
+    url = server.url
+    server.close()
+    with pytest.raises(EndpointUnreachableError) as caught:
+        check_reachable(url, timeout=2.0)
+    assert str(caught.value).startswith(f"cannot reach the model server at {url} (ConnectError:")
+    with pytest.raises(EndpointUnreachableError, match="missing an 'http://' or 'https://' protocol"):
+        check_reachable("localhost:11434/v1")
