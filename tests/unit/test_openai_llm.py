@@ -171,3 +171,5 @@ def test_check_reachable_accepts_any_http_answer_and_names_the_url_otherwise(ser
     assert str(caught.value).startswith(f"cannot reach the model server at {url} (ConnectError:")
     with pytest.raises(EndpointUnreachableError, match="missing an 'http://' or 'https://' protocol"):
         check_reachable("localhost:11434/v1")
+    with pytest.raises(EndpointUnreachableError, match=r"\(not a valid URL: "):
+        check_reachable("http://[::1/v1")
