@@ -8,6 +8,7 @@ from typing import TypeVar
 
 from agentloop import AgentContext, PromptContext, PromptSection, SanitizedInput, System, ToolExecution, ToolExecutions
 from agentloop.notes import Layer, NoteTaking, RetrievedNote, RetrievedNotes
+from agentloop.tasks import fresh_context_allowed
 
 from systems.standard import StandardPipeline
 from systems.tool_loop import ToolExecutionHook, ToolLoopSystem
@@ -25,7 +26,8 @@ class NoteRetrievalSystem(System):
 
     Only notes in the session's own org/team/project chain are offered (I11). The
     retrieval is recorded with the query and session, so positive feedback on the
-    session later credits exactly the notes it saw.
+    session later credits exactly the notes it saw. A task turn gets notes only when
+    its template enables fresh_context.
     """
 
     order = 25
@@ -38,7 +40,7 @@ class NoteRetrievalSystem(System):
         self.layer = layer
 
     def should_process(self, ctx: AgentContext) -> bool:
-        return ctx.has(PromptContext)
+        return ctx.has(PromptContext) and fresh_context_allowed(ctx)
 
     def process(self, ctx: AgentContext) -> None:
         sanitized = ctx.get(SanitizedInput)

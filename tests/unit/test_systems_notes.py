@@ -12,6 +12,7 @@ import pytest
 from agentloop import AgentContext, AgentLoop, ChatMessage, IncomingMessage, PromptContext, Session, System, ToolExecutions, tool
 from agentloop.adapters import open_note_taking
 from agentloop.notes import DistillationStatus, KnowledgeItem, Layer, LayerIds, NoteTaking, NoteType, RetrievedNotes
+from agentloop.tasks import TaskTurn
 from agentloop.testing import FakeClock, run_pipeline
 from agentloop.testing.channel import RecordingChannel
 from agentloop.testing.llm import ScriptedLLM
@@ -84,6 +85,18 @@ def test_other_tenants_notes_never_reach_the_prompt(notes: NoteTaking) -> None:
     _seed(notes, "page through rate-limited APIs", Session("x", project_id="p2", team_id="t1", org_id="o1"))
     ctx = run_pipeline([PromptWriter(), NoteRetrievalSystem(notes)], "page through rate-limited APIs", session=SESSION)
     assert ctx.require(RetrievedNotes).notes == ()
+
+
+@pytest.mark.parametrize("fresh", [True, False])
+def test_a_task_turn_gets_notes_only_with_fresh_context(notes: NoteTaking, fresh: bool) -> None:
+    _seed(notes, "page through rate-limited APIs")
+    turn = TaskTurn("export", "page through rate-limited APIs", fresh_context=fresh)
+    ctx = run_pipeline(
+        [PromptWriter(), NoteRetrievalSystem(notes)], "page through rate-limited APIs", session=SESSION,
+        inputs=(TaskTurn,), components=[turn],
+    )
+    assert ctx.has(RetrievedNotes) is fresh
+    assert len(ctx.require(PromptContext).sections) == (1 if fresh else 0)
 
 
 def test_capture_system_enqueues_each_execution_once(notes: NoteTaking) -> None:
