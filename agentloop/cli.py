@@ -1,20 +1,99 @@
-"""The `agentloop` command: the composition root that wires adapters to systems."""
+"""The `agentloop` command: the composition root that wires adapters to systems.
+
+This is the one module of `agentloop` that imports `systems`. Every command that runs
+or inspects a bot opens it with `open_bot`, so the demo, chat, notes and
+`pipeline show` see the same standard pipeline.
+"""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import importlib
+import json
+import os
+import sqlite3
 import sys
-from collections.abc import Callable, Sequence
-from typing import TextIO
+import tempfile
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any, TextIO
 
-from agentloop.errors import PipelineError
+import attrs
+import structlog
+
+from agentloop.adapters import ConsoleChannel, open_note_taking
+from agentloop.context import IncomingMessage, Session
+from agentloop.errors import (
+    ContextManagementWarning,
+    DemoCheckFailed,
+    EndpointUnreachableError,
+    InvalidTransition,
+    PipelineError,
+    TaskError,
+    TemplateError,
+    UnknownNoteError,
+    UnknownTemplateError,
+)
+from agentloop.logging import configure_logging
 from agentloop.loop import AgentLoop, PipelineDescription
+from agentloop.messages import LlmRequest, Role
+from agentloop.demo import run_demo
+from agentloop.notes import KnowledgeBase, KnowledgeItem, Layer, LayerIds, NoteStatus, NoteTaking
+from agentloop.ports import LLM, Channel, Clock
 from agentloop.system import System
+from agentloop.tasks import Evaluator, TaskResult, TaskTrace, TaskTurn, TemplateRegistry, validate_path
+from agentloop.testing.llm import ScriptedLLM
+from agentloop.tools import Tool
+from systems import StandardPipeline, add_note_taking, standard_pipeline
+
+DEFAULT_DATA_DIR = "agentloop-data"
+DEFAULT_BASE_URL = "http://localhost:11434/v1"
+DEFAULT_MODEL = "llama3.1"
+API_KEY_VARIABLES = ("AGENTLOOP_API_KEY", "OPENAI_API_KEY")
+EXIT_STATUS = "exit status: 0 success; 1 an error, explained in one line on stderr; 2 a usage error."
 
 
 class CliError(Exception):
     """A problem the user can fix; printed as one line, exit status 1."""
+
+
+@attrs.define
+class Bot:
+    """An open bot: its editable pipeline (which owns the stores), the loop built from
+    it, and its note-taking (capture, distillation, the knowledge base)."""
+
+    pipeline: StandardPipeline
+    loop: AgentLoop
+    note_taking: NoteTaking
+
+
+@contextmanager
+def open_bot(
+    data_dir: str | Path,
+    llm: LLM,
+    channel: Channel,
+    *,
+    bot: str = "bot",
+    tools: Iterable[Tool | Callable[..., Any]] = (),
+    clock: Clock | None = None,
+    inputs: Iterable[type] = (),
+) -> Iterator[Bot]:
+    """The standard bot with note-taking on `<data_dir>/<bot>.*`, built; on exit capture
+    is drained and every store closed (indexes saved)."""
+    with ExitStack() as stack:
+        try:
+            Path(data_dir).mkdir(parents=True, exist_ok=True)
+            pipeline = stack.enter_context(
+                standard_pipeline(llm, channel, data_dir=data_dir, bot=bot, tools=tools, clock=clock)
+            )
+            note_taking = stack.enter_context(open_note_taking(data_dir, llm, bot=bot, clock=clock))
+        except (OSError, ValueError, sqlite3.Error) as error:
+            raise CliError(f"cannot open the bot {bot!r} in {data_dir}: {error}") from error
+        add_note_taking(pipeline, note_taking)
+        yield Bot(pipeline, pipeline.build(inputs=inputs), note_taking)
 
 
 def load_pipeline(target: str) -> AgentLoop:
@@ -46,34 +125,406 @@ def load_pipeline(target: str) -> AgentLoop:
     raise CliError(f"{target} returned {type(built).__name__}; expected an AgentLoop, a list of systems or a builder")
 
 
+def http_llm(base_url: str, model: str) -> LLM:
+    """An OpenAI-compatible model at `base_url`, checked to be reachable; key from the environment."""
+    try:
+        from agentloop.adapters.openai_llm import OpenAICompatibleLLM, check_reachable
+    except ImportError as error:
+        raise CliError(f"talking to a model server needs httpx: pip install 'agentloop-ecs[openai]' ({error})") from error
+    try:
+        check_reachable(base_url)
+    except EndpointUnreachableError as error:
+        raise CliError(str(error)) from error
+    api_key = next((os.environ[name] for name in API_KEY_VARIABLES if os.environ.get(name)), None)
+    return OpenAICompatibleLLM(base_url, model, api_key=api_key)
+
+
+async def close_llm(llm: LLM) -> None:
+    """Close the model's HTTP client, if it has one."""
+    aclose = getattr(llm, "aclose", None)
+    if aclose is not None:
+        await aclose()
+
+
+def echo_instruction(request: LlmRequest) -> str:
+    """The offline model of `tasks run --scripted`: answers with the task's instruction.
+
+    The instruction is the first paragraph of the last user message (a task turn's
+    prompt starts with it), so a run shows how inputs were substituted and in what
+    order the tasks ran, without a model.
+    """
+    user = next((m.content for m in reversed(request.messages) if m.role is Role.USER and m.content), "")
+    instruction = user.split("\n\n")[0].strip()
+    return f"[scripted] {instruction}"
+
+
 def _pipeline_show(args: argparse.Namespace, out: TextIO) -> int:
-    description: PipelineDescription = load_pipeline(args.target).describe()
+    if args.target is not None:
+        description: PipelineDescription = load_pipeline(args.target).describe()
+    else:
+        with tempfile.TemporaryDirectory(prefix="agentloop-show-") as scratch, open_bot(
+            scratch, ScriptedLLM(), ConsoleChannel(out)
+        ) as bot:
+            description = bot.loop.describe()
     print(description.to_mermaid() if args.mermaid else description.to_text(), file=out)
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="agentloop", description="Build and run agentloop bots.")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+def _demo(args: argparse.Namespace, out: TextIO) -> int:
+    with ExitStack() as stack:
+        if args.data_dir is None:
+            data_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="agentloop-demo-")))
+        else:
+            data_dir = Path(args.data_dir)
+            if data_dir.exists() and any(data_dir.iterdir()):
+                raise CliError(f"{data_dir} is not empty; the demo's story starts from a new bot, so give a new or empty --data-dir")
+        try:
+            asyncio.run(run_demo(open_bot, data_dir, out=out, progress=sys.stderr, temporary=args.data_dir is None))
+        except DemoCheckFailed as error:
+            raise CliError(f"demo failed: {error}") from error
+    return 0
 
-    pipeline = commands.add_parser("pipeline", help="inspect a pipeline")
+
+def _chat(args: argparse.Namespace, out: TextIO) -> int:
+    llm = http_llm(args.base_url, args.model)
+    session = Session(args.session, user_id=args.user)
+    with open_bot(args.data_dir, llm, ConsoleChannel(out), bot=args.bot) as bot:
+        asyncio.run(_converse(bot.loop, session, llm, sys.stdin))
+    return 0
+
+
+async def _converse(loop: AgentLoop, session: Session, llm: LLM, lines: TextIO) -> None:
+    """One turn per non-empty line until end of input or /quit; failures go to stderr."""
+    interactive = lines.isatty()
+    try:
+        while True:
+            if interactive:
+                print("you> ", end="", file=sys.stderr, flush=True)
+            line = lines.readline()
+            if not line or line.strip() in ("/quit", "/exit"):
+                break
+            if not line.strip():
+                continue
+            ctx = await loop.run_turn(session, IncomingMessage(line.strip()))
+            for failure in ctx.failures:
+                print(f"agentloop: {failure.source.value} {failure.component} failed: {failure.message}", file=sys.stderr)
+    finally:
+        await close_llm(llm)
+
+
+@contextmanager
+def _knowledge(args: argparse.Namespace, out: TextIO) -> Iterator[KnowledgeBase]:
+    """The knowledge base of an existing bot (opened with a placeholder model: no turn runs)."""
+    notes_file = Path(args.data_dir) / f"{args.bot}.notes.sqlite3"
+    if not notes_file.exists():
+        raise CliError(f"{notes_file} does not exist: no notes yet for bot {args.bot!r}; run the bot first or pass --data-dir/--bot")
+    with open_bot(args.data_dir, ScriptedLLM(), ConsoleChannel(out), bot=args.bot) as bot:
+        try:
+            yield bot.note_taking.knowledge
+        except (UnknownNoteError, InvalidTransition) as error:
+            raise CliError(str(error)) from error
+
+
+def _note_line(item: KnowledgeItem) -> str:
+    flag = "  flagged for review" if item.flagged_for_review else ""
+    return (
+        f"#{item.id}  {item.status.value:<10} {item.type.value:<10} {item.layer.value:<8} "
+        f"retrieved {item.retrieval_count}  useful {item.usefulness_score}  {item.title}{flag}"
+    )
+
+
+def _notes_list(args: argparse.Namespace, out: TextIO) -> int:
+    statuses = None if args.status is None else frozenset({NoteStatus(args.status)})
+    with _knowledge(args, out) as knowledge:
+        items = knowledge.repository.items(statuses)
+    for item in items:
+        print(_note_line(item), file=out)
+    if not items:
+        print("no notes" + ("" if args.status is None else f" with status {args.status}"), file=out)
+    return 0
+
+
+def _notes_show(args: argparse.Namespace, out: TextIO) -> int:
+    with _knowledge(args, out) as knowledge:
+        item = knowledge.get(args.id)
+    print(_note_line(item), file=out)
+    owner = ", ".join(f"{layer.value}={item.layer_ids.id_at(layer)}" for layer in Layer if item.layer_ids.id_at(layer))
+    print(f"owner: {owner}; created {item.created_at.isoformat()}; referenced {item.reference_count}", file=out)
+    print(f"\n{item.markdown.strip()}", file=out)
+    return 0
+
+
+def _notes_search(args: argparse.Namespace, out: TextIO) -> int:
+    caller = LayerIds(args.company, org_id=args.org, team_id=args.team, project_id=args.project)
+    with _knowledge(args, out) as knowledge:
+        found = knowledge.search(args.query, caller, k=args.k)
+    for retrieved in found:
+        print(f"{retrieved.similarity:.2f}  {_note_line(retrieved.item)}", file=out)
+    if not found:
+        print(f"no notes match within {caller.narrowest().value} {caller.id_at(caller.narrowest())!r} and its parents", file=out)
+    return 0
+
+
+def _notes_transition(args: argparse.Namespace, out: TextIO) -> int:
+    with _knowledge(args, out) as knowledge:
+        before = knowledge.get(args.id).status
+        after = knowledge.transition(args.id, args.target)
+    print(f"note #{after.id}: {before.value} -> {after.status.value}", file=out)
+    return 0
+
+
+def _notes_merges(args: argparse.Namespace, out: TextIO) -> int:
+    with _knowledge(args, out) as knowledge:
+        suggestions = knowledge.merge_suggestions()
+        for suggestion in suggestions:
+            first, second = knowledge.get(suggestion.first_id), knowledge.get(suggestion.second_id)
+            print(f"#{first.id} {first.title!r} + #{second.id} {second.title!r}: similarity {suggestion.similarity:.2f}", file=out)
+    if not suggestions:
+        print("no merge suggestions", file=out)
+    return 0
+
+
+def _templates_validate(args: argparse.Namespace, out: TextIO) -> int:
+    path = Path(args.path)
+    if not path.exists():
+        raise CliError(f"{path} does not exist; give a template file or a directory of *.xml files")
+    report = validate_path(path)
+    if not report.files:
+        raise CliError(f"no *.xml templates under {path}")
+    for line in report.lines():
+        print(line, file=out)
+    verdict = "ok" if report.ok else "invalid"
+    print(f"{verdict}: {len(report.files)} file(s), {len(report.errors)} error(s), {len(report.warnings)} warning(s)", file=out)
+    return 0 if report.ok else 1
+
+
+def parse_inputs(pairs: Sequence[str]) -> dict[str, str | list[str]]:
+    """`k=v` pairs as task inputs; a name given more than once becomes a list (the items of a reduce)."""
+    inputs: dict[str, str | list[str]] = {}
+    for pair in pairs:
+        name, equals, value = pair.partition("=")
+        if not equals or not name:
+            raise CliError(f"--input expects NAME=VALUE, got {pair!r}")
+        earlier = inputs.get(name)
+        if earlier is None:
+            inputs[name] = value
+        else:
+            inputs[name] = [*([earlier] if isinstance(earlier, str) else earlier), value]
+    return inputs
+
+
+def load_registry(path: Path, *, allow_scripts: bool) -> TemplateRegistry:
+    """The templates of a file or directory; their warnings are printed on stderr."""
+    if not path.exists():
+        raise CliError(f"{path} does not exist; pass --templates FILE_OR_DIR")
+    registry = TemplateRegistry(allow_scripts=allow_scripts)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ContextManagementWarning)
+            loaded = registry.register_directory(path) if path.is_dir() else registry.register_file(path)
+    except TemplateError as error:
+        raise CliError(str(error)) from error
+    for notice in loaded.warnings:
+        print(f"agentloop: warning: {notice}", file=sys.stderr)
+    return registry
+
+
+def _tasks_run(args: argparse.Namespace, out: TextIO) -> int:
+    inputs = parse_inputs(args.input)
+    registry = load_registry(Path(args.templates), allow_scripts=args.allow_scripts)
+    try:
+        registry.get(args.template)
+    except UnknownTemplateError as error:
+        raise CliError(f"{error} from {args.templates}") from error
+    llm: LLM = ScriptedLLM(echo_instruction) if args.scripted else http_llm(args.base_url, args.model)
+    trace = TaskTrace()
+    with open_bot(args.data_dir, llm, ConsoleChannel(out), bot=args.bot, inputs=(TaskTurn,)) as bot:
+        evaluator = Evaluator(registry, bot.loop, session=Session(f"tasks-{args.template}"))
+        try:
+            result = asyncio.run(_run_task(evaluator, args.template, inputs, trace, llm))
+        except (TaskError, TemplateError) as error:
+            raise CliError(f"task {args.template!r} failed after {trace.turns} turn(s): {error}") from error
+    if args.trace:
+        print(trace.render(), end="\n\n", file=out)
+    print(result.content, file=out)
+    if result.notes:
+        print(f"notes: {json.dumps(result.notes, ensure_ascii=False, default=repr)}", file=out)
+    return 0
+
+
+async def _run_task(
+    evaluator: Evaluator, name: str, inputs: dict[str, str | list[str]], trace: TaskTrace, llm: LLM
+) -> TaskResult:
+    try:
+        return await evaluator.run(name, inputs, trace=trace)
+    finally:
+        await close_llm(llm)
+
+
+def _data_options() -> argparse.ArgumentParser:
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument(
+        "--data-dir", default=DEFAULT_DATA_DIR, metavar="DIR",
+        help=f"where the bot's SQLite database and indexes live (default: ./{DEFAULT_DATA_DIR})",
+    )
+    options.add_argument("--bot", default="bot", help="the bot's name; its files are DIR/NAME.* (default: bot)")
+    return options
+
+
+def _model_options() -> argparse.ArgumentParser:
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument(
+        "--base-url", default=os.environ.get("AGENTLOOP_BASE_URL", DEFAULT_BASE_URL), metavar="URL",
+        help=f"an OpenAI-compatible endpoint (default: $AGENTLOOP_BASE_URL or {DEFAULT_BASE_URL}, Ollama's)",
+    )
+    options.add_argument(
+        "--model", default=os.environ.get("AGENTLOOP_MODEL", DEFAULT_MODEL),
+        help=f"the model name the endpoint serves (default: $AGENTLOOP_MODEL or {DEFAULT_MODEL})",
+    )
+    return options
+
+
+MODEL_EPILOG = (
+    "The API key is read from $AGENTLOOP_API_KEY, else $OPENAI_API_KEY (none is sent if both are unset). "
+    "An endpoint that does not answer at all is reported before the first turn."
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="agentloop", description="Build and run agentloop bots.", epilog=EXIT_STATUS)
+    parser.add_argument(
+        "--log-level", metavar="LEVEL",
+        help="structlog events at this level and above go to stderr: DEBUG, INFO, WARNING, ERROR "
+        "(default: WARNING; ERROR for demo, whose failures are staged)",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    data, model = _data_options(), _model_options()
+
+    demo = commands.add_parser(
+        "demo", help="run a complete bot offline and check every step",
+        description="A travel helper on a scripted model (no network, no API key) runs three sessions: "
+        "tools, a rate-limited turn answered with a fallback, recovery, a note distilled at the end of "
+        "a session and offered to a later one. Progress goes to stderr, the story to stdout.",
+        epilog="exit status: 0 every step behaved as expected; 1 a step misbehaved (the line says which); 2 a usage error.",
+    )
+    demo.add_argument(
+        "--data-dir", metavar="DIR",
+        help="a new or empty directory to keep the bot's files in (default: a temporary directory, removed)",
+    )
+    demo.set_defaults(handler=_demo, quiet_log_level="ERROR")
+
+    chat = commands.add_parser(
+        "chat", parents=[data, model], help="talk to a bot on an OpenAI-compatible endpoint",
+        description="An interactive console bot: one turn per line of standard input (piped input works), "
+        "replies on standard output, history and memory kept in the data directory. End with /quit or end of input.",
+        epilog=f"{MODEL_EPILOG} {EXIT_STATUS}",
+    )
+    chat.add_argument("--session", default="console", help="the session id; reuse it to continue a conversation")
+    chat.add_argument("--user", default="local", help="the user id (memory is shared across a user's sessions)")
+    chat.set_defaults(handler=_chat)
+
+    pipeline = commands.add_parser("pipeline", help="inspect a pipeline", epilog=EXIT_STATUS)
     pipeline_commands = pipeline.add_subparsers(dest="pipeline_command", required=True, metavar="ACTION")
-    show = pipeline_commands.add_parser("show", help="print the ordered pipeline table or a Mermaid graph")
-    show.add_argument("target", metavar="MODULE:FACTORY", help="a factory returning a pipeline")
+    show = pipeline_commands.add_parser(
+        "show", help="print the ordered pipeline table or a Mermaid graph",
+        description="Print the systems in run order with what each reads and writes: the standard pipeline, "
+        "or yours given as MODULE:FACTORY (a callable returning an AgentLoop, a list of systems or a builder).",
+        epilog=EXIT_STATUS,
+    )
+    show.add_argument("target", nargs="?", metavar="MODULE:FACTORY", help="a factory returning a pipeline (default: the standard pipeline)")
     show.add_argument("--mermaid", action="store_true", help="print a Mermaid flowchart instead of a table")
     show.set_defaults(handler=_pipeline_show)
+
+    templates = commands.add_parser("templates", help="check task templates", epilog=EXIT_STATUS)
+    templates_commands = templates.add_subparsers(dest="templates_command", required=True, metavar="ACTION")
+    validate = templates_commands.add_parser(
+        "validate", help="check a template file or every *.xml under a directory",
+        description="Load each template as `tasks run` would, registering nothing: errors and warnings "
+        "are printed with file and line.",
+        epilog="exit status: 0 every template loads (warnings are printed but allowed); 1 an error was found; 2 a usage error.",
+    )
+    validate.add_argument("path", metavar="PATH", help="a template file or a directory")
+    validate.set_defaults(handler=_templates_validate)
+
+    notes = commands.add_parser(
+        "notes", help="review the notes a bot distilled", epilog=EXIT_STATUS,
+        description="Inspect and curate a bot's knowledge base in its data directory.",
+    )
+    notes_commands = notes.add_subparsers(dest="notes_command", required=True, metavar="ACTION")
+    listing = notes_commands.add_parser("list", parents=[data], help="every note, one line each", epilog=EXIT_STATUS)
+    listing.add_argument("--status", choices=[s.value for s in NoteStatus], help="only notes with this status")
+    listing.set_defaults(handler=_notes_list)
+    show_note = notes_commands.add_parser("show", parents=[data], help="one note in full", epilog=EXIT_STATUS)
+    show_note.add_argument("id", type=int, metavar="ID")
+    show_note.set_defaults(handler=_notes_show)
+    search = notes_commands.add_parser(
+        "search", parents=[data], help="the notes a query would retrieve (counts nothing)", epilog=EXIT_STATUS,
+        description="Search as a session of the given org/team/project would: only notes in that chain are seen.",
+    )
+    search.add_argument("query", metavar="QUERY")
+    search.add_argument("-k", type=int, default=5, help="how many notes at most (default: 5)")
+    search.add_argument("--company", default="default", help="the company id (default: default)")
+    for layer in ("org", "team", "project"):
+        search.add_argument(f"--{layer}", help=f"the caller's {layer} id")
+    search.set_defaults(handler=_notes_search)
+    for action, target, what in (
+        ("propose", NoteStatus.PROPOSED, "draft -> proposed"),
+        ("accept", NoteStatus.ACCEPTED, "proposed -> accepted"),
+        ("reject", NoteStatus.REJECTED, "draft or proposed -> rejected"),
+        ("deprecate", NoteStatus.DEPRECATED, "accepted -> deprecated"),
+    ):
+        move = notes_commands.add_parser(action, parents=[data], help=f"move a note {what}", epilog=EXIT_STATUS)
+        move.add_argument("id", type=int, metavar="ID")
+        move.set_defaults(handler=_notes_transition, target=target)
+    merges = notes_commands.add_parser("merges", parents=[data], help="pairs of accepted notes worth merging", epilog=EXIT_STATUS)
+    merges.set_defaults(handler=_notes_merges)
+
+    tasks = commands.add_parser("tasks", help="run task templates", epilog=EXIT_STATUS)
+    tasks_commands = tasks.add_subparsers(dest="tasks_command", required=True, metavar="ACTION")
+    run = tasks_commands.add_parser(
+        "run", parents=[data, model], help="run a registered task template",
+        description="Run TEMPLATE with the standard bot answering each atomic task; prints the result's "
+        "content (and its notes). --scripted needs no model: each atomic task answers with its own "
+        "instruction, which shows how inputs flow through the template.",
+        epilog=f"{MODEL_EPILOG} {EXIT_STATUS}",
+    )
+    run.add_argument("template", metavar="TEMPLATE", help="the name of the template to run")
+    run.add_argument(
+        "--input", action="append", default=[], metavar="NAME=VALUE",
+        help="a task input; repeat a name to pass a list (the items a reduce runs over)",
+    )
+    run.add_argument("--templates", default="templates", metavar="PATH", help="a template file or directory (default: ./templates)")
+    run.add_argument("--allow-scripts", action="store_true", help="allow script tasks to run their commands")
+    run.add_argument("--scripted", action="store_true", help="answer atomic tasks offline with a scripted echo, no model")
+    run.add_argument("--trace", action="store_true", help="print what every task answered before the result")
+    run.set_defaults(handler=_tasks_run)
     return parser
 
 
+def _configure_logging(level: str) -> None:
+    try:
+        configure_logging(level)
+    except ValueError as error:
+        raise CliError(str(error)) from error
+
+
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
-    """Run the command line; returns the exit status."""
+    """Run the command line; returns the exit status. Logging is configured for the
+    command and restored afterwards, so `main` can be called in-process (tests)."""
     args = build_parser().parse_args(argv)
     handler: Callable[[argparse.Namespace, TextIO], int] = args.handler
+    logging_before = structlog.get_config()
     try:
+        _configure_logging(args.log_level or getattr(args, "quiet_log_level", "WARNING"))
         return handler(args, out or sys.stdout)
     except CliError as error:
         print(f"agentloop: {error}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("agentloop: interrupted", file=sys.stderr)
+        return 130
+    finally:
+        structlog.configure(**logging_before)
 
 
 if __name__ == "__main__":

@@ -155,6 +155,15 @@ class TaskFailedError(TaskError):
         self.partial_results = partial_results
 
 
+class EndpointUnreachableError(ConnectionError):
+    """Nothing answers HTTP at a model server's base URL (refused, unknown host, timed out)."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        super().__init__(f"cannot reach the model server at {url} ({reason}); start it or check the base URL")
+        self.url = url
+        self.reason = reason
+
+
 class InvalidTransition(ValueError):
     """A knowledge item was asked to move to a lifecycle status its status does not allow."""
 
@@ -185,3 +194,7 @@ class UnknownNoteError(LookupError):
     def __init__(self, note_id: int) -> None:
         super().__init__(f"there is no knowledge item with id {note_id}; it was never stored here")
         self.note_id = note_id
+
+
+class DemoCheckFailed(RuntimeError):
+    """A step of `agentloop demo` did not behave as the demo expects; says which and how."""

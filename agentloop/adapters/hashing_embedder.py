@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
 import numpy as np
@@ -59,36 +59,27 @@ class HashingEmbedder:
 
     def embed(self, texts: Sequence[str]) -> Vectors:
         """One L2-normalised float32 row per text, shape (len(texts), dim)."""
-        word_hashes: list[int] = []
-        word_rows: list[int] = []
-        pair_hashes: list[int] = []
-        pair_rows: list[int] = []
-        gram_hashes: list[int] = []
-        gram_rows: list[int] = []
+        dim = self._dim
+        cells: list[int] = []
+        weights: list[float] = []
+
+        def put(base: int, hashes: Iterable[int], weight: float) -> None:
+            """The low bits of a hash pick the bucket, the top bit the sign."""
+            for h in hashes:
+                cells.append(base + (h & 0x7FFFFFFF) % dim)
+                weights.append(-weight if h & 0x80000000 else weight)
+
         for row, text in enumerate(texts):
+            base = row * dim
             words = _WORD.findall(text.lower())
             for word in words:
                 word_hash, grams = self._word_features(word)
-                word_hashes.append(word_hash)
-                gram_hashes.extend(grams)
-                gram_rows.extend([row] * len(grams))
-            word_rows.extend([row] * len(words))
-            pair_hashes.extend(self._hash(f"b\x00{a}\x00{b}") for a, b in zip(words, words[1:]))
-            pair_rows.extend([row] * (len(words) - 1))
-        flat = np.zeros(len(texts) * self._dim, dtype=np.float64)
-        for weight, hashes, rows in (
-            (self._word_weight, word_hashes, word_rows),
-            (self._bigram_weight, pair_hashes, pair_rows),
-            (self._char_weight, gram_hashes, gram_rows),
-        ):
-            if hashes:
-                h = np.array(hashes, dtype=np.int64)
-                # The low bits pick the bucket, the top bit the sign.
-                cells = np.array(rows, dtype=np.int64) * self._dim + (h & 0x7FFFFFFF) % self._dim
-                signed = np.where(h & 0x80000000, -weight, weight)
-                flat += np.bincount(cells, weights=signed, minlength=flat.size)
-        out = flat.reshape(len(texts), self._dim).astype(np.float32)
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
+                put(base, (word_hash,), self._word_weight)
+                put(base, grams, self._char_weight)
+            put(base, (self._hash(f"b\x00{a}\x00{b}") for a, b in zip(words, words[1:])), self._bigram_weight)
+        flat = np.bincount(np.array(cells, dtype=np.int64), weights=weights, minlength=len(texts) * dim)
+        out = flat.reshape(len(texts), dim).astype(np.float32)
+        norms = np.sqrt(np.einsum("ij,ij->i", out, out))[:, None]
         np.divide(out, norms, out=out, where=norms > 0)
         return out
 

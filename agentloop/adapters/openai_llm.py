@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import structlog
 
-from agentloop.errors import LlmCallError
+from agentloop.errors import EndpointUnreachableError, LlmCallError
 from agentloop.messages import ChatMessage, LlmReply, LlmRequest, Role, ToolCall, ToolSpec
 from agentloop.outcome import FailureKind
 
@@ -146,3 +146,18 @@ def _retry_after(response: httpx.Response) -> float | None:
         return max(0.0, float(value)) if value is not None else None
     except ValueError:
         return None
+
+
+def check_reachable(base_url: str, *, timeout: float = 5.0) -> None:
+    """Raise `EndpointUnreachableError` unless an HTTP server answers at `base_url`.
+
+    One GET of `<base_url>/models`; any HTTP status counts as reachable, so it costs no
+    tokens and needs no key. Applications call it once before a conversation so a wrong
+    URL is one clear message instead of a fallback answer on every turn.
+    """
+    try:
+        httpx.get(base_url.rstrip("/") + "/models", timeout=timeout)
+    except httpx.InvalidURL as exc:
+        raise EndpointUnreachableError(base_url, f"not a valid URL: {exc}") from exc
+    except httpx.TransportError as exc:
+        raise EndpointUnreachableError(base_url, type(exc).__name__ + (f": {exc}" if str(exc) else "")) from exc

@@ -215,6 +215,13 @@ class SqliteKnowledgeRepository:
         with self._lock:
             return self._get(note_id)
 
+    def items(self, statuses: Collection[NoteStatus] | None = None) -> list[KnowledgeItem]:
+        query, values = f"SELECT {_COLUMNS} FROM knowledge_items", tuple(sorted(s.value for s in statuses or ()))
+        if statuses is not None:
+            query += f" WHERE status IN ({','.join('?' * len(values))})"
+        with self._lock:
+            return [_item(row) for row in self._conn.execute(query + " ORDER BY id", values)]
+
     def _get(self, note_id: int) -> KnowledgeItem:
         row = self._conn.execute(f"SELECT {_COLUMNS} FROM knowledge_items WHERE id = ?", (note_id,)).fetchone()
         if row is None:

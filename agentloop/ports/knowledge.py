@@ -34,6 +34,10 @@ class KnowledgeRepository(Protocol):
 
     def get(self, note_id: int) -> KnowledgeItem: ...
 
+    def items(self, statuses: Collection[NoteStatus] | None = None) -> list[KnowledgeItem]:
+        """Every stored item, or those with one of `statuses`, in id order (for review tools)."""
+        ...
+
     def search(
         self,
         vector: Vectors,

@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import io
+import os
 import shutil
+import socket
 import subprocess
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from agentloop.cli import main
+import attrs
+
+from agentloop.cli import main, open_bot, parse_inputs
+from agentloop.testing import RecordingChannel, ScriptedLLM
+from agentloop.testing.http import ScriptedServer, completion
 
 FACTORIES = textwrap.dedent(
     """
@@ -103,3 +110,321 @@ def test_no_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None
     with pytest.raises(SystemExit) as info:
         main([])
     assert info.value.code == 2 and "COMMAND" in capsys.readouterr().err
+
+
+STANDARD_ORDER = [
+    ("10", "InputSanitizationSystem"),
+    ("20", "ContextBuildingSystem"),
+    ("25", "NoteRetrievalSystem"),
+    ("30", "ToolLoopSystem"),
+    ("57", "TurnOutcomeFinalizationSystem"),
+    ("59", "FeedbackGuaranteeSystem"),
+    ("60", "ResponseRoutingSystem"),
+    ("70", "MemoryPersistSystem"),
+    ("75", "RagIndexingSystem"),
+    ("80", "TrajectoryCaptureSystem"),
+]
+
+
+def run_cli(*argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    return main(list(argv), out), out.getvalue()
+
+
+def test_pipeline_show_without_a_target_is_the_standard_pipeline_and_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    status, text = run_cli("pipeline", "show")
+    assert status == 0
+    rows = [tuple(line.split()[:2]) for line in text.splitlines()[2:]]
+    assert rows == STANDARD_ORDER
+    assert list(tmp_path.iterdir()) == []
+    status, mermaid = run_cli("pipeline", "show", "--mermaid")
+    assert status == 0 and mermaid.startswith("flowchart TD") and '"10 InputSanitizationSystem"' in mermaid
+
+
+def test_a_bad_log_level_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--log-level", "LOUD", "pipeline", "show"], io.StringIO()) == 1
+    assert capsys.readouterr().err.strip() == "agentloop: unknown log level 'LOUD'; use DEBUG, INFO, WARNING or ERROR"
+
+
+GOOD = '<task name="{name}" type="atomic"><description>Say {{{{word}}}}</description><inputs><input name="word"/></inputs></task>'
+BLIND = (
+    '<task name="blind" type="atomic"><description>Guess</description>'
+    "<context_management><inherit_context>none</inherit_context></context_management></task>"
+)
+MALFORMED = '<task name="broken" type="atomic">\n  <description>unclosed\n</task>\n'
+
+
+def test_templates_validate_a_good_file(tmp_path: Path) -> None:
+    (tmp_path / "good.xml").write_text(GOOD.format(name="good"))
+    assert run_cli("templates", "validate", str(tmp_path / "good.xml")) == (0, "ok: 1 file(s), 0 error(s), 0 warning(s)\n")
+
+
+def test_templates_validate_a_malformed_template_names_file_and_line(tmp_path: Path) -> None:
+    (tmp_path / "good.xml").write_text(GOOD.format(name="good"))
+    (tmp_path / "broken.xml").write_text(MALFORMED)
+    status, text = run_cli("templates", "validate", str(tmp_path))
+    assert status == 1
+    lines = text.splitlines()
+    assert lines[0].startswith(f"error: template {tmp_path / 'broken.xml'} line 3: is not well-formed XML")
+    assert lines[-1] == "invalid: 2 file(s), 1 error(s), 0 warning(s)"
+
+
+def test_templates_validate_prints_warnings_but_passes(tmp_path: Path) -> None:
+    (tmp_path / "blind.xml").write_text(BLIND)
+    status, text = run_cli("templates", "validate", str(tmp_path))
+    assert status == 0
+    assert text.splitlines()[0].startswith(f"warning: template {tmp_path / 'blind.xml'} line 1: inherit_context=none")
+    assert text.splitlines()[-1] == "ok: 1 file(s), 0 error(s), 1 warning(s)"
+
+
+@pytest.mark.parametrize(("make", "message"), [(False, "does not exist"), (True, "no *.xml templates under")])
+def test_templates_validate_needs_templates(
+    tmp_path: Path, make: bool, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "templates"
+    if make:
+        target.mkdir()
+    assert run_cli("templates", "validate", str(target))[0] == 1
+    assert message in capsys.readouterr().err
+
+
+TASKS = textwrap.dedent(
+    """
+    <templates>
+      <task name="report" type="sequential">
+        <description>Gather facts, then write the report</description>
+        <steps>
+          <task type="atomic"><description>List facts about {{topic}}</description></task>
+          <task type="atomic"><description>Write the report on {{topic}}</description></task>
+        </steps>
+      </task>
+      <task name="total" type="reduce">
+        <description>Combine the chapters</description>
+        <inner_task><task type="atomic"><description>Summarize {{item}}</description></task></inner_task>
+        <reduction_task><task type="atomic"><description>Merge {{current}}</description></task></reduction_task>
+      </task>
+    </templates>
+    """
+)
+
+
+@pytest.fixture
+def templates(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "templates").mkdir()
+    (tmp_path / "templates" / "tasks.xml").write_text(TASKS)
+    return tmp_path / "templates"
+
+
+def test_tasks_run_scripted_echoes_each_instruction_in_order(templates: Path) -> None:
+    status, text = run_cli("tasks", "run", "report", "--input", "topic=owls", "--scripted", "--trace")
+    assert status == 0
+    answers = [line for line in text.splitlines() if line.startswith("[scripted]")]
+    assert answers == ["[scripted] List facts about owls", "[scripted] Write the report on owls",
+                       "[scripted] Write the report on owls"]
+    assert (templates.parent / "agentloop-data" / "bot.sqlite3").exists()
+
+
+def test_tasks_run_a_repeated_input_is_the_list_a_reduce_runs_over(templates: Path) -> None:
+    status, text = run_cli("tasks", "run", "total", "--input", "items=one", "--input", "items=two", "--scripted", "--trace", "--data-dir", "d")
+    assert status == 0 and text.splitlines()[-1] == "[scripted] Merge [scripted] Summarize two"
+    assert "[scripted] Summarize one" in text
+
+
+def test_parse_inputs() -> None:
+    assert parse_inputs(["a=1", "b=x=y", "a=2", "c="]) == {"a": ["1", "2"], "b": "x=y", "c": ""}
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["report", "--scripted"], "uses {{topic}} but no input 'topic' was given"),
+        (["nope", "--scripted"], "no task template named 'nope' is registered (registered: report, total)"),
+        (["report", "--input", "topic", "--scripted"], "--input expects NAME=VALUE, got 'topic'"),
+        (["report", "--templates", "missing", "--scripted"], "missing does not exist"),
+    ],
+)
+def test_tasks_run_errors_are_one_line(
+    templates: Path, argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["tasks", "run", *argv], io.StringIO()) == 1
+    err = capsys.readouterr().err
+    assert message in err and len(err.splitlines()) == 1 and "Traceback" not in err
+
+
+SCRIPT = '<task name="shout" type="script"><description>Echo</description><command><arg>echo</arg><arg>{{word}}</arg></command></task>'
+
+
+def test_tasks_run_scripts_only_when_allowed(templates: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (templates.parent / "shout.xml").write_text(SCRIPT)
+    argv = ["tasks", "run", "shout", "--templates", "shout.xml", "--input", "word=hey", "--scripted"]
+    assert main(argv, io.StringIO()) == 1
+    assert "line 1: script task 'shout' is refused" in capsys.readouterr().err
+    status, text = run_cli(*argv, "--allow-scripts")
+    assert status == 0 and text.splitlines() == ["hey", "", 'notes: {"exit_code": 0, "stderr": ""}']
+
+
+def agentloop(*argv: str, stdin: str = "", cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the installed `agentloop` console script as a user would."""
+    script = shutil.which("agentloop")
+    assert script is not None
+    environment = {k: v for k, v in os.environ.items() if k not in ("AGENTLOOP_API_KEY", "OPENAI_API_KEY")}
+    return subprocess.run([script, *argv], input=stdin, capture_output=True, text=True, timeout=120, cwd=cwd,
+                          env={**environment, **(env or {})})
+
+
+@pytest.fixture
+def server() -> Iterator[ScriptedServer]:
+    with ScriptedServer() as scripted:
+        yield scripted
+
+
+def test_chat_talks_to_the_endpoint_and_remembers_the_conversation(server: ScriptedServer, tmp_path: Path) -> None:
+    server.reply(body=completion("Hello, Ada."))
+    server.reply(body=completion("You said your name is Ada."))
+    chat = ("chat", "--base-url", server.url, "--model", "tiny", "--data-dir", "data")
+    result = agentloop(*chat, stdin="I am Ada\n\nwho am I?\n/quit\nignored\n", cwd=tmp_path,
+                       env={"AGENTLOOP_API_KEY": "sk-cli"})
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout.splitlines() == ["bot> Hello, Ada.", "bot> You said your name is Ada."]
+    assert len(server.requests) == 2 and server.requests[0]["auth"] == "Bearer sk-cli"
+    assert server.requests[0]["body"]["model"] == "tiny"
+
+    server.reply(body=completion("Welcome back."))
+    again = agentloop(*chat, stdin="hi again", cwd=tmp_path, env={"OPENAI_API_KEY": "sk-openai"})
+    assert again.returncode == 0 and again.stdout == "bot> Welcome back.\n"
+    sent = [m["content"] for m in server.requests[2]["body"]["messages"]]
+    assert sent[-5:] == ["I am Ada", "Hello, Ada.", "who am I?", "You said your name is Ada.", "hi again"]
+    assert server.requests[2]["auth"] == "Bearer sk-openai"
+
+
+def test_chat_answers_with_the_fallback_and_one_line_when_the_model_fails(server: ScriptedServer, tmp_path: Path) -> None:
+    server.reply(400, {"error": "no such model"})
+    server.reply(body=completion("Recovered."))
+    result = agentloop("chat", "--base-url", server.url, "--data-dir", "data", stdin="one\ntwo\n", cwd=tmp_path)
+    assert result.returncode == 0
+    assert result.stdout.splitlines() == [
+        "bot> Sorry, something went wrong while I was answering. Please try again.", "bot> Recovered."
+    ]
+    assert result.stderr.splitlines() == [
+        'agentloop: llm ToolLoopSystem failed: the model server refused the request (HTTP 400): {"error": "no such model"}'
+    ]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_chat_with_an_unreachable_endpoint_is_one_clear_line(tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    result = agentloop("chat", "--base-url", url, "--data-dir", "data", stdin="hello\n", cwd=tmp_path)
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr.splitlines() == [
+        f"agentloop: cannot reach the model server at {url} (ConnectError: [Errno 111] Connection refused); "
+        "start it or check the base URL"
+    ]
+
+
+def test_tasks_run_on_a_model_server(server: ScriptedServer, templates: Path) -> None:
+    server.reply(body=completion("Owls hunt at night."))
+    server.reply(body=completion('Owls: nocturnal.\n\n```task-result\n{"notes": {"words": 2}}\n```'))
+    result = agentloop("tasks", "run", "report", "--input", "topic=owls", "--base-url", server.url,
+                       cwd=templates.parent)
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout.splitlines() == ["Owls: nocturnal.", 'notes: {"words": 2}']
+    assert "List facts about owls" in server.requests[0]["body"]["messages"][-1]["content"]
+
+
+@pytest.fixture(scope="module")
+def bot_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A bot's data directory after the demo: one draft note distilled from a session of project travel."""
+    data = tmp_path_factory.mktemp("bot") / "data"
+    assert main(["demo", "--data-dir", str(data)], io.StringIO()) == 0
+    return data
+
+
+@pytest.fixture
+def notes_dir(bot_dir: Path, tmp_path: Path) -> Path:
+    """A fresh copy of the demo bot's data, so each test may change its notes."""
+    return Path(shutil.copytree(bot_dir, tmp_path / "data"))
+
+
+TITLE = "Planning a weekend city trip: weather, money and packing"
+
+
+def test_notes_list_and_show(notes_dir: Path) -> None:
+    status, text = run_cli("notes", "list", "--data-dir", str(notes_dir))
+    assert status == 0 and text.split() == ["#1", "draft", "pattern", "project", "retrieved", "1", "useful", "1", *TITLE.split()]
+    assert run_cli("notes", "list", "--status", "accepted", "--data-dir", str(notes_dir)) == (0, "no notes with status accepted\n")
+    status, text = run_cli("notes", "show", "1", "--data-dir", str(notes_dir))
+    lines = text.splitlines()
+    assert status == 0 and lines[1].startswith("owner: company=default, project=travel; created 2026-01-01")
+    assert lines[3] == "## Context" and "- weather -> convert_currency -> packing_list, in that order" in lines
+
+
+def test_notes_search_sees_only_the_callers_chain(notes_dir: Path) -> None:
+    """I11: the note belongs to project travel; a caller outside that project never sees it."""
+    status, text = run_cli("notes", "search", "weekend trip weather", "--project", "travel", "--data-dir", str(notes_dir))
+    assert status == 0 and text.startswith("0.") and TITLE in text
+    status, text = run_cli("notes", "search", "weekend trip weather", "--project", "other", "--data-dir", str(notes_dir))
+    assert (status, text) == (0, "no notes match within project 'other' and its parents\n")
+    assert run_cli("notes", "list", "--data-dir", str(notes_dir))[1].split()[5] == "1", "search counts no retrieval"
+
+
+def test_notes_lifecycle_from_the_command_line(notes_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = ("--data-dir", str(notes_dir))
+    assert run_cli("notes", "propose", "1", *data) == (0, "note #1: draft -> proposed\n")
+    assert run_cli("notes", "accept", "1", *data) == (0, "note #1: proposed -> accepted\n")
+    assert main(["notes", "reject", "1", *data], io.StringIO()) == 1
+    assert capsys.readouterr().err == (
+        "agentloop: note 1 cannot go from accepted to rejected; from accepted it may go to deprecated\n"
+    )
+    assert run_cli("notes", "deprecate", "1", *data) == (0, "note #1: accepted -> deprecated\n")
+    assert main(["notes", "show", "7", *data], io.StringIO()) == 1
+    assert capsys.readouterr().err == "agentloop: there is no knowledge item with id 7; it was never stored here\n"
+
+
+def test_notes_merges_lists_similar_accepted_notes(notes_dir: Path) -> None:
+    data = ("--data-dir", str(notes_dir))
+    assert run_cli("notes", "merges", *data) == (0, "no merge suggestions\n")
+    with open_bot(notes_dir, ScriptedLLM(), RecordingChannel()) as bot:
+        knowledge = bot.note_taking.knowledge
+        first = knowledge.get(1)
+        twin = attrs.evolve(first, id=None, title="Weekend city trips", retrieval_count=0, usefulness_score=0)
+        knowledge.add(twin)
+    for note in ("1", "2"):
+        run_cli("notes", "propose", note, *data)
+        run_cli("notes", "accept", note, *data)
+    status, text = run_cli("notes", "merges", *data)
+    assert status == 0 and text == f"#1 {TITLE!r} + #2 'Weekend city trips': similarity 1.00\n"
+
+
+def test_notes_on_a_directory_without_notes_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["notes", "list", "--data-dir", str(tmp_path / "nowhere")], io.StringIO()) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"agentloop: {tmp_path / 'nowhere' / 'bot.notes.sqlite3'} does not exist") and len(err.splitlines()) == 1
+    assert not (tmp_path / "nowhere").exists()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [[], ["demo"], ["chat"], ["pipeline", "show"], ["templates", "validate"], ["tasks", "run"],
+     *(["notes", action] for action in ("list", "show", "search", "propose", "accept", "reject", "deprecate", "merges"))],
+    ids=lambda command: " ".join(command) or "agentloop",
+)
+def test_every_command_documents_its_exit_status(command: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main([*command, "--help"])
+    assert info.value.code == 0 and "exit status: 0" in " ".join(capsys.readouterr().out.split())
+
+
+def test_tasks_run_refuses_a_malformed_template_with_file_and_line(templates: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (templates / "broken.xml").write_text(MALFORMED)
+    assert main(["tasks", "run", "report", "--input", "topic=owls", "--scripted"], io.StringIO()) == 1
+    assert capsys.readouterr().err.startswith("agentloop: template templates/broken.xml line 3: is not well-formed XML")
+    assert not (templates.parent / "agentloop-data").exists(), "nothing runs when a template does not load"

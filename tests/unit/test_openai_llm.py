@@ -3,75 +3,24 @@
 from __future__ import annotations
 
 import asyncio
-import json
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 
 from agentloop import ChatMessage, FailureKind, IncomingMessage, LlmCallError, LlmRequest, Session, ToolCall, ToolSpec, tool
-from agentloop.adapters.openai_llm import OpenAICompatibleLLM
+from agentloop.adapters.openai_llm import OpenAICompatibleLLM, check_reachable
+from agentloop.errors import EndpointUnreachableError
 from agentloop.testing import RecordingChannel
+from agentloop.testing.http import ScriptedServer, completion
 from systems import standard_pipeline
-
-
-class ScriptedServer:
-    """Answers each POST with the next (status, body, headers, delay) and keeps the requests."""
-
-    def __init__(self) -> None:
-        self.responses: list[tuple[int, bytes, dict[str, str], float]] = []
-        self.requests: list[dict[str, Any]] = []
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers["Content-Length"])
-                server.requests.append({"path": self.path, "auth": self.headers.get("Authorization"),
-                                        "body": json.loads(self.rfile.read(length))})
-                status, body, headers, delay = server.responses.pop(0)
-                if delay:
-                    time.sleep(delay)
-                try:
-                    self.send_response(status)
-                    for key, value in headers.items():
-                        self.send_header(key, value)
-                    self.send_header("Content-Length", str(len(body)))
-                    self.end_headers()
-                    self.wfile.write(body)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-
-    def reply(self, status: int = 200, body: Any = None, *, raw: bytes | None = None,
-              headers: dict[str, str] | None = None, delay: float = 0.0) -> None:
-        data = raw if raw is not None else json.dumps(body).encode()
-        self.responses.append((status, data, {"Content-Type": "application/json", **(headers or {})}, delay))
-
-
-def completion(content: str | None = None, tool_calls: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": content}
-    if tool_calls:
-        message["tool_calls"] = tool_calls
-    return {"model": "served-model", "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}
 
 
 @pytest.fixture
 def server() -> Iterator[ScriptedServer]:
-    scripted = ScriptedServer()
-    thread = threading.Thread(target=scripted.httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
-    thread.start()
-    yield scripted
-    scripted.httpd.shutdown()
-    scripted.httpd.server_close()
+    with ScriptedServer() as scripted:
+        yield scripted
 
 
 class SleepLog:
@@ -211,3 +160,16 @@ def test_a_standard_turn_with_a_tool_call_over_http(server: ScriptedServer, tmp_
     second = server.requests[1]["body"]["messages"]
     assert second[-1] == {"role": "tool", "content": "Oslo: sunny", "tool_call_id": "c1", "name": "weather"}
     assert second[-2]["tool_calls"][0]["function"] == {"name": "weather", "arguments": '{"city": "Oslo"}'}
+
+
+def test_check_reachable_accepts_any_http_answer_and_names_the_url_otherwise(server: ScriptedServer) -> None:
+    check_reachable(server.url)  # the scripted server answers GET /models with 501: reachable all the same
+    url = server.url
+    server.close()
+    with pytest.raises(EndpointUnreachableError) as caught:
+        check_reachable(url, timeout=2.0)
+    assert str(caught.value).startswith(f"cannot reach the model server at {url} (ConnectError:")
+    with pytest.raises(EndpointUnreachableError, match="missing an 'http://' or 'https://' protocol"):
+        check_reachable("localhost:11434/v1")
+    with pytest.raises(EndpointUnreachableError, match=r"\(not a valid URL: "):
+        check_reachable("http://[::1/v1")

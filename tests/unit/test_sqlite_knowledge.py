@@ -124,3 +124,15 @@ def test_layer_and_status_filters_apply_in_the_index(tmp_path: Path) -> None:
     assert [i.key for i, _ in hits] == [org.key]
     assert team_of_other_org.key not in {i.key for i, _ in hits}
     repository.close()
+
+
+def test_items_lists_every_note_or_those_of_some_statuses_in_id_order(tmp_path: Path) -> None:
+    repository = SqliteKnowledgeRepository(tmp_path / "k.db", dim=8)
+    assert repository.items() == []
+    stored = [repository.add(_item(seed)) for seed in range(3)]
+    repository.transition(stored[1].key, NoteStatus.PROPOSED, AT)
+    repository.transition(stored[2].key, NoteStatus.REJECTED, AT)
+    assert [i.key for i in repository.items()] == [s.key for s in stored]
+    assert [i.key for i in repository.items({NoteStatus.PROPOSED, NoteStatus.REJECTED})] == [stored[1].key, stored[2].key]
+    assert repository.items(()) == []
+    repository.close()
