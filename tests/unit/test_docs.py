@@ -145,6 +145,13 @@ def test_the_example_project_uses_only_public_imports() -> None:
                     assert name in public, f"{path.name} imports {name}, which a user should not need"
 
 
+@pytest.mark.parametrize("page", [ROOT / "README.md", *sorted(DOCS.glob("*.md"))], ids=lambda p: p.name)
+def test_every_relative_link_leads_somewhere(page: Path) -> None:
+    for target in re.findall(r"\]\(([^)#\s]+)[^)]*\)", page.read_text()):
+        if "://" not in target:
+            assert (page.parent / target).exists(), f"{page.name} links to {target}, which does not exist"
+
+
 def test_the_tutorial_is_among_the_executed_guides() -> None:
     assert DOCS / "tutorial.md" in GUIDES
 
