@@ -32,3 +32,9 @@ def test_example_bot_answers() -> None:
 def test_ci_runs_exactly_the_readme_test_command() -> None:
     command = readme_block("Run the tests").strip()
     assert command in (ROOT / ".ci" / "run").read_text().splitlines()
+
+
+def test_the_first_command_installs_and_runs_the_demo() -> None:
+    readme = (ROOT / "README.md").read_text()
+    first = re.search(r"```bash\n(.*?)```", readme, re.S)
+    assert first and first.group(1).strip() == "pip install -e . && agentloop demo"
