@@ -75,7 +75,7 @@ from agentloop.components import ToolExecutions
 from agentloop.context import AgentContext, IncomingMessage, Session
 from agentloop.errors import LlmCallError
 from agentloop.loop import AgentLoop
-from agentloop.messages import ChatMessage, LlmReply, Role
+from agentloop.messages import ChatMessage, LlmReply, LlmRequest, Role
 from agentloop.outcome import FailureKind, FailureSource, FinishReason, TurnOutcome
 from agentloop.scopes import knowledge_scope, memory_scope
 from agentloop.testing.channel import RecordingChannel, Sent
@@ -127,11 +127,16 @@ class BotUnderTest:
         return self.sent_per_turn[-1] if self.sent_per_turn else []
 
     @property
-    def last_prompt(self) -> str:
-        """Everything the model was shown in its last request, one message per line."""
+    def last_request(self) -> LlmRequest:
+        """The last request the model received."""
         if not self.llm.requests:
             raise AssertionError("the model was never called")
-        return "\n".join(m.content or "" for m in self.llm.requests[-1].messages)
+        return self.llm.requests[-1]
+
+    @property
+    def last_prompt(self) -> str:
+        """Everything the model was shown in its last request, one message per line."""
+        return "\n".join(m.content or "" for m in self.last_request.messages)
 
     def require_stores(self) -> BotStores:
         if self.stores is None:
@@ -285,9 +290,7 @@ def then_prompt_lacks(bot: BotUnderTest, text: str) -> None:
 
 @then(parsers.parse('the model was told "{content}"'))
 def then_model_was_told(bot: BotUnderTest, content: str) -> None:
-    if not bot.llm.requests:
-        raise AssertionError("the model was never called")
-    tool_results = [m.content for m in bot.llm.requests[-1].messages if m.role is Role.TOOL]
+    tool_results = [m.content for m in bot.last_request.messages if m.role is Role.TOOL]
     assert content in tool_results, tool_results
 
 
