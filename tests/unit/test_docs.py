@@ -174,3 +174,20 @@ def test_every_test_and_scenario_a_guide_cites_exists() -> None:
                     assert title in scenarios, f"{guide.name} cites the scenario {title!r}, which does not exist"
                     cited += 1
     assert cited > 0
+
+
+def test_the_tutorials_project_passes_on_its_own(tmp_path: Path) -> None:
+    """Saved in an empty directory, as a reader would, the tutorial's files make a passing test suite."""
+    expected = 0
+    for block in blocks(DOCS / "tutorial.md"):
+        if block.is_file:
+            assert block.title is not None
+            (tmp_path / block.title).write_text(block.text)
+            expected += len(re.findall(r"^\s*Scenario:|^def test_", block.text, re.M))
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0 and f"{expected} passed" in result.stdout, result.stdout + result.stderr
