@@ -19,7 +19,7 @@ CREATE TABLE IF NOT EXISTS memory_entries (
     assistant_text TEXT NOT NULL,
     created_at TEXT NOT NULL
 );
-CREATE INDEX IF NOT EXISTS memory_entries_by_scope ON memory_entries (scope, id);
+CREATE INDEX IF NOT EXISTS memory_entries_by_scope_session ON memory_entries (scope, id, session_id);
 """
 
 

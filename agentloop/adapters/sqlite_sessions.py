@@ -12,7 +12,7 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from agentloop.adapters.sqlite import connect
+from agentloop.adapters.sqlite import connect, transaction
 from agentloop.messages import ChatMessage, Role, ToolCall
 from agentloop.outcome import converter
 
@@ -55,18 +55,12 @@ class SqliteSessionStore:
             )
             for m in messages
         ]
-        with self._lock:
-            self._conn.execute("BEGIN")
-            try:
-                self._conn.executemany(
-                    "INSERT INTO session_messages (session_id, role, content, tool_call_id, name, tool_calls) "
-                    "VALUES (?, ?, ?, ?, ?, ?)",
-                    rows,
-                )
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
+        with self._lock, transaction(self._conn):
+            self._conn.executemany(
+                "INSERT INTO session_messages (session_id, role, content, tool_call_id, name, tool_calls) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                rows,
+            )
 
     def recent(self, session_id: str, limit: int) -> tuple[ChatMessage, ...]:
         with self._lock:
