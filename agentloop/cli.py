@@ -100,11 +100,14 @@ def load_pipeline(target: str) -> AgentLoop:
     """Import `module:factory` and build the AgentLoop it describes.
 
     The factory is called with no arguments and may return an AgentLoop, a sequence of
-    systems, or a builder with a `build()` method returning an AgentLoop.
+    systems, or a builder with a `build()` method returning an AgentLoop. Modules in
+    the current directory are found, as with `python -m`.
     """
     module_name, _, attribute = target.partition(":")
     if not module_name or not attribute:
         raise CliError(f"expected MODULE:FACTORY, got {target!r}")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     try:
         module = importlib.import_module(module_name)
     except ImportError as error:
