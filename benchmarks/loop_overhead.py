@@ -94,7 +94,7 @@ def main() -> None:
     print(f"{'agentloop dispatch per no-op system':<44}{ours:>10.3f}µs{TARGET_US:>10.1f}µs")
     peer = langgraph_per_node_us(SYSTEMS)
     if peer is None:
-        print("langgraph not importable: peer comparison skipped (pip install langgraph)")
+        print("langgraph not importable: peer comparison skipped (pip install '.[bench]')")
     else:
         print(f"{'langgraph per node (10-node chain)':<44}{peer:>10.3f}µs")
         print(f"{'ratio langgraph / agentloop':<44}{peer / ours:>11.1f}x")
