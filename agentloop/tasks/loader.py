@@ -237,7 +237,10 @@ class _Builder:
                 element, f"task name {name!r} must be 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit"
             )
         subtype = self._enum(element, "subtype", element.get("subtype", "standard"), Subtype)
-        children = self._children(element, (*_COMMON_CHILDREN, *_OPERATOR_CHILDREN[operator]), operator)
+        allowed = (*_COMMON_CHILDREN, *_OPERATOR_CHILDREN[operator])
+        children = self._children(
+            element, allowed, f"is not allowed in a {operator.value} task; allowed: {', '.join(allowed)}", "in one task"
+        )
         description = self._description(element, children.get("description"))
         inputs = self._inputs(children["inputs"]) if "inputs" in children else ()
         overrides = self._overrides(children["context_management"]) if "context_management" in children else ContextOverrides()
@@ -276,15 +279,18 @@ class _Builder:
         command, timeout = self._command(self._required(element, children, "command"))
         return ScriptTemplate(command=command, timeout=timeout, **common)
 
-    def _children(self, element: etree._Element, allowed: tuple[str, ...], operator: Operator) -> dict[str, etree._Element]:
+    def _children(
+        self, element: etree._Element, allowed: tuple[str, ...], unknown: str, where: str
+    ) -> dict[str, etree._Element]:
+        """The child elements by tag, refusing text, tags not in `allowed` and repeats."""
         self._no_text(element)
         found: dict[str, etree._Element] = {}
         for child in element:
             tag = _tag(child)
             if tag not in allowed:
-                raise self.fail(child, f"<{tag}> is not allowed in a {operator.value} task; allowed: {', '.join(allowed)}")
+                raise self.fail(child, f"<{tag}> {unknown}")
             if tag in found:
-                raise self.fail(child, f"<{tag}> appears twice in one task")
+                raise self.fail(child, f"<{tag}> appears twice {where}".rstrip())
             found[tag] = child
         return found
 
@@ -334,18 +340,10 @@ class _Builder:
         return tuple(names)
 
     def _overrides(self, element: etree._Element) -> ContextOverrides:
-        self._no_text(element)
         if element.attrib:
             raise self.fail(element, f"<context_management> takes no attributes, got {_first(element.attrib)!r}")
         fields = ("inherit_context", "accumulate_data", "accumulation_format", "fresh_context")
-        settings: dict[str, etree._Element] = {}
-        for child in element:
-            tag = _tag(child)
-            if tag not in fields:
-                raise self.fail(child, f"<{tag}> is not a context setting; use {', '.join(fields)}")
-            if tag in settings:
-                raise self.fail(child, f"<{tag}> appears twice")
-            settings[tag] = child
+        settings = self._children(element, fields, f"is not a context setting; use {', '.join(fields)}", "")
         accumulate: bool | None = None
         if "accumulate_data" in settings:
             value = self._leaf_text(settings["accumulate_data"]).strip()
