@@ -10,14 +10,10 @@ import attrs
 
 from agentloop.errors import MissingComponentError
 from agentloop.messages import ChatMessage
-from agentloop.outcome import Attachment, FailureEvent, TurnOutcome
+from agentloop.outcome import Attachment, FailureEvent, TurnOutcome, copy_str_dict
 from agentloop.ports.clock import Clock, SystemClock
 
 T = TypeVar("T")
-
-
-def _str_dict(value: dict[str, str] | None) -> dict[str, str]:
-    return dict(value or {})
 
 
 @attrs.frozen
@@ -39,7 +35,7 @@ class IncomingMessage:
     text: str
     attachments: tuple[Attachment, ...] = ()
     auto_mode: bool = False
-    metadata: dict[str, str] = attrs.field(factory=dict, converter=_str_dict, hash=False)
+    metadata: dict[str, str] = attrs.field(factory=dict, converter=copy_str_dict, hash=False)
 
 
 class AgentContext:

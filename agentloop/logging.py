@@ -14,6 +14,8 @@ def configure_logging(level: str | int = "INFO", *, json: bool = False, stream: 
 
     Library code never calls this; applications and the `agentloop` command do. Below
     `level`, log calls are no-ops and the loop skips its per-system events entirely.
+    While structlog is left unconfigured the loop logs only failures, so that its
+    events do not mix with a console bot's replies on stdout.
     """
     numeric = logging.getLevelName(level.upper()) if isinstance(level, str) else level
     if not isinstance(numeric, int):

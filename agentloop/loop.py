@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from contextlib import asynccontextmanager
+import threading
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from time import perf_counter
 from typing import Any
 
@@ -199,7 +200,6 @@ class AgentLoop:
         inputs: Iterable[type] = (),
         clock: Clock | None = None,
         metrics: Metrics | None = None,
-        logger: Any = None,
     ) -> None:
         if turn_timeout is not None and turn_timeout <= 0:
             raise ValueError(f"turn_timeout must be positive seconds, got {turn_timeout!r}")
@@ -208,9 +208,11 @@ class AgentLoop:
         self.turn_timeout = turn_timeout
         self.clock: Clock = clock or SystemClock()
         self.metrics = metrics
-        self._logger = logger if logger is not None else structlog.get_logger("agentloop")
+        self._logger = structlog.get_logger("agentloop")
         self._steps = tuple(_step(system) for system in self.systems)
         self._gates = _SessionGates()
+        self._sync_gates: dict[str, tuple[threading.Lock, list[int]]] = {}
+        self._sync_gates_lock = threading.Lock()
 
     def describe(self) -> PipelineDescription:
         rows = tuple(PipelineRow(s.order, s.name, s.reads, s.writes, s.always_run) for s in self.systems)
@@ -224,12 +226,35 @@ class AgentLoop:
         history: Sequence[ChatMessage] = (),
         components: Iterable[object] = (),
     ) -> AgentContext:
-        """`run_turn` for scripts and sync tests; not callable from a running event loop."""
+        """`run_turn` for scripts and sync tests; not callable from a running event loop.
+
+        Threads calling it for one session take turns (each call runs its own event
+        loop, so the async per-session gate alone cannot order them).
+        """
         try:
             asyncio.get_running_loop()
         except RuntimeError:
+            pass
+        else:
+            raise RuntimeError("run_turn_sync was called inside a running event loop; await run_turn instead")
+        with self._sync_gate(session.id):
             return asyncio.run(self.run_turn(session, incoming, history=history, components=components))
-        raise RuntimeError("run_turn_sync was called inside a running event loop; await run_turn instead")
+
+    @contextmanager
+    def _sync_gate(self, session_id: str) -> Iterator[None]:
+        with self._sync_gates_lock:
+            gate = self._sync_gates.get(session_id)
+            if gate is None:
+                gate = self._sync_gates[session_id] = (threading.Lock(), [0])
+            gate[1][0] += 1
+        try:
+            with gate[0]:
+                yield
+        finally:
+            with self._sync_gates_lock:
+                gate[1][0] -= 1
+                if gate[1][0] == 0:
+                    del self._sync_gates[session_id]
 
     async def run_turn(
         self,
@@ -259,8 +284,12 @@ class AgentLoop:
         deadline = None if self.turn_timeout is None else clock.monotonic() + self.turn_timeout
         ctx = AgentContext(session, incoming, history=history, deadline=deadline, clock=clock, components=components)
         log = self._logger.bind(turn_id=ctx.turn_id, session_id=session.id)
-        # Unconfigured structlog prints every level; per-system events need an opt-in.
-        debug = structlog.is_configured() and log.is_enabled_for(logging.DEBUG)
+        # Unconfigured structlog prints every level to stdout, where a console bot
+        # answers: the loop then logs only failures. Any configured level is honoured.
+        verbose = structlog.is_configured()
+        # Only structlog's filtering loggers know their level; others filter downstream.
+        filtering = hasattr(type(log), "is_enabled_for")
+        debug = verbose and (not filtering or log.is_enabled_for(logging.DEBUG))
         timed_out = False
         for step in self._steps:
             if deadline is not None and not timed_out and clock.monotonic() >= deadline:
@@ -304,7 +333,8 @@ class AgentLoop:
         duration_ms = (perf_counter() - started) * 1000.0
         outcome = ctx.turn_outcome
         reason = outcome.finish_reason.value if outcome is not None else None
-        log.info("turn.finished", finish_reason=reason, failures=len(ctx.failures), duration_ms=duration_ms)
+        if verbose:
+            log.info("turn.finished", finish_reason=reason, failures=len(ctx.failures), duration_ms=duration_ms)
         if self.metrics is not None:
             self.metrics.observe("agentloop.turn.duration_ms", duration_ms)
         return ctx

@@ -58,7 +58,8 @@ def resolve_finish_reason(reasons: Iterable[FinishReason]) -> FinishReason:
     return min(reasons, key=_RANK.__getitem__, default=FinishReason.SUCCESS)
 
 
-def _frozen_dict(value: Mapping[str, str] | None) -> dict[str, str]:
+def copy_str_dict(value: Mapping[str, str] | None) -> dict[str, str]:
+    """A private copy of a string mapping, so a caller's later edits never reach a contract."""
     return dict(value or {})
 
 
@@ -90,7 +91,7 @@ class OutgoingResponse:
     text: str | None = None
     voice_text: str | None = None
     attachments: tuple[Attachment, ...] = ()
-    hints: dict[str, str] = attrs.field(factory=dict, converter=_frozen_dict, hash=False)
+    hints: dict[str, str] = attrs.field(factory=dict, converter=copy_str_dict, hash=False)
 
     @classmethod
     def text_only(cls, text: str) -> OutgoingResponse:

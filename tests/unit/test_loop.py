@@ -460,3 +460,45 @@ def test_every_exception_gives_exactly_one_failure_naming_its_system(spec_list: 
         written = ctx.get(outputs[f"S{index}"])
         assert (written is not None) == (spec.behaviour == "write")
     assert ctx.turn_outcome is not None and ctx.turn_outcome.failures == ctx.failures
+
+
+def test_threads_running_one_session_synchronously_take_turns() -> None:
+    """I9 across threads: each run_turn_sync has its own event loop, yet one session's
+    turns still run one at a time and none is lost."""
+    import threading
+
+    log: list[tuple[str, str, str]] = []
+    loop = AgentLoop([Journal(log, {"a": 0.05, "b": 0.05})])
+    threads = [threading.Thread(target=loop.run_turn_sync, args=(Session("s"), IncomingMessage(t))) for t in "ab"]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+    assert not any(thread.is_alive() for thread in threads), "a turn hung"
+    assert sorted(log) == sorted([("start", "s", "a"), ("end", "s", "a"), ("start", "s", "b"), ("end", "s", "b")])
+    assert log[0][0] == "start" and log[1][0] == "end" and log[0][2] == log[1][2]
+    assert loop._sync_gates == {}
+
+
+def test_a_structlog_set_up_without_level_filtering_still_runs_turns() -> None:
+    structlog.configure(wrapper_class=structlog.BoundLogger, logger_factory=structlog.ReturnLoggerFactory())
+    try:
+        ctx = run_pipeline([make_system("A", 10, finalize())])
+    finally:
+        structlog.reset_defaults()
+    assert ctx.turn_outcome is not None and ctx.failures == ()
+
+
+def test_unconfigured_structlog_keeps_stdout_for_the_bot() -> None:
+    import subprocess
+    import sys
+
+    script = (
+        "from agentloop.testing import make_system, run_pipeline\n"
+        "run_pipeline([make_system('A', 10)])\n"
+        "def boom(ctx): raise RuntimeError('kaput')\n"
+        "run_pipeline([make_system('Breaker', 10, boom)])\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert "turn.finished" not in result.stdout and "system.run" not in result.stdout
+    assert "system.failed" in result.stdout + result.stderr
