@@ -96,12 +96,13 @@ def open_bot(
         yield Bot(pipeline, pipeline.build(inputs=inputs), note_taking)
 
 
-def load_pipeline(target: str) -> AgentLoop:
-    """Import `module:factory` and build the AgentLoop it describes.
+def describe_pipeline(target: str) -> PipelineDescription:
+    """Import `module:factory`, build the pipeline it describes and describe it.
 
     The factory is called with no arguments and may return an AgentLoop, a sequence of
-    systems, or a builder with a `build()` method returning an AgentLoop. Modules in
-    the current directory are found, as with `python -m`.
+    systems, or a builder with a `build()` method (closed afterwards if it has
+    `close()`, as a `StandardPipeline` does). Modules in the current directory are
+    found, as with `python -m`. Any error the factory raises is one CliError line.
     """
     module_name, _, attribute = target.partition(":")
     if not module_name or not attribute:
@@ -115,16 +116,19 @@ def load_pipeline(target: str) -> AgentLoop:
     factory = getattr(module, attribute, None)
     if not callable(factory):
         raise CliError(f"{module_name!r} has no callable {attribute!r}")
-    try:
-        built = factory()
-        if hasattr(built, "build") and callable(built.build):
-            built = built.build()
+    with ExitStack() as stack:
+        try:
+            built = factory()
+            if callable(getattr(built, "close", None)):
+                stack.callback(built.close)
+            if callable(getattr(built, "build", None)):
+                built = built.build()
+            if isinstance(built, Sequence) and all(isinstance(s, System) for s in built):
+                built = AgentLoop(built)
+        except Exception as error:
+            raise CliError(f"{target} does not build: {error}") from error
         if isinstance(built, AgentLoop):
-            return built
-        if isinstance(built, Sequence) and all(isinstance(s, System) for s in built):
-            return AgentLoop(built)
-    except PipelineError as error:
-        raise CliError(f"{target} does not build: {error}") from error
+            return built.describe()
     raise CliError(f"{target} returned {type(built).__name__}; expected an AgentLoop, a list of systems or a builder")
 
 
@@ -163,7 +167,7 @@ def echo_instruction(request: LlmRequest) -> str:
 
 def _pipeline_show(args: argparse.Namespace, out: TextIO) -> int:
     if args.target is not None:
-        description: PipelineDescription = load_pipeline(args.target).describe()
+        description = describe_pipeline(args.target)
     else:
         with tempfile.TemporaryDirectory(prefix="agentloop-show-") as scratch, open_bot(
             scratch, ScriptedLLM(), ConsoleChannel(out)

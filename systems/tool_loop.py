@@ -126,7 +126,7 @@ class ToolLoopSystem(System):
         if max_llm_calls < 1 or max_tool_executions < 0:
             raise ValueError("max_llm_calls must be at least 1 and max_tool_executions not negative")
         self.llm = llm
-        self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
+        self.tools = ToolRegistry(tools)  # a copy: adding send_voice must not change the caller's registry
         if voice and self.tools.get(send_voice.name) is None:
             self.tools.add(send_voice)
         self.max_llm_calls = max_llm_calls

@@ -42,9 +42,14 @@ FACTORIES = textwrap.dedent(
     def as_loop():
         return AgentLoop(as_list())
 
+    CLOSED = []
+
     class Builder:
         def build(self):
             return as_loop()
+
+        def close(self):
+            CLOSED.append(self)
 
     def as_builder():
         return Builder()
@@ -56,6 +61,9 @@ FACTORIES = textwrap.dedent(
 
     def wrong():
         return 42
+
+    def needs_arguments(llm, channel):
+        return []
     """
 )
 
@@ -75,6 +83,15 @@ def test_pipeline_show_prints_the_ordered_table(user_module: str, factory: str) 
     assert rows[2] == ["10", "Drafter", "-", "Draft"] and rows[3] == ["20", "Reviewer", "Draft", "-"]
 
 
+def test_pipeline_show_closes_a_builder_it_built(user_module: str) -> None:
+    import importlib
+
+    closed = importlib.import_module(user_module).CLOSED
+    before = len(closed)
+    assert main(["pipeline", "show", f"{user_module}:as_builder"], io.StringIO()) == 0
+    assert len(closed) == before + 1
+
+
 def test_pipeline_show_mermaid(user_module: str) -> None:
     out = io.StringIO()
     assert main(["pipeline", "show", "--mermaid", f"{user_module}:as_list"], out) == 0
@@ -90,6 +107,7 @@ def test_pipeline_show_mermaid(user_module: str) -> None:
         ("{m}:missing", "has no callable 'missing'"),
         ("{m}:wrong", "returned int"),
         ("{m}:broken", "does not build: Reviewer (order 5) reads Draft"),
+        ("{m}:needs_arguments", "does not build: needs_arguments() missing 2 required positional arguments"),
     ],
 )
 def test_pipeline_show_explains_bad_targets(

@@ -177,3 +177,12 @@ def test_a_failing_capture_hook_does_not_break_the_turn() -> None:
     run_system_sync(ToolLoopSystem(ScriptedLLM([ScriptedLLM.tool_call("add", {"a": 1, "b": 1}), "2"]), [add],
                                    on_tool_execution=broken), ctx)
     assert ctx.require(LlmResponse).text == "2" and ctx.failures == ()
+
+
+def test_the_callers_tool_registry_is_left_as_it_was() -> None:
+    from agentloop import ToolRegistry
+
+    registry = ToolRegistry()
+    ToolLoopSystem(ScriptedLLM(), registry)
+    assert [t.name for t in registry] == []
+    assert "send_voice" not in [t.name for t in ToolLoopSystem(ScriptedLLM(), registry, voice=False).tools]
