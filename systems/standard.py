@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-from agentloop import AgentContext, AgentLoop, PipelineDescription, PipelineError, System, Tool, validate_pipeline
+from agentloop import AgentContext, AgentLoop, PipelineDescription, PipelineError, System, Tool
 from agentloop.adapters import BotStores
 from agentloop.ports import LLM, Channel, Clock, Embedder, Metrics
 
@@ -112,8 +112,7 @@ class StandardPipeline:
         return AgentLoop(self._systems).describe()
 
     def build(self, *, turn_timeout: float | None = None, inputs: Iterable[type] = ()) -> AgentLoop:
-        """Validate the systems and make the `AgentLoop` that runs turns."""
-        validate_pipeline(self._systems, inputs)
+        """Make the `AgentLoop` that runs turns (it validates the systems)."""
         return AgentLoop(
             self._systems,
             turn_timeout=turn_timeout if turn_timeout is not None else self.turn_timeout,
@@ -170,8 +169,26 @@ def standard_pipeline(
         if data_dir is None:
             raise ValueError("pass data_dir (where the bot's files live) or stores (already open)")
         stores = BotStores.open(data_dir, bot, embedder=embedder)
-    elif data_dir is not None:
+        try:
+            return _standard(llm, channel, stores, tools, system_prompt, options, clock, metrics)
+        except BaseException:
+            stores.close()
+            raise
+    if data_dir is not None:
         raise ValueError("pass data_dir or stores, not both: open stores already know their files")
+    return _standard(llm, channel, stores, tools, system_prompt, options, clock, metrics)
+
+
+def _standard(
+    llm: LLM,
+    channel: Channel,
+    stores: BotStores,
+    tools: Iterable[Tool | Callable[..., Any]],
+    system_prompt: str,
+    options: StandardOptions | None,
+    clock: Clock | None,
+    metrics: Metrics | None,
+) -> StandardPipeline:
     opts = options or StandardOptions()
     systems: list[System] = [
         InputSanitizationSystem(max_chars=opts.max_input_chars),

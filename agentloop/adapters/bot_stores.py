@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from contextlib import ExitStack
 from pathlib import Path
 
 import attrs
@@ -32,15 +33,18 @@ class BotStores:
             raise ValueError(f"bot name {bot!r} must be letters, digits, '.', '_' or '-' (it names files)")
         directory = Path(data_dir)
         path = directory / f"{bot}.sqlite3"
-        return cls(
-            path,
-            SqliteSessionStore.open(path),
-            SqliteMemoryStore.open(path),
-            SqliteRagStore.open(path, embedder or HashingEmbedder(), directory / f"{bot}.rag.hnsw"),
-        )
+        with ExitStack() as opened:
+            sessions = SqliteSessionStore.open(path)
+            opened.callback(sessions.close)
+            memory = SqliteMemoryStore.open(path)
+            opened.callback(memory.close)
+            rag = SqliteRagStore.open(path, embedder or HashingEmbedder(), directory / f"{bot}.rag.hnsw")
+            opened.pop_all()
+        return cls(path, sessions, memory, rag)
 
     def close(self) -> None:
-        """Save the RAG index and close every connection."""
-        self.rag.close()
-        self.sessions.close()
-        self.memory.close()
+        """Save the RAG index and close every connection, even if one of them fails."""
+        with ExitStack() as closing:
+            closing.callback(self.memory.close)
+            closing.callback(self.sessions.close)
+            closing.callback(self.rag.close)

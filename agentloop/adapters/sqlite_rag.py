@@ -61,35 +61,37 @@ class SqliteRagStore:
     def open(cls, path: str | Path, embedder: Embedder, index_path: str | Path) -> SqliteRagStore:
         """Open the table at `path` and its index at `index_path`, rebuilding the index if stale."""
         conn = connect(path)
-        conn.executescript(_SCHEMA)
-        row = conn.execute("SELECT length(vector) FROM rag_documents LIMIT 1").fetchone()
-        if row is not None and row[0] != embedder.dim * 4:
-            conn.close()
-            raise ValueError(
-                f"{path} holds vectors of dim {row[0] // 4} but the embedder makes dim {embedder.dim}; "
-                f"use the embedder the texts were indexed with, or index them again in a new file"
+        try:
+            conn.executescript(_SCHEMA)
+            row = conn.execute("SELECT length(vector) FROM rag_documents LIMIT 1").fetchone()
+            if row is not None and row[0] != embedder.dim * 4:
+                raise ValueError(
+                    f"{path} holds vectors of dim {row[0] // 4} but the embedder makes dim {embedder.dim}; "
+                    f"use the embedder the texts were indexed with, or index them again in a new file"
+                )
+            (count,) = conn.execute("SELECT count(*) FROM rag_documents").fetchone()
+            index = HnswVectorIndex.open_or_rebuild(
+                index_path,
+                embedder.dim,
+                count,
+                lambda: _rows(conn),
+                m=INDEX_M,
+                ef_construction=INDEX_EF_CONSTRUCTION,
+                ef=INDEX_EF,
             )
-        (count,) = conn.execute("SELECT count(*) FROM rag_documents").fetchone()
-        index = HnswVectorIndex.open_or_rebuild(
-            index_path,
-            embedder.dim,
-            count,
-            lambda: _rows(conn),
-            m=INDEX_M,
-            ef_construction=INDEX_EF_CONSTRUCTION,
-            ef=INDEX_EF,
-        )
+        except BaseException:
+            conn.close()
+            raise
         return cls(conn, embedder, index)
 
     def add(self, scope: str, text: str, *, session_id: str | None = None) -> int:
         digest = hashlib.sha256(text.encode()).hexdigest()
+        vector = self._embedder.embed([text])
         with self._lock:
             for (existing,) in self._conn.execute(
                 "SELECT id FROM rag_documents WHERE scope = ? AND digest = ? AND text = ?", (scope, digest, text)
             ):
                 return int(existing)
-        vector = self._embedder.embed([text])
-        with self._lock:
             cursor = self._conn.execute(
                 "INSERT INTO rag_documents (scope, session_id, text, digest, vector, created_at) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
@@ -104,11 +106,11 @@ class SqliteRagStore:
         return new_id
 
     def search(self, scope: str, query: str, k: int) -> list[RagHit]:
-        vector = self._embedder.embed([query])
-        if k <= 0 or not vector.any():
-            return []
         scopes = self._scopes
-        if self._scope_sizes[scope] == 0:
+        if k <= 0 or self._scope_sizes[scope] == 0:
+            return []
+        vector = self._embedder.embed([query])
+        if not vector.any():
             return []
         # A filter costs a Python call per visited node; skip it when the scope is everything.
         everything = self._scope_sizes[scope] == len(scopes)

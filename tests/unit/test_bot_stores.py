@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from agentloop.adapters import BotStores
+from agentloop.adapters import BotStores, HashingEmbedder
+from agentloop.testing import RecordingChannel, ScriptedLLM
+from systems import StandardOptions, standard_pipeline
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -99,3 +102,45 @@ def test_a_crash_before_the_index_is_saved_loses_nothing(tmp_path: Path) -> None
 def test_bot_names_that_are_not_file_names_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="bot name"):
         BotStores.open(tmp_path, "../escape")
+
+
+@pytest.fixture
+def connections(monkeypatch: pytest.MonkeyPatch) -> list[sqlite3.Connection]:
+    """Every connection the bot's stores open from now on."""
+    from agentloop.adapters import sqlite as sqlite_module
+
+    opened: list[sqlite3.Connection] = []
+    real_connect = sqlite_module.connect
+
+    def tracking_connect(path: str | Path) -> sqlite3.Connection:
+        opened.append(real_connect(path))
+        return opened[-1]
+
+    for module in ("sqlite_sessions", "sqlite_memory", "sqlite_rag"):
+        monkeypatch.setattr(f"agentloop.adapters.{module}.connect", tracking_connect)
+    return opened
+
+
+def assert_all_closed(connections: list[sqlite3.Connection]) -> None:
+    assert len(connections) == 3
+    for conn in connections:
+        with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+            conn.execute("SELECT 1")
+
+
+def test_a_failed_open_leaves_no_connection_behind(tmp_path: Path, connections: list[sqlite3.Connection]) -> None:
+    stores = BotStores.open(tmp_path, embedder=HashingEmbedder(dim=64))
+    stores.rag.add("scope", "a text indexed at dim 64")
+    stores.close()
+    connections.clear()
+    with pytest.raises(ValueError, match="dim 64 but the embedder makes dim 32"):
+        BotStores.open(tmp_path, embedder=HashingEmbedder(dim=32))
+    assert_all_closed(connections)
+
+
+def test_standard_pipeline_closes_the_stores_it_opened_when_building_fails(
+    tmp_path: Path, connections: list[sqlite3.Connection]
+) -> None:
+    with pytest.raises(ValueError, match="max_llm_calls"):
+        standard_pipeline(ScriptedLLM(), RecordingChannel(), data_dir=tmp_path, options=StandardOptions(max_llm_calls=0))
+    assert_all_closed(connections)
