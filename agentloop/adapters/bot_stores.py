@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -12,9 +11,8 @@ from agentloop.adapters.hashing_embedder import HashingEmbedder
 from agentloop.adapters.sqlite_memory import SqliteMemoryStore
 from agentloop.adapters.sqlite_rag import SqliteRagStore
 from agentloop.adapters.sqlite_sessions import SqliteSessionStore
+from agentloop.names import SAFE_NAME_RULE, is_safe_name
 from agentloop.ports.vectors import Embedder
-
-_BOT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
 @attrs.define
@@ -29,8 +27,8 @@ class BotStores:
     @classmethod
     def open(cls, data_dir: str | Path, bot: str = "bot", *, embedder: Embedder | None = None) -> BotStores:
         """Open (creating on first use) the bot's database; `embedder` defaults to HashingEmbedder()."""
-        if not _BOT_NAME.fullmatch(bot):
-            raise ValueError(f"bot name {bot!r} must be letters, digits, '.', '_' or '-' (it names files)")
+        if not is_safe_name(bot):
+            raise ValueError(f"bot name {bot!r} must be {SAFE_NAME_RULE}, with no '..' (it names files)")
         directory = Path(data_dir)
         path = directory / f"{bot}.sqlite3"
         with ExitStack() as opened:

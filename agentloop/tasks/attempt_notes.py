@@ -19,13 +19,13 @@ from pathlib import Path
 import structlog
 
 from agentloop.errors import InvalidTaskId
+from agentloop.names import is_safe_name
 from agentloop.ports.clock import Clock, SystemClock
 
 TAIL_CHARS = 3000
 """How much of an attempt's output is kept: the end, where the summary and final state are."""
 NOTES_HEADING = "Previous Agent Notes"
 
-_TASK_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _HEADER = re.compile(r"## Attempt (\d+) — ")
 _FENCE = re.compile(r"(`{3,})")
 _log = structlog.get_logger("agentloop.tasks")
@@ -33,7 +33,7 @@ _log = structlog.get_logger("agentloop.tasks")
 
 def validate_task_id(task_id: str) -> str:
     """`task_id` if it is safe as a file name part, else `InvalidTaskId`."""
-    if not isinstance(task_id, str) or not _TASK_ID.fullmatch(task_id) or ".." in task_id:
+    if not is_safe_name(task_id):
         raise InvalidTaskId(task_id)
     return task_id
 

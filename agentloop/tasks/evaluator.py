@@ -336,16 +336,13 @@ class Evaluator:
 
     async def _sequential(self, template: SequentialTemplate, frame: _Frame) -> TaskResult:
         history = SequentialHistory(template.context.accumulation_format or AccumulationFormat.NOTES_ONLY)
-        completed: list[TaskOutput] = []
         result = TaskResult("")
         for index, step in enumerate(template.steps):
             step_id = step.name or f"step-{index + 1}"
             visible = history.snapshot() if template.context.accumulates else ()
             step_frame = attrs.evolve(frame, history=visible)
-            result = await self._child(template, step, step_frame, index, len(template.steps), completed)
-            now = self.clock.now()
-            history.record(step_id, result, now)
-            completed.append(TaskOutput(step_id, result.content, result.notes, now))
+            result = await self._child(template, step, step_frame, index, len(template.steps), history.outputs)
+            history.record(step_id, result, self.clock.now())
         return TaskResult(result.content, TaskStatus.COMPLETE, result.notes)
 
     async def _reduce(self, template: ReduceTemplate, frame: _Frame) -> TaskResult:

@@ -132,8 +132,9 @@ class AttemptOutcome:
 class AttemptRunner:
     """Runs one attempt of a task: claim, run with previous notes, save notes, move on.
 
-    Notes are saved after every attempt, whether it succeeded (→ provisional) or failed
-    (→ incoming). `count_commits`, if given, is called before and after the attempt and
+    Notes are saved after every attempt, whether it succeeded (→ provisional), failed
+    (→ incoming) or was aborted by any other exception, cancellation included (→ incoming,
+    then the exception propagates). `count_commits`, if given, is called before and after the attempt and
     the difference is recorded as its commits.
     """
 
@@ -165,10 +166,23 @@ class AttemptRunner:
             )
         except TaskError as exc:
             error = exc
-        commits = (self.count_commits() - commits_before) if self.count_commits else 0
-        output = trace.render()
-        if error is not None:
-            output = f"{output}\n\nFAILED: {error}".lstrip()
-        attempt = notes.save(task_id, agent=self.agent, output=output, turns=trace.turns, commits=commits)
+        except BaseException as exc:
+            # A bug, a cancellation or an interrupt: the attempt still leaves its notes and
+            # the task goes back to incoming instead of staying claimed forever.
+            try:
+                detail = f": {exc}" if str(exc) else ""
+                self._save(task_id, trace, commits_before, f"ABORTED ({type(exc).__name__}){detail}")
+            finally:
+                self.lifecycle.release(task_id)
+            raise
+        attempt = self._save(task_id, trace, commits_before, None if error is None else f"FAILED: {error}")
         moved = self.lifecycle.release(task_id) if error is not None else self.lifecycle.submit(task_id)
         return AttemptOutcome(task_id, attempt, moved.state, result, error)
+
+    def _save(self, task_id: str, trace: TaskTrace, commits_before: int, ending: str | None) -> int:
+        """Append the attempt's notes: what it answered, then how it ended unless it succeeded."""
+        commits = (self.count_commits() - commits_before) if self.count_commits else 0
+        output = trace.render()
+        if ending is not None:
+            output = f"{output}\n\n{ending}".lstrip()
+        return self.lifecycle.notes.save(task_id, agent=self.agent, output=output, turns=trace.turns, commits=commits)

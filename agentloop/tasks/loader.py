@@ -19,6 +19,7 @@ import attrs
 from lxml import etree
 
 from agentloop.errors import TemplateError
+from agentloop.names import SAFE_NAME_RULE, is_safe_name
 from agentloop.tasks.settings import (
     AccumulationFormat,
     ContextOverrides,
@@ -47,7 +48,6 @@ MAX_NESTING = 32
 """Tasks nested deeper than this are refused."""
 MAX_SCRIPT_TIMEOUT = 3600.0
 
-_TASK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}")
 _VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 _FORBIDDEN_DECLARATIONS = re.compile(r"<!(DOCTYPE|ENTITY)")
 _POSITION = re.compile(r", line \d+, column \d+$")
@@ -232,10 +232,8 @@ class _Builder:
         name = element.get("name")
         if name is None and position is Position.TOP:
             raise self.fail(element, "a top-level <task> needs a name attribute")
-        if name is not None and not _TASK_NAME.fullmatch(name):
-            raise self.fail(
-                element, f"task name {name!r} must be 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit"
-            )
+        if name is not None and not is_safe_name(name):
+            raise self.fail(element, f"task name {name!r} must be {SAFE_NAME_RULE}, with no '..'")
         subtype = self._enum(element, "subtype", element.get("subtype", "standard"), Subtype)
         allowed = (*_COMMON_CHILDREN, *_OPERATOR_CHILDREN[operator])
         children = self._children(

@@ -69,7 +69,8 @@ class TaskResult:
 
 @attrs.frozen
 class TaskOutput:
-    """One finished step as a sequence keeps it; `output` is None under notes_only."""
+    """One finished step: its content (`output`; None in what later steps see under
+    notes_only), its notes and when it finished."""
 
     step_id: str
     output: str | None
@@ -79,23 +80,26 @@ class TaskOutput:
 
 @attrs.define
 class SequentialHistory:
-    """The steps a sequence has finished, kept in the sequence's accumulation format."""
+    """The steps a sequence has finished: each in full (`outputs`, what a failure reports
+    as its partial results) and, through `snapshot`, in the sequence's accumulation format."""
 
     format: AccumulationFormat
     outputs: list[TaskOutput] = attrs.Factory(list)
 
     def record(self, step_id: str, result: TaskResult, timestamp: datetime) -> TaskOutput:
-        """Keep the step's notes (untouched) and, under full_output, its content."""
-        output = result.content if self.format is AccumulationFormat.FULL_OUTPUT else None
-        entry = TaskOutput(step_id, output, result.notes, timestamp)
+        """Keep the step's content and its notes (untouched)."""
+        entry = TaskOutput(step_id, result.content, result.notes, timestamp)
         self.outputs.append(entry)
         return entry
 
     def snapshot(self) -> tuple[TaskOutput, ...]:
-        return tuple(self.outputs)
+        """What later steps see: every step's notes, and its content only under full_output."""
+        if self.format is AccumulationFormat.FULL_OUTPUT:
+            return tuple(self.outputs)
+        return tuple(attrs.evolve(entry, output=None) for entry in self.outputs)
 
     def __iter__(self) -> Iterator[TaskOutput]:
-        return iter(self.outputs)
+        return iter(self.snapshot())
 
     def __len__(self) -> int:
         return len(self.outputs)

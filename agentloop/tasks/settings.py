@@ -118,12 +118,20 @@ def defaults_key(operator: Operator, subtype: Subtype, position: Position) -> st
 
 
 def merge(defaults: ContextManagement, overrides: ContextOverrides) -> ContextManagement:
-    """The defaults with every explicitly written setting put over them."""
+    """The defaults with every explicitly written setting put over them.
+
+    An explicit inherit_context of full or subset, with fresh_context not written, turns
+    the default fresh_context off: the explicit setting wins over the default instead of
+    clashing with it (an explicit fresh_context=enabled beside it is still an error).
+    """
+    fresh = overrides.fresh_context or defaults.fresh_context
+    if overrides.inherit_context not in (None, InheritContext.NONE) and overrides.fresh_context is None:
+        fresh = FreshContext.DISABLED
     return ContextManagement(
         overrides.inherit_context or defaults.inherit_context,
         defaults.accumulate_data if overrides.accumulate_data is None else overrides.accumulate_data,
         overrides.accumulation_format or defaults.accumulation_format,
-        overrides.fresh_context or defaults.fresh_context,
+        fresh,
     )
 
 
@@ -158,7 +166,7 @@ def check(operator: Operator, overrides: ContextOverrides, settings: ContextMana
     if settings.fresh and settings.inherit_context is not InheritContext.NONE:
         errors.append(
             SettingsProblem(
-                "fresh_context" if overrides.fresh_context is not None else "inherit_context",
+                "fresh_context",
                 f"fresh_context=enabled needs inherit_context=none (it is {settings.inherit_context.value}); "
                 f"a task either inherits its parent's context or gathers a fresh one",
             )

@@ -13,8 +13,6 @@ import attrs
 from agentloop.tasks.settings import (
     ContextManagement,
     ContextOverrides,
-    FreshContext,
-    InheritContext,
     Operator,
     Position,
     Subtype,
@@ -88,18 +86,10 @@ TaskTemplate = AtomicTemplate | SequentialTemplate | ReduceTemplate | ScriptTemp
 
 def as_subtask(template: TaskTemplate) -> TaskTemplate:
     """The template as a CONTINUATION spawns it: atomic tasks take the subtask defaults
-    under their own explicit settings; other operators keep theirs.
-
-    An explicit inherit_context=full or subset also means fresh_context=disabled here,
-    so the explicit setting wins over the subtype's default instead of clashing with it.
-    """
+    under their own explicit settings (merged as at load); other operators keep theirs."""
     if not isinstance(template, AtomicTemplate) or template.subtype is Subtype.SUBTASK:
         return template
-    overrides = template.overrides
-    inherits = overrides.inherit_context not in (None, InheritContext.NONE)
-    if inherits and overrides.fresh_context is None:
-        overrides = attrs.evolve(overrides, fresh_context=FreshContext.DISABLED)
-    context = resolve(Operator.ATOMIC, Subtype.SUBTASK, Position.TOP, overrides)
+    context = resolve(Operator.ATOMIC, Subtype.SUBTASK, Position.TOP, template.overrides)
     return attrs.evolve(template, subtype=Subtype.SUBTASK, context=context)
 
 

@@ -165,10 +165,32 @@ def test_an_ad_hoc_subtask_runs_with_subtask_defaults() -> None:
     assert system.turns[2].subtask_results[0].output == "did Find keys"
 
 
-def test_an_explicit_inherit_setting_wins_over_the_subtask_defaults() -> None:
-    registry = _registry(_atomic("helper", "Help", "<inherit_context>full</inherit_context>"))
+def test_an_explicit_inherit_setting_wins_over_the_subtask_defaults_at_load_and_at_spawn() -> None:
+    """One rule for both paths: a template loaded as a subtask and one a CONTINUATION
+    spawns as a subtask resolve explicit inherit_context=full the same way."""
+    full = "<inherit_context>full</inherit_context>"
+    registry = _registry(
+        f"<templates>{_atomic('helper', 'Help', full)}"
+        f'<task name="sub" type="atomic" subtype="subtask"><description>Sub</description>'
+        f"<context_management>{full}</context_management></task></templates>"
+    )
     spawned = as_subtask(registry.get("helper"))
+    loaded = registry.get("sub")
+    assert spawned.context == loaded.context
     assert spawned.context.inherit_context.value == "full" and not spawned.context.fresh
+
+
+def test_a_reduce_with_explicit_full_inheritance_loads_and_passes_its_context_on() -> None:
+    registry = _registry(
+        '<task name="total" type="reduce"><description>Combine</description>'
+        "<context_management><inherit_context>full</inherit_context></context_management>"
+        '<inner_task><task type="atomic"><description>Sum {{item}}</description></task></inner_task>'
+        '<reduction_task><task type="atomic"><description>Merge {{current}}</description></task></reduction_task>'
+        "</task>"
+    )
+    loop, system = task_loop(_echo)
+    Evaluator(registry, loop).run_sync("total", {"items": ["a"]}, context={"k": "v"})
+    assert [(dict(t.context), t.fresh_context) for t in system.turns] == [({"k": "v"}, False)] * 2
 
 
 def test_continuations_are_limited() -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -22,6 +22,8 @@ from agentloop.tasks import (
     TemplateRegistry,
     format_reply,
 )
+from agentloop.tasks.evaluator import TaskTrace
+from agentloop.tasks.results import TaskResult
 
 
 @pytest.fixture
@@ -131,3 +133,66 @@ def test_the_runner_refuses_an_unknown_template_without_claiming(lifecycle: Task
     with pytest.raises(UnknownTemplateError):
         asyncio.run(runner.run("t1"))
     assert lifecycle.get("t1").state is TaskState.INCOMING
+
+
+class _AbortingEvaluator(Evaluator):
+    """Runs the real evaluation, then `abort()` ends the attempt the way a bug or a
+    cancellation would: with an exception that is not a TaskError."""
+
+    def __init__(self, registry: TemplateRegistry, replies: list[str], abort: Callable[[], Awaitable[None]]) -> None:
+        super().__init__(registry, task_loop(replies)[0])
+        self.abort = abort
+
+    async def run(
+        self,
+        name: str,
+        inputs: Mapping[str, str | tuple[str, ...]] | None = None,
+        *,
+        context: Mapping[str, str] | None = None,
+        previous_notes: str | None = None,
+        trace: TaskTrace | None = None,
+    ) -> TaskResult:
+        await super().run(name, inputs, context=context, previous_notes=previous_notes, trace=trace)
+        await self.abort()
+        raise AssertionError("abort() must raise")
+
+
+async def _raise_bug() -> None:
+    raise RuntimeError("disk on fire")
+
+
+async def _cancel_the_attempt() -> None:
+    """A real cancellation: the running attempt's task is cancelled at its next await."""
+    task = asyncio.current_task()
+    assert task is not None
+    task.cancel()
+    await asyncio.sleep(0)
+
+
+@pytest.mark.parametrize(
+    ("abort", "exception", "ending"),
+    [
+        (_raise_bug, RuntimeError, "ABORTED (RuntimeError): disk on fire"),
+        (_cancel_the_attempt, asyncio.CancelledError, "ABORTED (CancelledError)"),
+    ],
+    ids=["runtime-error", "cancelled"],
+)
+def test_an_aborted_attempt_saves_its_notes_and_releases_the_task(
+    lifecycle: TaskLifecycle,
+    abort: Callable[[], Awaitable[None]],
+    exception: type[BaseException],
+    ending: str,
+) -> None:
+    """Seed 004: notes after every attempt; an exception that is not a TaskError must not
+    leave the task claimed forever."""
+    registry = TemplateRegistry()
+    registry.register_string('<task name="fix" type="atomic"><description>Fix {{file}}</description></task>')
+    runner = AttemptRunner(lifecycle, _AbortingEvaluator(registry, ["half done"], abort), agent="impl")
+    lifecycle.create("t1", "fix", {"file": "a.py"})
+    with pytest.raises(exception):
+        asyncio.run(runner.run("t1"))
+    record = lifecycle.get("t1")
+    assert (record.state, record.attempts) == (TaskState.INCOMING, 1)
+    notes = lifecycle.notes.read("t1") or ""
+    assert "## Attempt 1 — impl" in notes and "Turns: 1 | Commits: 0" in notes
+    assert "half done" in notes and ending in notes

@@ -72,10 +72,21 @@ def test_fresh_context_with_inherited_context_is_an_error(inherit: InheritContex
     ]
 
 
-def test_a_subtask_that_inherits_is_an_error_about_inherit_context() -> None:
-    overrides = ContextOverrides(inherit_context=InheritContext.FULL)
-    found = check(Operator.ATOMIC, overrides, resolve(Operator.ATOMIC, Subtype.SUBTASK, Position.TOP, overrides))
-    assert [e.setting for e in found.errors] == ["inherit_context"]
+@pytest.mark.parametrize("inherit", [InheritContext.FULL, InheritContext.SUBSET])
+@pytest.mark.parametrize(("operator", "subtype"), [(Operator.ATOMIC, Subtype.SUBTASK), (Operator.REDUCE, Subtype.STANDARD)])
+def test_an_explicit_inherit_setting_turns_the_default_fresh_context_off(
+    inherit: InheritContext, operator: Operator, subtype: Subtype
+) -> None:
+    """Seed 003: explicit settings override the defaults, and the check sees the merge."""
+    overrides = ContextOverrides(inherit_context=inherit)
+    merged = resolve(operator, subtype, Position.TOP, overrides)
+    assert (merged.inherit_context, merged.fresh_context) == (inherit, FreshContext.DISABLED)
+    assert check(operator, overrides, merged).errors == ()
+
+
+def test_an_explicit_none_keeps_the_default_fresh_context() -> None:
+    merged = resolve(Operator.ATOMIC, Subtype.SUBTASK, Position.TOP, ContextOverrides(inherit_context=InheritContext.NONE))
+    assert merged.fresh_context is FreshContext.ENABLED
 
 
 def test_no_context_at_all_is_a_warning_not_an_error() -> None:

@@ -1,0 +1,20 @@
+"""Names that become part of a file name (task ids, template names, bot names): one rule.
+
+A safe name is 1-128 letters, digits, '.', '_' or '-', starts with a letter or digit
+and holds no '..', so it can never be a path separator, a hidden file, an option-like
+argument or a step up out of its directory.
+"""
+
+from __future__ import annotations
+
+import re
+
+SAFE_NAME_RULE = "1-128 letters, digits, '.', '_' or '-', starting with a letter or digit"
+"""The rule in words, for error messages (with "no '..'" added where it matters)."""
+
+_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def is_safe_name(name: object) -> bool:
+    """True if `name` is a string safe to use as part of a file name."""
+    return isinstance(name, str) and _SAFE_NAME.fullmatch(name) is not None and ".." not in name

@@ -1,0 +1,45 @@
+"""Tests for agentloop.names: one safe-name rule for task ids, template names and bot names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agentloop.adapters import BotStores
+from agentloop.errors import InvalidTaskId, TemplateError
+from agentloop.names import is_safe_name
+from agentloop.tasks import load_string, validate_task_id
+
+NAMES = ["a", "Task-1.v2_x", "x" * 128, "", "..", "a..b", "../x", "a/b", ".hidden", "-flag", "a b", "x" * 129]
+
+
+@pytest.mark.parametrize("name", ["a", "Task-1.v2_x", "x" * 128, "9lives"])
+def test_safe_names(name: str) -> None:
+    assert is_safe_name(name)
+
+
+@pytest.mark.parametrize("name", ["", "..", "a..b", "../x", "a/b", "a\\b", ".hidden", "-flag", "a b", "a\x00b", "x" * 129, 7])
+def test_unsafe_names(name: object) -> None:
+    assert not is_safe_name(name)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_task_ids_template_names_and_bot_names_follow_the_same_rule(name: str, tmp_path: Path) -> None:
+    accepted = []
+    try:
+        validate_task_id(name)
+        accepted.append(True)
+    except InvalidTaskId:
+        accepted.append(False)
+    try:
+        load_string(f'<task name="{name}" type="atomic"><description>d</description></task>')
+        accepted.append(True)
+    except TemplateError:
+        accepted.append(False)
+    try:
+        BotStores.open(tmp_path, name).close()
+        accepted.append(True)
+    except ValueError:
+        accepted.append(False)
+    assert accepted == [is_safe_name(name)] * 3
