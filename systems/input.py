@@ -20,6 +20,12 @@ def sanitize(text: str, max_chars: int) -> tuple[str, bool]:
     return cleaned[:max_chars], True
 
 
+def turn_user_text(ctx: AgentContext) -> str:
+    """The user's text for this turn: sanitized when InputSanitizationSystem ran, else as it came."""
+    sanitized = ctx.get(SanitizedInput)
+    return sanitized.text if sanitized is not None else ctx.incoming.text
+
+
 class InputSanitizationSystem(System):
     """Writes `SanitizedInput` from the `IncomingMessage` (order 10)."""
 

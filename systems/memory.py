@@ -8,6 +8,9 @@ import attrs
 
 from agentloop import AgentContext, ChatMessage, SanitizedInput, System, TurnOutcome, memory_scope
 from agentloop.ports import MemoryEntry, MemoryStore, SessionStore
+from agentloop.tasks import TaskTurn
+
+from systems.input import turn_user_text
 
 
 class MemoryPersistSystem(System):
@@ -15,11 +18,13 @@ class MemoryPersistSystem(System):
 
     History gets the user's message and `turn_outcome.assistant_text` (never a
     fallback text: fallback outcomes have no assistant text, I5); memory gets one
-    entry per answered turn. It sets `raw_history_written` on the outcome.
+    entry per answered turn. It sets `raw_history_written` on the outcome. A task
+    turn (a `TaskTurn` input) is stored nowhere: its prompt is rebuilt from the task's
+    own context each time, and it is not something the user said.
     """
 
     order: ClassVar[int] = 70
-    reads = (TurnOutcome,)
+    reads = (TurnOutcome, SanitizedInput)
     writes = (TurnOutcome,)
 
     def __init__(self, *, sessions: SessionStore | None = None, memory: MemoryStore | None = None) -> None:
@@ -27,12 +32,11 @@ class MemoryPersistSystem(System):
         self.memory = memory
 
     def should_process(self, ctx: AgentContext) -> bool:
-        return ctx.turn_outcome is not None
+        return ctx.turn_outcome is not None and not ctx.has(TaskTurn)
 
     def process(self, ctx: AgentContext) -> None:
         outcome = ctx.require(TurnOutcome)
-        sanitized = ctx.get(SanitizedInput)
-        user_text = sanitized.text if sanitized is not None else ctx.incoming.text
+        user_text = turn_user_text(ctx)
         assistant_text = outcome.assistant_text
         if self.sessions is not None:
             messages = [ChatMessage.user(user_text)]

@@ -45,6 +45,8 @@ from agentloop import (
 )
 from agentloop.ports import LLM
 
+from systems.input import turn_user_text
+
 ToolPolicy = Callable[[AgentContext, ToolCall], "str | None"]
 """Returns why `call` is denied for this turn, or None to allow it."""
 ToolExecutionHook = Callable[[ToolExecution], None]
@@ -106,7 +108,7 @@ class ToolLoopSystem(System):
     """
 
     order: ClassVar[int] = 30
-    reads = (PromptContext,)
+    reads = (PromptContext, SanitizedInput)
     writes = (LlmResponse, LlmError, ToolLoopStop, PlanProposal, ToolExecutions)
 
     def __init__(
@@ -219,7 +221,6 @@ class ToolLoopSystem(System):
                 elif isinstance(result, Attachment):
                     turn.attachments.append(result)
                 result_text = _render_result(result)
-        sanitized = ctx.get(SanitizedInput)
         execution = ToolExecution(
             id=uuid.uuid4().hex,
             tool_name=call.name,
@@ -234,7 +235,7 @@ class ToolLoopSystem(System):
             project_id=ctx.session.project_id,
             context_snapshot={
                 "turn_id": ctx.turn_id,
-                "user_message": (sanitized.text if sanitized is not None else ctx.incoming.text)[:500],
+                "user_message": turn_user_text(ctx)[:500],
             },
         )
         turn.executions.append(execution)

@@ -1,0 +1,53 @@
+"""MemoryPersistSystem: exactly the canonical exchange into history and memory (I5)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agentloop import ChatMessage, FinishReason, OutgoingResponse, SanitizedInput, Session, TurnOutcome
+from agentloop.adapters import BotStores, HashingEmbedder
+from agentloop.tasks import TaskTurn
+from agentloop.testing import make_context, run_system_sync
+from systems import MemoryPersistSystem
+
+SESSION = Session("s1", user_id="ada")
+
+
+def answered(text: str | None, *, fallback: bool = False) -> TurnOutcome:
+    return TurnOutcome(
+        FinishReason.SUCCESS if text else FinishReason.ERROR,
+        assistant_text=text,
+        outgoing_response=OutgoingResponse.text_only(text or "Sorry, try again."),
+        fallback=fallback,
+    )
+
+
+def test_history_and_memory_get_the_sanitized_message_and_the_canonical_answer(tmp_path: Path) -> None:
+    stores = BotStores.open(tmp_path, embedder=HashingEmbedder(dim=32))
+    ctx = make_context(" hi ", session=SESSION, components=[SanitizedInput("hi"), answered("Hello!")])
+    run_system_sync(MemoryPersistSystem(sessions=stores.sessions, memory=stores.memory), ctx)
+    assert stores.sessions.recent("s1", 10) == (ChatMessage.user("hi"), ChatMessage.assistant("Hello!"))
+    (entry,) = stores.memory.recent("user:ada", 10)
+    assert (entry.user_text, entry.assistant_text) == ("hi", "Hello!")
+    assert ctx.require(TurnOutcome).raw_history_written
+    stores.close()
+
+
+def test_a_fallback_is_never_stored(tmp_path: Path) -> None:
+    """I5: the fallback text a user saw is not history and not memory."""
+    stores = BotStores.open(tmp_path, embedder=HashingEmbedder(dim=32))
+    ctx = make_context("hi", session=SESSION, components=[answered(None, fallback=True)])
+    run_system_sync(MemoryPersistSystem(sessions=stores.sessions, memory=stores.memory), ctx)
+    assert stores.sessions.recent("s1", 10) == (ChatMessage.user("hi"),)
+    assert stores.memory.recent("user:ada", 10) == ()
+    stores.close()
+
+
+def test_a_task_turn_is_stored_nowhere(tmp_path: Path) -> None:
+    stores = BotStores.open(tmp_path, embedder=HashingEmbedder(dim=32))
+    turn = TaskTurn("summarize", "Summarize the report")
+    ctx = make_context("Summarize the report", session=SESSION, auto_mode=True,
+                       components=[turn, TurnOutcome(FinishReason.SUCCESS, assistant_text="Done.", auto_mode=True)])
+    assert run_system_sync(MemoryPersistSystem(sessions=stores.sessions, memory=stores.memory), ctx) is False
+    assert stores.sessions.recent("s1", 10) == () and stores.memory.recent("user:ada", 10) == ()
+    stores.close()
