@@ -8,15 +8,15 @@ import attrs
 
 from agentloop import AgentContext, FinishReason, OutgoingResponse, System, TurnOutcome
 
-DEFAULT_FALLBACK_TEXT = "Sorry, I couldn't answer that just now. Please try again."
-DEFAULT_DEADLINE_TEXT = "Sorry, I ran out of time on that one. Please try again."
+from systems.outcome import DEFAULT_STOP_TEXTS, GENERIC_ERROR_TEXT
 
 
 class FeedbackGuaranteeSystem(System):
     """Gives a user turn a fallback response when it has none to send (order 59, always_run).
 
     It never replaces a response with content (I3), does nothing in auto mode, marks
-    what it creates `fallback=True`, and never touches history or stores (I4). An
+    what it creates `fallback=True`, and never touches history or stores (I4). Its
+    texts default to the finalization system's, so a user hears one wording. An
     outcome it has to create has finish reason ERROR (DEADLINE once the turn ran out).
     """
 
@@ -25,7 +25,9 @@ class FeedbackGuaranteeSystem(System):
     reads = (TurnOutcome,)
     writes = (TurnOutcome,)
 
-    def __init__(self, *, text: str = DEFAULT_FALLBACK_TEXT, deadline_text: str = DEFAULT_DEADLINE_TEXT) -> None:
+    def __init__(
+        self, *, text: str = GENERIC_ERROR_TEXT, deadline_text: str = DEFAULT_STOP_TEXTS[FinishReason.DEADLINE]
+    ) -> None:
         self.text = text
         self.deadline_text = deadline_text
 
