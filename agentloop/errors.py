@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from agentloop.outcome import FailureKind
+
 if TYPE_CHECKING:
     from agentloop.tasks.results import TaskFailureReason, TaskOutput, TaskResult
 
@@ -26,9 +28,9 @@ class MissingComponentError(LookupError):
 
 
 class LlmCallError(RuntimeError):
-    """An LLM call failed; `kind` says how (a `FailureKind`)."""
+    """An LLM call failed; `kind` says how, and drives the finish reason and fallback."""
 
-    def __init__(self, message: str, *, kind: object, retryable: bool = False) -> None:
+    def __init__(self, message: str, *, kind: FailureKind, retryable: bool = False) -> None:
         super().__init__(message)
         self.kind = kind
         self.retryable = retryable

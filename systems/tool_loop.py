@@ -158,8 +158,7 @@ class ToolLoopSystem(System):
             try:
                 reply = await self.llm.complete(request)
             except LlmCallError as exc:
-                kind = exc.kind if isinstance(exc.kind, FailureKind) else FailureKind.UNKNOWN
-                self._llm_failed(turn, kind, str(exc))
+                self._llm_failed(turn, exc.kind, str(exc))
                 return
             except Exception as exc:
                 self._llm_failed(turn, FailureKind.EXCEPTION, f"{type(exc).__name__}: {exc}")

@@ -94,14 +94,26 @@ class BotUnderTest:
     turns: list[AgentContext] = attrs.Factory(list)
     sent_per_turn: list[list[Sent]] = attrs.Factory(list)
     sessions_started: int = 1
+    history_before: list[int] = attrs.Factory(list)
 
     def say(self, text: str, *, auto_mode: bool = False, metadata: dict[str, str] | None = None) -> AgentContext:
         """Run one turn and remember what it sent."""
         before = len(self.channel.sent)
+        self.history_before.append(len(self.history()) if self.stores is not None else 0)
         ctx = self.loop.run_turn_sync(self.session, IncomingMessage(text, auto_mode=auto_mode, metadata=metadata or {}))
         self.turns.append(ctx)
         self.sent_per_turn.append(self.channel.sent[before:])
         return ctx
+
+    def history(self) -> tuple[ChatMessage, ...]:
+        """The stored history of the current session, oldest first."""
+        return self.require_stores().sessions.recent(self.session.id, 1_000_000)
+
+    def history_added(self) -> tuple[ChatMessage, ...]:
+        """What the last turn added to the session's history."""
+        if not self.history_before:
+            raise AssertionError("no turn has run yet; add a step like: When the user says \"hello\"")
+        return self.history()[self.history_before[-1] :]
 
     def new_session(self) -> Session:
         """Start another conversation of the same user: later turns use a fresh session id."""
@@ -299,26 +311,21 @@ def then_no_tool_ran(bot: BotUnderTest) -> None:
     assert bot.last.get(ToolExecutions) is None, bot.last.get(ToolExecutions)
 
 
-def _history(bot: BotUnderTest) -> tuple[ChatMessage, ...]:
-    return bot.require_stores().sessions.recent(bot.session.id, 1000)
-
-
 @then(parsers.parse('history holds the user message and "{text}"'))
 def then_history_holds(bot: BotUnderTest, text: str) -> None:
-    history = _history(bot)
-    assert history[-2:] == (ChatMessage.user(bot.last.incoming.text), ChatMessage.assistant(text)), history
+    added = bot.history_added()
+    assert added == (ChatMessage.user(bot.last.incoming.text), ChatMessage.assistant(text)), added
 
 
 @then("history holds only the user message")
 def then_history_only_user(bot: BotUnderTest) -> None:
-    history = _history(bot)
-    assert history and history[-1] == ChatMessage.user(bot.last.incoming.text), history
-    assert all(m.role is Role.USER for m in history), history
+    added = bot.history_added()
+    assert added == (ChatMessage.user(bot.last.incoming.text),), added
 
 
 @then("history is empty")
 def then_history_empty(bot: BotUnderTest) -> None:
-    assert _history(bot) == ()
+    assert bot.history() == ()
 
 
 def _memory(bot: BotUnderTest) -> list[str]:

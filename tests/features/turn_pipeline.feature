@@ -27,6 +27,16 @@ Feature: The standard turn pipeline
     And memory is empty
     And the RAG index is empty
 
+  Scenario: A failed turn after an answered one stores only its user message
+    Given a pipeline
+    And the model replies "Hello, Ada."
+    And the model fails with a rate limit error
+    When the user says "Hi, I am Ada"
+    And the user says "What is my name?"
+    Then the user receives a fallback message
+    And history holds only the user message
+    And memory holds "Hello, Ada."
+
   Scenario: The model produces no output at all
     Given a pipeline
     And the model returns an empty reply
