@@ -24,8 +24,8 @@ class NoteTaking:
     """Capture (recorder), distillation at session end, and retrieval with feedback.
 
     Systems call `observe_session` so that `end_session(session_id)` knows the
-    session's org/team/project chain; a session never observed falls back to the ids
-    its tool executions carry.
+    session's org/team/project chain; for a session never observed, pass the
+    `Session` itself to `end_session`.
     """
 
     def __init__(
@@ -59,12 +59,22 @@ class NoteTaking:
         self.observe_session(session)
         return self.knowledge.retrieve(query, self.chain(session), session_id=session.id, layer=layer, k=k)
 
-    async def end_session(self, session_id: str, *, success: bool) -> DistillationResult:
+    async def end_session(self, session: str | Session, *, success: bool) -> DistillationResult:
         """Write the session's captured executions, then distill its trajectory.
 
-        Skips (and logs why) unsuccessful, short or already distilled trajectories.
+        `session` is the `Session` itself, or its id when it was observed (a system
+        called `observe_session`). An id whose chain is unknown — never observed, or
+        observed before a restart — is skipped: a note under an invented chain would
+        be visible to no real session. Also skips (and logs why) unsuccessful, short
+        or already distilled trajectories.
         """
-        session = self._sessions.pop(session_id, None)
+        if isinstance(session, Session):
+            session_id = session.id
+            self._sessions.pop(session_id, None)
+            known: Session | None = session
+        else:
+            session_id = session
+            known = self._sessions.pop(session_id, None)
         try:
             self.recorder.drain()
         except CaptureDrainError as exc:
@@ -72,13 +82,14 @@ class NoteTaking:
             return self.distiller.report(DistillationResult(DistillationStatus.FAILED, str(exc), ""), 0.0)
         trajectory = self.recorder.store.load(session_id)
         self.recorder.forget_session(session_id)
-        if session is not None:
-            owner = self.chain(session)
-            user_id = session.user_id
-        else:
-            owner = LayerIds(self.company_id, project_id=trajectory.project_id)
-            user_id = trajectory.user_id
-        result = await self.distiller.distill(trajectory, success=success, owner=owner, user_id=user_id)
+        if known is None:
+            reason = (
+                f"session chain unknown: session {session_id!r} was never observed by this process; "
+                "pass the Session to end_session"
+            )
+            self._log.info("notes.end_session", session_id=session_id, status=DistillationStatus.SKIPPED.value, reason=reason)
+            return self.distiller.report(DistillationResult(DistillationStatus.SKIPPED, reason, trajectory.content_hash), 0.0)
+        result = await self.distiller.distill(trajectory, success=success, owner=self.chain(known), user_id=known.user_id)
         self._log.info("notes.end_session", session_id=session_id, status=result.status.value, reason=result.reason)
         return result
 

@@ -39,14 +39,29 @@ def test_a_session_end_distills_what_was_captured(tmp_path: Path) -> None:
     assert (tmp_path / "bot.trajectories.sqlite3").exists()
 
 
-def test_a_session_never_observed_uses_the_ids_its_executions_carry(tmp_path: Path) -> None:
-    notes = open_note_taking(tmp_path, Model(), company_id="acme")
+def test_a_session_never_observed_is_skipped_rather_than_stored_under_an_invented_chain(tmp_path: Path) -> None:
+    metrics = InMemoryMetrics()
+    model = Model()
+    notes = open_note_taking(tmp_path, model, company_id="acme", metrics=metrics)
     for execution in make_executions(["lint", "test", "pin"], session_id="s7", project_id="p7", user_id="u7"):
         notes.recorder.enqueue(execution)
     result = asyncio.run(notes.end_session("s7", success=True))
+    assert result.status is DistillationStatus.SKIPPED and result.note is None
+    assert result.reason.startswith("session chain unknown: ")
+    assert model.requests == [] and metrics.counter("note_taking.distillation.total", {"status": "skip"}) == 1
+    notes.close()
+
+
+def test_the_session_itself_may_be_passed_when_it_was_never_observed(tmp_path: Path) -> None:
+    notes = open_note_taking(tmp_path, Model(), company_id="acme")
+    for execution in make_executions(["lint", "test", "pin"], session_id="s7", project_id="p7", user_id="u7"):
+        notes.recorder.enqueue(execution)
+    session = Session("s7", user_id="u7", project_id="p7", team_id="t7", org_id="o7")
+    result = asyncio.run(notes.end_session(session, success=True))
     assert result.note is not None and result.note.metadata is not None
-    assert result.note.layer is Layer.PROJECT and result.note.layer_ids == LayerIds("acme", project_id="p7")
+    assert result.note.layer is Layer.PROJECT and result.note.layer_ids == LayerIds("acme", "o7", "t7", "p7")
     assert result.note.metadata.user_id == "u7"
+    assert [r.item.key for r in notes.retrieve("pin tool versions in CI", session)] == [result.note.key]
     notes.close()
 
 
