@@ -105,6 +105,20 @@ def test_accepting_a_note_suggests_merges_only_with_accepted_similar_notes(knowl
     assert [n.kind for n in notifier.notices] == [NoticeKind.MERGE_SUGGESTED]
 
 
+@pytest.mark.parametrize("order", ["project first", "company first"])
+def test_a_merge_is_suggested_whichever_of_two_layers_is_accepted_first(knowledge: KnowledgeBase, order: str) -> None:
+    text = "cache the schema lookups per request"
+    project = knowledge.add(_item(text, Layer.PROJECT, _chain("o1", "t1", "p1"), "project"))
+    company = knowledge.add(_item(text, Layer.COMPANY, _chain("o1", "t1", "p1"), "company"))
+    elsewhere = knowledge.add(_item(text, Layer.TEAM, _chain("o2", "t2", "p2"), "other team"))
+    notes = [project, company] if order == "project first" else [company, project]
+    for note in notes + [elsewhere]:
+        knowledge.transition(note.key, NoteStatus.PROPOSED)
+        knowledge.transition(note.key, NoteStatus.ACCEPTED)
+    pairs = {(s.first_id, s.second_id) for s in knowledge.merge_suggestions()}
+    assert pairs == {tuple(sorted((project.key, company.key))), tuple(sorted((company.key, elsewhere.key)))}
+
+
 # -- I11 -----------------------------------------------------------------------------------
 
 chains = st.builds(_chain, st.sampled_from(ORGS), st.sampled_from(TEAMS), st.sampled_from(PROJECTS))
