@@ -362,9 +362,12 @@ class SqliteKnowledgeRepository:
         self._index.save()
 
     def close(self) -> None:
-        self.save_index()
-        with self._lock:
-            self._conn.close()
+        """Save the index, and close the connection even when saving fails."""
+        try:
+            self.save_index()
+        finally:
+            with self._lock:
+                self._conn.close()
 
     def _update(self, note_id: int, assignment: str, values: tuple[object, ...], at: datetime) -> KnowledgeItem:
         with self._lock, transaction(self._conn):

@@ -3,6 +3,7 @@ distillation, retrieval and feedback together so the agent gets better over time
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -98,10 +99,12 @@ class NoteTaking:
         return self.knowledge.record_feedback(session_id, positive=positive)
 
     def close(self) -> None:
-        """Stop capture, write every accepted execution (I12), then close the stores."""
-        self.recorder.close()
-        for resource in self.resources:
-            resource.close()
+        """Stop capture, write every accepted execution (I12), then close the stores —
+        every one of them, even when draining or closing another fails."""
+        with contextlib.ExitStack() as closing:
+            for resource in reversed(self.resources):
+                closing.callback(resource.close)
+            self.recorder.close()
 
     def __enter__(self) -> NoteTaking:
         self.recorder.start()

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from pathlib import Path
 
+import pytest
+
 from agentloop import LlmReply, LlmRequest, Session
-from agentloop.adapters import InMemoryMetrics, open_note_taking
+from agentloop.adapters import InMemoryMetrics, SqliteTrajectoryStore, open_note_taking
+from agentloop.adapters import notes as adapters_notes
+from agentloop.errors import CaptureDrainError
 from agentloop.notes import DistillationStatus, Layer, LayerIds
 from agentloop.testing import FakeClock
 from agentloop.testing.notes import FlakyTrajectoryStore, make_executions
@@ -80,3 +85,44 @@ def test_a_store_that_cannot_take_the_trajectory_fails_the_distillation(tmp_path
     flaky.failing = False
     assert notes.recorder.drain() == 3 and flaky.count() == 3
     notes.close()
+
+
+def test_close_closes_the_stores_and_saves_the_index_even_when_capture_cannot_drain(tmp_path: Path) -> None:
+    notes = open_note_taking(tmp_path, Model())
+    trajectories = notes.recorder.store
+    flaky = FlakyTrajectoryStore(trajectories)
+    notes.recorder.store = flaky
+    notes.recorder.enqueue(make_executions(["lint"], session_id="s1")[0])
+    flaky.failing = True
+    with pytest.raises(CaptureDrainError):
+        notes.close()
+    assert (tmp_path / "bot.notes.sqlite3.hnsw").exists()
+    with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+        notes.knowledge.repository.items()
+    with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+        trajectories.count()
+
+
+class RecordingTrajectoryStore(SqliteTrajectoryStore):
+    """A real trajectory store that remembers every instance, to see each one closed."""
+
+    opened: list[RecordingTrajectoryStore] = []
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.closed = False
+        RecordingTrajectoryStore.opened.append(self)
+
+    def close(self) -> None:
+        self.closed = True
+        super().close()
+
+
+def test_a_failure_opening_the_notes_store_closes_the_trajectory_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(adapters_notes, "SqliteTrajectoryStore", RecordingTrajectoryStore)
+    RecordingTrajectoryStore.opened.clear()
+    (tmp_path / "bot.notes.sqlite3").mkdir()  # SQLite cannot open a directory
+    with pytest.raises(sqlite3.OperationalError):
+        open_note_taking(tmp_path, Model())
+    (store,) = RecordingTrajectoryStore.opened
+    assert store.closed
