@@ -244,9 +244,7 @@ class SqliteKnowledgeRepository:
         min_similarity: float = 0.0,
     ) -> list[tuple[KnowledgeItem, float]]:
         wanted = frozenset(statuses)
-        owners = {
-            _owner(caller.truncated(each)) for each in layer.with_parents() if caller.id_at(each) is not None
-        }
+        owners = {_owner(ids) for ids in caller.visible_owners(layer)}
         allowed = {code for code, (owner, status) in enumerate(self._keys) if owner in owners and status in wanted}
         visible = sum(self._counts[code] for code in allowed)
         if visible == 0 or k <= 0:

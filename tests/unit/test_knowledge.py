@@ -156,6 +156,12 @@ def test_retrieval_never_leaves_the_callers_chain(population: KnowledgeBase, cal
     assert scores == sorted(scores, reverse=True)
 
 
+def _visible(caller: LayerIds, note: KnowledgeItem) -> bool:
+    """The I11 rule restated as the test's oracle: the note's ids equal the caller's at
+    the note's layer and every parent."""
+    return all(note.layer_ids.id_at(each) == caller.id_at(each) for each in note.layer.with_parents())
+
+
 @settings(deadline=None, max_examples=25)
 @given(
     notes=st.lists(st.tuples(texts, layers, chains), min_size=1, max_size=12),
@@ -168,7 +174,7 @@ def test_isolation_holds_for_any_population(notes: list[tuple[str, Layer, LayerI
         repository = SqliteKnowledgeRepository(Path(directory) / "k.db", dim=EMBEDDER.dim)
         knowledge = KnowledgeBase(repository, EMBEDDER, clock=FakeClock())
         stored = [knowledge.add(_item(text, layer, owner)) for text, layer, owner in notes]
-        visible = {n.key for n in stored if caller.sees(n.layer, n.layer_ids)}
+        visible = {n.key for n in stored if _visible(caller, n)}
         found = {r.item.key for r in knowledge.search(query, caller, k=len(stored), min_similarity=-1.0)}
         repository.close()
     assert found == visible
