@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 import threading
-from collections import deque
+from collections import OrderedDict, deque
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -27,6 +27,9 @@ if TYPE_CHECKING:
     from agentloop.ports.trajectories import TrajectoryStore
 
 BATCH_SIZE_METRIC = "note_taking.capture.batch_size"
+RATE_WINDOW_S = 60.0
+"""The span over which a session's tool-run rate is measured; a window whose newest run
+is older than this is dropped, so the rate state holds only recently active sessions."""
 
 
 @attrs.frozen
@@ -96,7 +99,8 @@ class TrajectoryRecorder:
         self._buffer: deque[ToolExecution] = deque()
         self._retry: list[_Batch] = []
         self._flush_lock = threading.Lock()
-        self._windows: dict[str, deque[float]] = {}
+        self._windows: OrderedDict[str, deque[float]] = OrderedDict()
+        """Each session's recent run times, least recently active first."""
         self._sampling: dict[str, int] = {}
         self._seen: set[str] = set()
         self._seen_order: deque[str] = deque()
@@ -144,18 +148,32 @@ class TrajectoryRecorder:
         """Whether to drop this execution: only while the session's rate is over the
         threshold, only successful ones, and then with probability 1 - sampling_rate."""
         settings = self.settings
-        window = self._windows.get(execution.session_id)
-        if window is None:
-            window = self._windows[execution.session_id] = deque(maxlen=settings.sampling_threshold_per_minute + 1)
-        now = self.clock.monotonic()
-        window.append(now)
-        active = len(window) == window.maxlen and now - window[0] < 60.0
         session_id = execution.session_id
+        now = self.clock.monotonic()
+        self._drop_idle_windows(now)
+        window = self._windows.get(session_id)
+        if window is None:
+            window = self._windows[session_id] = deque(maxlen=settings.sampling_threshold_per_minute + 1)
+        else:
+            self._windows.move_to_end(session_id)
+        window.append(now)
+        active = len(window) == window.maxlen and now - window[0] < RATE_WINDOW_S
         if active != (session_id in self._sampling):
             self._set_sampling(session_id, active)
         if not active or execution.error is not None:
             return False
         return self._rng.random() >= settings.sampling_rate
+
+    def _drop_idle_windows(self, now: float) -> None:
+        """Forget the rate window of every session with no run in the last minute."""
+        windows = self._windows
+        while windows:
+            session_id, window = next(iter(windows.items()))
+            if now - window[-1] < RATE_WINDOW_S:
+                return
+            del windows[session_id]
+            if session_id in self._sampling:
+                self._set_sampling(session_id, False)
 
     def _set_sampling(self, session_id: str, active: bool) -> None:
         if active:

@@ -4,6 +4,7 @@ distillation, retrieval and feedback together so the agent gets better over time
 from __future__ import annotations
 
 import contextlib
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -15,6 +16,10 @@ from agentloop.notes.capture import TrajectoryRecorder
 from agentloop.notes.distillation import DistillationResult, DistillationStatus, Distiller
 from agentloop.notes.knowledge import KnowledgeBase
 from agentloop.notes.models import KnowledgeItem, Layer, LayerIds, RetrievedNote
+
+
+MAX_OBSERVED_SESSIONS = 10_000
+"""The default bound on the sessions `NoteTaking` remembers between observe and end."""
 
 
 class Closeable(Protocol):
@@ -37,6 +42,7 @@ class NoteTaking:
         *,
         company_id: str = "default",
         resources: Sequence[Closeable] = (),
+        max_sessions: int = MAX_OBSERVED_SESSIONS,
         logger: Any = None,
     ) -> None:
         self.recorder = recorder
@@ -45,7 +51,9 @@ class NoteTaking:
         self.company_id = company_id
         self.resources = tuple(resources)
         """Stores closed after capture has drained on `close()` (those a factory opened)."""
-        self._sessions: dict[str, Session] = {}
+        self.max_sessions = max_sessions
+        """How many observed sessions are remembered, least recently observed dropped first."""
+        self._sessions: OrderedDict[str, Session] = OrderedDict()
         self._log = logger if logger is not None else structlog.get_logger("agentloop.notes")
 
     def chain(self, session: Session) -> LayerIds:
@@ -53,7 +61,12 @@ class NoteTaking:
         return LayerIds.of_session(session, self.company_id)
 
     def observe_session(self, session: Session) -> None:
+        """Remember the session's chain for `end_session`; only the `max_sessions` most
+        recently observed are kept (a dropped one must be passed as a `Session`)."""
         self._sessions[session.id] = session
+        self._sessions.move_to_end(session.id)
+        while len(self._sessions) > self.max_sessions:
+            self._sessions.popitem(last=False)
 
     def retrieve(self, query: str, session: Session, *, layer: Layer | None = None, k: int | None = None) -> list[RetrievedNote]:
         """Notes for `query` within the session's chain; the session is recorded as having seen them."""

@@ -162,6 +162,16 @@ def test_sampling_starts_above_the_rate_and_keeps_every_failure(store: SqliteTra
     assert not recorder.sampling_active("busy")
 
 
+def test_rate_windows_of_idle_sessions_are_dropped(store: SqliteTrajectoryStore) -> None:
+    clock = FakeClock()
+    recorder = TrajectoryRecorder(store, clock=clock)
+    for number in range(1000):
+        assert recorder.enqueue(make_execution(session_id=f"s{number}"))
+        clock.advance(1.0)
+        assert len(recorder._windows) <= 60
+    assert list(recorder._windows)[-1] == "s999" and "s0" not in recorder._windows
+
+
 class CaptureMachine(RuleBasedStateMachine):
     """I12: whatever flush failures happen, after a clean shutdown the store holds every
     accepted event; sampled-out events are counted, never silently dropped."""

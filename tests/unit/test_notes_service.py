@@ -126,3 +126,17 @@ def test_a_failure_opening_the_notes_store_closes_the_trajectory_store(tmp_path:
         open_note_taking(tmp_path, Model())
     (store,) = RecordingTrajectoryStore.opened
     assert store.closed
+
+
+def test_observed_sessions_are_bounded_and_the_least_recent_is_dropped_first(tmp_path: Path) -> None:
+    notes = open_note_taking(tmp_path, Model())
+    notes.max_sessions = 50
+    first = Session("s0", project_id="p1")
+    notes.observe_session(first)
+    for number in range(1, 500):
+        notes.observe_session(Session(f"s{number}", project_id="p1"))
+        if number % 10 == 0:
+            notes.observe_session(first)  # recently observed again, so kept
+        assert len(notes._sessions) <= 50
+    assert "s0" in notes._sessions and "s1" not in notes._sessions and "s499" in notes._sessions
+    notes.close()
