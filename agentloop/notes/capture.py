@@ -99,6 +99,9 @@ class TrajectoryRecorder:
         self._buffer: deque[ToolExecution] = deque()
         self._retry: list[_Batch] = []
         self._flush_lock = threading.Lock()
+        self._count_lock = threading.Lock()
+        """Held while events move between buffer, in flight, retry and written (never
+        during a store write), so `stats` always sees each event in exactly one place."""
         self._windows: OrderedDict[str, deque[float]] = OrderedDict()
         """Each session's recent run times, least recently active first."""
         self._sampling: dict[str, int] = {}
@@ -138,8 +141,9 @@ class TrajectoryRecorder:
             self._sampled_out += 1
             self._sampling[execution.session_id] += 1
             return False
-        self._buffer.append(execution)
-        self._accepted += 1
+        with self._count_lock:
+            self._buffer.append(execution)
+            self._accepted += 1
         if len(self._buffer) >= self.settings.batch_size:
             self._wake.set()
         return True
@@ -223,9 +227,7 @@ class TrajectoryRecorder:
             taken = self._take_buffer()
             if taken:
                 written += self._write(_Batch(taken), now)
-            due = [batch for batch in self._retry if batch.due_at <= now]
-            for batch in due:
-                self._retry.remove(batch)
+            for batch in self._take_retries(due_by=now):
                 written += self._write(batch, now)
             return written
 
@@ -236,11 +238,11 @@ class TrajectoryRecorder:
             now = self.clock.monotonic()
             self._last_flush = now
             taken = self._take_buffer()
-            if taken:
-                self._retry.append(_Batch(taken))
             written = 0
-            for _ in range(self.settings.drain_attempts):
-                pending, self._retry = self._retry, []
+            for attempt in range(self.settings.drain_attempts):
+                pending = self._take_retries(due_by=None)
+                if attempt == 0 and taken:
+                    pending.append(_Batch(taken))
                 for batch in pending:
                     written += self._write(batch, now)
                 if not self._retry:
@@ -253,27 +255,41 @@ class TrajectoryRecorder:
             )
 
     def _take_buffer(self) -> list[ToolExecution]:
-        buffer = self._buffer
-        return [buffer.popleft() for _ in range(len(buffer))]
+        """Everything buffered, now counted as in flight."""
+        with self._count_lock:
+            taken = list(self._buffer)
+            self._buffer.clear()
+            self._in_flight += len(taken)
+        return taken
+
+    def _take_retries(self, due_by: float | None) -> list[_Batch]:
+        """The failed batches due by `due_by` (all when None), now counted as in flight."""
+        with self._count_lock:
+            taken = [batch for batch in self._retry if due_by is None or batch.due_at <= due_by]
+            self._retry = [batch for batch in self._retry if not (due_by is None or batch.due_at <= due_by)]
+            self._in_flight += sum(len(batch.events) for batch in taken)
+        return taken
 
     def _write(self, batch: _Batch, now: float) -> int:
-        self._in_flight = len(batch.events)
+        """Write one batch already counted in flight; on failure it goes back to retry."""
         try:
             self.store.append(batch.events)
         except Exception as exc:
             batch.attempts += 1
             delay = min(self.settings.retry_backoff_s * 2 ** (batch.attempts - 1), self.settings.max_backoff_s)
             batch.due_at = now + delay
-            self._retry.append(batch)
-            self._in_flight = 0
+            with self._count_lock:
+                self._retry.append(batch)
+                self._in_flight -= len(batch.events)
             self._failed_flushes += 1
             self._log.warning(
                 "capture.flush_failed", events=len(batch.events), attempt=batch.attempts,
                 retry_in_s=delay, error=f"{type(exc).__name__}: {exc}",
             )
             return 0
-        self._written += len(batch.events)
-        self._in_flight = 0
+        with self._count_lock:
+            self._written += len(batch.events)
+            self._in_flight -= len(batch.events)
         if self.metrics is not None:
             self.metrics.observe(BATCH_SIZE_METRIC, float(len(batch.events)))
         return len(batch.events)
@@ -317,8 +333,8 @@ class TrajectoryRecorder:
     @property
     def stats(self) -> CaptureStats:
         """A snapshot that never waits for a write in progress (those count as pending)."""
-        retry = list(self._retry)
-        pending = len(self._buffer) + self._in_flight + sum(len(batch.events) for batch in retry)
-        return CaptureStats(
-            self._accepted, self._written, pending, self._sampled_out, self._duplicates, self._failed_flushes
-        )
+        with self._count_lock:
+            pending = len(self._buffer) + self._in_flight + sum(len(batch.events) for batch in self._retry)
+            return CaptureStats(
+                self._accepted, self._written, pending, self._sampled_out, self._duplicates, self._failed_flushes
+            )
