@@ -3,6 +3,7 @@ the hashing embedder, maintainer notices in the log)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 from pathlib import Path
@@ -49,12 +50,17 @@ def open_note_taking(
     directory = Path(data_dir)
     directory.mkdir(parents=True, exist_ok=True)
     embedder = embedder or HashingEmbedder()
-    trajectories = SqliteTrajectoryStore(directory / f"{bot}.trajectories.sqlite3")
-    repository = SqliteKnowledgeRepository(directory / f"{bot}.notes.sqlite3", dim=embedder.dim)
-    recorder = TrajectoryRecorder(trajectories, settings=capture, clock=clock, metrics=metrics, rng=rng)
-    knowledge = KnowledgeBase(
-        repository, embedder, notifier=notifier or LogNotifier(), rules=rules, settings=retrieval,
-        clock=clock, metrics=metrics,
-    )
-    distiller = Distiller(llm, knowledge, trajectories, settings=distillation, clock=clock, metrics=metrics)
-    return NoteTaking(recorder, distiller, knowledge, company_id=company_id, resources=(repository, trajectories))
+    with contextlib.ExitStack() as opened:  # a store already open is closed if a later step fails
+        trajectories = SqliteTrajectoryStore(directory / f"{bot}.trajectories.sqlite3")
+        opened.callback(trajectories.close)
+        repository = SqliteKnowledgeRepository(directory / f"{bot}.notes.sqlite3", dim=embedder.dim)
+        opened.callback(repository.close)
+        recorder = TrajectoryRecorder(trajectories, settings=capture, clock=clock, metrics=metrics, rng=rng)
+        knowledge = KnowledgeBase(
+            repository, embedder, notifier=notifier or LogNotifier(), rules=rules, settings=retrieval,
+            clock=clock, metrics=metrics,
+        )
+        distiller = Distiller(llm, knowledge, trajectories, settings=distillation, clock=clock, metrics=metrics)
+        notes = NoteTaking(recorder, distiller, knowledge, company_id=company_id, resources=(repository, trajectories))
+        opened.pop_all()
+    return notes

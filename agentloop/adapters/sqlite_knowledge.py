@@ -206,8 +206,8 @@ class SqliteKnowledgeRepository:
                     row,
                 )
                 note_ids.append(int(cursor.lastrowid or 0))
-        for note_id, item in zip(note_ids, items, strict=True):
-            self._track(note_id, _owner(item.layer_ids), item.status)
+            for note_id, item in zip(note_ids, items, strict=True):
+                self._track(note_id, _owner(item.layer_ids), item.status)
         self._index.add(note_ids, np.stack(vectors))
         return note_ids
 
@@ -244,15 +244,15 @@ class SqliteKnowledgeRepository:
         min_similarity: float = 0.0,
     ) -> list[tuple[KnowledgeItem, float]]:
         wanted = frozenset(statuses)
-        owners = {
-            _owner(caller.truncated(each)) for each in layer.with_parents() if caller.id_at(each) is not None
-        }
-        allowed = {code for code, (owner, status) in enumerate(self._keys) if owner in owners and status in wanted}
-        visible = sum(self._counts[code] for code in allowed)
+        owners = {_owner(ids) for ids in caller.visible_owners(layer)}
+        with self._lock:  # writers change the codes and counts under this lock
+            allowed = {code for code, (owner, status) in enumerate(self._keys) if owner in owners and status in wanted}
+            visible = sum(self._counts[code] for code in allowed)
+            total = len(self._code_of)
         if visible == 0 or k <= 0:
             return []
+        # Single lookups outside the lock; a note re-coded meanwhile is caught by the row check below.
         code_of = self._code_of
-        total = len(code_of)
         hits: list[tuple[int, float]] = []
         if visible * 2 >= total:
             # Most notes are visible: an unfiltered search with headroom, filtered after,
@@ -362,9 +362,12 @@ class SqliteKnowledgeRepository:
         self._index.save()
 
     def close(self) -> None:
-        self.save_index()
-        with self._lock:
-            self._conn.close()
+        """Save the index, and close the connection even when saving fails."""
+        try:
+            self.save_index()
+        finally:
+            with self._lock:
+                self._conn.close()
 
     def _update(self, note_id: int, assignment: str, values: tuple[object, ...], at: datetime) -> KnowledgeItem:
         with self._lock, transaction(self._conn):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 import threading
-from collections import deque
+from collections import OrderedDict, deque
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -27,6 +27,9 @@ if TYPE_CHECKING:
     from agentloop.ports.trajectories import TrajectoryStore
 
 BATCH_SIZE_METRIC = "note_taking.capture.batch_size"
+RATE_WINDOW_S = 60.0
+"""The span over which a session's tool-run rate is measured; a window whose newest run
+is older than this is dropped, so the rate state holds only recently active sessions."""
 
 
 @attrs.frozen
@@ -96,7 +99,11 @@ class TrajectoryRecorder:
         self._buffer: deque[ToolExecution] = deque()
         self._retry: list[_Batch] = []
         self._flush_lock = threading.Lock()
-        self._windows: dict[str, deque[float]] = {}
+        self._count_lock = threading.Lock()
+        """Held while events move between buffer, in flight, retry and written (never
+        during a store write), so `stats` always sees each event in exactly one place."""
+        self._windows: OrderedDict[str, deque[float]] = OrderedDict()
+        """Each session's recent run times, least recently active first."""
         self._sampling: dict[str, int] = {}
         self._seen: set[str] = set()
         self._seen_order: deque[str] = deque()
@@ -134,8 +141,9 @@ class TrajectoryRecorder:
             self._sampled_out += 1
             self._sampling[execution.session_id] += 1
             return False
-        self._buffer.append(execution)
-        self._accepted += 1
+        with self._count_lock:
+            self._buffer.append(execution)
+            self._accepted += 1
         if len(self._buffer) >= self.settings.batch_size:
             self._wake.set()
         return True
@@ -144,18 +152,32 @@ class TrajectoryRecorder:
         """Whether to drop this execution: only while the session's rate is over the
         threshold, only successful ones, and then with probability 1 - sampling_rate."""
         settings = self.settings
-        window = self._windows.get(execution.session_id)
-        if window is None:
-            window = self._windows[execution.session_id] = deque(maxlen=settings.sampling_threshold_per_minute + 1)
-        now = self.clock.monotonic()
-        window.append(now)
-        active = len(window) == window.maxlen and now - window[0] < 60.0
         session_id = execution.session_id
+        now = self.clock.monotonic()
+        self._drop_idle_windows(now)
+        window = self._windows.get(session_id)
+        if window is None:
+            window = self._windows[session_id] = deque(maxlen=settings.sampling_threshold_per_minute + 1)
+        else:
+            self._windows.move_to_end(session_id)
+        window.append(now)
+        active = len(window) == window.maxlen and now - window[0] < RATE_WINDOW_S
         if active != (session_id in self._sampling):
             self._set_sampling(session_id, active)
         if not active or execution.error is not None:
             return False
         return self._rng.random() >= settings.sampling_rate
+
+    def _drop_idle_windows(self, now: float) -> None:
+        """Forget the rate window of every session with no run in the last minute."""
+        windows = self._windows
+        while windows:
+            session_id, window = next(iter(windows.items()))
+            if now - window[-1] < RATE_WINDOW_S:
+                return
+            del windows[session_id]
+            if session_id in self._sampling:
+                self._set_sampling(session_id, False)
 
     def _set_sampling(self, session_id: str, active: bool) -> None:
         if active:
@@ -205,9 +227,7 @@ class TrajectoryRecorder:
             taken = self._take_buffer()
             if taken:
                 written += self._write(_Batch(taken), now)
-            due = [batch for batch in self._retry if batch.due_at <= now]
-            for batch in due:
-                self._retry.remove(batch)
+            for batch in self._take_retries(due_by=now):
                 written += self._write(batch, now)
             return written
 
@@ -218,11 +238,11 @@ class TrajectoryRecorder:
             now = self.clock.monotonic()
             self._last_flush = now
             taken = self._take_buffer()
-            if taken:
-                self._retry.append(_Batch(taken))
             written = 0
-            for _ in range(self.settings.drain_attempts):
-                pending, self._retry = self._retry, []
+            for attempt in range(self.settings.drain_attempts):
+                pending = self._take_retries(due_by=None)
+                if attempt == 0 and taken:
+                    pending.append(_Batch(taken))
                 for batch in pending:
                     written += self._write(batch, now)
                 if not self._retry:
@@ -235,27 +255,41 @@ class TrajectoryRecorder:
             )
 
     def _take_buffer(self) -> list[ToolExecution]:
-        buffer = self._buffer
-        return [buffer.popleft() for _ in range(len(buffer))]
+        """Everything buffered, now counted as in flight."""
+        with self._count_lock:
+            taken = list(self._buffer)
+            self._buffer.clear()
+            self._in_flight += len(taken)
+        return taken
+
+    def _take_retries(self, due_by: float | None) -> list[_Batch]:
+        """The failed batches due by `due_by` (all when None), now counted as in flight."""
+        with self._count_lock:
+            taken = [batch for batch in self._retry if due_by is None or batch.due_at <= due_by]
+            self._retry = [batch for batch in self._retry if not (due_by is None or batch.due_at <= due_by)]
+            self._in_flight += sum(len(batch.events) for batch in taken)
+        return taken
 
     def _write(self, batch: _Batch, now: float) -> int:
-        self._in_flight = len(batch.events)
+        """Write one batch already counted in flight; on failure it goes back to retry."""
         try:
             self.store.append(batch.events)
         except Exception as exc:
             batch.attempts += 1
             delay = min(self.settings.retry_backoff_s * 2 ** (batch.attempts - 1), self.settings.max_backoff_s)
             batch.due_at = now + delay
-            self._retry.append(batch)
-            self._in_flight = 0
+            with self._count_lock:
+                self._retry.append(batch)
+                self._in_flight -= len(batch.events)
             self._failed_flushes += 1
             self._log.warning(
                 "capture.flush_failed", events=len(batch.events), attempt=batch.attempts,
                 retry_in_s=delay, error=f"{type(exc).__name__}: {exc}",
             )
             return 0
-        self._written += len(batch.events)
-        self._in_flight = 0
+        with self._count_lock:
+            self._written += len(batch.events)
+            self._in_flight -= len(batch.events)
         if self.metrics is not None:
             self.metrics.observe(BATCH_SIZE_METRIC, float(len(batch.events)))
         return len(batch.events)
@@ -299,8 +333,8 @@ class TrajectoryRecorder:
     @property
     def stats(self) -> CaptureStats:
         """A snapshot that never waits for a write in progress (those count as pending)."""
-        retry = list(self._retry)
-        pending = len(self._buffer) + self._in_flight + sum(len(batch.events) for batch in retry)
-        return CaptureStats(
-            self._accepted, self._written, pending, self._sampled_out, self._duplicates, self._failed_flushes
-        )
+        with self._count_lock:
+            pending = len(self._buffer) + self._in_flight + sum(len(batch.events) for batch in self._retry)
+            return CaptureStats(
+                self._accepted, self._written, pending, self._sampled_out, self._duplicates, self._failed_flushes
+            )

@@ -80,10 +80,29 @@ _HEADING = re.compile(r"^#{1,3}\s*(.+?)\s*:?\s*$", re.MULTILINE)
 _NONE = {"", "none", "n/a", "-", "not applicable"}
 
 
+_FENCE = re.compile(r"^\s*(```|~~~)", re.MULTILINE)
+
+
+def _fenced_spans(reply: str) -> list[tuple[int, int]]:
+    """Character spans of fenced code blocks, whose `#` lines are code, not headings."""
+    spans: list[tuple[int, int]] = []
+    opened: int | None = None
+    for fence in _FENCE.finditer(reply):
+        if opened is None:
+            opened = fence.start()
+        else:
+            spans.append((opened, fence.end()))
+            opened = None
+    if opened is not None:
+        spans.append((opened, len(reply)))
+    return spans
+
+
 def parse_note(reply: str) -> DistilledNote:
     """Split a reply into its sections; `DistillationError` if a required one is empty."""
     sections: dict[str, str] = {}
-    matches = list(_HEADING.finditer(reply))
+    fenced = _fenced_spans(reply)
+    matches = [m for m in _HEADING.finditer(reply) if not any(a <= m.start() < b for a, b in fenced)]
     for index, match in enumerate(matches):
         end = matches[index + 1].start() if index + 1 < len(matches) else len(reply)
         sections[match.group(1).strip().lower()] = reply[match.end() : end].strip()

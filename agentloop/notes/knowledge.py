@@ -197,13 +197,16 @@ class KnowledgeBase:
         return item
 
     def _suggest_merges(self, item: KnowledgeItem) -> None:
+        """Suggest merging `item` with every accepted note above `merge_above` cosine that
+        shares its tenant chain, above or below its layer, so the suggestions do not depend
+        on which of the two was accepted first. Acceptance is a rare maintainer step, so
+        an exact pass over the accepted notes is affordable."""
         above = self.settings.merge_above
-        hits = self.repository.search(
-            item.embedding, 10, caller=item.layer_ids, layer=item.layer,
-            statuses=frozenset({NoteStatus.ACCEPTED}), min_similarity=above,
-        )
-        for other, similarity in hits:
-            if other.key == item.key or similarity <= above:
+        for other in self.repository.items(frozenset({NoteStatus.ACCEPTED})):
+            if other.key == item.key or not _share_chain(item, other):
+                continue
+            similarity = _cosine(item.embedding, other.embedding)
+            if similarity <= above:
                 continue
             first, second = sorted((item.key, other.key))
             if self.repository.add_merge_suggestion(MergeSuggestion(first, second, similarity, self.clock.now())):
@@ -217,3 +220,14 @@ class KnowledgeBase:
         self._log.info("notes.notice", kind=kind.value, note_ids=list(note_ids))
         if self.notifier is not None:
             self.notifier.notify(MaintainerNotice(kind, note_ids, message, self.clock.now()))
+
+
+def _share_chain(a: KnowledgeItem, b: KnowledgeItem) -> bool:
+    """Whether the broader note's owning chain is a prefix of the narrower one's (I11)."""
+    broad, narrow = sorted((a, b), key=lambda item: item.layer.depth)
+    return narrow.layer_ids.truncated(broad.layer) == broad.layer_ids
+
+
+def _cosine(a: Vectors, b: Vectors) -> float:
+    norms = float(np.linalg.norm(a)) * float(np.linalg.norm(b))
+    return float(np.dot(a, b)) / norms if norms > 0 else 0.0

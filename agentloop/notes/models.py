@@ -128,15 +128,11 @@ class LayerIds:
             self.project_id if layer.depth >= Layer.PROJECT.depth else None,
         )
 
-    def sees(self, layer: Layer, owner: LayerIds, within: Layer = Layer.PROJECT) -> bool:
-        """Whether a caller with this chain may see an item of `layer` owned by `owner`.
-
-        The item's layer must be `within` or one of its parents, and the item's ids must
-        equal the caller's at its layer and every parent layer (tenant isolation, I11).
-        """
-        if layer.depth > within.depth or self.id_at(layer) is None:
-            return False
-        return all(owner.id_at(each) == self.id_at(each) for each in layer.with_parents())
+    def visible_owners(self, within: Layer = Layer.PROJECT) -> frozenset[LayerIds]:
+        """The owning chains of the items a caller with this chain may see (I11): this
+        chain truncated to `within` and to each of its parents it has an id for. An item
+        is visible exactly when its `layer_ids` is one of them."""
+        return frozenset(self.truncated(each) for each in within.with_parents() if self.id_at(each) is not None)
 
 
 def _vector(value: Any) -> Vectors:

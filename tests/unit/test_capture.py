@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import random
+import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from structlog.testing import capture_logs
 
 from agentloop.adapters import InMemoryMetrics, SqliteTrajectoryStore
+from agentloop.components import ToolExecution
 from agentloop.errors import CaptureDrainError, RecorderClosedError
 from agentloop.notes import CaptureSettings, TrajectoryRecorder
 from agentloop.testing import FakeClock
@@ -160,6 +163,55 @@ def test_sampling_starts_above_the_rate_and_keeps_every_failure(store: SqliteTra
     clock.advance(61)
     assert recorder.enqueue(make_execution(session_id="busy"))
     assert not recorder.sampling_active("busy")
+
+
+def test_rate_windows_of_idle_sessions_are_dropped(store: SqliteTrajectoryStore) -> None:
+    clock = FakeClock()
+    recorder = TrajectoryRecorder(store, clock=clock)
+    for number in range(1000):
+        assert recorder.enqueue(make_execution(session_id=f"s{number}"))
+        clock.advance(1.0)
+        assert len(recorder._windows) <= 60
+    assert list(recorder._windows)[-1] == "s999" and "s0" not in recorder._windows
+
+
+class GatedStore:
+    """A real store whose `append` waits for `release` while `gated`, to look at the
+    recorder mid-write."""
+
+    def __init__(self, inner: SqliteTrajectoryStore) -> None:
+        self.inner = inner
+        self.gated = False
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def append(self, executions: Sequence[ToolExecution]) -> None:
+        if self.gated:
+            self.entered.set()
+            assert self.release.wait(5.0)
+        self.inner.append(executions)
+
+
+def test_stats_count_batches_taken_for_writing_as_pending(store: SqliteTrajectoryStore) -> None:
+    gated = GatedStore(store)
+    flaky = FlakyTrajectoryStore(gated)  # type: ignore[arg-type]
+    recorder = TrajectoryRecorder(flaky, clock=FakeClock())
+    flaky.failing = True
+    for _ in range(2):  # two failed batches wait in the retry queue
+        recorder.enqueue(make_execution(session_id="s1"))
+        recorder.enqueue(make_execution(session_id="s1"))
+        recorder.flush()
+    flaky.failing = False
+    gated.gated = True
+    drain = threading.Thread(target=recorder.drain)
+    drain.start()
+    assert gated.entered.wait(5.0)
+    mid_write = recorder.stats
+    gated.release.set()
+    drain.join()
+    assert (mid_write.accepted, mid_write.written, mid_write.pending) == (4, 0, 4)
+    final = recorder.stats
+    assert (final.accepted, final.written, final.pending) == (4, 4, 0)
 
 
 class CaptureMachine(RuleBasedStateMachine):

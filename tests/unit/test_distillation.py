@@ -89,6 +89,14 @@ def test_the_reply_is_split_into_the_five_sections() -> None:
     assert markdown.startswith("## Context\n") and "## Code Examples" not in markdown and "## Tags\nauth" in markdown
 
 
+def test_hash_lines_inside_a_code_block_stay_in_code_examples() -> None:
+    code = "```python\n# set up the fake clock\nclock = FakeClock()\n## not a heading either\n```"
+    reply = REPLY.replace("## Code Examples\nNone", f"## Code Examples\n{code}")
+    note = parse_note(reply)
+    assert note.code_examples == code
+    assert note.tags == ("auth", "sessions", "security")
+
+
 def test_a_reply_without_a_required_section_is_refused() -> None:
     with pytest.raises(DistillationError, match="lacks the section\\(s\\) Solution, Key Patterns"):
         parse_note("## Context\nSomething happened.\n## Tags\nx")

@@ -105,6 +105,20 @@ def test_accepting_a_note_suggests_merges_only_with_accepted_similar_notes(knowl
     assert [n.kind for n in notifier.notices] == [NoticeKind.MERGE_SUGGESTED]
 
 
+@pytest.mark.parametrize("order", ["project first", "company first"])
+def test_a_merge_is_suggested_whichever_of_two_layers_is_accepted_first(knowledge: KnowledgeBase, order: str) -> None:
+    text = "cache the schema lookups per request"
+    project = knowledge.add(_item(text, Layer.PROJECT, _chain("o1", "t1", "p1"), "project"))
+    company = knowledge.add(_item(text, Layer.COMPANY, _chain("o1", "t1", "p1"), "company"))
+    elsewhere = knowledge.add(_item(text, Layer.TEAM, _chain("o2", "t2", "p2"), "other team"))
+    notes = [project, company] if order == "project first" else [company, project]
+    for note in notes + [elsewhere]:
+        knowledge.transition(note.key, NoteStatus.PROPOSED)
+        knowledge.transition(note.key, NoteStatus.ACCEPTED)
+    pairs = {(s.first_id, s.second_id) for s in knowledge.merge_suggestions()}
+    assert pairs == {tuple(sorted((project.key, company.key))), tuple(sorted((company.key, elsewhere.key)))}
+
+
 # -- I11 -----------------------------------------------------------------------------------
 
 chains = st.builds(_chain, st.sampled_from(ORGS), st.sampled_from(TEAMS), st.sampled_from(PROJECTS))
@@ -142,6 +156,12 @@ def test_retrieval_never_leaves_the_callers_chain(population: KnowledgeBase, cal
     assert scores == sorted(scores, reverse=True)
 
 
+def _visible(caller: LayerIds, note: KnowledgeItem) -> bool:
+    """The I11 rule restated as the test's oracle: the note's ids equal the caller's at
+    the note's layer and every parent."""
+    return all(note.layer_ids.id_at(each) == caller.id_at(each) for each in note.layer.with_parents())
+
+
 @settings(deadline=None, max_examples=25)
 @given(
     notes=st.lists(st.tuples(texts, layers, chains), min_size=1, max_size=12),
@@ -154,7 +174,7 @@ def test_isolation_holds_for_any_population(notes: list[tuple[str, Layer, LayerI
         repository = SqliteKnowledgeRepository(Path(directory) / "k.db", dim=EMBEDDER.dim)
         knowledge = KnowledgeBase(repository, EMBEDDER, clock=FakeClock())
         stored = [knowledge.add(_item(text, layer, owner)) for text, layer, owner in notes]
-        visible = {n.key for n in stored if caller.sees(n.layer, n.layer_ids)}
+        visible = {n.key for n in stored if _visible(caller, n)}
         found = {r.item.key for r in knowledge.search(query, caller, k=len(stored), min_similarity=-1.0)}
         repository.close()
     assert found == visible

@@ -19,12 +19,12 @@ def test_layers_go_from_broad_to_narrow_and_narrow_wins_ties() -> None:
 
 def test_a_chain_sees_its_own_layers_and_nothing_of_another_tenant() -> None:
     caller = LayerIds.of_session(Session("s", org_id="o1", team_id="t1", project_id="p1"))
-    assert caller.sees(Layer.PROJECT, caller)
-    assert caller.sees(Layer.ORG, caller.truncated(Layer.ORG))
-    assert caller.sees(Layer.COMPANY, LayerIds())
-    assert not caller.sees(Layer.PROJECT, LayerIds("default", "o1", "t1", "p2"))
-    assert not caller.sees(Layer.TEAM, LayerIds("default", "o2", "t1"))
-    assert not caller.sees(Layer.PROJECT, caller, within=Layer.TEAM)
+    visible = caller.visible_owners()
+    assert caller in visible and caller.truncated(Layer.ORG) in visible and LayerIds() in visible
+    assert LayerIds("default", "o1", "t1", "p2") not in visible
+    assert LayerIds("default", "o2", "t1") not in visible
+    assert caller not in caller.visible_owners(Layer.TEAM)
+    assert LayerIds(org_id="o1").visible_owners() == {LayerIds(), LayerIds(org_id="o1")}
     assert caller.narrowest() is Layer.PROJECT
     assert LayerIds(org_id="o1").narrowest() is Layer.ORG
 

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from pathlib import Path
 
+import pytest
+
 from agentloop import LlmReply, LlmRequest, Session
-from agentloop.adapters import InMemoryMetrics, open_note_taking
+from agentloop.adapters import InMemoryMetrics, SqliteTrajectoryStore, open_note_taking
+from agentloop.adapters import notes as adapters_notes
+from agentloop.errors import CaptureDrainError
 from agentloop.notes import DistillationStatus, Layer, LayerIds
 from agentloop.testing import FakeClock
 from agentloop.testing.notes import FlakyTrajectoryStore, make_executions
@@ -39,14 +44,29 @@ def test_a_session_end_distills_what_was_captured(tmp_path: Path) -> None:
     assert (tmp_path / "bot.trajectories.sqlite3").exists()
 
 
-def test_a_session_never_observed_uses_the_ids_its_executions_carry(tmp_path: Path) -> None:
-    notes = open_note_taking(tmp_path, Model(), company_id="acme")
+def test_a_session_never_observed_is_skipped_rather_than_stored_under_an_invented_chain(tmp_path: Path) -> None:
+    metrics = InMemoryMetrics()
+    model = Model()
+    notes = open_note_taking(tmp_path, model, company_id="acme", metrics=metrics)
     for execution in make_executions(["lint", "test", "pin"], session_id="s7", project_id="p7", user_id="u7"):
         notes.recorder.enqueue(execution)
     result = asyncio.run(notes.end_session("s7", success=True))
+    assert result.status is DistillationStatus.SKIPPED and result.note is None
+    assert result.reason.startswith("session chain unknown: ")
+    assert model.requests == [] and metrics.counter("note_taking.distillation.total", {"status": "skip"}) == 1
+    notes.close()
+
+
+def test_the_session_itself_may_be_passed_when_it_was_never_observed(tmp_path: Path) -> None:
+    notes = open_note_taking(tmp_path, Model(), company_id="acme")
+    for execution in make_executions(["lint", "test", "pin"], session_id="s7", project_id="p7", user_id="u7"):
+        notes.recorder.enqueue(execution)
+    session = Session("s7", user_id="u7", project_id="p7", team_id="t7", org_id="o7")
+    result = asyncio.run(notes.end_session(session, success=True))
     assert result.note is not None and result.note.metadata is not None
-    assert result.note.layer is Layer.PROJECT and result.note.layer_ids == LayerIds("acme", project_id="p7")
+    assert result.note.layer is Layer.PROJECT and result.note.layer_ids == LayerIds("acme", "o7", "t7", "p7")
     assert result.note.metadata.user_id == "u7"
+    assert [r.item.key for r in notes.retrieve("pin tool versions in CI", session)] == [result.note.key]
     notes.close()
 
 
@@ -64,4 +84,59 @@ def test_a_store_that_cannot_take_the_trajectory_fails_the_distillation(tmp_path
     assert model.requests == [] and metrics.counter("note_taking.distillation.total", {"status": "error"}) == 1
     flaky.failing = False
     assert notes.recorder.drain() == 3 and flaky.count() == 3
+    notes.close()
+
+
+def test_close_closes_the_stores_and_saves_the_index_even_when_capture_cannot_drain(tmp_path: Path) -> None:
+    notes = open_note_taking(tmp_path, Model())
+    trajectories = notes.recorder.store
+    flaky = FlakyTrajectoryStore(trajectories)
+    notes.recorder.store = flaky
+    notes.recorder.enqueue(make_executions(["lint"], session_id="s1")[0])
+    flaky.failing = True
+    with pytest.raises(CaptureDrainError):
+        notes.close()
+    assert (tmp_path / "bot.notes.sqlite3.hnsw").exists()
+    with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+        notes.knowledge.repository.items()
+    with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+        trajectories.count()
+
+
+class RecordingTrajectoryStore(SqliteTrajectoryStore):
+    """A real trajectory store that remembers every instance, to see each one closed."""
+
+    opened: list[RecordingTrajectoryStore] = []
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.closed = False
+        RecordingTrajectoryStore.opened.append(self)
+
+    def close(self) -> None:
+        self.closed = True
+        super().close()
+
+
+def test_a_failure_opening_the_notes_store_closes_the_trajectory_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(adapters_notes, "SqliteTrajectoryStore", RecordingTrajectoryStore)
+    RecordingTrajectoryStore.opened.clear()
+    (tmp_path / "bot.notes.sqlite3").mkdir()  # SQLite cannot open a directory
+    with pytest.raises(sqlite3.OperationalError):
+        open_note_taking(tmp_path, Model())
+    (store,) = RecordingTrajectoryStore.opened
+    assert store.closed
+
+
+def test_observed_sessions_are_bounded_and_the_least_recent_is_dropped_first(tmp_path: Path) -> None:
+    notes = open_note_taking(tmp_path, Model())
+    notes.max_sessions = 50
+    first = Session("s0", project_id="p1")
+    notes.observe_session(first)
+    for number in range(1, 500):
+        notes.observe_session(Session(f"s{number}", project_id="p1"))
+        if number % 10 == 0:
+            notes.observe_session(first)  # recently observed again, so kept
+        assert len(notes._sessions) <= 50
+    assert "s0" in notes._sessions and "s1" not in notes._sessions and "s499" in notes._sessions
     notes.close()

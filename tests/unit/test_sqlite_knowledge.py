@@ -136,3 +136,14 @@ def test_items_lists_every_note_or_those_of_some_statuses_in_id_order(tmp_path: 
     assert [i.key for i in repository.items({NoteStatus.PROPOSED, NoteStatus.REJECTED})] == [stored[1].key, stored[2].key]
     assert repository.items(()) == []
     repository.close()
+
+
+def test_the_connection_is_closed_even_when_saving_the_index_fails(tmp_path: Path) -> None:
+    index = tmp_path / "k.hnsw"
+    repository = SqliteKnowledgeRepository(tmp_path / "k.db", dim=8, index_path=index)
+    index.unlink(missing_ok=True)
+    index.mkdir()  # the index can no longer be written there
+    with pytest.raises(OSError):
+        repository.close()
+    with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+        repository.items()

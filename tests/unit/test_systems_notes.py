@@ -130,7 +130,12 @@ def test_add_note_taking_edits_the_standard_pipeline(notes: NoteTaking, tmp_path
     pipeline = standard_pipeline(ScriptedLLM(), RecordingChannel(), data_dir=tmp_path / "bot")
     assert add_note_taking(pipeline, notes) is pipeline
     assert NoteRetrievalSystem in pipeline and TrajectoryCaptureSystem in pipeline
-    assert pipeline.get(ToolLoopSystem).on_tool_execution is not None
+    hook = pipeline.get(ToolLoopSystem).on_tool_execution
+    assert hook is not None
+    execution = make_execution("lint", session_id="s-standard")
+    hook(execution)
+    assert notes.recorder.stats.accepted == 1 and notes.recorder.drain() == 1
+    assert [e.id for e in notes.recorder.store.load("s-standard").executions] == [execution.id]
     orders = [(s.order, type(s).__name__) for s in pipeline.systems]
     assert (25, "NoteRetrievalSystem") in orders and orders[-1] == (80, "TrajectoryCaptureSystem")
     pipeline.build()
