@@ -10,6 +10,7 @@ from agentloop import AgentContext, PromptContext, PromptSection, SanitizedInput
 from agentloop.notes import Layer, NoteTaking, RetrievedNote, RetrievedNotes
 from agentloop.tasks import fresh_context_allowed
 
+from systems.input import turn_user_text
 from systems.standard import StandardPipeline
 from systems.tool_loop import ToolExecutionHook, ToolLoopSystem
 
@@ -31,7 +32,7 @@ class NoteRetrievalSystem(System):
     """
 
     order = 25
-    reads = (PromptContext,)
+    reads = (PromptContext, SanitizedInput)
     writes = (RetrievedNotes, PromptContext)
 
     def __init__(self, note_taking: NoteTaking, *, k: int | None = None, layer: Layer | None = None) -> None:
@@ -43,9 +44,7 @@ class NoteRetrievalSystem(System):
         return ctx.has(PromptContext) and fresh_context_allowed(ctx)
 
     def process(self, ctx: AgentContext) -> None:
-        sanitized = ctx.get(SanitizedInput)
-        query = sanitized.text if sanitized is not None else ctx.incoming.text
-        notes = self.note_taking.retrieve(query, ctx.session, layer=self.layer, k=self.k)
+        notes = self.note_taking.retrieve(turn_user_text(ctx), ctx.session, layer=self.layer, k=self.k)
         ctx.set(RetrievedNotes(tuple(notes)))
         if notes:
             section = PromptSection(NOTES_SECTION_TITLE, render_notes(notes), source="notes")
