@@ -31,7 +31,6 @@ from agentloop.errors import (
     DemoCheckFailed,
     EndpointUnreachableError,
     InvalidTransition,
-    PipelineError,
     TaskError,
     TemplateError,
     UnknownNoteError,

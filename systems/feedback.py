@@ -28,6 +28,8 @@ class FeedbackGuaranteeSystem(System):
     def __init__(
         self, *, text: str = GENERIC_ERROR_TEXT, deadline_text: str = DEFAULT_STOP_TEXTS[FinishReason.DEADLINE]
     ) -> None:
+        if not text.strip() or not deadline_text.strip():
+            raise ValueError("a fallback must say something: text and deadline_text may not be blank")
         self.text = text
         self.deadline_text = deadline_text
 

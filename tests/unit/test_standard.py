@@ -9,10 +9,8 @@ import pytest
 from agentloop import AgentContext, IncomingMessage, PipelineError, Session, System, TurnOutcome
 from agentloop.testing import RecordingChannel, ScriptedLLM
 from systems import (
-    FeedbackGuaranteeSystem,
     MemoryPersistSystem,
     RagIndexingSystem,
-    ResponseRoutingSystem,
     StandardOptions,
     ToolLoopSystem,
     standard_pipeline,
@@ -76,4 +74,13 @@ def test_stores_or_data_dir(tmp_path: Path) -> None:
         with pytest.raises(ValueError, match="not both"):
             standard_pipeline(ScriptedLLM(), RecordingChannel(), data_dir=tmp_path, stores=first.stores)
         shared = standard_pipeline(ScriptedLLM(), RecordingChannel(), stores=first.stores)
-        assert shared.get(FeedbackGuaranteeSystem) is not None and shared.get(ResponseRoutingSystem) is not None
+        assert shared.stores is first.stores
+        assert shared.get(MemoryPersistSystem).sessions is first.stores.sessions
+
+
+@pytest.mark.parametrize("texts", [{"text": " "}, {"deadline_text": ""}])
+def test_a_blank_fallback_text_is_refused(texts: dict[str, str]) -> None:
+    from systems import FeedbackGuaranteeSystem
+
+    with pytest.raises(ValueError, match="a fallback must say something"):
+        FeedbackGuaranteeSystem(**texts)

@@ -24,7 +24,6 @@ from agentloop import (
     LlmReply,
     LlmRequest,
     LlmResponse,
-    OutgoingResponse,
     PlanProposal,
     Session,
     System,
@@ -332,7 +331,3 @@ def test_i8_finish_reason_is_the_highest_priority_observed(stores: BotStores, sc
         # The feedback guarantee made the outcome: nothing but the deadline is known.
         observed = {FinishReason.ERROR} | (observed & {FinishReason.DEADLINE})
     assert outcome.finish_reason is resolve_finish_reason(observed)
-
-
-def test_a_fallback_outgoing_response_is_never_empty() -> None:
-    assert not OutgoingResponse.text_only(FeedbackGuaranteeSystem().text).is_empty
