@@ -188,8 +188,10 @@ class AgentLoop:
     """Runs turns through an ordered, validated pipeline of systems.
 
     A system exception never aborts a turn: it becomes a `FailureEvent` and the next
-    system runs. After `turn_timeout` seconds only `always_run` systems run. Turns of
-    one session run one at a time in arrival order; different sessions run concurrently.
+    system runs. After `turn_timeout` seconds only `always_run` systems run, and an
+    async one is interrupted `always_run_grace` seconds past the deadline, so a hung
+    channel cannot hold the session forever. Turns of one session run one at a time
+    in arrival order; different sessions run concurrently.
     """
 
     def __init__(
@@ -200,9 +202,13 @@ class AgentLoop:
         inputs: Iterable[type] = (),
         clock: Clock | None = None,
         metrics: Metrics | None = None,
+        always_run_grace: float = 5.0,
     ) -> None:
         if turn_timeout is not None and turn_timeout <= 0:
             raise ValueError(f"turn_timeout must be positive seconds, got {turn_timeout!r}")
+        if always_run_grace < 0:
+            raise ValueError(f"always_run_grace must not be negative seconds, got {always_run_grace!r}")
+        self.always_run_grace = always_run_grace
         self.inputs = tuple(inputs)
         self.systems = validate_pipeline(systems, self.inputs)
         self.turn_timeout = turn_timeout
@@ -306,16 +312,23 @@ class AgentLoop:
                     result = "skipped"
                 elif not step.is_async:
                     step.process(ctx)
-                elif deadline is None or step.always_run:
+                elif deadline is None:
                     await step.process(ctx)
                 else:
-                    async with asyncio.timeout(deadline - clock.monotonic()) as budget:
+                    limit = deadline - clock.monotonic()
+                    if step.always_run:
+                        limit = max(limit, 0.0) + self.always_run_grace
+                    async with asyncio.timeout(limit) as budget:
                         await step.process(ctx)
             except Exception as exc:
                 if budget is not None and budget.expired():
-                    timed_out = True
                     result = "timeout"
-                    self._record_timeout(ctx, step.name, "was interrupted: the turn deadline passed")
+                    if step.always_run:
+                        what = f"was interrupted {self.always_run_grace}s after the turn deadline"
+                    else:
+                        what = "was interrupted: the turn deadline passed"
+                    timed_out = True
+                    self._record_timeout(ctx, step.name, what)
                 else:
                     result = "error"
                     ctx.add_failure(

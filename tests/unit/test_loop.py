@@ -502,3 +502,24 @@ def test_unconfigured_structlog_keeps_stdout_for_the_bot() -> None:
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert "turn.finished" not in result.stdout and "system.run" not in result.stdout
     assert "system.failed" in result.stdout + result.stderr
+
+
+def test_a_hung_always_run_system_is_interrupted_after_its_grace() -> None:
+    class HungChannel(System):
+        order = 60
+        always_run = True
+
+        async def process(self, ctx: AgentContext) -> None:
+            await asyncio.sleep(30)
+
+    loop = AgentLoop([make_system("Finalize", 10, finalize()), HungChannel()], turn_timeout=0.05, always_run_grace=0.05)
+    ctx = loop.run_turn_sync(Session("s"), IncomingMessage("x"))
+    (timeout,) = ctx.failures
+    assert (timeout.kind, timeout.component) == (FailureKind.TIMEOUT, "HungChannel")
+    assert "0.05s after the turn deadline" in timeout.message
+    assert ctx.turn_outcome is not None and ctx.turn_outcome.finish_reason is FinishReason.DEADLINE
+
+
+def test_always_run_grace_must_not_be_negative() -> None:
+    with pytest.raises(ValueError, match="always_run_grace"):
+        AgentLoop([], always_run_grace=-1)
