@@ -11,13 +11,14 @@ import inspect
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 
+from agentloop.components import PromptContext
 from agentloop.context import AgentContext, IncomingMessage, Session
 from agentloop.loop import AgentLoop
 from agentloop.messages import ChatMessage
 from agentloop.ports.clock import Clock
 from agentloop.system import System
 
-__all__ = ["FakeClock", "make_context", "make_system", "run_pipeline", "run_system", "run_system_sync"]
+__all__ = ["FakeClock", "PromptWriter", "make_context", "make_system", "run_pipeline", "run_system", "run_system_sync"]
 
 
 class FakeClock:
@@ -38,6 +39,23 @@ class FakeClock:
             raise ValueError("a clock never goes back")
         self._now += timedelta(seconds=seconds)
         self._monotonic += seconds
+
+
+class PromptWriter(System):
+    """Stands in for context building (order 20): a system prompt and the user's message.
+
+    For testing systems that read or extend `PromptContext` without the stores that
+    `ContextBuildingSystem` needs.
+    """
+
+    order = 20
+    writes = (PromptContext,)
+
+    def __init__(self, system_prompt: str = "You are a helpful assistant.") -> None:
+        self.system_prompt = system_prompt
+
+    def process(self, ctx: AgentContext) -> None:
+        ctx.set(PromptContext(self.system_prompt, (ChatMessage.user(ctx.incoming.text),)))
 
 
 def make_context(

@@ -18,7 +18,7 @@ import pytest
 from pytest_bdd import given, parsers, scenarios, then, when
 from structlog.testing import capture_logs
 
-from agentloop import AgentContext, ChatMessage, LlmRequest, PromptContext, Session, System, ToolExecution
+from agentloop import AgentContext, LlmRequest, PromptContext, Session, System, ToolExecution
 from agentloop.adapters import InMemoryMetrics, RecordingNotifier, SqliteTrajectoryStore
 from agentloop.adapters.hashing_embedder import HashingEmbedder
 from agentloop.adapters.sqlite_knowledge import SqliteKnowledgeRepository
@@ -39,7 +39,7 @@ from agentloop.notes import (
     TrajectoryRecorder,
 )
 from agentloop.outcome import FailureKind
-from agentloop.testing import FakeClock, run_pipeline
+from agentloop.testing import FakeClock, PromptWriter, run_pipeline
 from agentloop.testing.llm import ScriptedLLM
 from agentloop.testing.notes import FlakyTrajectoryStore
 from systems.notes import NOTES_SECTION_TITLE, add_note_taking
@@ -102,16 +102,6 @@ class GatedStore:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
-
-
-class PromptWriter(System):
-    """Stands in for context building: the system prompt and the user's message."""
-
-    order = 20
-    writes = (PromptContext,)
-
-    def process(self, ctx: AgentContext) -> None:
-        ctx.set(PromptContext("You are a helpful assistant.", (ChatMessage.user(ctx.incoming.text),)))
 
 
 @attrs.define

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from agentloop import AgentContext, AgentLoop, ChatMessage, IncomingMessage, PromptContext, Session, System, ToolExecutions, tool
+from agentloop import AgentContext, AgentLoop, IncomingMessage, PromptContext, Session, System, ToolExecutions, tool
 from agentloop.adapters import open_note_taking
 from agentloop.notes import DistillationStatus, KnowledgeItem, Layer, LayerIds, NoteTaking, NoteType, RetrievedNotes
 from agentloop.tasks import TaskTurn
-from agentloop.testing import FakeClock, run_pipeline
+from agentloop.testing import FakeClock, PromptWriter, run_pipeline
 from agentloop.testing.channel import RecordingChannel
 from agentloop.testing.llm import ScriptedLLM
 from agentloop.testing.notes import make_execution
@@ -32,16 +32,6 @@ Page through rate-limited APIs and verify totals at the end.
 ## Tags
 export, rate-limits
 """
-
-
-class PromptWriter(System):
-    """Stands in for context building: the system prompt and the user's message."""
-
-    order = 20
-    writes = (PromptContext,)
-
-    def process(self, ctx: AgentContext) -> None:
-        ctx.set(PromptContext("You are a data assistant.", (ChatMessage.user(ctx.incoming.text),)))
 
 
 @pytest.fixture

@@ -108,3 +108,12 @@ def test_make_system_with_an_async_action_is_an_async_system() -> None:
     ctx = make_context()
     run_system_sync(made, ctx)
     assert ctx.get(Name) == Name("async")
+
+
+def test_prompt_writer_stands_in_for_context_building() -> None:
+    from agentloop import ChatMessage, PromptContext
+    from agentloop.testing import PromptWriter
+
+    ctx = make_context("hi")
+    run_system_sync(PromptWriter("Be brief."), ctx)
+    assert ctx.require(PromptContext) == PromptContext("Be brief.", (ChatMessage.user("hi"),))
