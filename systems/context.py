@@ -77,14 +77,14 @@ class ContextBuildingSystem(System):
         """Memory of this user's other sessions and RAG hits for the message."""
         sections: list[PromptSection] = []
         if self.memory is not None and self.memory_limit:
-            entries = self.memory.recent(memory_scope(ctx.session), self.memory_limit, exclude_session=ctx.session.id)
+            entries = self.memory.recent(memory_scope(ctx.session).key, self.memory_limit, exclude_session=ctx.session.id)
             if entries:
                 body = "\n".join(f"- User: {e.user_text}\n  You: {e.assistant_text}" for e in entries)
                 sections.append(PromptSection("What you told this user before", body, "memory"))
         if self.rag is not None and self.rag_k and sanitized.text:
             hits = [
                 hit
-                for hit in self.rag.search(knowledge_scope(ctx.session), sanitized.text, self.rag_k)
+                for hit in self.rag.search(knowledge_scope(ctx.session).key, sanitized.text, self.rag_k)
                 if hit.score >= self.rag_min_score
             ]
             if hits:

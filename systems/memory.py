@@ -46,5 +46,5 @@ class MemoryPersistSystem(System):
             ctx.set(attrs.evolve(outcome, raw_history_written=True))
         if self.memory is not None and assistant_text:
             self.memory.add(
-                MemoryEntry(memory_scope(ctx.session), ctx.session.id, user_text, assistant_text, ctx.clock.now())
+                MemoryEntry(memory_scope(ctx.session).key, ctx.session.id, user_text, assistant_text, ctx.clock.now())
             )

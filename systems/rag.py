@@ -24,4 +24,4 @@ class RagIndexingSystem(System):
     def process(self, ctx: AgentContext) -> None:
         text = ctx.require(TurnOutcome).assistant_text
         if text:
-            self.rag.add(knowledge_scope(ctx.session), text, session_id=ctx.session.id)
+            self.rag.add(knowledge_scope(ctx.session).key, text, session_id=ctx.session.id)

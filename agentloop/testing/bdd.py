@@ -329,7 +329,7 @@ def then_history_empty(bot: BotUnderTest) -> None:
 
 
 def _memory(bot: BotUnderTest) -> list[str]:
-    return [e.assistant_text for e in bot.require_stores().memory.recent(memory_scope(bot.session), 1000)]
+    return [e.assistant_text for e in bot.require_stores().memory.recent(memory_scope(bot.session).key, 1000)]
 
 
 @then(parsers.parse('memory holds "{text}"'))
@@ -344,7 +344,7 @@ def then_memory_empty(bot: BotUnderTest) -> None:
 
 @then(parsers.parse('the RAG index finds "{text}" for "{query}"'))
 def then_rag_finds(bot: BotUnderTest, text: str, query: str) -> None:
-    hits = bot.require_stores().rag.search(knowledge_scope(bot.session), query, 5)
+    hits = bot.require_stores().rag.search(knowledge_scope(bot.session).key, query, 5)
     assert text in [h.text for h in hits], hits
 
 

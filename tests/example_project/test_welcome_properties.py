@@ -26,7 +26,7 @@ def test_only_the_first_answer_is_welcomed_and_only_answers_are_stored(replies: 
                 loop.run_turn_sync(session, IncomingMessage("Tell me something"))
             assert pipeline.stores is not None
             history = pipeline.stores.sessions.recent(session.id, 100)
-            memory = pipeline.stores.memory.recent(memory_scope(session), 100)
+            memory = pipeline.stores.memory.recent(memory_scope(session).key, 100)
     assert channel.texts == [f"Hi! {replies[0]}", *replies[1:]]
     assert [m.content for m in history if m.role is Role.ASSISTANT] == replies
     assert [entry.assistant_text for entry in memory] == replies

@@ -26,6 +26,9 @@ from agentloop.adapters import BotStores, HashingEmbedder
 from agentloop.logging import configure_logging
 from agentloop.testing import RecordingChannel, ScriptedLLM
 from systems import standard_pipeline
+from agentloop.scopes import Scope
+
+ADA = Scope(user_id="ada").key  # memory and indexed answers of user ada, who has no org
 
 configure_logging("WARNING")
 data_dir, mode = sys.argv[1], sys.argv[2]
@@ -35,8 +38,8 @@ queries = ["deployment schedule", "invoice day", "lunch time"]
 def snapshot(stores):
     return {
         "history": [[m.role.value, m.content] for m in stores.sessions.recent("chat-1", 100)],
-        "memory": [[e.user_text, e.assistant_text] for e in stores.memory.recent("user:ada", 100)],
-        "rag": [[[h.id, h.text, round(h.score, 5)] for h in stores.rag.search("user:ada", q, 3)] for q in queries],
+        "memory": [[e.user_text, e.assistant_text] for e in stores.memory.recent(ADA, 100)],
+        "rag": [[[h.id, h.text, round(h.score, 5)] for h in stores.rag.search(ADA, q, 3)] for q in queries],
     }
 
 if mode == "read":

@@ -11,6 +11,9 @@ from agentloop.ports import MemoryEntry
 from agentloop.tasks import TaskTurn
 from agentloop.testing import make_context, run_system_sync
 from systems import ContextBuildingSystem
+from agentloop.scopes import Scope
+
+ADA = Scope(user_id="ada").key  # memory and indexed answers of user ada, who has no org
 
 SESSION = Session("s2", user_id="ada")
 
@@ -19,9 +22,9 @@ def test_prompt_has_history_window_memory_from_other_sessions_and_rag(tmp_path: 
     stores = BotStores.open(tmp_path, embedder=HashingEmbedder(dim=128))
     stores.sessions.append("s2", [ChatMessage.user(f"m{i}") for i in range(5)])
     at = datetime(2026, 1, 1, tzinfo=UTC)
-    stores.memory.add(MemoryEntry("user:ada", "s1", "favourite colour?", "You said blue.", at))
-    stores.memory.add(MemoryEntry("user:ada", "s2", "same session", "not repeated", at))
-    stores.rag.add("user:ada", "The office opens at eight in the morning")
+    stores.memory.add(MemoryEntry(ADA, "s1", "favourite colour?", "You said blue.", at))
+    stores.memory.add(MemoryEntry(ADA, "s2", "same session", "not repeated", at))
+    stores.rag.add(ADA, "The office opens at eight in the morning")
     stores.rag.add("user:bob", "The office of bob opens at nine")
     system = ContextBuildingSystem("You help.", sessions=stores.sessions, history_window=3, memory=stores.memory,
                                    rag=stores.rag)
@@ -48,8 +51,8 @@ def test_caller_history_wins_and_attachments_are_named() -> None:
 def _task_prompt(tmp_path: Path, fresh: bool) -> PromptContext:
     stores = BotStores.open(tmp_path, embedder=HashingEmbedder(dim=128))
     stores.sessions.append("s2", [ChatMessage.user("an earlier chat message")])
-    stores.memory.add(MemoryEntry("user:ada", "s1", "favourite colour?", "You said blue.", datetime(2026, 1, 1, tzinfo=UTC)))
-    stores.rag.add("user:ada", "The office opens at eight in the morning")
+    stores.memory.add(MemoryEntry(ADA, "s1", "favourite colour?", "You said blue.", datetime(2026, 1, 1, tzinfo=UTC)))
+    stores.rag.add(ADA, "The office opens at eight in the morning")
     system = ContextBuildingSystem("sys", sessions=stores.sessions, memory=stores.memory, rag=stores.rag)
     turn = TaskTurn("opening-hours", "when does the office open", fresh_context=fresh)
     ctx = make_context(session=SESSION, components=[turn, SanitizedInput("when does the office open")])

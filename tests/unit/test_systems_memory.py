@@ -9,6 +9,9 @@ from agentloop.adapters import BotStores, HashingEmbedder
 from agentloop.tasks import TaskTurn
 from agentloop.testing import make_context, run_system_sync
 from systems import MemoryPersistSystem
+from agentloop.scopes import Scope
+
+ADA = Scope(user_id="ada").key  # memory and indexed answers of user ada, who has no org
 
 SESSION = Session("s1", user_id="ada")
 
@@ -27,7 +30,7 @@ def test_history_and_memory_get_the_sanitized_message_and_the_canonical_answer(t
     ctx = make_context(" hi ", session=SESSION, components=[SanitizedInput("hi"), answered("Hello!")])
     run_system_sync(MemoryPersistSystem(sessions=stores.sessions, memory=stores.memory), ctx)
     assert stores.sessions.recent("s1", 10) == (ChatMessage.user("hi"), ChatMessage.assistant("Hello!"))
-    (entry,) = stores.memory.recent("user:ada", 10)
+    (entry,) = stores.memory.recent(ADA, 10)
     assert (entry.user_text, entry.assistant_text) == ("hi", "Hello!")
     assert ctx.require(TurnOutcome).raw_history_written
     stores.close()
@@ -39,7 +42,7 @@ def test_a_fallback_is_never_stored(tmp_path: Path) -> None:
     ctx = make_context("hi", session=SESSION, components=[answered(None, fallback=True)])
     run_system_sync(MemoryPersistSystem(sessions=stores.sessions, memory=stores.memory), ctx)
     assert stores.sessions.recent("s1", 10) == (ChatMessage.user("hi"),)
-    assert stores.memory.recent("user:ada", 10) == ()
+    assert stores.memory.recent(ADA, 10) == ()
     stores.close()
 
 
@@ -49,5 +52,5 @@ def test_a_task_turn_is_stored_nowhere(tmp_path: Path) -> None:
     ctx = make_context("Summarize the report", session=SESSION, auto_mode=True,
                        components=[turn, TurnOutcome(FinishReason.SUCCESS, assistant_text="Done.", auto_mode=True)])
     assert run_system_sync(MemoryPersistSystem(sessions=stores.sessions, memory=stores.memory), ctx) is False
-    assert stores.sessions.recent("s1", 10) == () and stores.memory.recent("user:ada", 10) == ()
+    assert stores.sessions.recent("s1", 10) == () and stores.memory.recent(ADA, 10) == ()
     stores.close()

@@ -174,8 +174,8 @@ def run(scenario: Scenario, stores: BotStores) -> Ran:
     ctx = pipeline.build().run_turn_sync(session, IncomingMessage(scenario.text, auto_mode=scenario.auto_mode))
     return Ran(
         ctx, channel, tuple(ran), stores.sessions.recent(session.id, 100),
-        tuple(e.assistant_text for e in stores.memory.recent(memory_scope(session), 100)),
-        len(stores.rag) - rag_before, tuple(stores.rag.texts(knowledge_scope(session))),
+        tuple(e.assistant_text for e in stores.memory.recent(memory_scope(session).key, 100)),
+        len(stores.rag) - rag_before, tuple(stores.rag.texts(knowledge_scope(session).key)),
     )
 
 
