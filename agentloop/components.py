@@ -1,6 +1,6 @@
 """The typed components the standard pipeline's systems pass to each other.
 
-Each is written by one system and read by later ones (see DESIGN.md section 3); a
+Each is written by one system and read by later ones (docs/pipeline.md); a
 custom system that wants to take part in the standard turn reads or writes these.
 """
 
@@ -95,7 +95,7 @@ class PlanProposal:
 
 @attrs.frozen
 class ToolExecution:
-    """One finished tool call, as captured for trajectories (seed 001)."""
+    """One finished tool call, as captured for trajectories."""
 
     id: str
     tool_name: str

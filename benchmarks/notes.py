@@ -1,4 +1,4 @@
-"""Note-taking benchmarks (DESIGN.md section 7), printed next to their targets.
+"""Note-taking benchmarks, printed next to their targets.
 
     python benchmarks/notes.py              # 100,000 notes of dim 384 (builds the index: minutes)
     python benchmarks/notes.py --notes 20000

@@ -1,11 +1,11 @@
-"""Median framework time of a full standard turn, next to the 1 ms target (DESIGN.md section 7).
+"""Median framework time of a full standard turn, next to the 1 ms target.
 
 The turn runs the whole standard pipeline: sanitization, context building with history,
 memory and RAG retrieval (SQLite + hnswlib + the hashing embedder), the tool loop with a
 ScriptedLLM, finalization, the feedback guarantee, routing to a RecordingChannel, and
 memory and RAG persistence. Framework time is the turn's wall time minus the time spent
 inside the model; "until the user is answered" stops at the channel's send, before the
-side effects (memory, RAG) that DESIGN.md runs after delivery. With pydantic-ai installed, the same text turn through
+side effects (memory, RAG) that run after delivery. With pydantic-ai installed, the same text turn through
 `pydantic_ai.Agent` with a `FunctionModel` is timed in the same process.
 
     python benchmarks/turn_latency.py [--turns 1000]

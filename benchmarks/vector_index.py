@@ -4,7 +4,7 @@ Run `python benchmarks/vector_index.py` (defaults: 100,000 vectors of dim 384, t
 index's default M, ef_construction and ef). Three data sets: low-rank vectors (like
 sentence embeddings, whose intrinsic dimension is far below 384), clustered vectors,
 and i.i.d. random vectors (the worst case: no structure for a graph index to use).
-It prints each figure next to its target from DESIGN.md section 7 and asserts nothing.
+It prints each figure next to its target and asserts nothing.
 """
 
 from __future__ import annotations

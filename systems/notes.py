@@ -1,4 +1,4 @@
-"""Note-taking systems (seed 001): offer notes from earlier sessions as context, capture
+"""Note-taking systems: offer notes from earlier sessions as context, capture
 the turn's tool executions, and `add_note_taking` to plug both into a pipeline."""
 
 from __future__ import annotations

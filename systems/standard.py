@@ -158,7 +158,7 @@ def standard_pipeline(
     clock: Clock | None = None,
     metrics: Metrics | None = None,
 ) -> StandardPipeline:
-    """The standard pipeline of DESIGN.md section 3 for one bot.
+    """The standard pipeline (docs/pipeline.md) for one bot.
 
     History, memory and the RAG index live in `<data_dir>/<bot>.sqlite3` (the hnswlib
     index beside it); `embedder` defaults to the offline HashingEmbedder. `tools` are

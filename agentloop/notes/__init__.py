@@ -1,4 +1,4 @@
-"""Note-taking (seed 001): capture tool trajectories, distill them into notes at session
+"""Note-taking: capture tool trajectories, distill them into notes at session
 end, and offer the notes back as context in later sessions; unhelpful notes fade out."""
 
 from agentloop.notes.capture import CaptureSettings, CaptureStats, TrajectoryRecorder

@@ -34,7 +34,7 @@ is older than this is dropped, so the rate state holds only recently active sess
 
 @attrs.frozen
 class CaptureSettings:
-    """Defaults from seed 001: 10 events or 5 s per batch; above 100 tool runs a minute
+    """The defaults: 10 events or 5 s per batch; above 100 tool runs a minute
     in a session, successful runs are kept at 10% (failed ones always)."""
 
     batch_size: int = 10

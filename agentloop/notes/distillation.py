@@ -33,7 +33,7 @@ SECTIONS: tuple[tuple[str, str], ...] = (
     ("Code Examples", "Relevant code snippets (if applicable)"),
     ("Tags", "Suggested categorization tags"),
 )
-"""The five sections the seed asks of every note, with the question each answers."""
+"""The five sections every distilled note has, with the question each answers."""
 
 REQUIRED_SECTIONS = ("Context", "Solution", "Key Patterns")
 
@@ -49,7 +49,7 @@ INSTRUCTIONS = (
 
 @attrs.frozen
 class DistilledNote:
-    """A parsed distillation reply: the five sections of the seed."""
+    """A parsed distillation reply: the five sections of a note."""
 
     context: str
     solution: str
@@ -166,7 +166,7 @@ class DistillationStatus(enum.Enum):
 
     @property
     def metric_label(self) -> str:
-        """The seed's status label: success, skip or error."""
+        """The `status` label of the distillation metric: success, skip or error."""
         if self is DistillationStatus.SKIPPED:
             return "skip"
         if self is DistillationStatus.FAILED:
@@ -186,7 +186,7 @@ class DistillationResult:
 
 @attrs.frozen
 class DistillationSettings:
-    """Skip rules of seed 001 (fewer than 3 executions, or under 30 s) and the dedup bar."""
+    """When a session is not worth distilling (fewer than 3 executions, or under 30 s) and the dedup bar."""
 
     min_executions: int = 3
     min_duration_s: float = 30.0
@@ -256,7 +256,7 @@ class Distiller:
         return self.report(result, (perf_counter() - started) * 1000.0)
 
     def report(self, result: DistillationResult, duration_ms: float) -> DistillationResult:
-        """Emit the distillation metrics of seed 001 for a finished attempt; returns it."""
+        """Emit the distillation metrics (docs/notes.md) for a finished attempt; returns it."""
         if self.metrics is not None:
             self.metrics.observe(DURATION_METRIC, duration_ms)
             self.metrics.increment(TOTAL_METRIC, labels={"status": result.status.metric_label})

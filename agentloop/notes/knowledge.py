@@ -140,7 +140,7 @@ class KnowledgeBase:
         min_similarity: float | None = None,
     ) -> list[RetrievedNote]:
         """`search`, then count the retrieval (query and session recorded) and apply the
-        quality rules; emits the retrieval metrics of seed 001."""
+        quality rules; emits the retrieval metrics (docs/notes.md)."""
         started = perf_counter()
         results = self.search(query, caller, layer=layer, k=k, min_similarity=min_similarity)
         if results:

@@ -1,4 +1,4 @@
-"""The note lifecycle and the quality rules that move notes through it (DESIGN.md 5)."""
+"""The note lifecycle and the quality rules that move notes through it."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def check_transition(note_id: int | None, current: NoteStatus, target: NoteStatu
 
 @attrs.frozen
 class QualityRules:
-    """When usage flags a note for review or proposes a draft (DESIGN.md section 5).
+    """When usage flags a note for review or proposes a draft.
 
     Usefulness ratio = usefulness_score / retrieval_count. Flag when retrieval_count >
     `flag_after` and ratio < `flag_below`; auto-propose a draft when retrieval_count >

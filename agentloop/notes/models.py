@@ -1,5 +1,5 @@
 """The note-taking vocabulary: trajectories of tool executions and the knowledge items
-distilled from them (seed 001; DESIGN.md section 5)."""
+distilled from them."""
 
 from __future__ import annotations
 
@@ -144,7 +144,7 @@ def _vector(value: Any) -> Vectors:
 
 @attrs.frozen
 class NoteMetadata:
-    """Where a distilled note came from (the seed's required metadata)."""
+    """Where a distilled note came from: the metadata every distilled note must carry."""
 
     source_trajectory_id: str
     distillation_timestamp: datetime

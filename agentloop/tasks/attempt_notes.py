@@ -1,4 +1,4 @@
-"""Notes kept across attempts of one task (seed 004): one append-only Markdown file per task.
+"""Notes kept across attempts of one task: one append-only Markdown file per task.
 
 Each attempt appends a section
 

@@ -1,4 +1,4 @@
-"""The task lifecycle (seed 004) and running one attempt of a task with its notes.
+"""The task lifecycle and running one attempt of a task with its notes.
 
     incoming → claimed → provisional → done      (accept: notes removed)
                  │           └──────→ incoming   (reject: notes kept for the retry)

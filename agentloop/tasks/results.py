@@ -1,6 +1,6 @@
 """What tasks produce: TaskResult, the sequential history of TaskOutputs, failure reasons.
 
-`notes` is whatever the task produced (seed 000); nothing here copies, trims or
+`notes` is whatever the task produced, any JSON object; nothing here copies, trims or
 rewrites it (I10).
 """
 

@@ -1,6 +1,6 @@
 """Context-management settings: the per-operator defaults, partial overrides and checks.
 
-Seed 003's *table* is the source of the defaults (its code snippets contradict it).
+The defaults are the per-operator table in docs/tasks.md, one row per operator and position.
 Settings are merged once, when a template is loaded; nothing is resolved at run time.
 """
 
@@ -51,7 +51,7 @@ class FreshContext(enum.Enum):
 
 
 class AccumulationFormat(enum.Enum):
-    """What a sequence keeps of each finished step (seed 000)."""
+    """What a sequence keeps of each finished step: its notes only, or its full output too."""
 
     NOTES_ONLY = "notes_only"
     """Only the step's notes, intact; its content is dropped."""
@@ -103,7 +103,7 @@ OPERATOR_DEFAULTS: dict[str, ContextManagement] = {
     "reduce.reduction_task": _row("full", "disabled"),
     "script": _row("full", "disabled"),
 }
-"""Seed 003's table of defaults, keyed by its first column."""
+"""The per-operator defaults (the table in docs/tasks.md), keyed by its first column."""
 
 
 def defaults_key(operator: Operator, subtype: Subtype, position: Position) -> str:
@@ -160,7 +160,7 @@ class SettingsCheck:
 
 
 def check(operator: Operator, overrides: ContextOverrides, settings: ContextManagement) -> SettingsCheck:
-    """Validate merged settings (seed 003's rules), as plain sentences."""
+    """Validate merged settings as plain sentences: errors refuse the template, warnings only advise."""
     errors: list[SettingsProblem] = []
     warnings: list[SettingsProblem] = []
     if settings.fresh and settings.inherit_context is not InheritContext.NONE:

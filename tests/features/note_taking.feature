@@ -1,7 +1,7 @@
 Feature: Note-taking: the agent learns from its tool use across sessions
   Tool executions are captured off the tool's path, a successful session's trajectory is
   distilled into a draft note, and later sessions get the note as context. Usage and
-  feedback move notes through their lifecycle; unhelpful notes fade out (seed 001).
+  feedback move notes through their lifecycle; unhelpful notes fade out.
 
   Background:
     Given a note-taking setup on a fake clock

@@ -1,6 +1,6 @@
 Feature: XML task templates
   A template describes work as atomic, sequential, reduce and script tasks. Each
-  operator has context-management defaults (seed 003's table); a template may override
+  operator has context-management defaults (the table in docs/tasks.md); a template may override
   any of them, and the merged settings are checked when the template is registered.
   The evaluator runs an atomic task as one auto-mode turn of an AgentLoop.
 

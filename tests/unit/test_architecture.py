@@ -1,4 +1,4 @@
-"""The import rules of DESIGN.md section 1, checked on the source tree."""
+"""The import rules between agentloop, its domain packages and systems (docs/architecture.md), checked on the source tree."""
 
 from __future__ import annotations
 

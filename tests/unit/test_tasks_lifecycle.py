@@ -183,7 +183,7 @@ def test_an_aborted_attempt_saves_its_notes_and_releases_the_task(
     exception: type[BaseException],
     ending: str,
 ) -> None:
-    """Seed 004: notes after every attempt; an exception that is not a TaskError must not
+    """Notes after every attempt; an exception that is not a TaskError must not
     leave the task claimed forever."""
     registry = TemplateRegistry()
     registry.register_string('<task name="fix" type="atomic"><description>Fix {{file}}</description></task>')

@@ -17,7 +17,7 @@ WHEN = datetime(2026, 1, 1, tzinfo=timezone.utc)
 def test_one_history_keeps_full_outputs_and_shows_later_steps_the_accumulation_format(
     fmt: AccumulationFormat, seen: list[str | None]
 ) -> None:
-    """Seed 000: later steps see content only under full_output; a failure's partial
+    """Later steps see content only under full_output; a failure's partial
     results still report every finished step in full. I10: notes are the same objects."""
     history = SequentialHistory(fmt)
     notes = [{"k": [1]}, {}]

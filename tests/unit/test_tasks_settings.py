@@ -1,4 +1,4 @@
-"""Tests for agentloop.tasks.settings: seed 003's defaults table, merging and checks."""
+"""Tests for agentloop.tasks.settings: the per-operator defaults table, merging and checks."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from agentloop.tasks import (
     resolve,
 )
 
-# Seed 003's table, row by row: inherit, accumulate, format, fresh.
+# The defaults table of docs/tasks.md, row by row: inherit, accumulate, format, fresh.
 TABLE = {
     "atomic (standard)": ("full", None, None, "disabled"),
     "atomic (subtask)": ("none", None, None, "enabled"),
@@ -77,7 +77,7 @@ def test_fresh_context_with_inherited_context_is_an_error(inherit: InheritContex
 def test_an_explicit_inherit_setting_turns_the_default_fresh_context_off(
     inherit: InheritContext, operator: Operator, subtype: Subtype
 ) -> None:
-    """Seed 003: explicit settings override the defaults, and the check sees the merge."""
+    """Explicit settings override the defaults, and the check sees the merge."""
     overrides = ContextOverrides(inherit_context=inherit)
     merged = resolve(operator, subtype, Position.TOP, overrides)
     assert (merged.inherit_context, merged.fresh_context) == (inherit, FreshContext.DISABLED)
