@@ -8,21 +8,32 @@ block is a terminal session: each `$ agentloop ...` line runs the command line o
 checkout (as the installed script would, `NAME=value` prefixes set the environment), the
 lines after it must appear in its output, and `$ echo $?` shows its exit
 status (otherwise it must be 0). ```bash blocks are not run.
+
+The prose is checked too: every backticked code name in README.md and docs/ must still
+exist in agentloop or systems, and nothing in the repo cites documents outside it.
 """
 
 from __future__ import annotations
 
 import ast
+import builtins
 import contextlib
+import functools
+import importlib
 import io
 import itertools
 import os
+import pkgutil
 import re
 import shlex
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import NamedTuple
+
+import attrs
 
 import pytest
 import structlog
@@ -191,3 +202,189 @@ def test_the_tutorials_project_passes_on_its_own(tmp_path: Path) -> None:
         cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300,
     )
     assert result.returncode == 0 and f"{expected} passed" in result.stdout, result.stdout + result.stderr
+
+
+PAGES = [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
+_CITATION = re.compile(r"\bDESIGN\b|(?i:\bseeds?\s+\d{3}\b|\bthe seeds?\b)")
+
+
+def test_nothing_cites_documents_that_are_not_in_the_repo() -> None:
+    """The repo stands on its own: no doc, docstring, comment or test cites the design
+    document or the source briefs by name; each states the rule itself."""
+    found = []
+    for top in ("README.md", "docs", "agentloop", "systems", "tests", "benchmarks"):
+        paths = [ROOT / top] if top.endswith(".md") else sorted((ROOT / top).rglob("*"))
+        for path in paths:
+            if not path.is_file() or "__pycache__" in path.parts:
+                continue
+            try:
+                text = path.read_text()
+            except UnicodeDecodeError:
+                continue
+            for number, line in enumerate(text.splitlines(), 1):
+                if _CITATION.search(line):
+                    found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert found == [], "say the rule instead of where it came from:\n" + "\n".join(found)
+
+
+NOT_CODE_NAMES = frozenset({"LLM_RESPONSE", "RESPONSE_SENT"})
+"""Backticked words that look like code names and are not ours: the string keys of the
+reference bot that ADR 0001 replaced."""
+
+_FILE_NAME = re.compile(r"\.(?:py|md|feature|xml|rng|toml|json|sqlite3|txt|ini|cfg|ya?ml)$")
+_METRIC_NAME = re.compile(r"note_taking(?:\.[a-z_]+){2}")
+_CALL = "\0"
+
+
+class _Code(NamedTuple):
+    """Every module of agentloop and systems, the names they define, and every attribute
+    name of their classes (what `variable.attr` in a doc may refer to)."""
+
+    modules: dict[str, ModuleType]
+    names: dict[str, list[object]]
+    members: frozenset[str]
+
+
+def _members(cls: type) -> set[str]:
+    """The attributes an instance of `cls` has: class attributes, attrs fields, annotations."""
+    found = set(dir(cls))
+    if attrs.has(cls):
+        found.update(attrs.fields_dict(cls))
+    for base in cls.__mro__:
+        found.update(getattr(base, "__annotations__", {}))
+    return found
+
+
+@functools.cache
+def _code() -> _Code:
+    modules: dict[str, ModuleType] = {}
+    for package in ("agentloop", "systems"):
+        root = importlib.import_module(package)
+        modules[package] = root
+        for info in pkgutil.walk_packages(root.__path__, f"{package}."):
+            if not info.name.startswith("agentloop.examples."):  # scripts: importing one runs it
+                modules[info.name] = importlib.import_module(info.name)
+    names: dict[str, list[object]] = {}
+    for module in modules.values():
+        for name, value in vars(module).items():
+            names.setdefault(name, []).append(value)
+    classes = {value for values in names.values() for value in values if isinstance(value, type)}
+    return _Code(modules, names, frozenset(itertools.chain.from_iterable(_members(c) for c in classes)))
+
+
+def _defined_in(page: Path) -> set[str]:
+    """The names a page's own code blocks define or import (a reader's `GreetingSystem`)."""
+    defined: set[str] = set()
+    for block in blocks(page):
+        if block.lang != "python":
+            continue
+        tree = compile(block.text, page.name, "exec", ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                defined.add(node.name)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                defined.add(node.id)
+            elif isinstance(node, ast.Import | ast.ImportFrom):
+                defined.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+    return defined
+
+
+def code_name(span: str) -> list[tuple[str, bool]] | None:
+    """`span` as dotted segments, each with whether it is called, when it reads as a name
+    of our code (`Class.attr`, `agentloop.x.y`, `func()`, `var.method(...)`); else None."""
+    text = span.strip()
+    if text in NOT_CODE_NAMES or _METRIC_NAME.fullmatch(text):
+        return None
+    while (reduced := re.sub(r"\([^()]*\)", _CALL, text)) != text:
+        text = reduced
+    text = re.sub(r"\s*->.*$", "", text)
+    if _FILE_NAME.search(text) or not re.fullmatch(r"[A-Za-z_]\w*\0?(?:\.[A-Za-z_]\w*\0?)*", text):
+        return None
+    segments = [(part.rstrip(_CALL), part.endswith(_CALL)) for part in text.split(".")]
+    first = segments[0][0]
+    if first in ("agentloop", "systems") or first[0].isupper() or any(called for _, called in segments):
+        return segments
+    return segments if len(segments) > 1 else None
+
+
+def _walk(start: object, rest: list[tuple[str, bool]], code: _Code) -> bool:
+    """Whether each segment is an attribute of what the previous one named; after a call,
+    of some class of ours."""
+    current: object | None = start
+    for name, called in rest:
+        if current is None:
+            if name not in code.members:
+                return False
+        elif hasattr(current, name):
+            current = getattr(current, name)
+        elif isinstance(current, type) and name in _members(current):
+            current = None
+        else:
+            return False
+        if called:
+            current = None
+    return True
+
+
+def resolves(segments: list[tuple[str, bool]], defined: set[str]) -> bool:
+    """Whether the cited name exists: defined by the page itself, a builtin, or in our code."""
+    code = _code()
+    first, rest = segments[0][0], segments[1:]
+    if first in defined or hasattr(builtins, first):
+        return True
+    if first in ("agentloop", "systems"):
+        dotted = [name for name, _ in segments]
+        for length in range(len(dotted), 0, -1):
+            module = code.modules.get(".".join(dotted[:length]))
+            if module is not None:
+                return _walk(module, segments[length:], code)
+    if any(_walk(None if segments[0][1] else value, rest, code) for value in code.names.get(first, ())):
+        return True
+    if first[0].islower() or first.isupper():  # a variable's attribute, or a bare method or enum member
+        return all(name in code.members for name, _ in (rest or segments))
+    return False
+
+
+def cited_names(page: Path) -> Iterator[tuple[int, str, list[tuple[str, bool]]]]:
+    """(line, span, segments) for each backticked code name in the prose of `page`."""
+    text = _FENCE.sub(lambda m: "\n" * m.group(0).count("\n"), page.read_text())
+    for number, line in enumerate(text.splitlines(), 1):
+        for span in re.findall(r"`([^`\n]+)`", line):
+            segments = code_name(span)
+            if segments is not None:
+                yield number, span, segments
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_code_name_a_page_cites_exists(page: Path) -> None:
+    """A renamed class, method or function fails the docs that still cite the old name."""
+    defined = _defined_in(page)
+    missing = [
+        f"{page.relative_to(ROOT)}:{number}: `{span}`"
+        for number, span, segments in cited_names(page)
+        if not resolves(segments, defined)
+    ]
+    assert missing == [], "these names are not in agentloop or systems:\n" + "\n".join(missing)
+
+
+@pytest.mark.parametrize(
+    ("span", "exists"),
+    [
+        ("LayerIds.visible_owners", True), ("LayerIds.sees", False), ("agentloop.knowledge_scope", True),
+        ("agentloop.no_such_name", False), ("systems.standard", True), ("TaskTurn.render()", True),
+        ("OutgoingResponse.voice_text", True), ("DistillationStatus.SKIPPED", True), ("NoSuchClass", False),
+        ("ctx.get(T) -> T | None", True), ("ctx.no_such_method(T)", False), ("no_such_function()", False),
+        ("standard_pipeline(...).build(inputs=(TaskTurn,))", True), ("pipeline.describe().no_such_method()", False),
+    ],
+)
+def test_a_cited_code_name_is_checked_against_the_code(span: str, exists: bool) -> None:
+    segments = code_name(span)
+    assert segments is not None and resolves(segments, set()) is exists
+
+
+@pytest.mark.parametrize(
+    "span", ["welcome_bot.py", "--data-dir", "llama3.1", "note_taking.retrieval.latency_ms", "fresh_context=enabled",
+             "agentloop notes list", "LLM_RESPONSE", "assistant_text", "<data_dir>/<bot>.sqlite3"],
+)
+def test_file_names_flags_metrics_settings_and_commands_are_not_code_names(span: str) -> None:
+    assert code_name(span) is None
