@@ -6,6 +6,7 @@ their lifecycle with `TaskLifecycle`.
 """
 
 from agentloop.errors import (
+    ClaimLostError,
     ContextManagementWarning,
     InvalidTaskId,
     InvalidTaskTransition,
@@ -37,7 +38,7 @@ from agentloop.tasks.evaluator import (
     inherited,
     substitute,
 )
-from agentloop.tasks.lifecycle import AttemptOutcome, AttemptRunner, TaskLifecycle
+from agentloop.tasks.lifecycle import DEFAULT_LEASE, AttemptOutcome, AttemptRunner, TaskLifecycle
 from agentloop.tasks.loader import (
     DEFAULT_MAX_BYTES,
     MAX_NESTING,
@@ -100,6 +101,7 @@ __all__ = [
     "AttemptNotes",
     "AttemptOutcome",
     "AttemptRunner",
+    "ClaimLostError",
     "ContextManagementWarning",
     "InvalidTaskId",
     "InvalidTaskTransition",
@@ -118,6 +120,7 @@ __all__ = [
     "format_attempt",
     "tail",
     "validate_task_id",
+    "DEFAULT_LEASE",
     "DEFAULT_MAX_BYTES",
     "DEFAULT_MAX_CONTINUATIONS",
     "DEFAULT_MAX_DEPTH",
