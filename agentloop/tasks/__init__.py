@@ -51,6 +51,7 @@ from agentloop.tasks.loader import (
     schema,
 )
 from agentloop.tasks.registry import TemplateRegistry, ValidationReport, validate_path
+from agentloop.tasks.script import DEFAULT_SCRIPT_OUTPUT_LIMIT, refuse_injected_options
 from agentloop.tasks.results import (
     SequentialHistory,
     SubtaskRequest,
@@ -124,6 +125,7 @@ __all__ = [
     "DEFAULT_MAX_BYTES",
     "DEFAULT_MAX_CONTINUATIONS",
     "DEFAULT_MAX_DEPTH",
+    "DEFAULT_SCRIPT_OUTPUT_LIMIT",
     "DEFAULT_SCRIPT_TIMEOUT",
     "MAX_NESTING",
     "OPERATOR_DEFAULTS",
@@ -170,6 +172,7 @@ __all__ = [
     "merge",
     "parse_document",
     "parse_reply",
+    "refuse_injected_options",
     "render_notes",
     "render_outputs",
     "resolve",
