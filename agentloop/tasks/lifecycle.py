@@ -96,6 +96,7 @@ class TaskLifecycle:
         return self.store.in_state(state, self.scope)
 
     def claim(self, task_id: str, agent: str) -> TaskRecord:
+        """Claim an incoming task for `agent`, holding it for one lease."""
         self.expire_leases()
         return self._move(task_id, (_I,), _C, claimed_by=agent, count_attempt=True)
 

@@ -6,9 +6,12 @@ import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from agentloop import Session
 from agentloop.adapters import SqliteTaskStore
 from agentloop.ports import TaskRecord, TaskState, TaskStore
 from agentloop.scopes import Scope
+from agentloop.tasks import DEFAULT_LEASE, AttemptNotes, TaskLifecycle
+from agentloop.testing import FakeClock
 
 WHEN = datetime(2026, 1, 1, tzinfo=UTC)
 LATER = WHEN + timedelta(minutes=5)
@@ -80,7 +83,8 @@ def test_guards_refuse_a_move_when_the_claim_changed_hands_or_was_renewed(tmp_pa
 
 
 def test_a_database_of_the_previous_release_is_migrated_in_place(tmp_path: Path) -> None:
-    """Its rows recorded no chain: they stay readable, by the chain with no org, team or project only."""
+    """Its rows recorded no chain: they stay readable, by the chain with no org, team or project only,
+    and a claim it held expires one lease after its last update."""
     path = tmp_path / "old.db"
     old = sqlite3.connect(path)
     old.executescript(
@@ -103,4 +107,11 @@ def test_a_database_of_the_previous_release_is_migrated_in_place(tmp_path: Path)
     reopened = SqliteTaskStore(path)
     assert [r.id for r in reopened.in_state(TaskState.CLAIMED, Scope())] == ["old"]
     assert reopened.get("new", ACME) == _record("new", ACME)
+    clock = FakeClock(start=WHEN)
+    acme = TaskLifecycle(reopened, AttemptNotes(tmp_path / "notes"), session=Session("s", org_id="acme"), clock=clock)
+    default = TaskLifecycle(reopened, AttemptNotes(tmp_path / "notes"), clock=clock)
+    clock.advance(DEFAULT_LEASE.total_seconds())  # its claim, from before leases, holds one lease
+    assert acme.claim_next("worker") is None
+    taken = default.claim_next("worker")
+    assert taken is not None and (taken.id, taken.attempts) == ("old", 2)
     reopened.close()
