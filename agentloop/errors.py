@@ -110,6 +110,20 @@ class InvalidTaskTransition(ValueError):
         self.target = target
 
 
+class ClaimLostError(ValueError):
+    """An agent moved or renewed a task it no longer holds: its claim's lease ran out first."""
+
+    def __init__(self, task_id: str, agent: str, current: str, holder: str | None) -> None:
+        now = f"{current}, claimed by {holder!r}" if holder else current
+        super().__init__(
+            f"task {task_id!r} is no longer claimed by {agent!r} (it is {now}): its lease ran out before it "
+            f"was renewed; renew the claim within the lease (AttemptRunner does) or give TaskLifecycle a longer lease"
+        )
+        self.task_id = task_id
+        self.agent = agent
+        self.holder = holder
+
+
 class UnknownTaskError(LookupError):
     """No task with that id is in the task store."""
 

@@ -8,7 +8,8 @@ each kind of data is partitioned by:
 - history: the session, within its full chain;
 - memory: the user within the org (or, without a user, the session within the org);
 - indexed answers (RAG): the project within its team and org (or, without a project,
-  the user's memory scope).
+  the user's memory scope);
+- tasks: the project within its team and org, whichever user or session created them.
 
 The company is the deployment: one per database unless a caller names another.
 """
@@ -77,3 +78,8 @@ def knowledge_scope(session: Session, company_id: str = DEFAULT_COMPANY) -> Scop
         return Scope(company_id, session.org_id, session.team_id, session.project_id)
     return memory_scope(session, company_id)
 
+
+
+def task_scope(session: Session, company_id: str = DEFAULT_COMPANY) -> Scope:
+    """Tasks are shared by the workers of one project within its team and org (no project: the team's)."""
+    return Scope(company_id, session.org_id, session.team_id, session.project_id)

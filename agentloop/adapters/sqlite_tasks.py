@@ -8,10 +8,20 @@ import threading
 from datetime import datetime
 from pathlib import Path
 
-from agentloop.adapters.sqlite import connect
-from agentloop.ports.tasks import TaskRecord, TaskState
+import structlog
 
-_SCHEMA = """
+from agentloop.adapters.sqlite import connect, transaction
+from agentloop.ports.tasks import TaskRecord, TaskState
+from agentloop.scopes import Scope
+
+# Columns added after the first release: a database without them is migrated in place.
+# Its rows recorded no tenant chain, so they go to the chain with no org, team or project.
+_LATER_COLUMNS = {
+    "scope": f"TEXT NOT NULL DEFAULT '{Scope().key}'",
+    "chain": f"TEXT NOT NULL DEFAULT '{Scope().key}'",
+    "lease_expires_at": "TEXT",
+}
+_SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS tasks (
     id TEXT PRIMARY KEY,
     template TEXT NOT NULL,
@@ -21,11 +31,14 @@ CREATE TABLE IF NOT EXISTS tasks (
     updated_at TEXT NOT NULL,
     claimed_by TEXT,
     attempts INTEGER NOT NULL DEFAULT 0,
-    seq INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS tasks_state ON tasks (state, seq);
+    seq INTEGER NOT NULL,
+    {", ".join(f"{name} {kind}" for name, kind in _LATER_COLUMNS.items())}
+)
 """
-_COLUMNS = "id, template, inputs, state, created_at, updated_at, claimed_by, attempts"
+_INDEX = "CREATE INDEX IF NOT EXISTS tasks_scope_state ON tasks (scope, state, seq)"
+_COLUMNS = "id, template, inputs, state, created_at, updated_at, claimed_by, attempts, scope, chain, lease_expires_at"
+_Row = tuple[str, str, str, str, str, str, str | None, int, str, str, str | None]
+_log = structlog.get_logger("agentloop.tasks")
 
 
 class SqliteTaskStore:
@@ -35,7 +48,24 @@ class SqliteTaskStore:
         self.path = Path(path)
         self._lock = threading.Lock()
         self._db = connect(self.path)
-        self._db.executescript(_SCHEMA)
+        try:
+            self._migrate()
+        except BaseException:
+            self._db.close()
+            raise
+
+    def _migrate(self) -> None:
+        """Create the table, or add the columns an older release's table lacks, in one transaction."""
+        with transaction(self._db):
+            self._db.execute(_SCHEMA)
+            present = {row[1] for row in self._db.execute("PRAGMA table_info(tasks)")}
+            missing = [name for name in _LATER_COLUMNS if name not in present]
+            for name in missing:
+                self._db.execute(f"ALTER TABLE tasks ADD COLUMN {name} {_LATER_COLUMNS[name]}")
+            self._db.execute("DROP INDEX IF EXISTS tasks_state")
+            self._db.execute(_INDEX)
+        if missing:
+            _log.info("task_store.migrated", path=str(self.path), added=missing)
 
     def close(self) -> None:
         with self._lock:
@@ -45,7 +75,7 @@ class SqliteTaskStore:
         with self._lock:
             try:
                 self._db.execute(
-                    f"INSERT INTO tasks ({_COLUMNS}, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, "
+                    f"INSERT INTO tasks ({_COLUMNS}, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
                     f"(SELECT COALESCE(MAX(seq), 0) + 1 FROM tasks))",
                     (
                         record.id,
@@ -56,46 +86,69 @@ class SqliteTaskStore:
                         record.updated_at.isoformat(),
                         record.claimed_by,
                         record.attempts,
+                        record.scope.key,
+                        record.chain.key,
+                        _when(record.lease_expires_at),
                     ),
                 )
             except sqlite3.IntegrityError:
                 raise ValueError(f"a task with id {record.id!r} already exists") from None
 
-    def get(self, task_id: str) -> TaskRecord | None:
+    def get(self, task_id: str, scope: Scope) -> TaskRecord | None:
         with self._lock:
-            row = self._db.execute(f"SELECT {_COLUMNS} FROM tasks WHERE id = ?", (task_id,)).fetchone()
+            row = self._db.execute(
+                f"SELECT {_COLUMNS} FROM tasks WHERE id = ? AND scope = ?", (task_id, scope.key)
+            ).fetchone()
         return None if row is None else _record(row)
 
     def move(
         self,
         task_id: str,
+        scope: Scope,
         allowed_from: tuple[TaskState, ...],
         to: TaskState,
         *,
         updated_at: datetime,
         claimed_by: str | None,
         count_attempt: bool = False,
+        lease_expires_at: datetime | None = None,
+        held_by: str | None = None,
+        unchanged_since: datetime | None = None,
     ) -> TaskRecord | None:
         marks = ", ".join("?" for _ in allowed_from)
+        conditions = [f"id = ? AND scope = ? AND state IN ({marks})"]
+        params: list[object] = [task_id, scope.key, *(s.value for s in allowed_from)]
+        if held_by is not None:
+            conditions.append("claimed_by = ?")
+            params.append(held_by)
+        if unchanged_since is not None:
+            conditions.append("updated_at = ?")
+            params.append(unchanged_since.isoformat())
         with self._lock:
             cursor = self._db.execute(
-                f"UPDATE tasks SET state = ?, updated_at = ?, claimed_by = ?, attempts = attempts + ? "
-                f"WHERE id = ? AND state IN ({marks})",
-                (to.value, updated_at.isoformat(), claimed_by, int(count_attempt), task_id, *(s.value for s in allowed_from)),
+                "UPDATE tasks SET state = ?, updated_at = ?, claimed_by = ?, attempts = attempts + ?, "
+                f"lease_expires_at = ? WHERE {' AND '.join(conditions)}",
+                (to.value, updated_at.isoformat(), claimed_by, int(count_attempt), _when(lease_expires_at), *params),
             )
             if cursor.rowcount == 0:
                 return None
             row = self._db.execute(f"SELECT {_COLUMNS} FROM tasks WHERE id = ?", (task_id,)).fetchone()
         return _record(row)
 
-    def in_state(self, state: TaskState) -> tuple[TaskRecord, ...]:
+    def in_state(self, state: TaskState, scope: Scope) -> tuple[TaskRecord, ...]:
         with self._lock:
-            rows = self._db.execute(f"SELECT {_COLUMNS} FROM tasks WHERE state = ? ORDER BY seq", (state.value,)).fetchall()
+            rows = self._db.execute(
+                f"SELECT {_COLUMNS} FROM tasks WHERE scope = ? AND state = ? ORDER BY seq", (scope.key, state.value)
+            ).fetchall()
         return tuple(_record(row) for row in rows)
 
 
-def _record(row: tuple[str, str, str, str, str, str, str | None, int]) -> TaskRecord:
-    task_id, template, inputs, state, created, updated, claimed_by, attempts = row
+def _when(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.isoformat()
+
+
+def _record(row: _Row) -> TaskRecord:
+    task_id, template, inputs, state, created, updated, claimed_by, attempts, scope, chain, lease = row
     return TaskRecord(
         id=task_id,
         template=template,
@@ -105,4 +158,7 @@ def _record(row: tuple[str, str, str, str, str, str, str | None, int]) -> TaskRe
         updated_at=datetime.fromisoformat(updated),
         claimed_by=claimed_by,
         attempts=attempts,
+        scope=Scope.from_key(scope),
+        chain=Scope.from_key(chain),
+        lease_expires_at=None if lease is None else datetime.fromisoformat(lease),
     )

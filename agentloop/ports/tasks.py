@@ -1,4 +1,4 @@
-"""The TaskStore port: durable task records and their lifecycle state."""
+"""The TaskStore port: durable task records, their lifecycle state, tenant chain and claim lease."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ from datetime import datetime
 from typing import Protocol, runtime_checkable
 
 import attrs
+
+from agentloop.scopes import Scope
 
 
 class TaskState(enum.Enum):
@@ -21,7 +23,12 @@ class TaskState(enum.Enum):
 
 @attrs.frozen
 class TaskRecord:
-    """One task to run: which template, with which inputs, and where it is now."""
+    """One task to run: which template, with which inputs, where it is now, and whose it is.
+
+    `chain` is the full tenant chain of the session that created it; `scope` is the part
+    of that chain whose callers may see and claim it. A claimed task's claim holds until
+    `lease_expires_at` unless its agent renews it.
+    """
 
     id: str
     template: str
@@ -31,6 +38,9 @@ class TaskRecord:
     updated_at: datetime
     claimed_by: str | None = None
     attempts: int = 0
+    scope: Scope = Scope()
+    chain: Scope = Scope()
+    lease_expires_at: datetime | None = None
 
 
 @runtime_checkable
@@ -39,26 +49,33 @@ class TaskStore(Protocol):
         """Store a new task; `ValueError` if one with that id exists."""
         ...
 
-    def get(self, task_id: str) -> TaskRecord | None:
+    def get(self, task_id: str, scope: Scope) -> TaskRecord | None:
+        """The task with that id if it belongs to `scope`, else None."""
         ...
 
     def move(
         self,
         task_id: str,
+        scope: Scope,
         allowed_from: tuple[TaskState, ...],
         to: TaskState,
         *,
         updated_at: datetime,
         claimed_by: str | None,
         count_attempt: bool = False,
+        lease_expires_at: datetime | None = None,
+        held_by: str | None = None,
+        unchanged_since: datetime | None = None,
     ) -> TaskRecord | None:
-        """Atomically move the task to `to` if it is in one of `allowed_from`.
+        """Atomically move the task of `scope` to `to` if it is in one of `allowed_from`.
 
-        Returns the updated record, or None (and changes nothing) if its state is not
-        allowed or it does not exist. `count_attempt` adds one to `attempts`.
+        `held_by` also requires that agent to hold the claim, `unchanged_since` that the
+        task was last updated then (nothing moved or renewed it since it was read). Returns the updated record (`claimed_by` and `lease_expires_at`
+        set as given), or None (and changes nothing) if a condition fails or the task is
+        not in `scope`. `count_attempt` adds one to `attempts`.
         """
         ...
 
-    def in_state(self, state: TaskState) -> tuple[TaskRecord, ...]:
-        """Tasks in `state`, oldest first."""
+    def in_state(self, state: TaskState, scope: Scope) -> tuple[TaskRecord, ...]:
+        """Tasks of `scope` in `state`, oldest first."""
         ...

@@ -6,6 +6,7 @@ their lifecycle with `TaskLifecycle`.
 """
 
 from agentloop.errors import (
+    ClaimLostError,
     ContextManagementWarning,
     InvalidTaskId,
     InvalidTaskTransition,
@@ -37,7 +38,7 @@ from agentloop.tasks.evaluator import (
     inherited,
     substitute,
 )
-from agentloop.tasks.lifecycle import AttemptOutcome, AttemptRunner, TaskLifecycle
+from agentloop.tasks.lifecycle import DEFAULT_LEASE, AttemptOutcome, AttemptRunner, TaskLifecycle
 from agentloop.tasks.loader import (
     DEFAULT_MAX_BYTES,
     MAX_NESTING,
@@ -50,6 +51,7 @@ from agentloop.tasks.loader import (
     schema,
 )
 from agentloop.tasks.registry import TemplateRegistry, ValidationReport, validate_path
+from agentloop.tasks.script import DEFAULT_SCRIPT_OUTPUT_LIMIT, refuse_injected_options
 from agentloop.tasks.results import (
     SequentialHistory,
     SubtaskRequest,
@@ -100,6 +102,7 @@ __all__ = [
     "AttemptNotes",
     "AttemptOutcome",
     "AttemptRunner",
+    "ClaimLostError",
     "ContextManagementWarning",
     "InvalidTaskId",
     "InvalidTaskTransition",
@@ -118,9 +121,11 @@ __all__ = [
     "format_attempt",
     "tail",
     "validate_task_id",
+    "DEFAULT_LEASE",
     "DEFAULT_MAX_BYTES",
     "DEFAULT_MAX_CONTINUATIONS",
     "DEFAULT_MAX_DEPTH",
+    "DEFAULT_SCRIPT_OUTPUT_LIMIT",
     "DEFAULT_SCRIPT_TIMEOUT",
     "MAX_NESTING",
     "OPERATOR_DEFAULTS",
@@ -167,6 +172,7 @@ __all__ = [
     "merge",
     "parse_document",
     "parse_reply",
+    "refuse_injected_options",
     "render_notes",
     "render_outputs",
     "resolve",

@@ -37,7 +37,7 @@ from agentloop.tasks.results import (
     TaskResult,
     TaskStatus,
 )
-from agentloop.tasks.script import run_command
+from agentloop.tasks.script import DEFAULT_SCRIPT_OUTPUT_LIMIT, refuse_injected_options, run_command
 from agentloop.tasks.settings import (
     AccumulationFormat,
     ContextOverrides,
@@ -143,7 +143,8 @@ class Evaluator:
     `loop` runs the atomic tasks (declare `TaskTurn` in its `inputs` if a system reads
     it). Subtasks nest at most `max_depth` deep; an atomic task may continue at most
     `max_continuations` times; scripts get `script_timeout` seconds unless the template
-    says otherwise, and run only if the registry allows scripts.
+    says otherwise, keep at most `script_output_limit` bytes of stdout and of stderr, and
+    run only if the registry allows scripts.
     """
 
     def __init__(
@@ -156,9 +157,12 @@ class Evaluator:
         max_depth: int = DEFAULT_MAX_DEPTH,
         max_continuations: int = DEFAULT_MAX_CONTINUATIONS,
         script_timeout: float = DEFAULT_SCRIPT_TIMEOUT,
+        script_output_limit: int = DEFAULT_SCRIPT_OUTPUT_LIMIT,
     ) -> None:
-        if max_depth < 0 or max_continuations < 0 or script_timeout <= 0:
-            raise ValueError("max_depth and max_continuations must be >= 0 and script_timeout > 0")
+        if max_depth < 0 or max_continuations < 0 or script_timeout <= 0 or script_output_limit <= 0:
+            raise ValueError(
+                "max_depth and max_continuations must be >= 0, script_timeout and script_output_limit > 0"
+            )
         self.registry = registry
         self.loop = loop
         self.session = session or Session("tasks")
@@ -166,6 +170,7 @@ class Evaluator:
         self.max_depth = max_depth
         self.max_continuations = max_continuations
         self.script_timeout = script_timeout
+        self.script_output_limit = script_output_limit
         self._log = structlog.get_logger("agentloop.tasks").bind(session_id=self.session.id)
 
     async def run(
@@ -402,6 +407,12 @@ class Evaluator:
         if not self.registry.allow_scripts:
             refuse_script(template)
         argv = [substitute(arg, frame.inputs, template.label) for arg in template.command]
-        result = await run_command(argv, timeout=template.timeout or self.script_timeout, label=template.label)
+        refuse_injected_options(template.command, argv, template.label)
+        result = await run_command(
+            argv,
+            timeout=template.timeout or self.script_timeout,
+            label=template.label,
+            output_limit=self.script_output_limit,
+        )
         frame.trace.add(template.label, result.content)
         return result

@@ -1,4 +1,10 @@
-"""Running a script task: an argv list in its own process group, no shell, killed on timeout."""
+"""Running a script task: an argv list in its own process group, no shell, killed on timeout.
+
+Input reaches a script only through the argument positions its template opens: each
+`{{name}}` fills part of one argument (never a new one), and a filled argument may start
+with '-' (be read as an option) only where the template writes the dash itself or after
+a literal `--` argument. Output is read as it comes and kept up to a limit per stream.
+"""
 
 from __future__ import annotations
 
@@ -10,15 +16,45 @@ from collections.abc import Sequence
 from agentloop.errors import TaskFailedError
 from agentloop.tasks.results import TaskFailureReason, TaskResult, TaskStatus
 
+DEFAULT_SCRIPT_OUTPUT_LIMIT = 1_048_576
+"""Bytes of stdout, and of stderr, a script task keeps (1 MiB each); the rest is read and dropped."""
+
 _STDERR_TAIL = 2000
+_CHUNK = 65536
 
 
-async def run_command(argv: Sequence[str], *, timeout: float, label: str) -> TaskResult:
+def refuse_injected_options(written: Sequence[str], argv: Sequence[str], label: str) -> None:
+    """`TaskFailedError` if an input made an argument before the template's `--` start with '-'."""
+    for index, (template_arg, arg) in enumerate(zip(written, argv, strict=True)):
+        if template_arg == "--":
+            return
+        if arg.startswith("-") and not template_arg.startswith("-"):
+            raise TaskFailedError(
+                TaskFailureReason.INPUT_VALIDATION_FAILURE,
+                f"script task {label!r}: argument {index + 1} ({template_arg!r}) became {arg[:40]!r}, which the "
+                f"program would read as an option; inputs may start with '-' only after an <arg>--</arg> "
+                f"that the template puts before them",
+            )
+
+
+async def run_command(
+    argv: Sequence[str], *, timeout: float, label: str, output_limit: int = DEFAULT_SCRIPT_OUTPUT_LIMIT
+) -> TaskResult:
     """Run `argv` (never through a shell) and return its stdout as the result's content.
 
-    The notes hold `exit_code` and `stderr`. A non-zero exit, a missing program or the
-    timeout (the whole process group is killed) raise `TaskFailedError`.
+    The notes hold `exit_code` and `stderr`; stdout and stderr keep at most `output_limit`
+    bytes each, and a cut is marked at the end of the text and in `notes["truncated"]`
+    (each cut stream's full size in bytes). An argument holding a NUL byte, a non-zero
+    exit, a missing program or the timeout (the whole process group is killed) raise
+    `TaskFailedError`.
     """
+    for index, arg in enumerate(argv):
+        if "\x00" in arg:
+            raise TaskFailedError(
+                TaskFailureReason.INPUT_VALIDATION_FAILURE,
+                f"script task {label!r}: argument {index + 1} holds a NUL byte, which no program can receive; "
+                f"remove it from the input",
+            )
     try:
         process = await asyncio.create_subprocess_exec(
             *argv,
@@ -32,8 +68,14 @@ async def run_command(argv: Sequence[str], *, timeout: float, label: str) -> Tas
             TaskFailureReason.EXECUTION_HALTED,
             f"script task {label!r} could not start {argv[0]!r}: {exc.strerror or exc}",
         ) from exc
+    assert process.stdout is not None and process.stderr is not None
     try:
-        stdout, stderr = await asyncio.wait_for(process.communicate(), timeout)
+        (stdout, out_total), (stderr, err_total), _ = await asyncio.wait_for(
+            asyncio.gather(
+                _read_capped(process.stdout, output_limit), _read_capped(process.stderr, output_limit), process.wait()
+            ),
+            timeout,
+        )
     except TimeoutError:
         _kill_group(process.pid)
         await process.wait()
@@ -45,9 +87,12 @@ async def run_command(argv: Sequence[str], *, timeout: float, label: str) -> Tas
         _kill_group(process.pid)
         await process.wait()
         raise
-    out = stdout.decode("utf-8", errors="replace")
-    err = stderr.decode("utf-8", errors="replace")
-    notes = {"exit_code": process.returncode, "stderr": err}
+    truncated = {name: total for name, total in (("stdout", out_total), ("stderr", err_total)) if total > output_limit}
+    out = _text(stdout, "stdout", truncated)
+    err = _text(stderr, "stderr", truncated)
+    notes: dict[str, object] = {"exit_code": process.returncode, "stderr": err}
+    if truncated:
+        notes["truncated"] = truncated
     if process.returncode != 0:
         result = TaskResult(out, TaskStatus.FAILED, notes, reason=TaskFailureReason.EXECUTION_HALTED)
         raise TaskFailedError(
@@ -56,6 +101,25 @@ async def run_command(argv: Sequence[str], *, timeout: float, label: str) -> Tas
             result=result,
         )
     return TaskResult(out, notes=notes)
+
+
+async def _read_capped(stream: asyncio.StreamReader, limit: int) -> tuple[bytes, int]:
+    """The first `limit` bytes of `stream` and its full size, reading it to the end."""
+    kept = bytearray()
+    total = 0
+    while chunk := await stream.read(_CHUNK):
+        total += len(chunk)
+        if len(kept) < limit:
+            kept += chunk[: limit - len(kept)]
+    return bytes(kept), total
+
+
+def _text(data: bytes, name: str, truncated: dict[str, int]) -> str:
+    """The stream's kept bytes as text, ending with a marker line if it was cut."""
+    text = data.decode("utf-8", errors="replace")
+    if name in truncated:
+        text += f"\n[... {name} cut: kept the first {len(data)} of {truncated[name]} bytes ...]"
+    return text
 
 
 def _kill_group(pid: int) -> None:

@@ -76,6 +76,28 @@ def fails_twice(desk: Desk, first: int, second: int) -> None:
     desk.failing_attempts = (first, second)
 
 
+@given(parsers.parse("the model fails attempt {number:d} and succeeds afterwards"))
+def fails_once(desk: Desk, number: int) -> None:
+    desk.failing_attempts = (number,)
+
+
+@when(parsers.parse('agent "{agent}" claims "{task_id}" and dies'))
+def claims_and_dies(desk: Desk, agent: str, task_id: str) -> None:
+    desk.lifecycle.claim(task_id, agent)
+
+
+@then(parsers.parse('agent "{agent}" finds nothing to claim'))
+def nothing_to_claim(desk: Desk, agent: str) -> None:
+    assert desk.lifecycle.claim_next(agent) is None
+
+
+@when(parsers.parse("{minutes:d} minutes pass"))
+def minutes_pass(desk: Desk, minutes: int) -> None:
+    clock = desk.lifecycle.clock
+    assert isinstance(clock, FakeClock)
+    clock.advance(minutes * 60)
+
+
 @given("the model succeeds every attempt")
 def succeeds(desk: Desk) -> None:
     desk.failing_attempts = ()

@@ -269,6 +269,48 @@ def test_a_missing_program_fails_clearly() -> None:
         Evaluator(registry, task_loop(_echo)[0]).run_sync("s")
 
 
+def test_script_output_past_the_limit_is_read_but_not_kept() -> None:
+    """Without the cap, `head -c 300000000 /dev/zero` held 300 MB in memory per stream."""
+    code = "import sys; sys.stdout.write('x' * 5_000_000); sys.stderr.write('e' * 1_500_000)"
+    registry = _registry(_script([sys.executable, "-c", code]), allow_scripts=True)
+    result = Evaluator(registry, task_loop(_echo)[0], script_output_limit=1_000_000).run_sync("s")
+    kept, marker = result.content.split("\n", 1)
+    assert kept == "x" * 1_000_000
+    assert marker == "[... stdout cut: kept the first 1000000 of 5000000 bytes ...]"
+    assert result.notes["truncated"] == {"stdout": 5_000_000, "stderr": 1_500_000}
+    assert result.notes["stderr"].endswith("[... stderr cut: kept the first 1000000 of 1500000 bytes ...]")
+
+
+def test_script_output_within_the_limit_is_kept_whole_by_default() -> None:
+    registry = _registry(_script(["head", "-c", "1048576", "/dev/zero"]), allow_scripts=True)
+    result = Evaluator(registry, task_loop(_echo)[0]).run_sync("s")
+    assert result.content == "\0" * 1_048_576 and "truncated" not in result.notes
+
+
+def test_a_nul_byte_in_a_script_input_fails_the_task() -> None:
+    registry = _registry(_script(["echo", "{{a}}"]), allow_scripts=True)
+    with pytest.raises(TaskFailedError, match="argument 2 holds a NUL byte") as caught:
+        Evaluator(registry, task_loop(_echo)[0]).run_sync("s", {"a": "one\x00two"})
+    assert caught.value.reason is TaskFailureReason.INPUT_VALIDATION_FAILURE
+
+
+@pytest.mark.parametrize("value", ["-rf", "--output=/etc/passwd", "-"])
+def test_an_input_cannot_open_an_option_the_template_did_not(value: str) -> None:
+    registry = _registry(_script(["echo", "{{a}}"]), allow_scripts=True)
+    with pytest.raises(TaskFailedError, match="argument 2 .'{{a}}'. became .* read as an option") as caught:
+        Evaluator(registry, task_loop(_echo)[0]).run_sync("s", {"a": value})
+    assert caught.value.reason is TaskFailureReason.INPUT_VALIDATION_FAILURE
+
+
+def test_after_a_double_dash_an_input_is_passed_as_an_operand() -> None:
+    code = "import sys; print(sys.argv[1:])"
+    registry = _registry(
+        _script([sys.executable, "-c", code, "--name={{a}}", "--", "{{a}}", "{{b}}"]), allow_scripts=True
+    )
+    result = Evaluator(registry, task_loop(_echo)[0]).run_sync("s", {"a": "-rf", "b": "--help"})
+    assert result.content == "['--name=-rf', '--', '-rf', '--help']\n"
+
+
 def test_the_evaluator_refuses_a_script_when_its_registry_does_not_allow_them() -> None:
     template = _registry(_script(["true"]), allow_scripts=True).get("s")
     strict = TemplateRegistry()

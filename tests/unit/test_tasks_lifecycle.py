@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import tempfile
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from agentloop import AgentContext, AgentLoop, FinishReason, Session, System, TurnOutcome
 from agentloop.adapters import SqliteTaskStore
-from agentloop.errors import InvalidTaskTransition, UnknownTaskError, UnknownTemplateError
+from agentloop.errors import ClaimLostError, InvalidTaskTransition, UnknownTaskError, UnknownTemplateError
+from agentloop.scopes import history_scope
 from agentloop.testing import FakeClock
 from agentloop.testing.tasks import task_loop
 from agentloop.tasks import (
+    DEFAULT_LEASE,
     AttemptNotes,
     AttemptRunner,
     Evaluator,
@@ -196,3 +202,158 @@ def test_an_aborted_attempt_saves_its_notes_and_releases_the_task(
     notes = lifecycle.notes.read("t1") or ""
     assert "## Attempt 1 — impl" in notes and "Turns: 1 | Commits: 0" in notes
     assert "half done" in notes and ending in notes
+
+
+# --- leases -----------------------------------------------------------------------------
+
+class _Turn(System):
+    """Answers a task turn after `during()` ran: a stand-in for a slow model or tool."""
+
+    order = 30
+    writes = (TurnOutcome,)
+
+    def __init__(self, during: Callable[[], Awaitable[None]]) -> None:
+        self.during = during
+
+    async def process(self, ctx: AgentContext) -> None:
+        await self.during()
+        ctx.set(TurnOutcome(FinishReason.SUCCESS, assistant_text="done", auto_mode=True))
+
+
+def _fix_registry() -> TemplateRegistry:
+    registry = TemplateRegistry()
+    registry.register_string('<task name="fix" type="atomic"><description>Fix {{file}}</description></task>')
+    return registry
+
+
+def test_a_claim_held_by_a_worker_that_died_returns_to_the_queue_with_its_notes(lifecycle: TaskLifecycle) -> None:
+    clock = lifecycle.clock
+    assert isinstance(clock, FakeClock)
+    lifecycle.create("t1", "fix", {"file": "a.py"})
+    lifecycle.claim("t1", "worker-a")
+    lifecycle.notes.save("t1", agent="worker-a", output="found the bug in a.py", turns=1)
+    notes = lifecycle.notes.read("t1")
+    # worker-a dies here: it never renews, submits or releases.
+    clock.advance(DEFAULT_LEASE.total_seconds() - 1)
+    assert lifecycle.claim_next("worker-b") is None
+    clock.advance(1)
+    loop, system = task_loop(["fixed"])
+    outcome = asyncio.run(AttemptRunner(lifecycle, Evaluator(_fix_registry(), loop), agent="worker-b").run("t1"))
+    assert (outcome.state, outcome.attempt) == (TaskState.PROVISIONAL, 2)
+    assert lifecycle.get("t1").attempts == 2
+    assert system.turns[0].previous_notes == notes
+    assert (lifecycle.notes.read("t1") or "").startswith(notes or "missing")
+
+
+def test_claim_next_takes_over_an_expired_claim(lifecycle: TaskLifecycle) -> None:
+    lifecycle.create("t1", "fix")
+    lifecycle.claim("t1", "worker-a")
+    assert isinstance(lifecycle.clock, FakeClock)
+    lifecycle.clock.advance(DEFAULT_LEASE.total_seconds())
+    taken = lifecycle.claim_next("worker-b")
+    assert taken is not None and (taken.id, taken.claimed_by, taken.attempts) == ("t1", "worker-b", 2)
+    assert taken.lease_expires_at == lifecycle.clock.now() + DEFAULT_LEASE
+    with pytest.raises(ClaimLostError, match="no longer claimed by 'worker-a' .it is claimed, claimed by 'worker-b'"):
+        lifecycle.submit("t1", agent="worker-a")
+
+
+def test_a_long_attempt_that_keeps_renewing_is_not_reclaimed(lifecycle: TaskLifecycle) -> None:
+    clock = lifecycle.clock
+    assert isinstance(clock, FakeClock)
+    taken: list[object] = []
+
+    async def twelve_minutes_of_work() -> None:
+        for _ in range(4):
+            clock.advance(180)
+            await asyncio.sleep(0.03)  # the renewal (every 0.005 s) runs meanwhile
+            taken.append(lifecycle.claim_next("worker-b"))
+
+    lifecycle.create("t1", "fix", {"file": "a.py"})
+    runner = AttemptRunner(
+        lifecycle, Evaluator(_fix_registry(), AgentLoop([_Turn(twelve_minutes_of_work)])), agent="worker-a",
+        renew_every=0.005,
+    )
+    outcome = asyncio.run(runner.run("t1"))
+    assert taken == [None] * 4
+    assert (outcome.state, outcome.result and outcome.result.content) == (TaskState.PROVISIONAL, "done")
+    assert lifecycle.get("t1").attempts == 1
+
+
+def test_an_attempt_that_lost_its_claim_keeps_its_notes_and_says_so(lifecycle: TaskLifecycle) -> None:
+    clock = lifecycle.clock
+    assert isinstance(clock, FakeClock)
+
+    async def stall_past_the_lease() -> None:
+        clock.advance(DEFAULT_LEASE.total_seconds() + 1)  # no renewal came in time
+        assert lifecycle.claim_next("worker-b") is not None
+
+    lifecycle.create("t1", "fix", {"file": "a.py"})
+    runner = AttemptRunner(
+        lifecycle, Evaluator(_fix_registry(), AgentLoop([_Turn(stall_past_the_lease)])), agent="worker-a",
+    )
+    with pytest.raises(ClaimLostError, match="no longer claimed by 'worker-a'"):
+        asyncio.run(runner.run("t1"))
+    record = lifecycle.get("t1")
+    assert (record.state, record.claimed_by) == (TaskState.CLAIMED, "worker-b")
+    assert "## Attempt 1 — worker-a" in (lifecycle.notes.read("t1") or "")
+
+
+# --- tenancy ----------------------------------------------------------------------------
+
+_ids = st.sampled_from(["a", "b"])
+_tenants = st.lists(
+    st.builds(Session, id=st.sampled_from(["s1", "s2"]), user_id=st.none() | _ids, project_id=st.none() | _ids,
+              team_id=st.none() | _ids, org_id=st.none() | st.sampled_from(["acme", "globex"])),
+    min_size=2, max_size=5,
+)
+
+
+@settings(max_examples=30, deadline=None)
+@given(tenants=_tenants)
+def test_a_task_is_seen_and_claimed_only_within_its_chain(tenants: list[Session]) -> None:
+    """I11: a task created in one chain is never read, listed or claimed from a chain of
+    another org, team or project, whichever ids repeat; the same chain still sees it."""
+    with tempfile.TemporaryDirectory() as directory:
+        store = SqliteTaskStore(Path(directory) / "tasks.db")
+        clock = FakeClock()
+        lifecycles = [
+            TaskLifecycle(store, AttemptNotes(Path(directory) / "notes"), session=tenant, clock=clock)
+            for tenant in tenants
+        ]
+        for index, lifecycle in enumerate(lifecycles):
+            created = lifecycle.create(f"t{index}", "fix", {"secret": f"of tenant {index}"})
+            assert created.chain == history_scope(tenants[index])
+        for reader in lifecycles:
+            own = {f"t{i}" for i, writer in enumerate(lifecycles) if writer.scope == reader.scope}
+            assert {r.id for r in reader.in_state(TaskState.INCOMING)} == own
+            for index in range(len(lifecycles)):
+                if f"t{index}" not in own:
+                    with pytest.raises(UnknownTaskError):
+                        reader.get(f"t{index}")
+                    with pytest.raises(UnknownTaskError):
+                        reader.claim(f"t{index}", "intruder")
+        first = lifecycles[0]
+        claimed = []
+        while (record := first.claim_next("worker")) is not None:
+            claimed.append(record.id)
+        assert set(claimed) == {f"t{i}" for i, other in enumerate(lifecycles) if other.scope == first.scope}
+        store.close()
+
+
+def test_a_project_id_reused_under_another_org_is_another_queue(tmp_path: Path) -> None:
+    store = SqliteTaskStore(tmp_path / "tasks.db")
+    notes = AttemptNotes(tmp_path / "notes")
+    acme = TaskLifecycle(store, notes, session=Session("s", user_id="ann", project_id="shop", org_id="acme"))
+    globex = TaskLifecycle(store, notes, session=Session("s", user_id="ann", project_id="shop", org_id="globex"))
+    teammate = TaskLifecycle(store, notes, session=Session("s2", user_id="bob", project_id="shop", org_id="acme"))
+    acme.create("t1", "fix", {"file": "acme-secrets.py"})
+    assert globex.claim_next("globex-worker") is None and globex.in_state(TaskState.INCOMING) == ()
+    claimed = teammate.claim_next("acme-worker")
+    assert claimed is not None and claimed.inputs == {"file": "acme-secrets.py"}
+    store.close()
+
+
+def test_the_runner_refuses_an_evaluator_of_another_chain(lifecycle: TaskLifecycle) -> None:
+    evaluator = Evaluator(TemplateRegistry(), task_loop([])[0], session=Session("s", org_id="globex"))
+    with pytest.raises(ValueError, match="outside the task lifecycle's chain"):
+        AttemptRunner(lifecycle, evaluator, agent="a")
