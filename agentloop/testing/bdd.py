@@ -30,6 +30,8 @@ Steps (quoted parts and capitals are parameters):
     Given the model fails with a rate limit|timeout|validation|unknown error
     Given the model returns an empty reply
     Given the channel cannot deliver
+    Given the session is in org "ORG" and project "PROJECT"
+    When the session is in org "ORG" and project "PROJECT"
     When the user says "TEXT"
     When an automatic task says "TEXT"
     When the user starts a new session
@@ -57,6 +59,8 @@ Steps (quoted parts and capitals are parameters):
     Then the RAG index finds "TEXT" for "QUERY"
     Then the RAG index is empty
 
+The session (`bot.session`) keeps its id and user when it moves to another org and
+project: what the bot stored for one tenant chain must not reach the other (I11).
 "The user receives" looks at what the last turn sent; "the model's prompt" is the last
 request the model got (its system prompt with every section, and the messages).
 """
@@ -202,6 +206,12 @@ def given_model_empty(scripted_llm: ScriptedLLM) -> None:
 @given("the channel cannot deliver")
 def given_channel_fails(recording_channel: RecordingChannel) -> None:
     recording_channel.fail_with()
+
+
+@given(parsers.parse('the session is in org "{org}" and project "{project}"'))
+@when(parsers.parse('the session is in org "{org}" and project "{project}"'))
+def session_in_org(bot: BotUnderTest, org: str, project: str) -> None:
+    bot.session = attrs.evolve(bot.session, org_id=org, project_id=project)
 
 
 @when(parsers.parse('the user says "{text}"'))
