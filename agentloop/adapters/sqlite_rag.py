@@ -132,13 +132,13 @@ class SqliteRagStore:
         if not found:
             return []
         marks = ",".join("?" * len(found))
-        with self._lock:  # the rows themselves, not only the in-memory keys, must be in the scope (I11)
-            texts = dict(
-                self._conn.execute(
-                    f"SELECT id, text FROM rag_documents WHERE id IN ({marks}) AND {SCOPE_MATCH}",
-                    [*(i for i, _ in found), *scope_values(scope)],
-                )
-            )
+        chain = scope_values(scope)
+        with self._lock:
+            rows = self._conn.execute(
+                f"SELECT id, text, {SCOPE_COLUMNS_SQL} FROM rag_documents WHERE id IN ({marks})", [i for i, _ in found]
+            ).fetchall()
+        # The rows themselves, not only the in-memory keys, must be in the scope (I11).
+        texts = {id_: text for id_, text, *row_chain in rows if tuple(row_chain) == chain}
         return [RagHit(id_, texts[id_], score, scope) for id_, score in found if id_ in texts]
 
     def texts(self, scope: Scope) -> list[str]:

@@ -19,7 +19,7 @@ from agentloop.scopes import Scope
 
 SCOPE_COLUMNS = ("scope_company", "scope_org", "scope_team", "scope_project", "scope_user", "scope_session")
 SCOPE_COLUMNS_SQL = ", ".join(SCOPE_COLUMNS)
-SCOPE_COLUMNS_DDL = "scope_company TEXT, scope_org TEXT, scope_team TEXT, scope_project TEXT, scope_user TEXT, scope_session TEXT"
+SCOPE_COLUMNS_DDL = ", ".join(f"{column} TEXT" for column in SCOPE_COLUMNS)
 SCOPE_MATCH = " AND ".join(f"{column} IS ?" for column in SCOPE_COLUMNS)
 """A WHERE clause true exactly for rows of the scope given by `scope_values` (`IS` matches NULL)."""
 
