@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -70,4 +71,16 @@ def test_a_text_already_in_its_scope_is_not_stored_twice(tmp_path: Path) -> None
     assert store.add(Scope(user_id="a"), "I don't know.") == first
     assert store.add(Scope(user_id="b"), "I don't know.") != first
     assert len(store) == 2 and store.texts(Scope(user_id="a")) == ["I don't know."]
+    store.close()
+
+
+def test_a_hit_whose_row_left_the_scope_is_not_returned(tmp_path: Path) -> None:
+    """I11 rests on the rows, not only on the index's in-memory scope keys."""
+    store = SqliteRagStore.open(tmp_path / "bot.sqlite3", HashingEmbedder(dim=128), tmp_path / "bot.rag.hnsw")
+    fill(store)
+    other = sqlite3.connect(tmp_path / "bot.sqlite3")
+    other.execute("UPDATE rag_documents SET scope_org = 'globex' WHERE text LIKE 'The deployment runs%'")
+    other.commit()
+    other.close()
+    assert "The deployment runs every night at two" not in [h.text for h in store.search(A, "deployment", 5)]
     store.close()
