@@ -61,6 +61,7 @@ Steps (quoted parts and capitals are parameters):
 
 The session (`bot.session`) keeps its id and user when it moves to another org and
 project: what the bot stored for one tenant chain must not reach the other (I11).
+
 "The user receives" looks at what the last turn sent; "the model's prompt" is the last
 request the model got (its system prompt with every section, and the messages).
 """
