@@ -76,6 +76,6 @@ from agentloop.tools import Tool, ToolRegistry, VoiceReply, tool  # noqa: E402
 
 __all__ += ["Tool", "ToolArgumentError", "ToolDefinitionError", "ToolRegistry", "VoiceReply", "tool"]
 
-from agentloop.scopes import Scope, history_scope, knowledge_scope, memory_scope  # noqa: E402
+from agentloop.scopes import DEFAULT_COMPANY, Scope, history_scope, knowledge_scope, memory_scope  # noqa: E402
 
-__all__ += ["Scope", "history_scope", "knowledge_scope", "memory_scope"]
+__all__ += ["DEFAULT_COMPANY", "Scope", "history_scope", "knowledge_scope", "memory_scope"]

@@ -26,6 +26,7 @@ import structlog
 
 from agentloop.adapters import ConsoleChannel, open_note_taking
 from agentloop.context import IncomingMessage, Session
+from agentloop.scopes import DEFAULT_COMPANY
 from agentloop.errors import (
     ContextManagementWarning,
     DemoCheckFailed,
@@ -239,14 +240,28 @@ def _note_line(item: KnowledgeItem) -> str:
     )
 
 
+def _caller(args: argparse.Namespace) -> LayerIds:
+    """The tenant chain named by --company/--org/--team/--project."""
+    return LayerIds(args.company or DEFAULT_COMPANY, org_id=args.org, team_id=args.team, project_id=args.project)
+
+
+def _within(caller: LayerIds) -> str:
+    return f"within {caller.narrowest().value} {caller.id_at(caller.narrowest())!r} and its parents"
+
+
 def _notes_list(args: argparse.Namespace, out: TextIO) -> int:
     statuses = None if args.status is None else frozenset({NoteStatus(args.status)})
+    chained = any(value is not None for value in (args.company, args.org, args.team, args.project))
     with _knowledge(args, out) as knowledge:
         items = knowledge.repository.items(statuses)
+    if chained:
+        visible = _caller(args).visible_owners()
+        items = [item for item in items if item.layer_ids in visible]
     for item in items:
         print(_note_line(item), file=out)
     if not items:
-        print("no notes" + ("" if args.status is None else f" with status {args.status}"), file=out)
+        status = "" if args.status is None else f" with status {args.status}"
+        print(f"no notes{status}" + (f" {_within(_caller(args))}" if chained else ""), file=out)
     return 0
 
 
@@ -261,13 +276,13 @@ def _notes_show(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _notes_search(args: argparse.Namespace, out: TextIO) -> int:
-    caller = LayerIds(args.company, org_id=args.org, team_id=args.team, project_id=args.project)
+    caller = _caller(args)
     with _knowledge(args, out) as knowledge:
         found = knowledge.search(args.query, caller, k=args.k)
     for retrieved in found:
         print(f"{retrieved.similarity:.2f}  {_note_line(retrieved.item)}", file=out)
     if not found:
-        print(f"no notes match within {caller.narrowest().value} {caller.id_at(caller.narrowest())!r} and its parents", file=out)
+        print(f"no notes match {_within(caller)}", file=out)
     return 0
 
 
@@ -377,6 +392,14 @@ def _data_options() -> argparse.ArgumentParser:
     return options
 
 
+def _chain_options() -> argparse.ArgumentParser:
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument("--company", help=f"the caller's company id (default: {DEFAULT_COMPANY})")
+    for layer in ("org", "team", "project"):
+        options.add_argument(f"--{layer}", help=f"the caller's {layer} id")
+    return options
+
+
 def _model_options() -> argparse.ArgumentParser:
     options = argparse.ArgumentParser(add_help=False)
     options.add_argument(
@@ -404,7 +427,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: WARNING; ERROR for demo, whose failures are staged)",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    data, model = _data_options(), _model_options()
+    data, model, chain = _data_options(), _model_options(), _chain_options()
 
     demo = commands.add_parser(
         "demo", help="run a complete bot offline and check every step",
@@ -457,21 +480,22 @@ def build_parser() -> argparse.ArgumentParser:
         description="Inspect and curate a bot's knowledge base in its data directory.",
     )
     notes_commands = notes.add_subparsers(dest="notes_command", required=True, metavar="ACTION")
-    listing = notes_commands.add_parser("list", parents=[data], help="every note, one line each", epilog=EXIT_STATUS)
+    listing = notes_commands.add_parser(
+        "list", parents=[data, chain], help="every note, or those a chain may see, one line each", epilog=EXIT_STATUS,
+        description="List the bot's notes. Given any of --company/--org/--team/--project, only the notes a session "
+        "of that chain would see are listed; without them, every note of every tenant.",
+    )
     listing.add_argument("--status", choices=[s.value for s in NoteStatus], help="only notes with this status")
     listing.set_defaults(handler=_notes_list)
     show_note = notes_commands.add_parser("show", parents=[data], help="one note in full", epilog=EXIT_STATUS)
     show_note.add_argument("id", type=int, metavar="ID")
     show_note.set_defaults(handler=_notes_show)
     search = notes_commands.add_parser(
-        "search", parents=[data], help="the notes a query would retrieve (counts nothing)", epilog=EXIT_STATUS,
+        "search", parents=[data, chain], help="the notes a query would retrieve (counts nothing)", epilog=EXIT_STATUS,
         description="Search as a session of the given org/team/project would: only notes in that chain are seen.",
     )
     search.add_argument("query", metavar="QUERY")
     search.add_argument("-k", type=int, default=5, help="how many notes at most (default: 5)")
-    search.add_argument("--company", default="default", help="the company id (default: default)")
-    for layer in ("org", "team", "project"):
-        search.add_argument(f"--{layer}", help=f"the caller's {layer} id")
     search.set_defaults(handler=_notes_search)
     for action, target, what in (
         ("propose", NoteStatus.PROPOSED, "draft -> proposed"),

@@ -11,6 +11,10 @@ each kind of data is partitioned by:
   the user's memory scope);
 - tasks: the project within its team and org, whichever user or session created them.
 
+History stored before rows named their chain is keyed by session id only; it cannot say
+its org, team or user, so only a session of the default company with no org and no team
+sees it (`sees_unchained_history`).
+
 The company is the deployment: one per database unless a caller names another.
 """
 
@@ -63,6 +67,11 @@ class Scope:
 def history_scope(session: Session, company_id: str = DEFAULT_COMPANY) -> Scope:
     """A session's history belongs to the session within its full chain and user."""
     return Scope(company_id, session.org_id, session.team_id, session.project_id, session.user_id, session.id)
+
+
+def sees_unchained_history(reader: Scope) -> bool:
+    """Whether `reader` also sees history stored under its session id before rows named their chain."""
+    return reader.company_id == DEFAULT_COMPANY and reader.org_id is None and reader.team_id is None
 
 
 def memory_scope(session: Session, company_id: str = DEFAULT_COMPANY) -> Scope:

@@ -5,12 +5,14 @@ from __future__ import annotations
 from typing import ClassVar
 
 from agentloop import (
+    DEFAULT_COMPANY,
     AgentContext,
     ChatMessage,
     PromptContext,
     PromptSection,
     SanitizedInput,
     System,
+    history_scope,
     knowledge_scope,
     memory_scope,
 )
@@ -31,7 +33,8 @@ class ContextBuildingSystem(System):
 
     History is `ctx.history` when the caller passed one, else the last
     `history_window` messages of the session store. Memory adds what the bot told
-    this user in other sessions; RAG adds earlier answers similar to the message.
+    this user in other sessions; RAG adds earlier answers similar to the message. Each
+    is read in the session's own scope within `company_id` (the deployment).
     A task turn (a `TaskTurn` input) carries its own context: it gets no stored
     history, and memory and RAG only when its template enables fresh_context.
     """
@@ -51,6 +54,7 @@ class ContextBuildingSystem(System):
         rag: RagStore | None = None,
         rag_k: int = 3,
         rag_min_score: float = 0.2,
+        company_id: str = DEFAULT_COMPANY,
     ) -> None:
         if history_window < 0 or memory_limit < 0 or rag_k < 0:
             raise ValueError("history_window, memory_limit and rag_k must not be negative")
@@ -62,12 +66,13 @@ class ContextBuildingSystem(System):
         self.rag = rag
         self.rag_k = rag_k
         self.rag_min_score = rag_min_score
+        self.company_id = company_id
 
     def process(self, ctx: AgentContext) -> None:
         sanitized = ctx.require(SanitizedInput)
         history = ctx.history
         if not history and not ctx.has(TaskTurn) and self.sessions is not None and self.history_window:
-            history = self.sessions.recent(ctx.session.id, self.history_window)
+            history = self.sessions.recent(history_scope(ctx.session, self.company_id), self.history_window)
         window = history[-self.history_window :] if self.history_window else ()
         sections = self.retrieve(ctx, sanitized) if fresh_context_allowed(ctx) else ()
         messages = (*window, ChatMessage.user(user_message_text(sanitized)))
@@ -77,14 +82,15 @@ class ContextBuildingSystem(System):
         """Memory of this user's other sessions and RAG hits for the message."""
         sections: list[PromptSection] = []
         if self.memory is not None and self.memory_limit:
-            entries = self.memory.recent(memory_scope(ctx.session).key, self.memory_limit, exclude_session=ctx.session.id)
+            scope = memory_scope(ctx.session, self.company_id)
+            entries = self.memory.recent(scope, self.memory_limit, exclude_session=ctx.session.id)
             if entries:
                 body = "\n".join(f"- User: {e.user_text}\n  You: {e.assistant_text}" for e in entries)
                 sections.append(PromptSection("What you told this user before", body, "memory"))
         if self.rag is not None and self.rag_k and sanitized.text:
             hits = [
                 hit
-                for hit in self.rag.search(knowledge_scope(ctx.session).key, sanitized.text, self.rag_k)
+                for hit in self.rag.search(knowledge_scope(ctx.session, self.company_id), sanitized.text, self.rag_k)
                 if hit.score >= self.rag_min_score
             ]
             if hits:

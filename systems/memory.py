@@ -6,7 +6,7 @@ from typing import ClassVar
 
 import attrs
 
-from agentloop import AgentContext, ChatMessage, SanitizedInput, System, TurnOutcome, memory_scope
+from agentloop import DEFAULT_COMPANY, AgentContext, ChatMessage, SanitizedInput, System, TurnOutcome, history_scope, memory_scope
 from agentloop.ports import MemoryEntry, MemoryStore, SessionStore
 from agentloop.tasks import TaskTurn
 
@@ -20,16 +20,24 @@ class MemoryPersistSystem(System):
     fallback text: fallback outcomes have no assistant text, I5); memory gets one
     entry per answered turn. It sets `raw_history_written` on the outcome. A task
     turn (a `TaskTurn` input) is stored nowhere: its prompt is rebuilt from the task's
-    own context each time, and it is not something the user said.
+    own context each time, and it is not something the user said. Rows are stored in
+    the session's scopes within `company_id` (the deployment).
     """
 
     order: ClassVar[int] = 70
     reads = (TurnOutcome, SanitizedInput)
     writes = (TurnOutcome,)
 
-    def __init__(self, *, sessions: SessionStore | None = None, memory: MemoryStore | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        sessions: SessionStore | None = None,
+        memory: MemoryStore | None = None,
+        company_id: str = DEFAULT_COMPANY,
+    ) -> None:
         self.sessions = sessions
         self.memory = memory
+        self.company_id = company_id
 
     def should_process(self, ctx: AgentContext) -> bool:
         return ctx.turn_outcome is not None and not ctx.has(TaskTurn)
@@ -42,9 +50,11 @@ class MemoryPersistSystem(System):
             messages = [ChatMessage.user(user_text)]
             if assistant_text:
                 messages.append(ChatMessage.assistant(assistant_text))
-            self.sessions.append(ctx.session.id, messages)
+            self.sessions.append(history_scope(ctx.session, self.company_id), messages)
             ctx.set(attrs.evolve(outcome, raw_history_written=True))
         if self.memory is not None and assistant_text:
             self.memory.add(
-                MemoryEntry(memory_scope(ctx.session).key, ctx.session.id, user_text, assistant_text, ctx.clock.now())
+                MemoryEntry(
+                    memory_scope(ctx.session, self.company_id), ctx.session.id, user_text, assistant_text, ctx.clock.now()
+                )
             )

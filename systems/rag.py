@@ -4,18 +4,20 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from agentloop import AgentContext, System, TurnOutcome, knowledge_scope
+from agentloop import DEFAULT_COMPANY, AgentContext, System, TurnOutcome, knowledge_scope
 from agentloop.ports import RagStore
 
 
 class RagIndexingSystem(System):
-    """Indexes exactly `turn_outcome.assistant_text` in the turn's knowledge scope (order 75, I5)."""
+    """Indexes exactly `turn_outcome.assistant_text` in the turn's knowledge scope within
+    `company_id` (order 75, I5)."""
 
     order: ClassVar[int] = 75
     reads = (TurnOutcome,)
 
-    def __init__(self, rag: RagStore) -> None:
+    def __init__(self, rag: RagStore, *, company_id: str = DEFAULT_COMPANY) -> None:
         self.rag = rag
+        self.company_id = company_id
 
     def should_process(self, ctx: AgentContext) -> bool:
         outcome = ctx.turn_outcome
@@ -24,4 +26,4 @@ class RagIndexingSystem(System):
     def process(self, ctx: AgentContext) -> None:
         text = ctx.require(TurnOutcome).assistant_text
         if text:
-            self.rag.add(knowledge_scope(ctx.session).key, text, session_id=ctx.session.id)
+            self.rag.add(knowledge_scope(ctx.session, self.company_id), text, session_id=ctx.session.id)

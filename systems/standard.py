@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-from agentloop import AgentContext, AgentLoop, PipelineDescription, PipelineError, System, Tool
+from agentloop import DEFAULT_COMPANY, AgentContext, AgentLoop, PipelineDescription, PipelineError, System, Tool
 from agentloop.adapters import BotStores
 from agentloop.ports import LLM, Channel, Clock, Embedder, Metrics
 
@@ -45,6 +45,8 @@ class StandardOptions:
     model: str | None = None
     temperature: float | None = None
     turn_timeout: float | None = None
+    company_id: str = DEFAULT_COMPANY
+    """The deployment's company: every stored row's tenant chain starts with it."""
 
 
 class StandardPipeline:
@@ -201,6 +203,7 @@ def _standard(
             rag=stores.rag,
             rag_k=opts.rag_k,
             rag_min_score=opts.rag_min_score,
+            company_id=opts.company_id,
         ),
         ToolLoopSystem(
             llm,
@@ -217,7 +220,7 @@ def _standard(
         TurnOutcomeFinalizationSystem(),
         FeedbackGuaranteeSystem(),
         ResponseRoutingSystem(channel),
-        MemoryPersistSystem(sessions=stores.sessions, memory=stores.memory),
-        RagIndexingSystem(stores.rag),
+        MemoryPersistSystem(sessions=stores.sessions, memory=stores.memory, company_id=opts.company_id),
+        RagIndexingSystem(stores.rag, company_id=opts.company_id),
     ]
     return StandardPipeline(systems, stores=stores, turn_timeout=opts.turn_timeout, clock=clock, metrics=metrics)

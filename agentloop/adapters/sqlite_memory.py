@@ -8,19 +8,33 @@ from datetime import datetime
 from pathlib import Path
 
 from agentloop.adapters.sqlite import connect
+from agentloop.adapters.sqlite_scopes import (
+    SCOPE_COLUMNS_DDL,
+    SCOPE_COLUMNS_SQL,
+    SCOPE_MATCH,
+    copy_with_scopes,
+    ensure_schema,
+    scope_values,
+)
 from agentloop.ports.stores import MemoryEntry
+from agentloop.scopes import Scope
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS memory_entries (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    scope TEXT NOT NULL,
-    session_id TEXT NOT NULL,
-    user_text TEXT NOT NULL,
-    assistant_text TEXT NOT NULL,
-    created_at TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS memory_entries_by_scope_session ON memory_entries (scope, id, session_id);
-"""
+_ENTRY_COLUMNS = ("session_id", "user_text", "assistant_text", "created_at")
+_SCHEMA = (
+    f"""CREATE TABLE memory_entries (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        {SCOPE_COLUMNS_DDL},
+        session_id TEXT NOT NULL,
+        user_text TEXT NOT NULL,
+        assistant_text TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    )""",
+    f"CREATE INDEX memory_entries_by_scope ON memory_entries ({SCOPE_COLUMNS_SQL}, id)",
+)
+
+
+def _upgrade(conn: sqlite3.Connection, old: str) -> None:
+    copy_with_scopes(conn, old, "memory_entries", _ENTRY_COLUMNS)
 
 
 class SqliteMemoryStore:
@@ -29,7 +43,7 @@ class SqliteMemoryStore:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
         self._lock = threading.Lock()
-        conn.executescript(_SCHEMA)
+        ensure_schema(conn, "memory_entries", _SCHEMA, _upgrade)
 
     @classmethod
     def open(cls, path: str | Path) -> SqliteMemoryStore:
@@ -38,21 +52,27 @@ class SqliteMemoryStore:
     def add(self, entry: MemoryEntry) -> None:
         with self._lock:
             self._conn.execute(
-                "INSERT INTO memory_entries (scope, session_id, user_text, assistant_text, created_at) "
-                "VALUES (?, ?, ?, ?, ?)",
-                (entry.scope, entry.session_id, entry.user_text, entry.assistant_text, entry.created_at.isoformat()),
+                f"INSERT INTO memory_entries ({SCOPE_COLUMNS_SQL}, {', '.join(_ENTRY_COLUMNS)}) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    *scope_values(entry.scope),
+                    entry.session_id,
+                    entry.user_text,
+                    entry.assistant_text,
+                    entry.created_at.isoformat(),
+                ),
             )
 
-    def recent(self, scope: str, limit: int, *, exclude_session: str | None = None) -> tuple[MemoryEntry, ...]:
+    def recent(self, scope: Scope, limit: int, *, exclude_session: str | None = None) -> tuple[MemoryEntry, ...]:
         with self._lock:
             rows = self._conn.execute(
-                "SELECT scope, session_id, user_text, assistant_text, created_at FROM memory_entries "
-                "WHERE scope = ? AND session_id IS NOT ? ORDER BY id DESC LIMIT ?",
-                (scope, exclude_session, limit),
+                f"SELECT {', '.join(_ENTRY_COLUMNS)} FROM memory_entries "
+                f"WHERE {SCOPE_MATCH} AND session_id IS NOT ? ORDER BY id DESC LIMIT ?",
+                (*scope_values(scope), exclude_session, limit),
             ).fetchall()
         return tuple(
             MemoryEntry(scope, session_id, user_text, assistant_text, datetime.fromisoformat(created_at))
-            for scope, session_id, user_text, assistant_text, created_at in reversed(rows)
+            for session_id, user_text, assistant_text, created_at in reversed(rows)
         )
 
     def close(self) -> None:

@@ -15,21 +15,31 @@ import numpy as np
 
 from agentloop.adapters.hnsw_index import HnswVectorIndex
 from agentloop.adapters.sqlite import connect
+from agentloop.adapters.sqlite_scopes import (
+    SCOPE_COLUMNS_DDL,
+    SCOPE_COLUMNS_SQL,
+    SCOPE_MATCH,
+    copy_with_scopes,
+    ensure_schema,
+    scope_values,
+)
 from agentloop.ports.stores import RagHit
 from agentloop.ports.vectors import Embedder, Vectors
+from agentloop.scopes import Scope
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS rag_documents (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    scope TEXT NOT NULL,
-    session_id TEXT,
-    text TEXT NOT NULL,
-    digest TEXT NOT NULL,
-    vector BLOB NOT NULL,
-    created_at TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS rag_documents_by_digest ON rag_documents (scope, digest);
-"""
+_DOCUMENT_COLUMNS = ("session_id", "text", "digest", "vector", "created_at")
+_SCHEMA = (
+    f"""CREATE TABLE rag_documents (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        {SCOPE_COLUMNS_DDL},
+        session_id TEXT,
+        text TEXT NOT NULL,
+        digest TEXT NOT NULL,
+        vector BLOB NOT NULL,
+        created_at TEXT NOT NULL
+    )""",
+    f"CREATE INDEX rag_documents_by_scope_digest ON rag_documents ({SCOPE_COLUMNS_SQL}, digest)",
+)
 # A bot's own answers are few and retrieval needs only the top few: a lighter graph than
 # the note index keeps indexing a turn's answer cheap (benchmarks/turn_latency.py).
 INDEX_M = 16
@@ -53,8 +63,11 @@ class SqliteRagStore:
         self._embedder = embedder
         self._index = index
         self._lock = threading.Lock()
-        conn.executescript(_SCHEMA)
-        self._scopes: dict[int, str] = dict(conn.execute("SELECT id, scope FROM rag_documents"))
+        _ensure_schema(conn)
+        # Each text's scope key, so the index's filter is one dict lookup per candidate.
+        self._scopes: dict[int, str] = {
+            id_: Scope(*chain).key for id_, *chain in conn.execute(f"SELECT id, {SCOPE_COLUMNS_SQL} FROM rag_documents")
+        }
         self._scope_sizes = Counter(self._scopes.values())
 
     @classmethod
@@ -62,7 +75,7 @@ class SqliteRagStore:
         """Open the table at `path` and its index at `index_path`, rebuilding the index if stale."""
         conn = connect(path)
         try:
-            conn.executescript(_SCHEMA)
+            _ensure_schema(conn)
             row = conn.execute("SELECT length(vector) FROM rag_documents LIMIT 1").fetchone()
             if row is not None and row[0] != embedder.dim * 4:
                 raise ValueError(
@@ -84,50 +97,56 @@ class SqliteRagStore:
             raise
         return cls(conn, embedder, index)
 
-    def add(self, scope: str, text: str, *, session_id: str | None = None) -> int:
+    def add(self, scope: Scope, text: str, *, session_id: str | None = None) -> int:
         digest = hashlib.sha256(text.encode()).hexdigest()
         vector = self._embedder.embed([text])
+        chain = scope_values(scope)
         with self._lock:
             for (existing,) in self._conn.execute(
-                "SELECT id FROM rag_documents WHERE scope = ? AND digest = ? AND text = ?", (scope, digest, text)
+                f"SELECT id FROM rag_documents WHERE {SCOPE_MATCH} AND digest = ? AND text = ?", (*chain, digest, text)
             ):
                 return int(existing)
             cursor = self._conn.execute(
-                "INSERT INTO rag_documents (scope, session_id, text, digest, vector, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (scope, session_id, text, digest, vector[0].astype(np.float32).tobytes(), datetime.now(UTC).isoformat()),
+                f"INSERT INTO rag_documents ({SCOPE_COLUMNS_SQL}, {', '.join(_DOCUMENT_COLUMNS)}) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (*chain, session_id, text, digest, vector[0].astype(np.float32).tobytes(), datetime.now(UTC).isoformat()),
             )
             new_id = cursor.lastrowid
             if new_id is None:
                 raise sqlite3.DatabaseError("SQLite did not report the id of the inserted text")
             self._index.add([new_id], vector)
-            self._scopes[new_id] = scope
-            self._scope_sizes[scope] += 1
+            self._scopes[new_id] = scope.key
+            self._scope_sizes[scope.key] += 1
         return new_id
 
-    def search(self, scope: str, query: str, k: int) -> list[RagHit]:
-        scopes = self._scopes
-        if k <= 0 or self._scope_sizes[scope] == 0:
+    def search(self, scope: Scope, query: str, k: int) -> list[RagHit]:
+        scopes, key = self._scopes, scope.key
+        if k <= 0 or self._scope_sizes[key] == 0:
             return []
         vector = self._embedder.embed([query])
         if not vector.any():
             return []
         # A filter costs a Python call per visited node; skip it when the scope is everything.
-        everything = self._scope_sizes[scope] == len(scopes)
-        found = self._index.search(vector, k, accept=None if everything else lambda id_: scopes.get(id_) == scope)
+        everything = self._scope_sizes[key] == len(scopes)
+        found = self._index.search(vector, k, accept=None if everything else lambda id_: scopes.get(id_) == key)
         if not found:
             return []
         marks = ",".join("?" * len(found))
+        chain = scope_values(scope)
         with self._lock:
-            texts = dict(
-                self._conn.execute(f"SELECT id, text FROM rag_documents WHERE id IN ({marks})", [i for i, _ in found])
-            )
+            rows = self._conn.execute(
+                f"SELECT id, text, {SCOPE_COLUMNS_SQL} FROM rag_documents WHERE id IN ({marks})", [i for i, _ in found]
+            ).fetchall()
+        # The rows themselves, not only the in-memory keys, must be in the scope (I11).
+        texts = {id_: text for id_, text, *row_chain in rows if tuple(row_chain) == chain}
         return [RagHit(id_, texts[id_], score, scope) for id_, score in found if id_ in texts]
 
-    def texts(self, scope: str) -> list[str]:
+    def texts(self, scope: Scope) -> list[str]:
         """Every text stored in `scope`, oldest first."""
         with self._lock:
-            rows = self._conn.execute("SELECT text FROM rag_documents WHERE scope = ? ORDER BY id", (scope,)).fetchall()
+            rows = self._conn.execute(
+                f"SELECT text FROM rag_documents WHERE {SCOPE_MATCH} ORDER BY id", scope_values(scope)
+            ).fetchall()
         return [text for (text,) in rows]
 
     def __len__(self) -> int:
@@ -140,6 +159,12 @@ class SqliteRagStore:
     def close(self) -> None:
         self.save()
         self._conn.close()
+
+
+def _ensure_schema(conn: sqlite3.Connection) -> None:
+    ensure_schema(
+        conn, "rag_documents", _SCHEMA, lambda conn, old: copy_with_scopes(conn, old, "rag_documents", _DOCUMENT_COLUMNS)
+    )
 
 
 def _rows(conn: sqlite3.Connection) -> Iterator[tuple[int, Vectors]]:

@@ -1,5 +1,6 @@
 """The embedded SessionStore: each session's chat history in a SQLite table.
 
+Each row keeps the history scope (the session within its tenant chain) as columns.
 Plain messages are stored as columns and read back without a JSON round trip; only
 tool calls (rare in history) are JSON, through the shared converter.
 """
@@ -13,40 +14,53 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from agentloop.adapters.sqlite import connect, transaction
+from agentloop.adapters.sqlite_scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQL, SCOPE_MATCH, ensure_schema, scope_values
 from agentloop.messages import ChatMessage, Role, ToolCall
 from agentloop.outcome import converter
+from agentloop.scopes import Scope, sees_unchained_history
 
 _ROLES = {role.value: role for role in Role}
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS session_messages (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    session_id TEXT NOT NULL,
-    role TEXT NOT NULL,
-    content TEXT,
-    tool_call_id TEXT,
-    name TEXT,
-    tool_calls TEXT
-);
-CREATE INDEX IF NOT EXISTS session_messages_by_session ON session_messages (session_id, id);
-"""
+_MESSAGE_COLUMNS = "role, content, tool_call_id, name, tool_calls"
+_SCHEMA = (
+    f"""CREATE TABLE session_messages (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        {SCOPE_COLUMNS_DDL},
+        role TEXT NOT NULL,
+        content TEXT,
+        tool_call_id TEXT,
+        name TEXT,
+        tool_calls TEXT
+    )""",
+    "CREATE INDEX session_messages_by_session ON session_messages (scope_session, id)",
+)
+
+
+def _upgrade(conn: sqlite3.Connection, old: str) -> None:
+    """Release 0.1 rows name only their session: kept with no company, the mark of
+    history that `sees_unchained_history` decides who sees."""
+    conn.execute(
+        f"INSERT INTO session_messages (id, scope_session, {_MESSAGE_COLUMNS}) "
+        f"SELECT id, session_id, {_MESSAGE_COLUMNS} FROM {old} ORDER BY id"
+    )
 
 
 class SqliteSessionStore:
-    """History rows ordered by insertion."""
+    """History rows ordered by insertion, each in the scope it was written in."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
         self._lock = threading.Lock()
-        conn.executescript(_SCHEMA)
+        ensure_schema(conn, "session_messages", _SCHEMA, _upgrade)
 
     @classmethod
     def open(cls, path: str | Path) -> SqliteSessionStore:
         return cls(connect(path))
 
-    def append(self, session_id: str, messages: Sequence[ChatMessage]) -> None:
+    def append(self, scope: Scope, messages: Sequence[ChatMessage]) -> None:
+        chain = scope_values(scope)
         rows = [
             (
-                session_id,
+                *chain,
                 m.role.value,
                 m.content,
                 m.tool_call_id,
@@ -57,17 +71,17 @@ class SqliteSessionStore:
         ]
         with self._lock, transaction(self._conn):
             self._conn.executemany(
-                "INSERT INTO session_messages (session_id, role, content, tool_call_id, name, tool_calls) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
+                f"INSERT INTO session_messages ({SCOPE_COLUMNS_SQL}, {_MESSAGE_COLUMNS}) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 rows,
             )
 
-    def recent(self, session_id: str, limit: int) -> tuple[ChatMessage, ...]:
+    def recent(self, scope: Scope, limit: int) -> tuple[ChatMessage, ...]:
         with self._lock:
             rows = self._conn.execute(
-                "SELECT role, content, tool_call_id, name, tool_calls FROM session_messages "
-                "WHERE session_id = ? ORDER BY id DESC LIMIT ?",
-                (session_id, limit),
+                f"SELECT {_MESSAGE_COLUMNS} FROM session_messages WHERE scope_session IS ? "
+                f"AND (({SCOPE_MATCH}) OR (scope_company IS NULL AND ?)) ORDER BY id DESC LIMIT ?",
+                (scope.session_id, *scope_values(scope), sees_unchained_history(scope), limit),
             ).fetchall()
         return tuple(
             ChatMessage(

@@ -1,4 +1,8 @@
-"""The storage ports of a bot: session history, long-term memory and the RAG index."""
+"""The storage ports of a bot: session history, long-term memory and the RAG index.
+
+Every store keeps each row in the `Scope` it was written in and reads only the rows of
+the scope it is asked for (`agentloop.scopes` says which scope a session uses).
+"""
 
 from __future__ import annotations
 
@@ -9,13 +13,15 @@ from typing import Protocol, runtime_checkable
 import attrs
 
 from agentloop.messages import ChatMessage
+from agentloop.scopes import Scope
 
 
 @attrs.frozen
 class MemoryEntry:
-    """One remembered exchange: what the user said and the canonical answer."""
+    """One remembered exchange: what the user said and the canonical answer, in the
+    memory scope of the session `session_id` that had it."""
 
-    scope: str
+    scope: Scope
     session_id: str
     user_text: str
     assistant_text: str
@@ -29,19 +35,19 @@ class RagHit:
     id: int
     text: str
     score: float
-    scope: str
+    scope: Scope
 
 
 @runtime_checkable
 class SessionStore(Protocol):
-    """The conversation history of each session, oldest message first."""
+    """The conversation history of each session (its history scope), oldest message first."""
 
-    def append(self, session_id: str, messages: Sequence[ChatMessage]) -> None:
-        """Add `messages` at the end of the session's history, atomically."""
+    def append(self, scope: Scope, messages: Sequence[ChatMessage]) -> None:
+        """Add `messages` at the end of the history of `scope`, atomically."""
         ...
 
-    def recent(self, session_id: str, limit: int) -> tuple[ChatMessage, ...]:
-        """The last `limit` messages of the session, oldest first."""
+    def recent(self, scope: Scope, limit: int) -> tuple[ChatMessage, ...]:
+        """The last `limit` messages of `scope`, oldest first."""
         ...
 
 
@@ -51,7 +57,7 @@ class MemoryStore(Protocol):
 
     def add(self, entry: MemoryEntry) -> None: ...
 
-    def recent(self, scope: str, limit: int, *, exclude_session: str | None = None) -> tuple[MemoryEntry, ...]:
+    def recent(self, scope: Scope, limit: int, *, exclude_session: str | None = None) -> tuple[MemoryEntry, ...]:
         """The last `limit` entries of `scope`, oldest first, optionally without one session's."""
         ...
 
@@ -60,11 +66,11 @@ class MemoryStore(Protocol):
 class RagStore(Protocol):
     """Texts indexed for retrieval by meaning, each within one scope."""
 
-    def add(self, scope: str, text: str, *, session_id: str | None = None) -> int:
+    def add(self, scope: Scope, text: str, *, session_id: str | None = None) -> int:
         """Store and index `text`; returns its id."""
         ...
 
-    def search(self, scope: str, query: str, k: int) -> list[RagHit]:
+    def search(self, scope: Scope, query: str, k: int) -> list[RagHit]:
         """Up to `k` texts of `scope` most similar to `query`, best first."""
         ...
 

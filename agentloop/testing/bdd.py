@@ -30,6 +30,8 @@ Steps (quoted parts and capitals are parameters):
     Given the model fails with a rate limit|timeout|validation|unknown error
     Given the model returns an empty reply
     Given the channel cannot deliver
+    Given the session is in org "ORG" and project "PROJECT"
+    When the session is in org "ORG" and project "PROJECT"
     When the user says "TEXT"
     When an automatic task says "TEXT"
     When the user starts a new session
@@ -57,6 +59,9 @@ Steps (quoted parts and capitals are parameters):
     Then the RAG index finds "TEXT" for "QUERY"
     Then the RAG index is empty
 
+The session (`bot.session`) keeps its id and user when it moves to another org and
+project: what the bot stored for one tenant chain must not reach the other (I11).
+
 "The user receives" looks at what the last turn sent; "the model's prompt" is the last
 request the model got (its system prompt with every section, and the messages).
 """
@@ -77,14 +82,15 @@ from agentloop.errors import LlmCallError
 from agentloop.loop import AgentLoop
 from agentloop.messages import ChatMessage, LlmReply, LlmRequest, Role
 from agentloop.outcome import FailureKind, FailureSource, FinishReason, TurnOutcome
-from agentloop.scopes import knowledge_scope, memory_scope
+from agentloop.scopes import DEFAULT_COMPANY, history_scope, knowledge_scope, memory_scope
 from agentloop.testing.channel import RecordingChannel, Sent
 from agentloop.testing.llm import ScriptedLLM
 
 
 @attrs.define
 class BotUnderTest:
-    """A built pipeline with its scripted model, recording channel and stores."""
+    """A built pipeline with its scripted model, recording channel and stores (of the
+    deployment `company_id`, as the pipeline was built with)."""
 
     loop: AgentLoop
     llm: ScriptedLLM
@@ -95,6 +101,7 @@ class BotUnderTest:
     sent_per_turn: list[list[Sent]] = attrs.Factory(list)
     sessions_started: int = 1
     history_before: list[int] = attrs.Factory(list)
+    company_id: str = DEFAULT_COMPANY
 
     def say(self, text: str, *, auto_mode: bool = False, metadata: dict[str, str] | None = None) -> AgentContext:
         """Run one turn and remember what it sent."""
@@ -107,7 +114,7 @@ class BotUnderTest:
 
     def history(self) -> tuple[ChatMessage, ...]:
         """The stored history of the current session, oldest first."""
-        return self.require_stores().sessions.recent(self.session.id, 1_000_000)
+        return self.require_stores().sessions.recent(history_scope(self.session, self.company_id), 1_000_000)
 
     def history_added(self) -> tuple[ChatMessage, ...]:
         """What the last turn added to the session's history."""
@@ -200,6 +207,12 @@ def given_model_empty(scripted_llm: ScriptedLLM) -> None:
 @given("the channel cannot deliver")
 def given_channel_fails(recording_channel: RecordingChannel) -> None:
     recording_channel.fail_with()
+
+
+@given(parsers.parse('the session is in org "{org}" and project "{project}"'))
+@when(parsers.parse('the session is in org "{org}" and project "{project}"'))
+def session_in_org(bot: BotUnderTest, org: str, project: str) -> None:
+    bot.session = attrs.evolve(bot.session, org_id=org, project_id=project)
 
 
 @when(parsers.parse('the user says "{text}"'))
@@ -329,7 +342,8 @@ def then_history_empty(bot: BotUnderTest) -> None:
 
 
 def _memory(bot: BotUnderTest) -> list[str]:
-    return [e.assistant_text for e in bot.require_stores().memory.recent(memory_scope(bot.session).key, 1000)]
+    scope = memory_scope(bot.session, bot.company_id)
+    return [e.assistant_text for e in bot.require_stores().memory.recent(scope, 1000)]
 
 
 @then(parsers.parse('memory holds "{text}"'))
@@ -344,7 +358,7 @@ def then_memory_empty(bot: BotUnderTest) -> None:
 
 @then(parsers.parse('the RAG index finds "{text}" for "{query}"'))
 def then_rag_finds(bot: BotUnderTest, text: str, query: str) -> None:
-    hits = bot.require_stores().rag.search(knowledge_scope(bot.session).key, query, 5)
+    hits = bot.require_stores().rag.search(knowledge_scope(bot.session, bot.company_id), query, 5)
     assert text in [h.text for h in hits], hits
 
 

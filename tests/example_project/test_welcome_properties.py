@@ -5,7 +5,7 @@ import tempfile
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentloop import IncomingMessage, Role, Session, memory_scope
+from agentloop import IncomingMessage, Role, Session, history_scope, memory_scope
 from agentloop.testing import RecordingChannel, ScriptedLLM
 from systems import standard_pipeline
 from welcome_bot import WelcomeSystem
@@ -25,8 +25,8 @@ def test_only_the_first_answer_is_welcomed_and_only_answers_are_stored(replies: 
             for _ in replies:
                 loop.run_turn_sync(session, IncomingMessage("Tell me something"))
             assert pipeline.stores is not None
-            history = pipeline.stores.sessions.recent(session.id, 100)
-            memory = pipeline.stores.memory.recent(memory_scope(session).key, 100)
+            history = pipeline.stores.sessions.recent(history_scope(session), 100)
+            memory = pipeline.stores.memory.recent(memory_scope(session), 100)
     assert channel.texts == [f"Hi! {replies[0]}", *replies[1:]]
     assert [m.content for m in history if m.role is Role.ASSISTANT] == replies
     assert [entry.assistant_text for entry in memory] == replies

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from agentloop.adapters import BotStores, HashingEmbedder
+from agentloop.scopes import Scope
 from agentloop.testing import RecordingChannel, ScriptedLLM
 from systems import StandardOptions, standard_pipeline
 
@@ -23,12 +24,13 @@ SCRIPT = r"""
 import json, os, sys
 from agentloop import IncomingMessage, Session
 from agentloop.adapters import BotStores, HashingEmbedder
+from agentloop.scopes import Scope
 from agentloop.logging import configure_logging
 from agentloop.testing import RecordingChannel, ScriptedLLM
 from systems import standard_pipeline
-from agentloop.scopes import Scope
+from agentloop.scopes import Scope, history_scope
 
-ADA = Scope(user_id="ada").key  # memory and indexed answers of user ada, who has no org
+ADA = Scope(user_id="ada")  # memory and indexed answers of user ada, who has no org
 
 configure_logging("WARNING")
 data_dir, mode = sys.argv[1], sys.argv[2]
@@ -37,7 +39,7 @@ queries = ["deployment schedule", "invoice day", "lunch time"]
 
 def snapshot(stores):
     return {
-        "history": [[m.role.value, m.content] for m in stores.sessions.recent("chat-1", 100)],
+        "history": [[m.role.value, m.content] for m in stores.sessions.recent(history_scope(session), 100)],
         "memory": [[e.user_text, e.assistant_text] for e in stores.memory.recent(ADA, 100)],
         "rag": [[[h.id, h.text, round(h.score, 5)] for h in stores.rag.search(ADA, q, 3)] for q in queries],
     }
@@ -133,7 +135,7 @@ def assert_all_closed(connections: list[sqlite3.Connection]) -> None:
 
 def test_a_failed_open_leaves_no_connection_behind(tmp_path: Path, connections: list[sqlite3.Connection]) -> None:
     stores = BotStores.open(tmp_path, embedder=HashingEmbedder(dim=64))
-    stores.rag.add("scope", "a text indexed at dim 64")
+    stores.rag.add(Scope(), "a text indexed at dim 64")
     stores.close()
     connections.clear()
     with pytest.raises(ValueError, match="dim 64 but the embedder makes dim 32"):

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
 
 from agentloop.adapters import HashingEmbedder, SqliteRagStore
+from agentloop.scopes import Scope
+
+A, B, C = Scope(project_id="a"), Scope(project_id="b"), Scope(project_id="c")
 
 TEXTS = [
-    ("project:a", "The deployment runs every night at two"),
-    ("project:a", "Invoices are sent on the first of the month"),
-    ("project:b", "The deployment of project b is manual"),
-    ("project:a", "Lunch is served at noon in the canteen"),
+    (A, "The deployment runs every night at two"),
+    (A, "Invoices are sent on the first of the month"),
+    (B, "The deployment of project b is manual"),
+    (A, "Lunch is served at noon in the canteen"),
 ]
 
 
@@ -24,13 +28,13 @@ def fill(store: SqliteRagStore) -> None:
 def test_search_finds_similar_texts_within_the_scope_only(tmp_path: Path) -> None:
     store = SqliteRagStore.open(tmp_path / "bot.sqlite3", HashingEmbedder(dim=128), tmp_path / "bot.rag.hnsw")
     fill(store)
-    hits = store.search("project:a", "when does the deployment run", 2)
-    assert hits[0].text == "The deployment runs every night at two" and hits[0].scope == "project:a"
-    assert all(h.scope == "project:a" for h in hits) and hits[0].score >= hits[-1].score
-    assert [h.text for h in store.search("project:b", "deployment", 5)] == ["The deployment of project b is manual"]
-    assert store.search("project:c", "deployment", 5) == []
-    assert store.search("project:a", "!!!", 5) == [] and store.search("project:a", "deployment", 0) == []
-    assert len(store) == 4 and store.texts("project:b") == ["The deployment of project b is manual"]
+    hits = store.search(A, "when does the deployment run", 2)
+    assert hits[0].text == "The deployment runs every night at two" and hits[0].scope == A
+    assert all(h.scope == A for h in hits) and hits[0].score >= hits[-1].score
+    assert [h.text for h in store.search(B, "deployment", 5)] == ["The deployment of project b is manual"]
+    assert store.search(C, "deployment", 5) == []
+    assert store.search(A, "!!!", 5) == [] and store.search(A, "deployment", 0) == []
+    assert len(store) == 4 and store.texts(B) == ["The deployment of project b is manual"]
     store.close()
 
 
@@ -41,21 +45,21 @@ def test_a_lost_or_truncated_index_is_rebuilt_with_identical_results(tmp_path: P
     store = SqliteRagStore.open(db, embedder, index)
     fill(store)
     queries = ["deployment at night", "invoices", "canteen lunch"]
-    before = [store.search("project:a", q, 3) for q in queries]
+    before = [store.search(A, q, 3) for q in queries]
     store.close()
     if damage == "delete":
         index.unlink()
     else:
         index.write_bytes(index.read_bytes()[:100])
     reopened = SqliteRagStore.open(db, embedder, index)
-    after = [reopened.search("project:a", q, 3) for q in queries]
+    after = [reopened.search(A, q, 3) for q in queries]
     assert after == before
     reopened.close()
 
 
 def test_an_embedder_of_another_dimension_is_refused(tmp_path: Path) -> None:
     store = SqliteRagStore.open(tmp_path / "bot.sqlite3", HashingEmbedder(dim=64), tmp_path / "bot.rag.hnsw")
-    store.add("s", "hello world")
+    store.add(A, "hello world")
     store.close()
     with pytest.raises(ValueError, match="dim 64 but the embedder makes dim 32"):
         SqliteRagStore.open(tmp_path / "bot.sqlite3", HashingEmbedder(dim=32), tmp_path / "other.hnsw")
@@ -63,8 +67,20 @@ def test_an_embedder_of_another_dimension_is_refused(tmp_path: Path) -> None:
 
 def test_a_text_already_in_its_scope_is_not_stored_twice(tmp_path: Path) -> None:
     store = SqliteRagStore.open(tmp_path / "bot.sqlite3", HashingEmbedder(dim=64), tmp_path / "bot.rag.hnsw")
-    first = store.add("user:a", "I don't know.")
-    assert store.add("user:a", "I don't know.") == first
-    assert store.add("user:b", "I don't know.") != first
-    assert len(store) == 2 and store.texts("user:a") == ["I don't know."]
+    first = store.add(Scope(user_id="a"), "I don't know.")
+    assert store.add(Scope(user_id="a"), "I don't know.") == first
+    assert store.add(Scope(user_id="b"), "I don't know.") != first
+    assert len(store) == 2 and store.texts(Scope(user_id="a")) == ["I don't know."]
+    store.close()
+
+
+def test_a_hit_whose_row_left_the_scope_is_not_returned(tmp_path: Path) -> None:
+    """I11 rests on the rows, not only on the index's in-memory scope keys."""
+    store = SqliteRagStore.open(tmp_path / "bot.sqlite3", HashingEmbedder(dim=128), tmp_path / "bot.rag.hnsw")
+    fill(store)
+    other = sqlite3.connect(tmp_path / "bot.sqlite3")
+    other.execute("UPDATE rag_documents SET scope_org = 'globex' WHERE text LIKE 'The deployment runs%'")
+    other.commit()
+    other.close()
+    assert "The deployment runs every night at two" not in [h.text for h in store.search(A, "deployment", 5)]
     store.close()

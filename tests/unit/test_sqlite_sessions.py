@@ -10,18 +10,21 @@ from hypothesis import strategies as st
 
 from agentloop import ChatMessage, ToolCall
 from agentloop.adapters import SqliteSessionStore
+from agentloop.scopes import Scope
+
+S1, S2 = Scope(user_id="ada", session_id="s1"), Scope(user_id="ada", session_id="s2")
 
 
 def test_schema_on_first_use_wal_and_window(tmp_path: Path) -> None:
     path = tmp_path / "bot.sqlite3"
     store = SqliteSessionStore.open(path)
-    assert store.recent("s1", 10) == ()
+    assert store.recent(S1, 10) == ()
     messages = [ChatMessage.user(f"q{i}") if i % 2 == 0 else ChatMessage.assistant(f"a{i}") for i in range(6)]
-    store.append("s1", messages[:3])
-    store.append("s2", [ChatMessage.user("other")])
-    store.append("s1", messages[3:])
-    assert store.recent("s1", 4) == tuple(messages[2:])
-    assert store.recent("s2", 10) == (ChatMessage.user("other"),)
+    store.append(S1, messages[:3])
+    store.append(S2, [ChatMessage.user("other")])
+    store.append(S1, messages[3:])
+    assert store.recent(S1, 4) == tuple(messages[2:])
+    assert store.recent(S2, 10) == (ChatMessage.user("other"),)
     store.close()
     assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone() == ("wal",)
 
@@ -31,9 +34,9 @@ def test_tool_messages_round_trip_through_a_new_connection(tmp_path: Path) -> No
     call = ToolCall("c1", "search", {"q": "x", "n": [1, 2]})
     messages = [ChatMessage.assistant(None, (call,)), ChatMessage.tool("c1", "search", "found")]
     first = SqliteSessionStore.open(path)
-    first.append("s", messages)
+    first.append(S1, messages)
     first.close()
-    assert SqliteSessionStore.open(path).recent("s", 5) == tuple(messages)
+    assert SqliteSessionStore.open(path).recent(S1, 5) == tuple(messages)
 
 
 @settings(deadline=None, max_examples=25)
@@ -42,8 +45,8 @@ def test_recent_is_the_tail_of_what_was_appended(appended: list[tuple[str, str]]
     """History keeps insertion order per session (what I5 relies on to read back the canonical text)."""
     store = SqliteSessionStore(sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None))
     for session_id, text in appended:
-        store.append(session_id, [ChatMessage.user(text)])
+        store.append(Scope(session_id=session_id), [ChatMessage.user(text)])
     for session_id in ("a", "b"):
         mine = [ChatMessage.user(t) for s, t in appended if s == session_id]
-        assert store.recent(session_id, limit) == tuple(mine[-limit:] if limit else [])
+        assert store.recent(Scope(session_id=session_id), limit) == tuple(mine[-limit:] if limit else [])
     store.close()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agentloop import AgentContext, IncomingMessage, PipelineError, Session, System, TurnOutcome
+from agentloop import AgentContext, IncomingMessage, PipelineError, Session, System, TurnOutcome, memory_scope
 from agentloop.testing import RecordingChannel, ScriptedLLM
 from systems import (
     MemoryPersistSystem,
@@ -49,7 +49,7 @@ def test_insert_replace_remove_by_class(tmp_path: Path) -> None:
             pipeline.insert(Greeting())
         ctx = pipeline.build().run_turn_sync(Session("s"), IncomingMessage("hi"))
         assert isinstance(ctx.turn_outcome, TurnOutcome) and channel.texts == ["hello"]
-        assert pipeline.stores is not None and pipeline.stores.memory.recent("session:s", 5) == ()
+        assert pipeline.stores is not None and pipeline.stores.memory.recent(memory_scope(Session("s")), 5) == ()
         assert len(pipeline.stores.rag) == 0
 
 

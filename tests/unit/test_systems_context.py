@@ -5,27 +5,28 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from agentloop import Attachment, ChatMessage, PromptContext, SanitizedInput, Session
+from agentloop import Attachment, ChatMessage, PromptContext, SanitizedInput, Session, history_scope
 from agentloop.adapters import BotStores, HashingEmbedder
 from agentloop.ports import MemoryEntry
 from agentloop.tasks import TaskTurn
 from agentloop.testing import make_context, run_system_sync
-from systems import ContextBuildingSystem
 from agentloop.scopes import Scope
+from systems import ContextBuildingSystem
 
-ADA = Scope(user_id="ada").key  # memory and indexed answers of user ada, who has no org
+ADA = Scope(user_id="ada")  # memory and indexed answers of user ada, who has no org
 
 SESSION = Session("s2", user_id="ada")
+HISTORY = history_scope(SESSION)
 
 
 def test_prompt_has_history_window_memory_from_other_sessions_and_rag(tmp_path: Path) -> None:
     stores = BotStores.open(tmp_path, embedder=HashingEmbedder(dim=128))
-    stores.sessions.append("s2", [ChatMessage.user(f"m{i}") for i in range(5)])
+    stores.sessions.append(HISTORY, [ChatMessage.user(f"m{i}") for i in range(5)])
     at = datetime(2026, 1, 1, tzinfo=UTC)
     stores.memory.add(MemoryEntry(ADA, "s1", "favourite colour?", "You said blue.", at))
     stores.memory.add(MemoryEntry(ADA, "s2", "same session", "not repeated", at))
     stores.rag.add(ADA, "The office opens at eight in the morning")
-    stores.rag.add("user:bob", "The office of bob opens at nine")
+    stores.rag.add(Scope(user_id="bob"), "The office of bob opens at nine")
     system = ContextBuildingSystem("You help.", sessions=stores.sessions, history_window=3, memory=stores.memory,
                                    rag=stores.rag)
     ctx = make_context(session=SESSION, components=[SanitizedInput("when does the office open")])
@@ -50,7 +51,7 @@ def test_caller_history_wins_and_attachments_are_named() -> None:
 
 def _task_prompt(tmp_path: Path, fresh: bool) -> PromptContext:
     stores = BotStores.open(tmp_path, embedder=HashingEmbedder(dim=128))
-    stores.sessions.append("s2", [ChatMessage.user("an earlier chat message")])
+    stores.sessions.append(HISTORY, [ChatMessage.user("an earlier chat message")])
     stores.memory.add(MemoryEntry(ADA, "s1", "favourite colour?", "You said blue.", datetime(2026, 1, 1, tzinfo=UTC)))
     stores.rag.add(ADA, "The office opens at eight in the morning")
     system = ContextBuildingSystem("sys", sessions=stores.sessions, memory=stores.memory, rag=stores.rag)

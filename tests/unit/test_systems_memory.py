@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentloop import ChatMessage, FinishReason, OutgoingResponse, SanitizedInput, Session, TurnOutcome
+from agentloop import ChatMessage, FinishReason, OutgoingResponse, SanitizedInput, Session, TurnOutcome, history_scope
 from agentloop.adapters import BotStores, HashingEmbedder
 from agentloop.tasks import TaskTurn
 from agentloop.testing import make_context, run_system_sync
-from systems import MemoryPersistSystem
 from agentloop.scopes import Scope
+from systems import MemoryPersistSystem
 
-ADA = Scope(user_id="ada").key  # memory and indexed answers of user ada, who has no org
+ADA = Scope(user_id="ada")  # memory and indexed answers of user ada, who has no org
 
 SESSION = Session("s1", user_id="ada")
+HISTORY = history_scope(SESSION)
 
 
 def answered(text: str | None, *, fallback: bool = False) -> TurnOutcome:
@@ -29,7 +30,7 @@ def test_history_and_memory_get_the_sanitized_message_and_the_canonical_answer(t
     stores = BotStores.open(tmp_path, embedder=HashingEmbedder(dim=32))
     ctx = make_context(" hi ", session=SESSION, components=[SanitizedInput("hi"), answered("Hello!")])
     run_system_sync(MemoryPersistSystem(sessions=stores.sessions, memory=stores.memory), ctx)
-    assert stores.sessions.recent("s1", 10) == (ChatMessage.user("hi"), ChatMessage.assistant("Hello!"))
+    assert stores.sessions.recent(HISTORY, 10) == (ChatMessage.user("hi"), ChatMessage.assistant("Hello!"))
     (entry,) = stores.memory.recent(ADA, 10)
     assert (entry.user_text, entry.assistant_text) == ("hi", "Hello!")
     assert ctx.require(TurnOutcome).raw_history_written
@@ -41,7 +42,7 @@ def test_a_fallback_is_never_stored(tmp_path: Path) -> None:
     stores = BotStores.open(tmp_path, embedder=HashingEmbedder(dim=32))
     ctx = make_context("hi", session=SESSION, components=[answered(None, fallback=True)])
     run_system_sync(MemoryPersistSystem(sessions=stores.sessions, memory=stores.memory), ctx)
-    assert stores.sessions.recent("s1", 10) == (ChatMessage.user("hi"),)
+    assert stores.sessions.recent(HISTORY, 10) == (ChatMessage.user("hi"),)
     assert stores.memory.recent(ADA, 10) == ()
     stores.close()
 
@@ -52,5 +53,5 @@ def test_a_task_turn_is_stored_nowhere(tmp_path: Path) -> None:
     ctx = make_context("Summarize the report", session=SESSION, auto_mode=True,
                        components=[turn, TurnOutcome(FinishReason.SUCCESS, assistant_text="Done.", auto_mode=True)])
     assert run_system_sync(MemoryPersistSystem(sessions=stores.sessions, memory=stores.memory), ctx) is False
-    assert stores.sessions.recent("s1", 10) == () and stores.memory.recent(ADA, 10) == ()
+    assert stores.sessions.recent(HISTORY, 10) == () and stores.memory.recent(ADA, 10) == ()
     stores.close()

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from pytest_bdd.steps import StepFunctionContext, step_function_context_registry
 
 import agentloop.testing.bdd as bdd
+from agentloop.testing import RecordingChannel, ScriptedLLM
+from systems import StandardOptions, standard_pipeline
 
 _STEP_LINE = re.compile(r"^    (Given|When|Then) (.+)$", re.M)
 
@@ -43,3 +46,13 @@ def test_star_import_brings_the_steps_and_fixtures_and_nothing_else() -> None:
     step_fixtures = {n for n in names if n.startswith("pytestbdd_stepdef_")}
     assert len(step_fixtures) == len(_registered())
     assert names - step_fixtures == {"BotUnderTest", "scripted_llm", "recording_channel"}
+
+
+def test_the_stores_steps_read_the_company_the_pipeline_was_built_for(tmp_path: Path) -> None:
+    llm, channel = ScriptedLLM(["The shop opens at nine."]), RecordingChannel()
+    with standard_pipeline(llm, channel, data_dir=tmp_path, options=StandardOptions(company_id="globex")) as pipeline:
+        bot = bdd.BotUnderTest(pipeline.build(), llm, channel, pipeline.stores, company_id="globex")
+        bot.say("When does the shop open?")
+        assert [m.content for m in bot.history()] == ["When does the shop open?", "The shop opens at nine."]
+        bdd.then_memory_holds(bot, "The shop opens at nine.")
+        bdd.then_rag_finds(bot, "The shop opens at nine.", "shop opening")

@@ -30,6 +30,7 @@ from agentloop import (
     ToolLoopStop,
     TransportError,
     TurnOutcome,
+    history_scope,
     knowledge_scope,
     memory_scope,
     resolve_finish_reason,
@@ -173,9 +174,9 @@ def run(scenario: Scenario, stores: BotStores) -> Ran:
     rag_before = len(stores.rag)
     ctx = pipeline.build().run_turn_sync(session, IncomingMessage(scenario.text, auto_mode=scenario.auto_mode))
     return Ran(
-        ctx, channel, tuple(ran), stores.sessions.recent(session.id, 100),
-        tuple(e.assistant_text for e in stores.memory.recent(memory_scope(session).key, 100)),
-        len(stores.rag) - rag_before, tuple(stores.rag.texts(knowledge_scope(session).key)),
+        ctx, channel, tuple(ran), stores.sessions.recent(history_scope(session), 100),
+        tuple(e.assistant_text for e in stores.memory.recent(memory_scope(session), 100)),
+        len(stores.rag) - rag_before, tuple(stores.rag.texts(knowledge_scope(session))),
     )
 
 

@@ -1,0 +1,201 @@
+"""Tenant isolation end to end: tenants whose ids repeat at every level run turns through
+the standard pipeline with note-taking, and each sees its own answers and nobody else's."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import re
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+import attrs
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from agentloop import IncomingMessage, LlmReply, LlmRequest, PromptContext, Session, history_scope, knowledge_scope, memory_scope
+from agentloop.adapters import open_note_taking
+from agentloop.cli import main
+from agentloop.notes import DistillationSettings, LayerIds, NoteTaking
+from agentloop.testing import RecordingChannel, ScriptedLLM
+from systems import StandardOptions, StandardPipeline, add_note_taking, standard_pipeline
+
+MARKERS = ("mkalpha", "mkbravo", "mkcharlie")
+QUESTION = "When does the shop open?"
+_MARKER = re.compile(r"\bmk[a-z]+\b")
+
+
+@attrs.frozen
+class Tenant:
+    """One tenant chain and the session id it talks in; `marker` is in everything it stores."""
+
+    company: str
+    org: str
+    team: str
+    project: str
+    user: str
+    session_id: str
+    marker: str
+
+    def session(self, session_id: str | None = None) -> Session:
+        return Session(session_id or self.session_id, self.user, self.project, self.team, self.org)
+
+    @property
+    def place(self) -> tuple[str, str, str, str]:
+        """What indexed answers and project notes are shared within."""
+        return (self.company, self.org, self.team, self.project)
+
+    @property
+    def person(self) -> tuple[str, str, str]:
+        """What memory is shared within: the user in the org."""
+        return (self.company, self.org, self.user)
+
+    def may_see(self, other: Tenant) -> bool:
+        """Whether anything of `other` may reach this tenant's prompt."""
+        return other.place == self.place or other.person == self.person
+
+
+def note_reply(request: LlmRequest) -> str:
+    """A distilled note that carries the marker of the trajectory it came from."""
+    marker = _MARKER.search("\n".join(m.content or "" for m in request.messages))
+    word = marker.group(0) if marker else "unmarked"
+    return (
+        f"## Context\nThe shop opening hours for {word}\n\n## Solution\nThe shop opens at nine ({word}).\n\n"
+        f"## Key Patterns\nLook the shop hours up for {word}.\n"
+    )
+
+
+def lookup(topic: str) -> str:
+    """Look a topic up."""
+    return f"found {topic}"
+
+
+@contextmanager
+def open_company(
+    data_dir: Path, company: str, script: Sequence[LlmReply | str]
+) -> Iterator[tuple[StandardPipeline, NoteTaking]]:
+    """The standard bot with note-taking for one company (the deployment), on shared files."""
+    with ExitStack() as stack:
+        llm = ScriptedLLM(script)
+        options = StandardOptions(company_id=company, rag_k=10)
+        pipeline = stack.enter_context(
+            standard_pipeline(llm, RecordingChannel(), data_dir=data_dir, tools=[lookup], options=options)
+        )
+        note_taking = stack.enter_context(
+            open_note_taking(
+                data_dir, ScriptedLLM(note_reply), company_id=company,
+                distillation=DistillationSettings(min_executions=1, min_duration_s=0.0),
+            )
+        )
+        add_note_taking(pipeline, note_taking)
+        yield pipeline, note_taking
+
+
+def write(data_dir: Path, company: str, tenants: Sequence[Tenant]) -> None:
+    """Each tenant answers in its session, then runs a tool in a session of its own whose
+    trajectory is distilled into a note."""
+    script: list[LlmReply | str] = []
+    for t in tenants:
+        script += [f"The shop opens at nine, {t.marker}.", ScriptedLLM.tool_call("lookup", {"topic": t.marker}),
+                   f"Looked up {t.marker}."]
+    with open_company(data_dir, company, script) as (pipeline, note_taking):
+        loop = pipeline.build()
+        for t in tenants:
+            loop.run_turn_sync(t.session(), IncomingMessage(f"Remember {t.marker}"))
+            noted = t.session(f"notes-{t.marker}")
+            loop.run_turn_sync(noted, IncomingMessage("Look it up"))
+            asyncio.run(note_taking.end_session(noted, success=True))
+
+
+def ask(data_dir: Path, company: str, tenants: Sequence[Tenant]) -> dict[str, tuple[PromptContext, PromptContext]]:
+    """Each tenant asks again in its own session and in a later one; the prompts it got."""
+    script = [f"Noted, {t.marker}." for t in tenants for _ in range(2)]
+    prompts: dict[str, tuple[PromptContext, PromptContext]] = {}
+    with open_company(data_dir, company, script) as (pipeline, _):
+        loop = pipeline.build()
+        for t in tenants:
+            same = loop.run_turn_sync(t.session(), IncomingMessage(QUESTION)).require(PromptContext)
+            later = loop.run_turn_sync(t.session(f"{t.session_id}-later"), IncomingMessage(QUESTION)).require(PromptContext)
+            prompts[t.marker] = (same, later)
+    return prompts
+
+
+def markers(texts: Sequence[str | None]) -> set[str]:
+    return set(_MARKER.findall("\n".join(text or "" for text in texts)))
+
+
+def prompt_markers(prompt: PromptContext, source: str | None = None) -> set[str]:
+    if source is None:
+        return markers([m.content for m in prompt.to_messages()])
+    return markers([s.body for s in prompt.sections if s.source == source])
+
+
+def notes_listed(data_dir: Path, t: Tenant, *command: str) -> set[str]:
+    out = io.StringIO()
+    chain = ["--company", t.company, "--org", t.org, "--team", t.team, "--project", t.project]
+    assert main(["notes", *command, "--data-dir", str(data_dir), *chain], out) == 0
+    return markers([out.getvalue()])
+
+
+def check(data_dir: Path, tenants: Sequence[Tenant]) -> None:
+    by_company: dict[str, list[Tenant]] = {}
+    for t in tenants:
+        by_company.setdefault(t.company, []).append(t)
+    for company, own in by_company.items():
+        write(data_dir, company, own)
+    prompts: dict[str, tuple[PromptContext, PromptContext]] = {}
+    for company, own in by_company.items():
+        prompts.update(ask(data_dir, company, own))
+    for t in tenants:
+        allowed = {o.marker for o in tenants if t.may_see(o)}
+        same_place = {o.marker for o in tenants if o.place == t.place}
+        same_person = {o.marker for o in tenants if o.person == t.person}
+        same, later = prompts[t.marker]
+        assert t.marker in prompt_markers(same) <= allowed, "the prompt in the tenant's own session"
+        assert prompt_markers(later) <= allowed, "the prompt in a later session"
+        assert t.marker in prompt_markers(later, "memory") <= same_person
+        assert t.marker in prompt_markers(later, "rag") <= same_place
+        assert t.marker in prompt_markers(later, "notes") <= same_place
+        with open_company(data_dir, t.company, []) as (pipeline, note_taking):
+            stores = pipeline.stores
+            assert stores is not None
+            assert markers([m.content for m in stores.sessions.recent(history_scope(t.session(), t.company), 100)]) == {t.marker}
+            remembered = stores.memory.recent(memory_scope(t.session(), t.company), 100)
+            assert markers([e.assistant_text for e in remembered]) == same_person
+            assert markers([h.text for h in stores.rag.search(knowledge_scope(t.session(), t.company), QUESTION, 50)]) == same_place
+            chain = LayerIds.of_session(t.session(), t.company)
+            found = note_taking.knowledge.search(QUESTION, chain, k=50, min_similarity=-1.0)
+            assert markers([r.item.markdown for r in found]) == same_place
+        assert notes_listed(data_dir, t, "list") == same_place
+        assert notes_listed(data_dir, t, "search", QUESTION, "-k", "50") <= same_place
+
+
+ids = st.sampled_from
+chains = st.tuples(ids(["c1", "c2"]), ids(["acme", "globex"]), ids(["web", "ops"]), ids(["shop", "blog"]),
+                   ids(["ada", "bob"]), ids(["s1", "s2"]))
+PROJECT_UNDER_TWO_ORGS = [("c1", "acme", "web", "shop", "ada", "s1"), ("c1", "globex", "web", "shop", "ada", "s1")]
+USER_UNDER_TWO_ORGS = [("c1", "acme", "web", "shop", "ada", "s1"), ("c1", "globex", "ops", "blog", "ada", "s2")]
+TEAM_IN_TWO_COMPANIES = [("c1", "acme", "web", "shop", "ada", "s1"), ("c2", "acme", "web", "shop", "ada", "s1")]
+TWO_USERS_OF_ONE_PROJECT = [("c1", "acme", "web", "shop", "ada", "s1"), ("c1", "acme", "web", "shop", "bob", "s1")]
+
+
+@settings(deadline=None, max_examples=6)
+@given(st.lists(chains, min_size=2, max_size=3, unique=True))
+@example(PROJECT_UNDER_TWO_ORGS)
+@example(USER_UNDER_TWO_ORGS)
+@example(TEAM_IN_TWO_COMPANIES)
+@example(TWO_USERS_OF_ONE_PROJECT)
+def test_no_tenant_sees_another_chains_text_and_each_sees_its_own(chosen: list[tuple[str, ...]]) -> None:
+    """I11: whichever ids repeat (a project or user id under two orgs, a team id in two
+    companies, a session id anywhere), no text stored for one chain reaches another
+    chain's prompt, memory, RAG or note search, or its `agentloop notes` listing; and
+    each chain still finds its own answers, shared with exactly the chains that share
+    its project (answers, notes) or its user within the org (memory)."""
+    tenants = [
+        Tenant(company, org, team, project, user, session_id, marker)
+        for (company, org, team, project, user, session_id), marker in zip(chosen, MARKERS)
+    ]
+    with tempfile.TemporaryDirectory(prefix="agentloop-tenants-") as data_dir:
+        check(Path(data_dir), tenants)
