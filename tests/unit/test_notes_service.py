@@ -143,3 +143,20 @@ def test_observed_sessions_are_bounded_and_the_least_recent_is_dropped_first(tmp
         assert len(notes._sessions) <= 50
     assert "s0" in notes._sessions and "s1" not in notes._sessions and "s499" in notes._sessions
     notes.close()
+
+
+def test_a_session_id_repeated_under_another_org_does_not_pull_its_executions_into_the_note(tmp_path: Path) -> None:
+    """I11: distillation reads only the executions of the ending session's own chain."""
+    model = Model()
+    with open_note_taking(tmp_path, model) as notes:
+        acme = Session("s1", user_id="u1", project_id="shop", org_id="acme")
+        globex = Session("s1", user_id="u1", project_id="shop", org_id="globex")
+        for tools, org in ((["lint", "test", "pin"], "acme"), (["globex_secret_tool"], "globex")):
+            for execution in make_executions(tools, session_id="s1", user_id="u1", project_id="shop", org_id=org):
+                notes.recorder.enqueue(execution)
+        result = asyncio.run(notes.end_session(acme, success=True))
+        assert result.status is DistillationStatus.STORED
+        (request,) = model.requests
+        prompt = request.messages[-1].content or ""
+        assert "lint" in prompt and "globex_secret_tool" not in prompt
+        assert asyncio.run(notes.end_session(globex, success=True)).status is DistillationStatus.SKIPPED
