@@ -30,7 +30,7 @@ from agentloop.adapters import SqliteTrajectoryStore
 from agentloop.context import AgentContext
 from agentloop.notes import TrajectoryRecorder
 from agentloop.testing import FakeClock, RecordingChannel, ScriptedLLM, make_context, run_system_sync
-from systems import ToolLoopSystem, standard_pipeline
+from systems import StandardOptions, ToolLoopSystem, standard_pipeline
 
 
 @tool
@@ -242,6 +242,12 @@ def test_tool_output_is_capped_before_the_model_and_capture_see_it() -> None:
     run_system_sync(ToolLoopSystem(llm, [dump], max_tool_output_bytes=1000), context())
     (told,) = [m.content or "" for m in llm.requests[-1].messages if m.role is Role.TOOL]
     assert told == "x" * 1000 + "\n…[cut: 50,000,000 bytes, 1,000 bytes kept]"
+
+
+def test_the_standard_pipeline_passes_its_tool_output_cap_on(tmp_path: Path) -> None:
+    options = StandardOptions(max_tool_output_bytes=1000)
+    with standard_pipeline(ScriptedLLM(), RecordingChannel(), data_dir=tmp_path, options=options) as pipeline:
+        assert pipeline.get(ToolLoopSystem).max_tool_output_bytes == 1000
 
 
 def test_arguments_that_are_not_json_go_back_to_the_model_which_can_then_answer(tmp_path: Path) -> None:
