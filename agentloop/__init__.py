@@ -72,10 +72,17 @@ __all__ = [
 ]
 
 from agentloop.errors import ToolArgumentError, ToolDefinitionError  # noqa: E402
-from agentloop.tools import Tool, ToolRegistry, VoiceReply, tool  # noqa: E402
+from agentloop.tools import Tool, ToolRegistry, VoiceReply, current_execution_id, running_execution, tool  # noqa: E402
 
-__all__ += ["Tool", "ToolArgumentError", "ToolDefinitionError", "ToolRegistry", "VoiceReply", "tool"]
+__all__ += [
+    "Tool", "ToolArgumentError", "ToolDefinitionError", "ToolRegistry", "VoiceReply", "current_execution_id",
+    "running_execution", "tool",
+]
 
 from agentloop.scopes import DEFAULT_COMPANY, Scope, history_scope, knowledge_scope, memory_scope  # noqa: E402
 
 __all__ += ["DEFAULT_COMPANY", "Scope", "history_scope", "knowledge_scope", "memory_scope"]
+
+from agentloop.text import cap_bytes, storable  # noqa: E402
+
+__all__ += ["cap_bytes", "storable"]

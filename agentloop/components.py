@@ -95,7 +95,12 @@ class PlanProposal:
 
 @attrs.frozen
 class ToolExecution:
-    """One finished tool call, as captured for trajectories."""
+    """One finished tool call, as captured for trajectories.
+
+    `step_id` is the model step that asked for it (calls asked for together share it);
+    `parent_id` is the execution it ran inside (a tool that ran a turn), None at the top.
+    The session's tenant chain (org, team, project, user) decides who may read it.
+    """
 
     id: str
     tool_name: str
@@ -109,6 +114,9 @@ class ToolExecution:
     user_id: str | None = None
     project_id: str | None = None
     context_snapshot: dict[str, str] = attrs.field(factory=dict, hash=False)
+    org_id: str | None = None
+    team_id: str | None = None
+    step_id: str | None = None
 
     @property
     def succeeded(self) -> bool:

@@ -17,11 +17,16 @@ class Role(enum.Enum):
 
 @attrs.frozen
 class ToolCall:
-    """A model's request to run tool `name` with JSON `arguments`."""
+    """A model's request to run tool `name` with JSON `arguments`.
+
+    `arguments_error` says why the model's arguments could not be read (then `arguments`
+    is empty); the tool loop tells the model so instead of running the tool.
+    """
 
     id: str
     name: str
     arguments: dict[str, Any] = attrs.field(factory=dict, hash=False)
+    arguments_error: str | None = None
 
 
 @attrs.frozen

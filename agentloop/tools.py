@@ -14,12 +14,33 @@ import enum
 import inspect
 import types
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Annotated, Any, Literal, Union, get_args, get_origin, get_type_hints, overload
 
 import attrs
 
 from agentloop.errors import ToolArgumentError, ToolDefinitionError
 from agentloop.messages import ToolSpec
+
+_CURRENT_EXECUTION: ContextVar[str | None] = ContextVar("agentloop_current_execution", default=None)
+
+
+def current_execution_id() -> str | None:
+    """The id of the tool execution running now (in this task or thread), if any: a turn
+    run from inside a tool records its own executions as that execution's children."""
+    return _CURRENT_EXECUTION.get()
+
+
+@contextmanager
+def running_execution(execution_id: str) -> Iterator[None]:
+    """Mark `execution_id` as the execution running inside this block (see `current_execution_id`)."""
+    token = _CURRENT_EXECUTION.set(execution_id)
+    try:
+        yield
+    finally:
+        _CURRENT_EXECUTION.reset(token)
+
 
 _SCALARS: dict[type, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
 

@@ -6,24 +6,26 @@ import re
 import unicodedata
 from typing import ClassVar
 
-from agentloop import AgentContext, IncomingMessage, SanitizedInput, System
+from agentloop import AgentContext, IncomingMessage, SanitizedInput, System, storable
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
 def sanitize(text: str, max_chars: int) -> tuple[str, bool]:
-    """NFC-normalised text without control characters (tabs and newlines kept), trimmed
-    and cut to `max_chars`; the flag says whether it was cut."""
-    cleaned = _CONTROL.sub("", unicodedata.normalize("NFC", text.replace("\r\n", "\n").replace("\r", "\n"))).strip()
+    """NFC-normalised storable text without control characters (tabs and newlines kept),
+    trimmed and cut to `max_chars`; the flag says whether it was cut."""
+    cleaned = _CONTROL.sub("", unicodedata.normalize("NFC", text.replace("\r\n", "\n").replace("\r", "\n")))
+    cleaned = storable(cleaned).strip()
     if len(cleaned) <= max_chars:
         return cleaned, False
     return cleaned[:max_chars], True
 
 
 def turn_user_text(ctx: AgentContext) -> str:
-    """The user's text for this turn: sanitized when InputSanitizationSystem ran, else as it came."""
+    """The user's text for this turn: sanitized when InputSanitizationSystem ran, else as it
+    came (made storable, so history and memory never refuse it)."""
     sanitized = ctx.get(SanitizedInput)
-    return sanitized.text if sanitized is not None else ctx.incoming.text
+    return sanitized.text if sanitized is not None else storable(ctx.incoming.text)
 
 
 class InputSanitizationSystem(System):

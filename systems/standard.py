@@ -20,7 +20,13 @@ from systems.memory import MemoryPersistSystem
 from systems.outcome import TurnOutcomeFinalizationSystem
 from systems.rag import RagIndexingSystem
 from systems.routing import ResponseRoutingSystem
-from systems.tool_loop import ToolExecutionHook, ToolLoopSystem, ToolPolicy, plan_mode_requested
+from systems.tool_loop import (
+    DEFAULT_MAX_TOOL_OUTPUT_BYTES,
+    ToolExecutionHook,
+    ToolLoopSystem,
+    ToolPolicy,
+    plan_mode_requested,
+)
 
 S = TypeVar("S", bound=System)
 
@@ -47,6 +53,9 @@ class StandardOptions:
     turn_timeout: float | None = None
     company_id: str = DEFAULT_COMPANY
     """The deployment's company: every stored row's tenant chain starts with it."""
+    max_tool_output_bytes: int = DEFAULT_MAX_TOOL_OUTPUT_BYTES
+    """A tool's output beyond this many UTF-8 bytes is cut (and the cut marked) before
+    the model or trajectory capture sees it."""
 
 
 class StandardPipeline:
@@ -216,6 +225,7 @@ def _standard(
             voice=opts.voice,
             model=opts.model,
             temperature=opts.temperature,
+            max_tool_output_bytes=opts.max_tool_output_bytes,
         ),
         TurnOutcomeFinalizationSystem(),
         FeedbackGuaranteeSystem(),

@@ -40,7 +40,11 @@ from agentloop import (
     ToolLoopStop,
     ToolRegistry,
     VoiceReply,
+    cap_bytes,
     converter,
+    current_execution_id,
+    running_execution,
+    storable,
     tool,
 )
 from agentloop.ports import LLM
@@ -53,6 +57,8 @@ ToolExecutionHook = Callable[[ToolExecution], None]
 """Called synchronously right after each tool finishes; must not block."""
 
 _log = structlog.get_logger("agentloop.tool_loop")
+
+DEFAULT_MAX_TOOL_OUTPUT_BYTES = 64 * 1024
 
 
 @tool(name="send_voice")
@@ -103,7 +109,9 @@ class ToolLoopSystem(System):
     limit, the deadline or the tool policy ended the loop; in plan mode the model's
     tool calls become a `PlanProposal` and none runs. Every tool run is recorded in
     `ToolExecutions` and handed to `on_tool_execution`. A tool exception or a bad
-    argument is a TOOL failure whose message goes back to the model as the result.
+    argument (or arguments that are not a JSON object) is a TOOL failure whose message
+    goes back to the model as the result. A tool's output is cut to
+    `max_tool_output_bytes` (the cut marked) before the model or capture sees it.
     Sync tools run on the event loop: make slow or blocking tools `async def`.
     """
 
@@ -124,9 +132,12 @@ class ToolLoopSystem(System):
         voice: bool = True,
         model: str | None = None,
         temperature: float | None = None,
+        max_tool_output_bytes: int = DEFAULT_MAX_TOOL_OUTPUT_BYTES,
     ) -> None:
         if max_llm_calls < 1 or max_tool_executions < 0:
             raise ValueError("max_llm_calls must be at least 1 and max_tool_executions not negative")
+        if max_tool_output_bytes < 1:
+            raise ValueError(f"max_tool_output_bytes must be positive, got {max_tool_output_bytes}")
         self.llm = llm
         self.tools = ToolRegistry(tools)  # a copy: adding send_voice must not change the caller's registry
         if voice and self.tools.get(send_voice.name) is None:
@@ -138,6 +149,7 @@ class ToolLoopSystem(System):
         self.on_tool_execution = on_tool_execution
         self.model = model
         self.temperature = temperature
+        self.max_tool_output_bytes = max_tool_output_bytes
 
     def _in_plan_mode(self, ctx: AgentContext) -> bool:
         return self.plan_mode(ctx) if callable(self.plan_mode) else self.plan_mode
@@ -163,14 +175,16 @@ class ToolLoopSystem(System):
             except Exception as exc:
                 self._llm_failed(turn, FailureKind.EXCEPTION, f"{type(exc).__name__}: {exc}")
                 return
+            content = storable(reply.content) if reply.content is not None else None
             if not reply.tool_calls:
-                self._answer(turn, reply.content or "", reply.model)
+                self._answer(turn, content or "", reply.model)
                 return
             if plan_mode:
-                ctx.set(PlanProposal(reply.content, reply.tool_calls))
+                ctx.set(PlanProposal(content, reply.tool_calls))
                 turn.stop(FinishReason.PLAN_MODE, f"plan mode: {len(reply.tool_calls)} tool call(s) proposed, none run")
                 return
-            turn.messages.append(ChatMessage.assistant(reply.content, reply.tool_calls))
+            turn.messages.append(ChatMessage.assistant(content, reply.tool_calls))
+            step_id = uuid.uuid4().hex  # the calls of one model step share it
             for call in reply.tool_calls:
                 if len(turn.executions) >= self.max_tool_executions:
                     turn.stop(FinishReason.ITERATION_LIMIT, f"the tool limit ({self.max_tool_executions}) was reached")
@@ -180,8 +194,8 @@ class ToolLoopSystem(System):
                     turn.fail(FailureSource.TOOL, call.name, FailureKind.POLICY, f"tool {call.name!r} denied: {denial}")
                     turn.stop(FinishReason.POLICY_DENIED, denial)
                     return
-                content = await self._execute(turn, call)
-                turn.messages.append(ChatMessage.tool(call.id, call.name, content))
+                told = await self._execute(turn, call, step_id)
+                turn.messages.append(ChatMessage.tool(call.id, call.name, told))
 
     def _llm_failed(self, turn: _Turn, kind: FailureKind, message: str) -> None:
         turn.fail(FailureSource.LLM, self.name, kind, message)
@@ -193,20 +207,26 @@ class ToolLoopSystem(System):
             return
         turn.ctx.set(LlmResponse(text, model or self.model, turn.voice_text, tuple(turn.attachments)))
 
-    async def _execute(self, turn: _Turn, call: ToolCall) -> str:
-        """Run one tool call; returns what the model is told about it."""
+    async def _execute(self, turn: _Turn, call: ToolCall, step_id: str) -> str:
+        """Run one tool call of model step `step_id`; returns what the model is told about it."""
         ctx = turn.ctx
         started_at = ctx.clock.now()
         t0 = perf_counter()
+        execution_id = uuid.uuid4().hex
+        parent_id = current_execution_id()
         found = self.tools.get(call.name)
         result_text: str | None = None
         error: str | None = None
         if found is None:
             error = f"there is no tool named {call.name!r}; available: {', '.join(t.name for t in self.tools)}"
             turn.fail(FailureSource.TOOL, call.name, FailureKind.VALIDATION, error)
+        elif call.arguments_error is not None:
+            error = f"the arguments of {call.name!r} could not be read: {call.arguments_error}; send a JSON object"
+            turn.fail(FailureSource.TOOL, call.name, FailureKind.VALIDATION, error)
         else:
             try:
-                result = await found.invoke(call.arguments)
+                with running_execution(execution_id):
+                    result = await found.invoke(call.arguments)
             except ToolArgumentError as exc:
                 error = str(exc)
                 turn.fail(FailureSource.TOOL, call.name, FailureKind.VALIDATION, error)
@@ -219,23 +239,29 @@ class ToolLoopSystem(System):
                     turn.voice_text = result.text
                 elif isinstance(result, Attachment):
                     turn.attachments.append(result)
-                result_text = _render_result(result)
+                result_text = storable(cap_bytes(_render_result(result), self.max_tool_output_bytes))
+        if error is not None:
+            error = storable(cap_bytes(error, self.max_tool_output_bytes))
+        session = ctx.session
         execution = ToolExecution(
-            id=uuid.uuid4().hex,
-            tool_name=call.name,
+            id=execution_id,
+            tool_name=storable(call.name),
             arguments=dict(call.arguments),
             started_at=started_at,
             duration_ms=(perf_counter() - t0) * 1000.0,
-            session_id=ctx.session.id,
+            session_id=session.id,
             result=result_text,
             error=error,
-            parent_id=turn.executions[-1].id if turn.executions else None,
-            user_id=ctx.session.user_id,
-            project_id=ctx.session.project_id,
+            parent_id=parent_id,
+            user_id=session.user_id,
+            project_id=session.project_id,
             context_snapshot={
                 "turn_id": ctx.turn_id,
                 "user_message": turn_user_text(ctx)[:500],
             },
+            org_id=session.org_id,
+            team_id=session.team_id,
+            step_id=step_id,
         )
         turn.executions.append(execution)
         ctx.set(ToolExecutions(tuple(turn.executions)))

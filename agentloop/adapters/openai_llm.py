@@ -36,19 +36,26 @@ def _tool(spec: ToolSpec) -> dict[str, Any]:
     return {"type": "function", "function": {"name": spec.name, "description": spec.description, "parameters": spec.parameters}}
 
 
+def _tool_call(call: Any) -> ToolCall:
+    """One tool call; arguments that are not a JSON object become `arguments_error`."""
+    text = call["function"].get("arguments") or "{}"
+    try:
+        arguments = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return ToolCall(call["id"], call["function"]["name"], arguments_error=f"they are not valid JSON ({exc})")
+    if not isinstance(arguments, dict):
+        return ToolCall(call["id"], call["function"]["name"], arguments_error="they are not a JSON object")
+    return ToolCall(call["id"], call["function"]["name"], arguments)
+
+
 def _reply(body: Any) -> LlmReply:
     """Parse a chat completion body; raises VALIDATION for anything malformed."""
     try:
         message = body["choices"][0]["message"]
-        calls = tuple(
-            ToolCall(call["id"], call["function"]["name"], json.loads(call["function"].get("arguments") or "{}"))
-            for call in message.get("tool_calls") or ()
-        )
+        calls = tuple(_tool_call(call) for call in message.get("tool_calls") or ())
         content = message.get("content")
         if content is not None and not isinstance(content, str):
             raise TypeError(f"content is {type(content).__name__}")
-        if any(not isinstance(c.arguments, dict) for c in calls):
-            raise TypeError("tool call arguments are not a JSON object")
         return LlmReply(content, calls, body.get("model"))
     except (KeyError, IndexError, TypeError, AttributeError, json.JSONDecodeError) as exc:
         raise LlmCallError(f"the model server sent a malformed completion ({exc!r})", kind=FailureKind.VALIDATION) from exc

@@ -6,12 +6,15 @@ import json
 import sqlite3
 import threading
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
+
+import attrs
 
 from agentloop.adapters.sqlite import connect, transaction
 from agentloop.components import ToolExecution
 from agentloop.notes.models import Trajectory
+from agentloop.scopes import Scope
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS tool_executions (
@@ -28,9 +31,20 @@ CREATE TABLE IF NOT EXISTS tool_executions (
     started_at TEXT NOT NULL,
     started_ts REAL NOT NULL,
     duration_ms REAL NOT NULL,
-    context_snapshot TEXT NOT NULL
+    context_snapshot TEXT NOT NULL,
+    org_id TEXT,
+    team_id TEXT,
+    step_id TEXT
 );
 CREATE INDEX IF NOT EXISTS tool_executions_by_session ON tool_executions (session_id, started_ts, seq);
+CREATE TABLE IF NOT EXISTS quarantined_executions (
+    id TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    tool_name TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    execution TEXT NOT NULL,
+    quarantined_at TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS distilled_trajectories (
     hash TEXT PRIMARY KEY,
     session_id TEXT NOT NULL,
@@ -41,8 +55,10 @@ CREATE TABLE IF NOT EXISTS distilled_trajectories (
 
 _COLUMNS = (
     "id, session_id, parent_id, user_id, project_id, tool_name, arguments, result, error, "
-    "started_at, started_ts, duration_ms, context_snapshot"
+    "started_at, started_ts, duration_ms, context_snapshot, org_id, team_id, step_id"
 )
+_ADDED_COLUMNS = ("org_id", "team_id", "step_id")
+"""Columns a table made by an earlier release lacks; added in place, NULL on old rows."""
 
 
 _json = json.JSONEncoder(default=str).encode
@@ -54,6 +70,7 @@ def _row(e: ToolExecution) -> tuple[object, ...]:
         _json(e.arguments), e.result, e.error,
         e.started_at.isoformat(), e.started_at.timestamp(), e.duration_ms,
         _json(e.context_snapshot) if e.context_snapshot else "{}",
+        e.org_id, e.team_id, e.step_id,
     )
 
 
@@ -71,36 +88,83 @@ def _execution(row: sqlite3.Row) -> ToolExecution:
         user_id=row["user_id"],
         project_id=row["project_id"],
         context_snapshot=json.loads(row["context_snapshot"]),
+        org_id=row["org_id"],
+        team_id=row["team_id"],
+        step_id=row["step_id"],
     )
+
+
+def _escaped(text: str) -> str:
+    """`text` in pure ASCII (backslash escapes), so even text the store refused can be kept."""
+    return text.encode("ascii", "backslashreplace").decode("ascii")
 
 
 class SqliteTrajectoryStore:
     """Tool executions and distilled-trajectory hashes; the schema is made on first use.
 
     Arguments and context snapshots are stored as JSON (values JSON cannot hold are
-    stored as their `str`).
+    stored as their `str`). Each row keeps the session's org, team, project and user; a
+    table from an earlier release gains those columns with NULL, so its rows are read
+    only by a chain without org and team.
     """
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()
         self._conn = connect(self.path)
-        self._conn.row_factory = sqlite3.Row
+        try:
+            self._conn.row_factory = sqlite3.Row
+            self._migrate()
+        except BaseException:
+            self._conn.close()
+            raise
+
+    def _migrate(self) -> None:
+        """Add the columns an older table lacks, then make whatever is missing."""
+        existing = {row["name"] for row in self._conn.execute("PRAGMA table_info(tool_executions)")}
+        if existing:
+            for column in _ADDED_COLUMNS:
+                if column not in existing:
+                    self._conn.execute(f"ALTER TABLE tool_executions ADD COLUMN {column} TEXT")
         self._conn.executescript(_SCHEMA)
 
     def append(self, executions: Sequence[ToolExecution]) -> None:
         rows = [_row(e) for e in executions]
         with self._lock, transaction(self._conn):
             self._conn.executemany(
-                f"INSERT OR IGNORE INTO tool_executions ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", rows
+                f"INSERT OR IGNORE INTO tool_executions ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows
             )
 
-    def load(self, session_id: str) -> Trajectory:
+    def load(self, session_id: str, scope: Scope | None = None) -> Trajectory:
+        where, params = "session_id = ?", [session_id]  # type: tuple[str, list[str | None]]
+        if scope is not None:
+            where += " AND org_id IS ? AND team_id IS ? AND project_id IS ? AND user_id IS ?"
+            params += [scope.org_id, scope.team_id, scope.project_id, scope.user_id]
         with self._lock:
             rows = self._conn.execute(
-                f"SELECT {_COLUMNS} FROM tool_executions WHERE session_id = ? ORDER BY started_ts, seq", (session_id,)
+                f"SELECT {_COLUMNS} FROM tool_executions WHERE {where} ORDER BY started_ts, seq", params
             ).fetchall()
         return Trajectory(session_id, tuple(_execution(row) for row in rows))
+
+    def quarantine(self, execution: ToolExecution, reason: str) -> None:
+        with self._lock:
+            self._conn.execute(
+                "INSERT INTO quarantined_executions (id, session_id, tool_name, reason, execution, quarantined_at) "
+                "VALUES (?,?,?,?,?,?)",
+                (
+                    _escaped(execution.id), _escaped(execution.session_id), _escaped(execution.tool_name),
+                    _escaped(reason), json.dumps(attrs.asdict(execution), default=str), datetime.now(UTC).isoformat(),
+                ),
+            )
+
+    def quarantined(self) -> list[dict[str, str]]:
+        """The kept executions the store refused, oldest first: id, session, tool and reason
+        backslash-escaped to ASCII, and the whole execution as ASCII JSON."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT id, session_id, tool_name, reason, execution FROM quarantined_executions ORDER BY rowid"
+            ).fetchall()
+        return [dict(row) for row in rows]
 
     def count(self) -> int:
         with self._lock:

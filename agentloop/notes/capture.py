@@ -1,17 +1,23 @@
-"""Trajectory capture off the tool's path: a non-blocking enqueue, batched background
-writes, a retry queue for failed writes, rate-triggered sampling, and a drain on close.
+"""Trajectory capture off the tool's path: a non-blocking, thread-safe enqueue, batched
+background writes, a retry queue for failed writes, quarantine for an execution the store
+refuses, rate-triggered sampling, and a drain on close.
 
 The tool runner calls `TrajectoryRecorder.enqueue` right after a tool finishes; it only
 appends to an in-memory buffer. A writer thread (`start()`) writes a batch when the
 buffer holds `batch_size` events or `flush_interval_s` has passed since the last flush
 (measured on the injected Clock), and retries failed batches with exponential backoff.
+A failed batch is split so its good executions are written; one the store still refuses
+is quarantined (kept, counted, logged), so no single execution blocks the others.
 `close()` stops the writer and drains everything accepted to the store (I12).
 """
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import random
 import threading
+import time
 from collections import OrderedDict, deque
 from typing import TYPE_CHECKING, Any
 
@@ -21,12 +27,16 @@ import structlog
 from agentloop.components import ToolExecution
 from agentloop.errors import CaptureDrainError, RecorderClosedError
 from agentloop.ports.clock import Clock, SystemClock
+from agentloop.text import storable
 
 if TYPE_CHECKING:
     from agentloop.ports.metrics import Metrics
     from agentloop.ports.trajectories import TrajectoryStore
 
 BATCH_SIZE_METRIC = "note_taking.capture.batch_size"
+DATA_ERRORS: tuple[type[Exception], ...] = (ValueError, TypeError, OverflowError)
+"""Errors that blame the execution written, not the store (a UnicodeEncodeError is one):
+an execution that alone raises one of these is quarantined at once."""
 RATE_WINDOW_S = 60.0
 """The span over which a session's tool-run rate is measured; a window whose newest run
 is older than this is dropped, so the rate state holds only recently active sessions."""
@@ -34,8 +44,9 @@ is older than this is dropped, so the rate state holds only recently active sess
 
 @attrs.frozen
 class CaptureSettings:
-    """The defaults: 10 events or 5 s per batch; above 100 tool runs a minute
-    in a session, successful runs are kept at 10% (failed ones always)."""
+    """10 events or 5 s per batch; above 100 tool runs a minute in a session, successful
+    runs are kept at 10% (failed ones always). `close()` keeps retrying a store that
+    refuses writes for up to `close_timeout_s`."""
 
     batch_size: int = 10
     flush_interval_s: float = 5.0
@@ -48,6 +59,7 @@ class CaptureSettings:
     """How often the writer wakes to check the interval; default a quarter of it, at most 1 s."""
     dedup_window: int = 4096
     """How many recent execution ids are remembered so one execution is captured once."""
+    close_timeout_s: float = 10.0
 
     def __attrs_post_init__(self) -> None:
         if self.batch_size < 1 or self.flush_interval_s <= 0:
@@ -56,11 +68,14 @@ class CaptureSettings:
             raise ValueError(f"sampling_rate is a fraction in [0, 1], got {self.sampling_rate}")
         if self.sampling_threshold_per_minute < 1 or self.drain_attempts < 1:
             raise ValueError("sampling_threshold_per_minute and drain_attempts must be at least 1")
+        if self.close_timeout_s < 0:
+            raise ValueError(f"close_timeout_s must not be negative, got {self.close_timeout_s}")
 
 
 @attrs.frozen
 class CaptureStats:
-    """Counts since the recorder was made. `accepted == written + pending` at all times."""
+    """Counts since the recorder was made: `accepted == written + quarantined + pending`
+    at all times, and every offered execution is accepted, sampled out or a duplicate."""
 
     accepted: int
     written: int
@@ -68,6 +83,17 @@ class CaptureStats:
     sampled_out: int
     duplicates: int
     failed_flushes: int
+    quarantined: int = 0
+
+
+@attrs.frozen
+class QuarantinedExecution:
+    """An execution the store refused on its own, and why; `kept_in_store` says whether
+    the store's quarantine took it (else only this recorder holds it)."""
+
+    execution: ToolExecution
+    reason: str
+    kept_in_store: bool
 
 
 @attrs.define
@@ -98,10 +124,12 @@ class TrajectoryRecorder:
         self._log = logger if logger is not None else structlog.get_logger("agentloop.notes.capture")
         self._buffer: deque[ToolExecution] = deque()
         self._retry: list[_Batch] = []
-        self._flush_lock = threading.Lock()
-        self._count_lock = threading.Lock()
-        """Held while events move between buffer, in flight, retry and written (never
-        during a store write), so `stats` always sees each event in exactly one place."""
+        self._write_lock = threading.Lock()
+        """Held for each store write, so one writer (thread, flush or drain) writes at a time."""
+        self._lock = threading.Lock()
+        """Held while enqueue decides and while events move between buffer, in flight,
+        retry, written and quarantined (never during a store write), so `stats` always
+        sees each event in exactly one place."""
         self._windows: OrderedDict[str, deque[float]] = OrderedDict()
         """Each session's recent run times, least recently active first."""
         self._sampling: dict[str, int] = {}
@@ -113,6 +141,8 @@ class TrajectoryRecorder:
         self._duplicates = 0
         self._failed_flushes = 0
         self._in_flight = 0
+        self.quarantined: list[QuarantinedExecution] = []
+        """Every execution quarantined since the recorder was made, oldest first."""
         self._last_flush = self.clock.monotonic()
         self._closed = False
         self._wake = threading.Event()
@@ -122,29 +152,30 @@ class TrajectoryRecorder:
     # -- the tool's path -------------------------------------------------------------
 
     def enqueue(self, execution: ToolExecution) -> bool:
-        """Accept one finished tool execution without blocking; False if it was sampled
-        out or was already captured. Raises `RecorderClosedError` after `close()`."""
-        if self._closed:
-            raise RecorderClosedError(
-                f"tool execution {execution.id} arrived after the trajectory recorder was closed; "
-                f"close the recorder only after the last turn has finished"
-            )
-        key = execution.id
-        if key in self._seen:
-            self._duplicates += 1
-            return False
-        self._seen.add(key)
-        self._seen_order.append(key)
-        if len(self._seen_order) > self.settings.dedup_window:
-            self._seen.discard(self._seen_order.popleft())
-        if self._sampled(execution):
-            self._sampled_out += 1
-            self._sampling[execution.session_id] += 1
-            return False
-        with self._count_lock:
+        """Accept one finished tool execution without blocking (from any thread); False if
+        it was sampled out or was already captured. `RecorderClosedError` after `close()`."""
+        with self._lock:
+            if self._closed:
+                raise RecorderClosedError(
+                    f"tool execution {execution.id} arrived after the trajectory recorder was closed; "
+                    f"close the recorder only after the last turn has finished"
+                )
+            key = execution.id
+            if key in self._seen:
+                self._duplicates += 1
+                return False
+            self._seen.add(key)
+            self._seen_order.append(key)
+            if len(self._seen_order) > self.settings.dedup_window:
+                self._seen.discard(self._seen_order.popleft())
+            if self._sampled(execution):
+                self._sampled_out += 1
+                self._sampling[execution.session_id] += 1
+                return False
             self._buffer.append(execution)
             self._accepted += 1
-        if len(self._buffer) >= self.settings.batch_size:
+            full = len(self._buffer) >= self.settings.batch_size
+        if full:
             self._wake.set()
         return True
 
@@ -195,9 +226,10 @@ class TrajectoryRecorder:
 
     def forget_session(self, session_id: str) -> None:
         """Drop the session's rate window (its events stay queued until written)."""
-        self._windows.pop(session_id, None)
-        if session_id in self._sampling:
-            self._set_sampling(session_id, False)
+        with self._lock:
+            self._windows.pop(session_id, None)
+            if session_id in self._sampling:
+                self._set_sampling(session_id, False)
 
     # -- the writer ------------------------------------------------------------------
 
@@ -217,10 +249,11 @@ class TrajectoryRecorder:
     def flush(self) -> int:
         """Write the buffer now, then every failed batch whose backoff has passed.
 
-        Returns how many events were written. A failed write goes to the retry queue;
-        nothing is raised, nothing is lost.
+        Returns how many events were written. A failed write goes to the retry queue
+        (an execution the store refuses on its own to quarantine); nothing is raised,
+        nothing is lost.
         """
-        with self._flush_lock:
+        with self._write_lock:
             now = self.clock.monotonic()
             self._last_flush = now
             written = 0
@@ -231,32 +264,51 @@ class TrajectoryRecorder:
                 written += self._write(batch, now)
             return written
 
-    def drain(self) -> int:
-        """Write everything pending now, ignoring backoff; `CaptureDrainError` if the store
-        still refuses after `drain_attempts` rounds (the events stay queued)."""
-        with self._flush_lock:
-            now = self.clock.monotonic()
-            self._last_flush = now
-            taken = self._take_buffer()
+    def drain(self, timeout: float | None = None) -> int:
+        """Write everything pending now; returns how many were written.
+
+        Without `timeout`, tries `drain_attempts` rounds at once; with it, retries with
+        backoff until everything is written or `timeout` seconds have passed. Raises
+        `CaptureDrainError` if events are still pending (they stay queued).
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if not self._write_lock.acquire(timeout=-1 if deadline is None else max(deadline - time.monotonic(), 0.0)):
+            raise self._pending_error("the trajectory store is still busy with an earlier write")
+        try:
             written = 0
-            for attempt in range(self.settings.drain_attempts):
-                pending = self._take_retries(due_by=None)
-                if attempt == 0 and taken:
-                    pending.append(_Batch(taken))
-                for batch in pending:
+            for attempt in itertools.count(1):
+                now = self.clock.monotonic()
+                self._last_flush = now
+                batches = self._take_retries(due_by=None)
+                taken = self._take_buffer()
+                if taken:
+                    batches.append(_Batch(taken))
+                for batch in batches:
                     written += self._write(batch, now)
                 if not self._retry:
                     return written
-            stuck = sum(len(batch.events) for batch in self._retry)
-            raise CaptureDrainError(
-                f"{stuck} captured tool executions could not be written to the trajectory store "
-                f"after {self.settings.drain_attempts} attempts; they are still queued, fix the "
-                f"store and call drain() again"
-            )
+                if deadline is None:
+                    if attempt >= self.settings.drain_attempts:
+                        break
+                    continue
+                delay = min(self.settings.retry_backoff_s * 2 ** (attempt - 1), self.settings.max_backoff_s)
+                delay = min(delay, deadline - time.monotonic())
+                if delay <= 0:
+                    break
+                time.sleep(delay)
+        finally:
+            self._write_lock.release()
+        raise self._pending_error(f"the store refused them for {attempt} attempts")
+
+    def _pending_error(self, why: str) -> CaptureDrainError:
+        return CaptureDrainError(
+            f"{self.stats.pending} captured tool executions could not be written to the trajectory store "
+            f"({why}); they are still queued, fix the store and call drain() again"
+        )
 
     def _take_buffer(self) -> list[ToolExecution]:
         """Everything buffered, now counted as in flight."""
-        with self._count_lock:
+        with self._lock:
             taken = list(self._buffer)
             self._buffer.clear()
             self._in_flight += len(taken)
@@ -264,35 +316,91 @@ class TrajectoryRecorder:
 
     def _take_retries(self, due_by: float | None) -> list[_Batch]:
         """The failed batches due by `due_by` (all when None), now counted as in flight."""
-        with self._count_lock:
+        with self._lock:
             taken = [batch for batch in self._retry if due_by is None or batch.due_at <= due_by]
             self._retry = [batch for batch in self._retry if not (due_by is None or batch.due_at <= due_by)]
             self._in_flight += sum(len(batch.events) for batch in taken)
         return taken
 
     def _write(self, batch: _Batch, now: float) -> int:
-        """Write one batch already counted in flight; on failure it goes back to retry."""
-        try:
-            self.store.append(batch.events)
-        except Exception as exc:
-            batch.attempts += 1
-            delay = min(self.settings.retry_backoff_s * 2 ** (batch.attempts - 1), self.settings.max_backoff_s)
-            batch.due_at = now + delay
-            with self._count_lock:
-                self._retry.append(batch)
-                self._in_flight -= len(batch.events)
-            self._failed_flushes += 1
-            self._log.warning(
-                "capture.flush_failed", events=len(batch.events), attempt=batch.attempts,
-                retry_in_s=delay, error=f"{type(exc).__name__}: {exc}",
-            )
-            return 0
-        with self._count_lock:
-            self._written += len(batch.events)
+        """Write one batch already counted in flight; returns how many were written.
+
+        A failed batch is split in halves until the good executions are written. A single
+        execution is quarantined when it fails with a data error, or with any error while
+        the store took other writes of this batch; what failed while the store looked down
+        (nothing of the batch could be written) is retried after backoff.
+        """
+        trusted = False
+        written = 0
+        unresolved: list[ToolExecution] = []
+        error: Exception | None = None
+        groups = [batch.events]
+        for _ in range(2):  # a second round once a success shows the store is up
+            while groups:
+                group = groups.pop()
+                try:
+                    self.store.append(group)
+                except Exception as exc:
+                    error = exc
+                    blamed = trusted or isinstance(exc, DATA_ERRORS)
+                    if len(group) == 1 and blamed:
+                        self._quarantine(group[0], exc)
+                    elif len(group) > 1 and (blamed or group is batch.events):
+                        middle = len(group) // 2
+                        groups += [group[middle:], group[:middle]]
+                    else:
+                        unresolved += group
+                else:
+                    trusted = True
+                    written += len(group)
+                    with self._lock:
+                        self._written += len(group)
+                        self._in_flight -= len(group)
+                    self._observe_batch(len(group))
+            if not (unresolved and trusted):
+                break
+            groups, unresolved = [unresolved], []
+        if unresolved:
+            self._retry_later(_Batch(unresolved, batch.attempts), now, error)
+        return written
+
+    def _retry_later(self, batch: _Batch, now: float, error: Exception | None) -> None:
+        batch.attempts += 1
+        delay = min(self.settings.retry_backoff_s * 2 ** (batch.attempts - 1), self.settings.max_backoff_s)
+        batch.due_at = now + delay
+        with self._lock:
+            self._retry.append(batch)
             self._in_flight -= len(batch.events)
-        if self.metrics is not None:
-            self.metrics.observe(BATCH_SIZE_METRIC, float(len(batch.events)))
-        return len(batch.events)
+            self._failed_flushes += 1
+        self._log.warning(
+            "capture.flush_failed", events=len(batch.events), attempt=batch.attempts,
+            retry_in_s=delay, error=f"{type(error).__name__}: {error}",
+        )
+
+    def _quarantine(self, execution: ToolExecution, exc: Exception) -> None:
+        """Keep an execution the store refused on its own, count it, and say so once."""
+        reason = f"{type(exc).__name__}: {exc}"
+        try:
+            self.store.quarantine(execution, reason)
+            kept = True
+        except Exception:
+            kept = False
+        with self._lock:
+            self.quarantined.append(QuarantinedExecution(execution, reason, kept))
+            self._in_flight -= 1
+        self._log.error(
+            "capture.quarantined", tool=storable(execution.tool_name), session_id=storable(execution.session_id),
+            execution_id=storable(execution.id), error=storable(reason), kept_in_store=kept,
+        )
+
+    def _observe_batch(self, size: int) -> None:
+        """Report a written batch; a failing metrics sink is logged, never stops the writer."""
+        if self.metrics is None:
+            return
+        try:
+            self.metrics.observe(BATCH_SIZE_METRIC, float(size))
+        except Exception as exc:
+            self._log.warning("capture.metrics_failed", error=f"{type(exc).__name__}: {exc}")
 
     # -- life cycle ------------------------------------------------------------------
 
@@ -308,20 +416,48 @@ class TrajectoryRecorder:
         while not self._stop.is_set():
             self._wake.wait(poll)
             self._wake.clear()
-            self.tick()
+            try:
+                self.tick()
+            except Exception as exc:  # the writer outlives any one failure
+                self._log.error("capture.writer_failed", error=f"{type(exc).__name__}: {exc}")
 
-    def close(self, timeout: float | None = None) -> None:
-        """Refuse new events, stop the writer, and drain everything accepted to the store."""
-        self._closed = True
+    def close(self, timeout: float | None = None) -> CaptureStats:
+        """Refuse new events, stop the writer, and drain everything accepted to the store.
+
+        Returns within `timeout` seconds (default `close_timeout_s`) even if the store
+        hangs, retrying a failing store with backoff meanwhile; raises `CaptureDrainError`
+        saying how many executions are still pending if some could not be written.
+        """
+        limit = self.settings.close_timeout_s if timeout is None else timeout
+        deadline = time.monotonic() + limit
+        with self._lock:
+            self._closed = True
+            for session_id in list(self._sampling):
+                self._set_sampling(session_id, False)
         if self._thread is not None:
             self._stop.set()
             self._wake.set()
-            self._thread.join(timeout)
+            self._thread.join(max(deadline - time.monotonic(), 0.0))
             self._thread = None
-        for session_id in list(self._sampling):
-            self._set_sampling(session_id, False)
-        self.drain()
-        self._log.info("capture.closed", accepted=self._accepted, written=self._written, sampled_out=self._sampled_out)
+        drainer = threading.Thread(target=self._drain_quietly, args=(deadline,), name="trajectory-drain", daemon=True)
+        drainer.start()
+        drainer.join(max(deadline - time.monotonic(), 0.0))
+        stats = self.stats
+        self._log.info(
+            "capture.closed", accepted=stats.accepted, written=stats.written, pending=stats.pending,
+            quarantined=stats.quarantined, sampled_out=stats.sampled_out,
+        )
+        if stats.pending:
+            raise CaptureDrainError(
+                f"{stats.pending} captured tool executions could not be written to the trajectory store "
+                f"within {limit:g} s of close(); they are still queued, fix the store and call drain() again"
+            )
+        return stats
+
+    def _drain_quietly(self, deadline: float) -> None:
+        """`drain` until `deadline`; what is left is reported by `close` from the stats."""
+        with contextlib.suppress(CaptureDrainError):
+            self.drain(timeout=max(deadline - time.monotonic(), 0.0))
 
     def __enter__(self) -> TrajectoryRecorder:
         self.start()
@@ -333,8 +469,9 @@ class TrajectoryRecorder:
     @property
     def stats(self) -> CaptureStats:
         """A snapshot that never waits for a write in progress (those count as pending)."""
-        with self._count_lock:
+        with self._lock:
             pending = len(self._buffer) + self._in_flight + sum(len(batch.events) for batch in self._retry)
             return CaptureStats(
-                self._accepted, self._written, pending, self._sampled_out, self._duplicates, self._failed_flushes
+                self._accepted, self._written, pending, self._sampled_out, self._duplicates, self._failed_flushes,
+                len(self.quarantined),
             )

@@ -134,13 +134,21 @@ def _clip(text: str | None, limit: int) -> str:
 
 
 def build_prompt(trajectory: Trajectory, *, model: str | None = None, max_output_chars: int = 2000) -> LlmRequest:
-    """The structured distillation request: instructions plus the trajectory, step by step."""
+    """The structured distillation request: instructions plus the trajectory, step by step,
+    saying which steps one model reply asked for together and which ran inside another."""
     position = {e.id: i + 1 for i, e in enumerate(trajectory.executions)}
+    together: dict[str, list[int]] = {}
+    for number, execution in enumerate(trajectory.executions, start=1):
+        if execution.step_id is not None:
+            together.setdefault(execution.step_id, []).append(number)
     steps = []
     for number, execution in enumerate(trajectory.executions, start=1):
         lines = [f"### Step {number}: {execution.tool_name}"]
         if execution.parent_id in position:
-            lines.append(f"Called within step {position[execution.parent_id]}")
+            lines.append(f"Ran inside step {position[execution.parent_id]}")
+        siblings = [n for n in together.get(execution.step_id or "", ()) if n != number]
+        if siblings:
+            lines.append(f"Asked for in one model reply together with step {', '.join(map(str, siblings))}")
         lines.append(f"Arguments: {json.dumps(execution.arguments, sort_keys=True, default=str)}")
         lines.append(f"Duration: {execution.duration_ms:.0f} ms")
         if execution.error is not None:

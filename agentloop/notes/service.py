@@ -16,6 +16,7 @@ from agentloop.notes.capture import TrajectoryRecorder
 from agentloop.notes.distillation import DistillationResult, DistillationStatus, Distiller
 from agentloop.notes.knowledge import KnowledgeBase
 from agentloop.notes.models import KnowledgeItem, Layer, LayerIds, RetrievedNote
+from agentloop.scopes import history_scope
 
 
 MAX_OBSERVED_SESSIONS = 10_000
@@ -74,7 +75,8 @@ class NoteTaking:
         return self.knowledge.retrieve(query, self.chain(session), session_id=session.id, layer=layer, k=k)
 
     async def end_session(self, session: str | Session, *, success: bool) -> DistillationResult:
-        """Write the session's captured executions, then distill its trajectory.
+        """Write the session's captured executions, then distill its trajectory (only the
+        executions recorded under the session's own tenant chain).
 
         `session` is the `Session` itself, or its id when it was observed (a system
         called `observe_session`). An id whose chain is unknown — never observed, or
@@ -94,7 +96,8 @@ class NoteTaking:
         except CaptureDrainError as exc:
             self._log.warning("notes.end_session.capture_pending", session_id=session_id, error=str(exc))
             return self.distiller.report(DistillationResult(DistillationStatus.FAILED, str(exc), ""), 0.0)
-        trajectory = self.recorder.store.load(session_id)
+        scope = history_scope(known, self.company_id) if known is not None else None
+        trajectory = self.recorder.store.load(session_id, scope)
         self.recorder.forget_session(session_id)
         if known is None:
             reason = (

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from agentloop.components import ToolExecution
     from agentloop.notes.models import Trajectory
+    from agentloop.scopes import Scope
 
 
 @runtime_checkable
@@ -16,12 +17,18 @@ class TrajectoryStore(Protocol):
     def append(self, executions: Sequence[ToolExecution]) -> None:
         """Write a batch all-or-nothing; an execution whose id is already stored is skipped.
 
-        Raises on failure so the caller can retry the whole batch.
+        Raises on failure so the caller can retry the batch, or split it to find an
+        execution the store refuses.
         """
         ...
 
-    def load(self, session_id: str) -> Trajectory:
-        """The session's executions, in the order they started (empty if none)."""
+    def load(self, session_id: str, scope: Scope | None = None) -> Trajectory:
+        """The session's executions, in the order they started (empty if none); with
+        `scope`, only those recorded under its org, team, project and user (I11)."""
+        ...
+
+    def quarantine(self, execution: ToolExecution, reason: str) -> None:
+        """Keep an execution `append` refused, in a form that cannot be refused (escaped)."""
         ...
 
     def count(self) -> int:

@@ -10,6 +10,7 @@ from typing import Any
 from agentloop.components import ToolExecution
 from agentloop.notes.models import Trajectory
 from agentloop.ports.trajectories import TrajectoryStore
+from agentloop.scopes import Scope
 
 __all__ = ["FlakyTrajectoryStore", "make_execution", "make_executions"]
 
@@ -30,6 +31,9 @@ def make_execution(
     project_id: str | None = None,
     execution_id: str | None = None,
     context_snapshot: dict[str, str] | None = None,
+    org_id: str | None = None,
+    team_id: str | None = None,
+    step_id: str | None = None,
 ) -> ToolExecution:
     """One finished tool execution; ids are unique within the process unless given."""
     return ToolExecution(
@@ -45,6 +49,9 @@ def make_execution(
         user_id=user_id,
         project_id=project_id,
         context_snapshot=context_snapshot or {},
+        org_id=org_id,
+        team_id=team_id,
+        step_id=step_id,
     )
 
 
@@ -80,8 +87,13 @@ class FlakyTrajectoryStore:
             raise OSError("injected trajectory store failure")
         self.inner.append(executions)
 
-    def load(self, session_id: str) -> Trajectory:
-        return self.inner.load(session_id)
+    def load(self, session_id: str, scope: Scope | None = None) -> Trajectory:
+        return self.inner.load(session_id, scope)
+
+    def quarantine(self, execution: ToolExecution, reason: str) -> None:
+        if self.failing:
+            raise OSError("injected trajectory store failure")
+        self.inner.quarantine(execution, reason)
 
     def count(self) -> int:
         return self.inner.count()

@@ -149,6 +149,8 @@ class World:
             "result": f"{tool} done",
             "user_id": session.user_id,
             "project_id": session.project_id,
+            "org_id": session.org_id,
+            "team_id": session.team_id,
             "context_snapshot": {"user_message": f"please fix ticket {session_id}"},
         }
         values.update(fields)

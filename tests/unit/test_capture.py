@@ -88,20 +88,32 @@ def test_a_failed_flush_is_retried_after_backoff(store: SqliteTrajectoryStore) -
     recorder = TrajectoryRecorder(flaky, clock=clock, settings=CaptureSettings(retry_backoff_s=0.5))
     for _ in range(4):
         recorder.enqueue(make_execution())
-    flaky.fail_next = 2
+    flaky.failing = True
     with capture_logs() as logs:
         assert recorder.flush() == 0
     assert any(entry["event"] == "capture.flush_failed" for entry in logs)
     assert recorder.stats.pending == 4 and recorder.stats.failed_flushes == 1
+    attempts = flaky.failures
     clock.advance(0.4)
-    assert recorder.tick() == 0
+    assert recorder.tick() == 0 and flaky.failures == attempts  # not due yet: no attempt
     clock.advance(0.1)
-    assert recorder.tick() == 0  # second injected failure: backoff doubles to 1 s
+    assert recorder.tick() == 0 and flaky.failures > attempts  # still down: backoff doubles to 1 s
+    flaky.failing = False
     clock.advance(0.9)
     assert recorder.tick() == 0
     clock.advance(0.1)
     assert recorder.tick() == 4
-    assert store.count() == 4 and recorder.stats.pending == 0
+    assert store.count() == 4 and recorder.stats.pending == 0 and recorder.stats.quarantined == 0
+
+
+def test_a_write_that_fails_once_is_split_and_written_in_the_same_flush(store: SqliteTrajectoryStore) -> None:
+    flaky = FlakyTrajectoryStore(store)
+    recorder = TrajectoryRecorder(flaky, clock=FakeClock())
+    for _ in range(4):
+        recorder.enqueue(make_execution())
+    flaky.fail_next = 1
+    assert recorder.flush() == 4
+    assert store.count() == 4 and recorder.stats.quarantined == 0
 
 
 def test_close_drains_everything_and_refuses_later_events(store: SqliteTrajectoryStore) -> None:
@@ -121,16 +133,19 @@ def test_close_drains_everything_and_refuses_later_events(store: SqliteTrajector
 
 def test_a_store_that_stays_down_at_shutdown_is_reported_not_hidden(store: SqliteTrajectoryStore) -> None:
     flaky = FlakyTrajectoryStore(store)
-    recorder = TrajectoryRecorder(flaky, clock=FakeClock())
+    recorder = TrajectoryRecorder(flaky, clock=FakeClock(), settings=CaptureSettings(retry_backoff_s=0.02))
     for _ in range(3):
         recorder.enqueue(make_execution())
     flaky.failing = True
-    with pytest.raises(CaptureDrainError, match="3 captured tool executions could not be written"):
-        recorder.close()
-    assert recorder.stats.pending == 3
+    started = time.monotonic()
+    with pytest.raises(CaptureDrainError, match=r"3 captured tool executions could not be written .* within 0.3 s"):
+        recorder.close(timeout=0.3)
+    assert time.monotonic() - started < 1.0
+    assert flaky.failures > 3  # retried with backoff while the close timeout lasted
+    assert recorder.stats.pending == 3 and recorder.stats.quarantined == 0
     flaky.failing = False
-    assert recorder.drain() == 3
-    assert store.count() == 3
+    recorder.drain()
+    assert store.count() == 3 and recorder.stats.pending == 0
 
 
 def test_the_same_execution_is_captured_once(store: SqliteTrajectoryStore) -> None:
@@ -214,9 +229,138 @@ def test_stats_count_batches_taken_for_writing_as_pending(store: SqliteTrajector
     assert (final.accepted, final.written, final.pending) == (4, 4, 0)
 
 
+class RefusingStore(FlakyTrajectoryStore):
+    """A real store that refuses, with a store error, any batch holding one poisoned id."""
+
+    def __init__(self, inner: SqliteTrajectoryStore, poisoned: str) -> None:
+        super().__init__(inner)
+        self.poisoned = poisoned
+        self.calls = 0
+
+    def append(self, executions: Sequence[ToolExecution]) -> None:
+        self.calls += 1
+        if any(e.id == self.poisoned for e in executions):
+            raise OSError("disk I/O error")
+        super().append(executions)
+
+
+def test_one_execution_the_store_cannot_take_is_quarantined_and_the_other_nine_are_written(
+    store: SqliteTrajectoryStore,
+) -> None:
+    recorder = TrajectoryRecorder(store, clock=FakeClock())
+    good = [make_execution("lint", session_id="s1") for _ in range(9)]
+    bad = make_execution("list_dir", session_id="s1", result="report-\udcff.txt")  # skipped the boundary
+    for execution in [*good[:4], bad, *good[4:]]:
+        recorder.enqueue(execution)
+    with capture_logs() as logs:
+        assert recorder.flush() == 9
+    assert {e.id for e in store.load("s1").executions} == {e.id for e in good}
+    stats = recorder.stats
+    assert (stats.written, stats.quarantined, stats.pending) == (9, 1, 0)
+    (entry,) = [e for e in logs if e["event"] == "capture.quarantined"]
+    assert (entry["tool"], entry["session_id"], entry["kept_in_store"]) == ("list_dir", "s1", True)
+    assert "UnicodeEncodeError" in entry["error"]
+    (kept,) = store.quarantined()
+    assert kept["id"] == bad.id and kept["tool_name"] == "list_dir" and "\\udcff" in kept["execution"]
+    assert recorder.flush() == 0 and recorder.stats.failed_flushes == 0  # never retried
+    recorder.close()
+
+
+def test_an_execution_refused_while_the_store_takes_the_others_is_quarantined_not_retried_forever(
+    store: SqliteTrajectoryStore,
+) -> None:
+    executions = [make_execution(session_id="s1") for _ in range(10)]
+    refusing = RefusingStore(store, poisoned=executions[7].id)
+    recorder = TrajectoryRecorder(refusing, clock=FakeClock())
+    for execution in executions:
+        recorder.enqueue(execution)
+    assert recorder.flush() == 9
+    assert [q.execution.id for q in recorder.quarantined] == [executions[7].id]
+    assert refusing.calls <= 2 * 10  # a bisection, not one write per event per retry
+    more = make_execution(session_id="s1")
+    recorder.enqueue(more)
+    assert recorder.flush() == 1 and store.count() == 10
+    recorder.close()
+
+
+def test_enqueue_from_eight_threads_counts_every_event_exactly(tmp_path: Path) -> None:
+    store = SqliteTrajectoryStore(tmp_path / "t.db")
+    recorder = TrajectoryRecorder(store, settings=CaptureSettings(batch_size=500, flush_interval_s=0.05))
+    per_thread = 20_000
+    accepted = [0] * 8
+
+    def run(number: int) -> None:
+        for index in range(per_thread):
+            unstorable = index % 5000 == 0  # a failed run (never sampled out) the store refuses
+            execution = make_execution(
+                session_id=f"s{number}", execution_id=f"{number}-{index}",
+                error="bad \udcff" if unstorable else None,
+            )
+            accepted[number] += recorder.enqueue(execution)
+
+    recorder.start()
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    stats = recorder.close(timeout=5.0)
+    assert 8 * per_thread == stats.written + stats.quarantined + stats.sampled_out
+    assert stats.accepted == sum(accepted) == stats.written + stats.quarantined and stats.pending == 0
+    assert stats.quarantined == 8 * 4 and stats.sampled_out > 0 and stats.duplicates == 0
+    assert store.count() == stats.written
+    store.close()
+
+
+class BrokenMetrics(InMemoryMetrics):
+    def observe(self, name: str, value: float, labels: dict[str, str] | None = None) -> None:
+        raise RuntimeError("metrics backend is down")
+
+
+def test_a_failing_metrics_sink_never_stops_the_writer(store: SqliteTrajectoryStore) -> None:
+    recorder = TrajectoryRecorder(store, settings=CaptureSettings(batch_size=2, flush_interval_s=3600),
+                                  metrics=BrokenMetrics())
+    with recorder:
+        for expected in (2, 4):
+            recorder.enqueue(make_execution())
+            recorder.enqueue(make_execution())
+            assert _wait_for(lambda: store.count() == expected)  # noqa: B023
+    assert recorder.stats.written == 4
+
+
+def test_drain_at_close_retries_with_backoff_until_the_store_recovers(store: SqliteTrajectoryStore) -> None:
+    flaky = FlakyTrajectoryStore(store)
+    recorder = TrajectoryRecorder(flaky, clock=FakeClock(), settings=CaptureSettings(retry_backoff_s=0.01, drain_attempts=1))
+    for _ in range(3):
+        recorder.enqueue(make_execution())
+    flaky.fail_next = 8  # more failures than one round of bisection makes
+    stats = recorder.close(timeout=5.0)
+    assert stats.written == 3 and store.count() == 3 and flaky.failures == 8
+
+
+def test_close_returns_within_its_timeout_on_a_store_that_hangs_and_loses_nothing(store: SqliteTrajectoryStore) -> None:
+    gated = GatedStore(store)
+    recorder = TrajectoryRecorder(gated, settings=CaptureSettings(batch_size=2, flush_interval_s=3600))  # type: ignore[arg-type]
+    recorder.start()
+    gated.gated = True
+    recorder.enqueue(make_execution())
+    recorder.enqueue(make_execution())
+    assert gated.entered.wait(5.0)  # the writer is stuck inside the store
+    recorder.enqueue(make_execution())
+    started = time.monotonic()
+    with pytest.raises(CaptureDrainError, match="3 captured tool executions could not be written .* within 0.2 s"):
+        recorder.close(timeout=0.2)
+    assert time.monotonic() - started < 0.5
+    gated.gated = False
+    gated.release.set()
+    recorder.drain()
+    assert store.count() == 3 and recorder.stats.pending == 0
+
+
 class CaptureMachine(RuleBasedStateMachine):
     """I12: whatever flush failures happen, after a clean shutdown the store holds every
-    accepted event; sampled-out events are counted, never silently dropped."""
+    accepted event but those it cannot take, which are quarantined on their own; sampled-out
+    events are counted, never silently dropped."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -231,6 +375,7 @@ class CaptureMachine(RuleBasedStateMachine):
             settings=CaptureSettings(batch_size=4, sampling_threshold_per_minute=6, sampling_rate=0.5),
         )
         self.accepted: set[str] = set()
+        self.unstorable: set[str] = set()
         self.offered = 0
         self.closed = False
 
@@ -266,23 +411,38 @@ class CaptureMachine(RuleBasedStateMachine):
         self.flaky.failing = False
         self.recorder.close()
         self.closed = True
-        assert self._stored_ids() == self.accepted
+        self._check_shutdown()
+
+    @precondition(lambda self: not self.closed)
+    @rule(session=st.sampled_from(["a", "b"]))
+    def enqueue_unstorable(self, session: str) -> None:
+        """An execution the store cannot take (it skipped the boundary that makes text storable)."""
+        execution = make_execution(session_id=session, error="bad bytes \udcff")
+        self.offered += 1
+        assert self.recorder.enqueue(execution)
+        self.accepted.add(execution.id)
+        self.unstorable.add(execution.id)
 
     @invariant()
     def nothing_is_lost(self) -> None:
         stats = self.recorder.stats
-        assert stats.accepted == len(self.accepted) == stats.written + stats.pending
+        assert stats.accepted == len(self.accepted) == stats.written + stats.quarantined + stats.pending
         assert stats.accepted + stats.sampled_out + stats.duplicates == self.offered
         assert stats.written == self.store.count()
+        assert {q.execution.id for q in self.recorder.quarantined} <= self.unstorable
 
     def _stored_ids(self) -> set[str]:
         return {e.id for s in ("a", "b") for e in self.store.load(s).executions}
+
+    def _check_shutdown(self) -> None:
+        assert self._stored_ids() == self.accepted - self.unstorable
+        assert {q.execution.id for q in self.recorder.quarantined} == self.unstorable
 
     def teardown(self) -> None:
         if not self.closed:
             self.flaky.failing = False
             self.recorder.close()
-            assert self._stored_ids() == self.accepted
+            self._check_shutdown()
         self.store.close()
         self._dir.cleanup()
 

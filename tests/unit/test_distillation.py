@@ -109,9 +109,23 @@ def test_the_prompt_asks_for_the_sections_and_shows_each_step() -> None:
     system, user = (m.content or "" for m in request.messages)
     assert system == INSTRUCTIONS and "## Key Patterns\nWhat reusable patterns emerged?" in system
     assert "### Step 1: plan" in user and "### Step 2: write" in user
-    assert "Called within step 1" in user and "Error: disk full" in user and "Context: cwd=/repo" in user
+    assert "Ran inside step 1" in user and "Error: disk full" in user and "Context: cwd=/repo" in user
     assert "[4900 more characters]" in user
     assert request.model == "m" and request.temperature == 0.0
+
+
+def test_the_prompt_describes_which_steps_one_reply_asked_for_and_which_ran_inside_another() -> None:
+    search, read = make_execution("search", step_id="m1"), make_execution("read", step_id="m1")
+    delegate = make_execution("delegate", step_id="m2")
+    nested = make_execution("add", step_id="m3", parent_id=delegate.id)
+    answer = make_execution("reply", step_id="m4")
+    _, user = (m.content or "" for m in build_prompt(Trajectory("s", (search, read, delegate, nested, answer))).messages)
+    blocks = {block.splitlines()[0]: block for block in user.split("\n\n") if block.startswith("### Step")}
+    assert "together with step 2" in blocks["### Step 1: search"]
+    assert "together with step 1" in blocks["### Step 2: read"]
+    assert "Ran inside step 3" in blocks["### Step 4: add"]
+    for plain in ("### Step 3: delegate", "### Step 5: reply"):
+        assert "Ran inside" not in blocks[plain] and "together" not in blocks[plain]
 
 
 def test_a_good_trajectory_becomes_a_draft_project_note(parts: tuple[KnowledgeBase, SqliteTrajectoryStore, InMemoryMetrics]) -> None:

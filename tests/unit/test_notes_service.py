@@ -12,7 +12,7 @@ from agentloop import LlmReply, LlmRequest, Session
 from agentloop.adapters import InMemoryMetrics, SqliteTrajectoryStore, open_note_taking
 from agentloop.adapters import notes as adapters_notes
 from agentloop.errors import CaptureDrainError
-from agentloop.notes import DistillationStatus, Layer, LayerIds
+from agentloop.notes import CaptureSettings, DistillationStatus, Layer, LayerIds
 from agentloop.testing import FakeClock
 from agentloop.testing.notes import FlakyTrajectoryStore, make_executions
 
@@ -33,7 +33,9 @@ def test_a_session_end_distills_what_was_captured(tmp_path: Path) -> None:
     with open_note_taking(tmp_path, Model(), clock=clock) as notes:
         session = Session("s1", user_id="u1", project_id="p1", team_id="t1", org_id="o1")
         notes.observe_session(session)
-        for execution in make_executions(["lint", "test", "pin"], session_id="s1", project_id="p1"):
+        for execution in make_executions(
+            ["lint", "test", "pin"], session_id="s1", user_id="u1", project_id="p1", team_id="t1", org_id="o1"
+        ):
             notes.recorder.enqueue(execution)
         result = asyncio.run(notes.end_session("s1", success=True))
         assert result.status is DistillationStatus.STORED and result.note is not None
@@ -59,7 +61,8 @@ def test_a_session_never_observed_is_skipped_rather_than_stored_under_an_invente
 
 def test_the_session_itself_may_be_passed_when_it_was_never_observed(tmp_path: Path) -> None:
     notes = open_note_taking(tmp_path, Model(), company_id="acme")
-    for execution in make_executions(["lint", "test", "pin"], session_id="s7", project_id="p7", user_id="u7"):
+    chain = {"project_id": "p7", "user_id": "u7", "team_id": "t7", "org_id": "o7"}
+    for execution in make_executions(["lint", "test", "pin"], session_id="s7", **chain):
         notes.recorder.enqueue(execution)
     session = Session("s7", user_id="u7", project_id="p7", team_id="t7", org_id="o7")
     result = asyncio.run(notes.end_session(session, success=True))
@@ -88,7 +91,7 @@ def test_a_store_that_cannot_take_the_trajectory_fails_the_distillation(tmp_path
 
 
 def test_close_closes_the_stores_and_saves_the_index_even_when_capture_cannot_drain(tmp_path: Path) -> None:
-    notes = open_note_taking(tmp_path, Model())
+    notes = open_note_taking(tmp_path, Model(), capture=CaptureSettings(close_timeout_s=0.1))
     trajectories = notes.recorder.store
     flaky = FlakyTrajectoryStore(trajectories)
     notes.recorder.store = flaky
@@ -140,3 +143,20 @@ def test_observed_sessions_are_bounded_and_the_least_recent_is_dropped_first(tmp
         assert len(notes._sessions) <= 50
     assert "s0" in notes._sessions and "s1" not in notes._sessions and "s499" in notes._sessions
     notes.close()
+
+
+def test_a_session_id_repeated_under_another_org_does_not_pull_its_executions_into_the_note(tmp_path: Path) -> None:
+    """I11: distillation reads only the executions of the ending session's own chain."""
+    model = Model()
+    with open_note_taking(tmp_path, model) as notes:
+        acme = Session("s1", user_id="u1", project_id="shop", org_id="acme")
+        globex = Session("s1", user_id="u1", project_id="shop", org_id="globex")
+        for tools, org in ((["lint", "test", "pin"], "acme"), (["globex_secret_tool"], "globex")):
+            for execution in make_executions(tools, session_id="s1", user_id="u1", project_id="shop", org_id=org):
+                notes.recorder.enqueue(execution)
+        result = asyncio.run(notes.end_session(acme, success=True))
+        assert result.status is DistillationStatus.STORED
+        (request,) = model.requests
+        prompt = request.messages[-1].content or ""
+        assert "lint" in prompt and "globex_secret_tool" not in prompt
+        assert asyncio.run(notes.end_session(globex, success=True)).status is DistillationStatus.SKIPPED

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import asyncio
 from collections.abc import Iterator
 from pathlib import Path
@@ -107,14 +109,24 @@ def test_error_kinds_after_retries(server: ScriptedServer, status: int, body: An
 
 @pytest.mark.parametrize(
     "raw",
-    [b"<html>oops</html>", b'{"choices": []}', b'{"choices": [{"message": {"content": 5}}]}',
-     b'{"choices": [{"message": {"tool_calls": [{"id": "1", "function": {"name": "f", "arguments": "{nope"}}]}}]}'],
+    [b"<html>oops</html>", b'{"choices": []}', b'{"choices": [{"message": {"content": 5}}]}'],
 )
 def test_garbage_is_a_validation_error_without_retry(server: ScriptedServer, raw: bytes) -> None:
     server.reply(raw=raw)
     with pytest.raises(LlmCallError) as caught:
         run(OpenAICompatibleLLM(server.url, "m", sleep=SleepLog()), HELLO)
     assert caught.value.kind is FailureKind.VALIDATION and len(server.requests) == 1
+
+
+@pytest.mark.parametrize(("arguments", "error"), [("{nope", "not valid JSON"), ("[1, 2]", "not a JSON object")])
+def test_unreadable_tool_arguments_reach_the_tool_loop_as_an_arguments_error(
+    server: ScriptedServer, arguments: str, error: str
+) -> None:
+    call = {"id": "1", "function": {"name": "f", "arguments": arguments}}
+    server.reply(raw=json.dumps({"choices": [{"message": {"tool_calls": [call]}}]}).encode())
+    reply = run(OpenAICompatibleLLM(server.url, "m", sleep=SleepLog()), HELLO)
+    (parsed,) = reply.tool_calls
+    assert (parsed.name, parsed.arguments) == ("f", {}) and error in (parsed.arguments_error or "")
 
 
 def test_timeout_is_retried_then_reported(server: ScriptedServer) -> None:

@@ -1,4 +1,5 @@
-"""SqliteTrajectoryStore: round trip, ordering, idempotent batches, distilled hashes."""
+"""SqliteTrajectoryStore: round trip, ordering, idempotent batches, distilled hashes,
+tenant chains and the migration of tables an earlier release made."""
 
 from __future__ import annotations
 
@@ -7,15 +8,16 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from agentloop.adapters import SqliteTrajectoryStore
+from agentloop.scopes import Scope
 from agentloop.testing.notes import make_execution, make_executions
 
 
 def test_a_batch_round_trips_every_field(tmp_path: Path) -> None:
     store = SqliteTrajectoryStore(tmp_path / "t.db")
-    parent = make_execution("plan", project_id="p1", context_snapshot={"turn": "1"})
+    parent = make_execution("plan", project_id="p1", context_snapshot={"turn": "1"}, org_id="o1", team_id="t1")
     child = make_execution(
         "write_file", arguments={"path": "a.py", "lines": [1, 2]}, error="disk full", parent_id=parent.id,
-        started_at=parent.started_at + timedelta(seconds=1), duration_ms=12.5, project_id="p1",
+        started_at=parent.started_at + timedelta(seconds=1), duration_ms=12.5, project_id="p1", step_id="m1",
     )
     store.append([parent, child])
     assert store.load("test-session").executions == (parent, child)
@@ -54,3 +56,39 @@ def test_the_database_uses_wal(tmp_path: Path) -> None:
     SqliteTrajectoryStore(tmp_path / "t.db")
     (mode,) = sqlite3.connect(tmp_path / "t.db").execute("PRAGMA journal_mode").fetchone()
     assert mode == "wal"
+
+
+def test_a_session_id_reused_under_another_org_reads_only_its_own_chain(tmp_path: Path) -> None:
+    """I11: the same session, project and user ids under two orgs are two trajectories."""
+    store = SqliteTrajectoryStore(tmp_path / "t.db")
+    acme = make_execution("acme_tool", session_id="s1", user_id="u1", project_id="shop", org_id="acme")
+    globex = make_execution("globex_tool", session_id="s1", user_id="u1", project_id="shop", org_id="globex")
+    store.append([acme, globex])
+    assert store.load("s1", Scope(org_id="acme", project_id="shop", user_id="u1")).executions == (acme,)
+    assert store.load("s1", Scope(org_id="globex", project_id="shop", user_id="u1")).executions == (globex,)
+    assert store.load("s1", Scope(project_id="shop", user_id="u1")).executions == ()
+    assert len(store.load("s1").executions) == 2
+    store.close()
+
+
+def test_a_table_from_the_earlier_release_gains_the_chain_columns_and_keeps_its_rows(tmp_path: Path) -> None:
+    path = tmp_path / "t.db"
+    with sqlite3.connect(path) as old:
+        old.executescript(
+            "CREATE TABLE tool_executions (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE,"
+            " session_id TEXT NOT NULL, parent_id TEXT, user_id TEXT, project_id TEXT, tool_name TEXT NOT NULL,"
+            " arguments TEXT NOT NULL, result TEXT, error TEXT, started_at TEXT NOT NULL, started_ts REAL NOT NULL,"
+            " duration_ms REAL NOT NULL, context_snapshot TEXT NOT NULL);"
+            " INSERT INTO tool_executions (id, session_id, user_id, project_id, tool_name, arguments, started_at,"
+            " started_ts, duration_ms, context_snapshot) VALUES ('old-1', 's1', 'u1', 'shop', 'lint', '{}',"
+            " '2026-01-01T00:00:00+00:00', 1767225600.0, 5.0, '{}');"
+        )
+    old.close()
+    store = SqliteTrajectoryStore(path)
+    (row,) = store.load("s1").executions
+    assert (row.id, row.org_id, row.team_id, row.step_id) == ("old-1", None, None, None)
+    assert store.load("s1", Scope(project_id="shop", user_id="u1")).executions == (row,)  # no org, no team: readable
+    assert store.load("s1", Scope(org_id="acme", project_id="shop", user_id="u1")).executions == ()
+    store.append([make_execution("new", session_id="s1", org_id="acme", project_id="shop", user_id="u1")])
+    assert store.count() == 2
+    store.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 
 from agentloop import (
     Attachment,
@@ -25,9 +26,11 @@ from agentloop import (
     ToolLoopStop,
     tool,
 )
+from agentloop.adapters import SqliteTrajectoryStore
 from agentloop.context import AgentContext
-from agentloop.testing import FakeClock, ScriptedLLM, make_context, run_system_sync
-from systems import ToolLoopSystem
+from agentloop.notes import TrajectoryRecorder
+from agentloop.testing import FakeClock, RecordingChannel, ScriptedLLM, make_context, run_system_sync
+from systems import StandardOptions, ToolLoopSystem, standard_pipeline
 
 
 @tool
@@ -47,7 +50,7 @@ def context(text: str = "what is 1+2?", metadata: dict[str, str] | None = None, 
     prompt = PromptContext("be exact", (ChatMessage.user(text),))
     return make_context(
         incoming=IncomingMessage(text, metadata=metadata or {}),
-        session=Session("s1", user_id="u1", project_id="p1"),
+        session=Session("s1", user_id="u1", project_id="p1", team_id="t1", org_id="o1"),
         components=[prompt, SanitizedInput(text)],
         clock=clock or FakeClock(),
         timeout=timeout,
@@ -68,9 +71,10 @@ def test_tool_results_go_back_to_the_model_and_executions_are_recorded() -> None
     executions = ctx.require(ToolExecutions).executions
     assert list(executions) == captured
     first, second = executions
-    assert first.parent_id is None and second.parent_id == first.id and first.id != second.id
+    assert first.id != second.id
     assert (first.tool_name, first.arguments, first.result, first.error) == ("add", {"a": 1, "b": 2}, "3", None)
     assert (first.session_id, first.user_id, first.project_id) == ("s1", "u1", "p1")
+    assert (first.org_id, first.team_id) == ("o1", "t1")
     assert first.started_at == datetime(2026, 1, 1, tzinfo=UTC) and first.duration_ms >= 0
     assert first.context_snapshot == {"turn_id": ctx.turn_id, "user_message": "what is 1+2?"}
     assert ctx.failures == ()
@@ -186,3 +190,93 @@ def test_the_callers_tool_registry_is_left_as_it_was() -> None:
     ToolLoopSystem(ScriptedLLM(), registry)
     assert [t.name for t in registry] == []
     assert "send_voice" not in [t.name for t in ToolLoopSystem(ScriptedLLM(), registry, voice=False).tools]
+
+
+def test_the_calls_of_one_model_step_share_it_and_none_is_the_parent_of_another() -> None:
+    llm = ScriptedLLM([
+        LlmReply(tool_calls=(ToolCall("1", "add", {"a": 1, "b": 2}), ToolCall("2", "add", {"a": 2, "b": 2}))),
+        ScriptedLLM.tool_call("add", {"a": 3, "b": 3}),
+        "done",
+    ])
+    ctx = context()
+    run_system_sync(ToolLoopSystem(llm, [add]), ctx)
+    first, second, third = ctx.require(ToolExecutions).executions
+    assert first.step_id is not None and first.step_id == second.step_id != third.step_id
+    assert third.step_id is not None
+    assert [e.parent_id for e in (first, second, third)] == [None, None, None]
+
+
+def test_a_turn_run_from_inside_a_tool_records_its_executions_as_that_executions_children() -> None:
+    inner_loop = ToolLoopSystem(ScriptedLLM([ScriptedLLM.tool_call("add", {"a": 1, "b": 1}), "2"]), [add])
+    inner_ctx = context("add one and one")
+
+    @tool
+    async def delegate(question: str) -> str:
+        """Ask a helper agent."""
+        await inner_loop.process(inner_ctx)
+        return inner_ctx.require(LlmResponse).text
+
+    ctx = context()
+    run_system_sync(ToolLoopSystem(ScriptedLLM([ScriptedLLM.tool_call("delegate", {"question": "1+1?"}), "2"]),
+                                   [delegate]), ctx)
+    (outer,) = ctx.require(ToolExecutions).executions
+    (inner,) = inner_ctx.require(ToolExecutions).executions
+    assert outer.parent_id is None and inner.parent_id == outer.id and outer.result == "2"
+
+
+def test_tool_output_is_capped_before_the_model_and_capture_see_it() -> None:
+    @tool
+    def dump() -> str:
+        """A huge result."""
+        return "x" * 50_000_000
+
+    captured: list[ToolExecution] = []
+    llm = ScriptedLLM([ScriptedLLM.tool_call("dump"), "that was a lot"])
+    ctx = context()
+    run_system_sync(ToolLoopSystem(llm, [dump], on_tool_execution=captured.append), ctx)
+    (told,) = [m.content or "" for m in llm.requests[-1].messages if m.role is Role.TOOL]
+    assert told.endswith("\n…[cut: 50,000,000 bytes, 64 KB kept]") and len(told.encode()) < 64 * 1024 + 100
+    assert captured[0].result == told
+
+    llm = ScriptedLLM([ScriptedLLM.tool_call("dump"), "ok"])
+    run_system_sync(ToolLoopSystem(llm, [dump], max_tool_output_bytes=1000), context())
+    (told,) = [m.content or "" for m in llm.requests[-1].messages if m.role is Role.TOOL]
+    assert told == "x" * 1000 + "\n…[cut: 50,000,000 bytes, 1,000 bytes kept]"
+
+
+def test_the_standard_pipeline_passes_its_tool_output_cap_on(tmp_path: Path) -> None:
+    options = StandardOptions(max_tool_output_bytes=1000)
+    with standard_pipeline(ScriptedLLM(), RecordingChannel(), data_dir=tmp_path, options=options) as pipeline:
+        assert pipeline.get(ToolLoopSystem).max_tool_output_bytes == 1000
+
+
+def test_arguments_that_are_not_json_go_back_to_the_model_which_can_then_answer(tmp_path: Path) -> None:
+    bad = ToolCall("1", "add", arguments_error="they are not valid JSON (Expecting ',' delimiter)")
+    llm = ScriptedLLM([LlmReply(tool_calls=(bad,)), ScriptedLLM.tool_call("add", {"a": 1, "b": 2}), "1+2 is 3"])
+    with standard_pipeline(llm, RecordingChannel(), data_dir=tmp_path, tools=[add]) as pipeline:
+        ctx = pipeline.build().run_turn_sync(Session("s1"), IncomingMessage("what is 1+2?"))
+    told = [m.content or "" for m in llm.requests[-1].messages if m.role is Role.TOOL]
+    assert told[0].startswith("error: the arguments of 'add' could not be read: they are not valid JSON")
+    assert told[1] == "3"
+    outcome = ctx.turn_outcome
+    assert outcome is not None and outcome.finish_reason is FinishReason.SUCCESS and outcome.assistant_text == "1+2 is 3"
+    assert [(f.source, f.kind) for f in ctx.failures] == [(FailureSource.TOOL, FailureKind.VALIDATION)]
+
+
+def test_a_tool_output_and_model_text_that_no_store_could_take_are_made_storable(tmp_path: Path) -> None:
+    @tool
+    def listing() -> str:
+        """Names in a folder, as os.listdir gives them for bytes that are not UTF-8."""
+        return "report-\udcff.txt"
+
+    store = SqliteTrajectoryStore(tmp_path / "t.db")
+    recorder = TrajectoryRecorder(store, clock=FakeClock())
+    llm = ScriptedLLM([ScriptedLLM.tool_call("listing", text="let me look \udcfe"), "found report-\udcff.txt"])
+    ctx = context()
+    run_system_sync(ToolLoopSystem(llm, [listing], on_tool_execution=recorder.enqueue), ctx)
+    assert ctx.require(LlmResponse).text == "found report-\ufffd.txt"
+    assert llm.requests[-1].messages[-2].content == "let me look \ufffd"
+    assert recorder.flush() == 1
+    (stored,) = store.load("s1").executions
+    assert stored.result == "report-\ufffd.txt" and recorder.stats.quarantined == 0
+    store.close()
