@@ -16,6 +16,7 @@ import pytest
 import attrs
 
 from agentloop.cli import main, open_bot, parse_inputs
+from agentloop.notes import Layer, LayerIds
 from agentloop.testing import RecordingChannel, ScriptedLLM
 from agentloop.testing.http import ScriptedServer, completion
 
@@ -420,6 +421,24 @@ def test_notes_merges_lists_similar_accepted_notes(notes_dir: Path) -> None:
         run_cli("notes", "accept", note, *data)
     status, text = run_cli("notes", "merges", *data)
     assert status == 0 and text == f"#1 {TITLE!r} + #2 'Weekend city trips': similarity 1.00\n"
+
+
+def test_accepting_a_note_without_an_org_after_an_org_note_is_clean(notes_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The demo's note has no org; an accepted org note of the same text is outside its chain."""
+    data = ("--data-dir", str(notes_dir))
+    with open_bot(notes_dir, ScriptedLLM(), RecordingChannel()) as bot:
+        knowledge = bot.note_taking.knowledge
+        first = knowledge.get(1)
+        org_note = attrs.evolve(
+            first, id=None, layer=Layer.ORG, layer_ids=LayerIds("default", "acme"), title="Acme trips",
+            retrieval_count=0, usefulness_score=0,
+        )
+        knowledge.add(org_note)
+    for note in ("2", "1"):
+        assert run_cli("notes", "propose", note, *data)[0] == 0
+        assert run_cli("notes", "accept", note, *data) == (0, f"note #{note}: proposed -> accepted\n")
+    assert capsys.readouterr().err == ""
+    assert run_cli("notes", "merges", *data) == (0, "no merge suggestions\n")
 
 
 def test_notes_on_a_directory_without_notes_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
