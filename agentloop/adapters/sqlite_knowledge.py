@@ -82,6 +82,8 @@ _COLUMNS = (
 )
 
 _Owner = tuple[str, str | None, str | None, str | None]
+# The ids SQLite can hold (signed 64-bit); any other id names no note rather than overflowing.
+_SQLITE_INTEGERS = range(-(2**63), 2**63)
 
 
 def _owner(ids: LayerIds) -> _Owner:
@@ -223,6 +225,8 @@ class SqliteKnowledgeRepository:
             return [_item(row) for row in self._conn.execute(query + " ORDER BY id", values)]
 
     def _get(self, note_id: int) -> KnowledgeItem:
+        if note_id not in _SQLITE_INTEGERS:
+            raise UnknownNoteError(note_id)
         row = self._conn.execute(f"SELECT {_COLUMNS} FROM knowledge_items WHERE id = ?", (note_id,)).fetchone()
         if row is None:
             raise UnknownNoteError(note_id)
