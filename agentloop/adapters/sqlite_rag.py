@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from agentloop.adapters.hnsw_index import HnswVectorIndex
-from agentloop.adapters.sqlite import connect
+from agentloop.adapters.sqlite import closing_on_error, connect
 from agentloop.ports.stores import RagHit
 from agentloop.ports.vectors import Embedder, Vectors
 
@@ -60,8 +60,7 @@ class SqliteRagStore:
     @classmethod
     def open(cls, path: str | Path, embedder: Embedder, index_path: str | Path) -> SqliteRagStore:
         """Open the table at `path` and its index at `index_path`, rebuilding the index if stale."""
-        conn = connect(path)
-        try:
+        with closing_on_error(connect(path)) as conn:
             conn.executescript(_SCHEMA)
             row = conn.execute("SELECT length(vector) FROM rag_documents LIMIT 1").fetchone()
             if row is not None and row[0] != embedder.dim * 4:
@@ -79,10 +78,7 @@ class SqliteRagStore:
                 ef_construction=INDEX_EF_CONSTRUCTION,
                 ef=INDEX_EF,
             )
-        except BaseException:
-            conn.close()
-            raise
-        return cls(conn, embedder, index)
+            return cls(conn, embedder, index)
 
     def add(self, scope: str, text: str, *, session_id: str | None = None) -> int:
         digest = hashlib.sha256(text.encode()).hexdigest()

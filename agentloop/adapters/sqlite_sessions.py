@@ -12,7 +12,7 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from agentloop.adapters.sqlite import connect, transaction
+from agentloop.adapters.sqlite import closing_on_error, connect, transaction
 from agentloop.messages import ChatMessage, Role, ToolCall
 from agentloop.outcome import converter
 
@@ -41,7 +41,8 @@ class SqliteSessionStore:
 
     @classmethod
     def open(cls, path: str | Path) -> SqliteSessionStore:
-        return cls(connect(path))
+        with closing_on_error(connect(path)) as conn:
+            return cls(conn)
 
     def append(self, session_id: str, messages: Sequence[ChatMessage]) -> None:
         rows = [

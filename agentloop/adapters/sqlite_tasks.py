@@ -8,7 +8,7 @@ import threading
 from datetime import datetime
 from pathlib import Path
 
-from agentloop.adapters.sqlite import connect
+from agentloop.adapters.sqlite import closing_on_error, connect
 from agentloop.ports.tasks import TaskRecord, TaskState
 
 _SCHEMA = """
@@ -35,7 +35,8 @@ class SqliteTaskStore:
         self.path = Path(path)
         self._lock = threading.Lock()
         self._db = connect(self.path)
-        self._db.executescript(_SCHEMA)
+        with closing_on_error(self._db):
+            self._db.executescript(_SCHEMA)
 
     def close(self) -> None:
         with self._lock:

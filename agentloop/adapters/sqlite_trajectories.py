@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
-from agentloop.adapters.sqlite import connect, transaction
+from agentloop.adapters.sqlite import closing_on_error, connect, transaction
 from agentloop.components import ToolExecution
 from agentloop.notes.models import Trajectory
 
@@ -86,7 +86,8 @@ class SqliteTrajectoryStore:
         self._lock = threading.Lock()
         self._conn = connect(self.path)
         self._conn.row_factory = sqlite3.Row
-        self._conn.executescript(_SCHEMA)
+        with closing_on_error(self._conn):
+            self._conn.executescript(_SCHEMA)
 
     def append(self, executions: Sequence[ToolExecution]) -> None:
         rows = [_row(e) for e in executions]
