@@ -9,7 +9,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from time import perf_counter
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 import structlog
@@ -197,6 +197,9 @@ class _ThreadWaiter:
         return True
 
 
+_Waiter = TypeVar("_Waiter", _LoopWaiter, _ThreadWaiter)
+
+
 class _SessionGates:
     """One FIFO gate per session id, shared by every thread and event loop, dropped when idle.
 
@@ -211,13 +214,9 @@ class _SessionGates:
         self._queues: dict[str, deque[_LoopWaiter | _ThreadWaiter]] = {}
 
     async def acquire(self, session_id: str) -> None:
-        with self._lock:
-            queue = self._queues.get(session_id)
-            if queue is None:
-                self._queues[session_id] = deque()
-                return
-            waiter = _LoopWaiter(asyncio.get_running_loop())
-            queue.append(waiter)
+        waiter = self._take_or_queue(session_id, lambda: _LoopWaiter(asyncio.get_running_loop()))
+        if waiter is None:
+            return
         try:
             await waiter.future
         except BaseException:
@@ -225,18 +224,25 @@ class _SessionGates:
             raise
 
     def acquire_blocking(self, session_id: str) -> None:
-        with self._lock:
-            queue = self._queues.get(session_id)
-            if queue is None:
-                self._queues[session_id] = deque()
-                return
-            waiter = _ThreadWaiter()
-            queue.append(waiter)
+        waiter = self._take_or_queue(session_id, _ThreadWaiter)
+        if waiter is None:
+            return
         try:
             waiter.event.wait()
         except BaseException:
             self._abandon(session_id, waiter)
             raise
+
+    def _take_or_queue(self, session_id: str, new_waiter: Callable[[], _Waiter]) -> _Waiter | None:
+        """Take the session's gate if it is free (None), else queue a new waiter and return it."""
+        with self._lock:
+            queue = self._queues.get(session_id)
+            if queue is None:
+                self._queues[session_id] = deque()
+                return None
+            waiter = new_waiter()
+            queue.append(waiter)
+            return waiter
 
     def release(self, session_id: str) -> None:
         with self._lock:
