@@ -487,6 +487,14 @@ def one_at_a_time(log: list[tuple[str, str, str]], session_id: str) -> list[str]
     return [text for kind, text in events if kind == "start"]
 
 
+def turns_after(thread: threading.Thread, loop: AgentLoop, log: list[tuple[str, str, str]]) -> list[str]:
+    """Session "s"'s turns in run order, once `thread` is done; fails on a hang or a leaked gate."""
+    thread.join(timeout=10)
+    assert not thread.is_alive(), "a turn hung"
+    assert loop._gates._queues == {}, "session gates must not leak"
+    return one_at_a_time(log, "s")
+
+
 def sync_turn_in_a_thread(loop: AgentLoop, session: Session, text: str) -> threading.Thread:
     """A daemon thread running one `run_turn_sync`, so a hang fails the test instead of pytest."""
     thread = threading.Thread(target=loop.run_turn_sync, args=(session, IncomingMessage(text)), daemon=True)
@@ -509,10 +517,7 @@ def test_a_sync_turn_from_a_thread_waits_for_the_async_turn_of_its_session() -> 
         return thread
 
     thread = asyncio.run(main())
-    thread.join(timeout=10)
-    assert not thread.is_alive(), "the sync turn hung"
-    assert one_at_a_time(log, "s") == ["async", "sync"]
-    assert loop._gates._queues == {}
+    assert turns_after(thread, loop, log) == ["async", "sync"]
 
 
 def test_an_async_turn_waits_for_a_sync_turn_without_blocking_its_event_loop() -> None:
@@ -531,10 +536,7 @@ def test_an_async_turn_waits_for_a_sync_turn_without_blocking_its_event_loop() -
         assert (await asyncio.wait_for(waiting, timeout=10)).failures == ()
 
     asyncio.run(main())
-    thread.join(timeout=10)
-    assert not thread.is_alive(), "the sync turn hung"
-    assert one_at_a_time(log, "s") == ["sync", "async"]
-    assert loop._gates._queues == {}
+    assert turns_after(thread, loop, log) == ["sync", "async"]
 
 
 def test_a_cancelled_waiting_turn_passes_the_gate_on() -> None:
@@ -557,10 +559,7 @@ def test_a_cancelled_waiting_turn_passes_the_gate_on() -> None:
         return thread
 
     thread = asyncio.run(main())
-    thread.join(timeout=10)
-    assert not thread.is_alive(), "the turn after the cancelled one hung"
-    assert one_at_a_time(log, "s") == ["first", "last"]
-    assert loop._gates._queues == {}
+    assert turns_after(thread, loop, log) == ["first", "last"]
 
 
 def test_a_structlog_set_up_without_level_filtering_still_runs_turns() -> None:
