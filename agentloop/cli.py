@@ -183,6 +183,8 @@ def _demo(args: argparse.Namespace, out: TextIO) -> int:
             data_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="agentloop-demo-")))
         else:
             data_dir = Path(args.data_dir)
+            if data_dir.exists() and not data_dir.is_dir():
+                raise CliError(f"{data_dir} is a file, not a directory; give a new or empty directory as --data-dir")
             if data_dir.exists() and any(data_dir.iterdir()):
                 raise CliError(f"{data_dir} is not empty; the demo's story starts from a new bot, so give a new or empty --data-dir")
         try:

@@ -6,10 +6,10 @@ import asyncio
 import inspect
 import logging
 import threading
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
 from time import perf_counter
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 import structlog
@@ -162,26 +162,105 @@ def _step(system: System) -> _Step:
     )
 
 
-class _SessionGates:
-    """One FIFO lock per session id, dropped when no turn of that session waits."""
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+class _LoopWaiter:
+    """A turn waiting on an event loop: woken through that loop, so the wait never blocks it."""
+
+    __slots__ = ("future", "loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.future: asyncio.Future[None] = loop.create_future()
+
+    def wake(self) -> bool:
+        try:
+            self.loop.call_soon_threadsafe(_resolve, self.future)
+        except RuntimeError:  # its loop is closed: nobody waits there any more
+            return False
+        return True
+
+
+class _ThreadWaiter:
+    """A `run_turn_sync` caller waiting in its own thread."""
+
+    __slots__ = ("event",)
 
     def __init__(self) -> None:
-        self._gates: dict[str, tuple[asyncio.Lock, list[int]]] = {}
+        self.event = threading.Event()
 
-    @asynccontextmanager
-    async def hold(self, session_id: str) -> AsyncIterator[None]:
-        gate = self._gates.get(session_id)
-        if gate is None:
-            gate = self._gates[session_id] = (asyncio.Lock(), [0])
-        lock, users = gate
-        users[0] += 1
+    def wake(self) -> bool:
+        self.event.set()
+        return True
+
+
+_Waiter = TypeVar("_Waiter", _LoopWaiter, _ThreadWaiter)
+
+
+class _SessionGates:
+    """One FIFO gate per session id, shared by every thread and event loop, dropped when idle.
+
+    `run_turn` on any loop and `run_turn_sync` in any thread queue at the same gate, so
+    turns of one session never overlap whichever style started them. Taking a free gate
+    never waits; a released gate is handed straight to the next waiter in arrival order.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        # A session id is present while a turn holds its gate; its deque is who waits next.
+        self._queues: dict[str, deque[_LoopWaiter | _ThreadWaiter]] = {}
+
+    async def acquire(self, session_id: str) -> None:
+        waiter = self._take_or_queue(session_id, lambda: _LoopWaiter(asyncio.get_running_loop()))
+        if waiter is None:
+            return
         try:
-            async with lock:
-                yield
-        finally:
-            users[0] -= 1
-            if users[0] == 0:
-                del self._gates[session_id]
+            await waiter.future
+        except BaseException:
+            self._abandon(session_id, waiter)
+            raise
+
+    def acquire_blocking(self, session_id: str) -> None:
+        waiter = self._take_or_queue(session_id, _ThreadWaiter)
+        if waiter is None:
+            return
+        try:
+            waiter.event.wait()
+        except BaseException:
+            self._abandon(session_id, waiter)
+            raise
+
+    def _take_or_queue(self, session_id: str, new_waiter: Callable[[], _Waiter]) -> _Waiter | None:
+        """Take the session's gate if it is free (None), else queue a new waiter and return it."""
+        with self._lock:
+            queue = self._queues.get(session_id)
+            if queue is None:
+                self._queues[session_id] = deque()
+                return None
+            waiter = new_waiter()
+            queue.append(waiter)
+            return waiter
+
+    def release(self, session_id: str) -> None:
+        with self._lock:
+            queue = self._queues[session_id]
+            while queue:
+                if queue.popleft().wake():
+                    return
+            del self._queues[session_id]
+
+    def _abandon(self, session_id: str, waiter: _LoopWaiter | _ThreadWaiter) -> None:
+        """A waiter gave up (cancelled, interrupted): leave the queue, or pass on the
+        gate if it was handed over meanwhile."""
+        with self._lock:
+            queue = self._queues[session_id]
+            if waiter in queue:
+                queue.remove(waiter)
+                return
+        self.release(session_id)
 
 
 class AgentLoop:
@@ -217,8 +296,6 @@ class AgentLoop:
         self._logger = structlog.get_logger("agentloop")
         self._steps = tuple(_step(system) for system in self.systems)
         self._gates = _SessionGates()
-        self._sync_gates: dict[str, tuple[threading.Lock, list[int]]] = {}
-        self._sync_gates_lock = threading.Lock()
 
     def describe(self) -> PipelineDescription:
         rows = tuple(PipelineRow(s.order, s.name, s.reads, s.writes, s.always_run) for s in self.systems)
@@ -232,10 +309,10 @@ class AgentLoop:
         history: Sequence[ChatMessage] = (),
         components: Iterable[object] = (),
     ) -> AgentContext:
-        """`run_turn` for scripts and sync tests; not callable from a running event loop.
+        """`run_turn` for scripts, threads and sync tests; not callable from a running event loop.
 
-        Threads calling it for one session take turns (each call runs its own event
-        loop, so the async per-session gate alone cannot order them).
+        It waits at the same per-session gate as `run_turn`, so turns of one session run
+        one at a time whether threads, event loops or both start them.
         """
         try:
             asyncio.get_running_loop()
@@ -243,24 +320,11 @@ class AgentLoop:
             pass
         else:
             raise RuntimeError("run_turn_sync was called inside a running event loop; await run_turn instead")
-        with self._sync_gate(session.id):
-            return asyncio.run(self.run_turn(session, incoming, history=history, components=components))
-
-    @contextmanager
-    def _sync_gate(self, session_id: str) -> Iterator[None]:
-        with self._sync_gates_lock:
-            gate = self._sync_gates.get(session_id)
-            if gate is None:
-                gate = self._sync_gates[session_id] = (threading.Lock(), [0])
-            gate[1][0] += 1
+        self._gates.acquire_blocking(session.id)
         try:
-            with gate[0]:
-                yield
+            return asyncio.run(self._run(session, incoming, history, components))
         finally:
-            with self._sync_gates_lock:
-                gate[1][0] -= 1
-                if gate[1][0] == 0:
-                    del self._sync_gates[session_id]
+            self._gates.release(session.id)
 
     async def run_turn(
         self,
@@ -275,8 +339,11 @@ class AgentLoop:
         `components` supplies the turn inputs named in `inputs`; `history` is the
         session's earlier messages, exposed read-only as `ctx.history`.
         """
-        async with self._gates.hold(session.id):
+        await self._gates.acquire(session.id)
+        try:
             return await self._run(session, incoming, history, components)
+        finally:
+            self._gates.release(session.id)
 
     async def _run(
         self,

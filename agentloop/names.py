@@ -18,3 +18,9 @@ _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 def is_safe_name(name: object) -> bool:
     """True if `name` is a string safe to use as part of a file name."""
     return isinstance(name, str) and _SAFE_NAME.fullmatch(name) is not None and ".." not in name
+
+
+def check_bot_name(bot: object) -> None:
+    """Raise ValueError unless `bot` is a safe name: it names the bot's files in its data directory."""
+    if not is_safe_name(bot):
+        raise ValueError(f"bot name {bot!r} must be {SAFE_NAME_RULE}, with no '..' (it names files)")

@@ -11,7 +11,7 @@ from agentloop.adapters.hashing_embedder import HashingEmbedder
 from agentloop.adapters.sqlite_memory import SqliteMemoryStore
 from agentloop.adapters.sqlite_rag import SqliteRagStore
 from agentloop.adapters.sqlite_sessions import SqliteSessionStore
-from agentloop.names import SAFE_NAME_RULE, is_safe_name
+from agentloop.names import check_bot_name
 from agentloop.ports.vectors import Embedder
 
 
@@ -27,8 +27,7 @@ class BotStores:
     @classmethod
     def open(cls, data_dir: str | Path, bot: str = "bot", *, embedder: Embedder | None = None) -> BotStores:
         """Open (creating on first use) the bot's database; `embedder` defaults to HashingEmbedder()."""
-        if not is_safe_name(bot):
-            raise ValueError(f"bot name {bot!r} must be {SAFE_NAME_RULE}, with no '..' (it names files)")
+        check_bot_name(bot)
         directory = Path(data_dir)
         path = directory / f"{bot}.sqlite3"
         with ExitStack() as opened:

@@ -2,11 +2,14 @@
 
 The index is derived data: SQLite rows are the source of truth, and
 `HnswVectorIndex.open_or_rebuild` rebuilds the file from them whenever it is missing,
-unreadable, of another dimension or stale.
+unverified, unreadable, of another dimension or stale. hnswlib trusts the file it
+loads (a damaged one can crash the process), so every save records the file's sha256
+beside it (`<index>.sha256`) and a load checks it before hnswlib reads a byte.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import struct
 import threading
@@ -184,23 +187,28 @@ class HnswVectorIndex:
         return [(int(label), 1.0 - float(distance)) for label, distance in zip(labels[0], distances[0])]
 
     def save(self) -> None:
-        """Write the index to its path atomically (a temporary file, then os.replace)."""
+        """Write the index to its path atomically (a temporary file, then os.replace), and
+        its checksum beside it; a crash between the two leaves a mismatch, so a rebuild."""
         if self._path is None:
             raise ValueError("this HnswVectorIndex has no path; construct it with path=... to save it")
         self._path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = self._path.with_name(f".{self._path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        temporary = _temporary(self._path)
         with self._lock:
             try:
                 self._index.save_index(str(temporary))
+                digest = _sha256(temporary)
                 os.replace(temporary, self._path)
             finally:
                 temporary.unlink(missing_ok=True)
+            _write_checksum(self._path, digest)
         _logger.debug("hnsw_index_saved", path=str(self._path), count=len(self._live))
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], dim: int, *, ef: int = DEFAULT_EF) -> HnswVectorIndex:
-        """Open a saved index; raises IndexFileError when it is not a sound index of `dim`."""
+        """Open a saved index; raises IndexFileError when it is not a sound index of `dim`
+        or does not match the checksum its save recorded (checked before anything reads it)."""
         file = Path(path)
+        _verify(file)
         labels, deleted, stored_dim = _read_labels(file)
         if stored_dim != dim:
             raise IndexFileError(f"index file {file} holds vectors of dim {stored_dim}, not {dim}")
@@ -232,7 +240,8 @@ class HnswVectorIndex:
     ) -> HnswVectorIndex:
         """Load the index at `path`, or rebuild it from `load_rows()` and save it.
 
-        It is rebuilt when the file is missing, unreadable or truncated, of another
+        It is rebuilt when the file is missing, does not match its recorded checksum (a
+        damaged file, or one saved without it), is unreadable or truncated, of another
         dimension, or when its live count is not `expected_count` (the source of truth's).
         """
         log = _logger.bind(path=str(path), dim=dim, expected_count=expected_count)
@@ -293,6 +302,40 @@ class HnswVectorIndex:
         best = np.argpartition(-similarities, top - 1)[:top]
         best = best[np.argsort(-similarities[best], kind="stable")]
         return [(int(candidates[i]), float(similarities[i])) for i in best]
+
+
+def _temporary(path: Path) -> Path:
+    return path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+
+
+def _checksum_path(path: Path) -> Path:
+    return path.with_name(path.name + ".sha256")
+
+
+def _sha256(path: Path) -> str:
+    with path.open("rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def _write_checksum(path: Path, digest: str) -> None:
+    """Record `digest` in `sha256sum` format beside `path`, atomically."""
+    target = _checksum_path(path)
+    temporary = _temporary(target)
+    try:
+        temporary.write_text(f"{digest}  {path.name}\n", encoding="ascii")
+        os.replace(temporary, target)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def _verify(file: Path) -> None:
+    """Raise IndexFileError unless `file` hashes to the checksum its save recorded."""
+    try:
+        recorded = _checksum_path(file).read_text(encoding="ascii").split(maxsplit=1)[0]
+    except (OSError, UnicodeDecodeError, IndexError):
+        raise IndexFileError(f"index file {file} has no readable checksum beside it") from None
+    if _sha256(file) != recorded:
+        raise IndexFileError(f"index file {file} does not match its recorded checksum (damaged or replaced)")
 
 
 def _read_labels(file: Path) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_], int]:

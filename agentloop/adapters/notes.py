@@ -12,6 +12,7 @@ from agentloop.adapters.hashing_embedder import HashingEmbedder
 from agentloop.adapters.notifier import LogNotifier
 from agentloop.adapters.sqlite_knowledge import SqliteKnowledgeRepository
 from agentloop.adapters.sqlite_trajectories import SqliteTrajectoryStore
+from agentloop.names import check_bot_name
 from agentloop.notes import (
     CaptureSettings,
     DistillationSettings,
@@ -45,8 +46,10 @@ def open_note_taking(
     `<data_dir>/<bot>.notes.sqlite3` (its hnswlib index beside it) and wire note-taking.
 
     Start the capture writer with `note_taking.recorder.start()` or `with note_taking:`;
-    `close()` drains capture and saves the index.
+    `close()` drains capture and saves the index. `bot` names files, so it follows the
+    safe-name rule of `BotStores.open` (ValueError otherwise).
     """
+    check_bot_name(bot)
     directory = Path(data_dir)
     directory.mkdir(parents=True, exist_ok=True)
     embedder = embedder or HashingEmbedder()

@@ -19,11 +19,23 @@ def connect(path: str | Path) -> sqlite3.Connection:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=NORMAL")
-    conn.execute("PRAGMA busy_timeout=5000")
-    conn.execute("PRAGMA mmap_size=268435456")
+    with closing_on_error(conn):  # a file that is not a database fails here
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA busy_timeout=5000")
+        conn.execute("PRAGMA mmap_size=268435456")
     return conn
+
+
+@contextmanager
+def closing_on_error(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """Yield `conn`, closing it if the block raises: a store that fails to open (a
+    schema that cannot be created, a bad file) lets go of its file at once."""
+    try:
+        yield conn
+    except BaseException:
+        conn.close()
+        raise
 
 
 @contextmanager

@@ -15,7 +15,7 @@ import numpy as np
 import structlog
 
 from agentloop.adapters.hnsw_index import DEFAULT_EF, HnswVectorIndex
-from agentloop.adapters.sqlite import connect, transaction
+from agentloop.adapters.sqlite import closing_on_error, connect, transaction
 from agentloop.errors import UnknownNoteError
 from agentloop.notes.lifecycle import check_transition
 from agentloop.notes.models import (
@@ -82,6 +82,8 @@ _COLUMNS = (
 )
 
 _Owner = tuple[str, str | None, str | None, str | None]
+# The ids SQLite can hold (signed 64-bit); any other id names no note rather than overflowing.
+_SQLITE_INTEGERS = range(-(2**63), 2**63)
 
 
 def _owner(ids: LayerIds) -> _Owner:
@@ -131,7 +133,6 @@ class SqliteKnowledgeRepository:
         self._lock = threading.Lock()
         self._conn = connect(self.path)
         self._conn.row_factory = sqlite3.Row
-        self._conn.executescript(_SCHEMA)
         self._log = structlog.get_logger("agentloop.knowledge").bind(path=str(self.path))
         # Every note's (tenant chain, status) as a small int code, so the index's filter
         # is one dict lookup and one set test per candidate.
@@ -139,16 +140,18 @@ class SqliteKnowledgeRepository:
         self._codes: dict[tuple[_Owner, NoteStatus], int] = {}
         self._counts: list[int] = []
         self._code_of: dict[int, int] = {}
-        for row in self._conn.execute("SELECT id, company_id, org_id, team_id, project_id, status FROM knowledge_items"):
-            owner = (row["company_id"], row["org_id"], row["team_id"], row["project_id"])
-            self._track(row["id"], owner, NoteStatus(row["status"]))
-        self._index = HnswVectorIndex.open_or_rebuild(
-            Path(index_path) if index_path is not None else self.path.with_name(self.path.name + ".hnsw"),
-            dim,
-            len(self._code_of),
-            self._vectors,
-            ef=ef,
-        )
+        with closing_on_error(self._conn):
+            self._conn.executescript(_SCHEMA)
+            for row in self._conn.execute("SELECT id, company_id, org_id, team_id, project_id, status FROM knowledge_items"):
+                owner = (row["company_id"], row["org_id"], row["team_id"], row["project_id"])
+                self._track(row["id"], owner, NoteStatus(row["status"]))
+            self._index = HnswVectorIndex.open_or_rebuild(
+                Path(index_path) if index_path is not None else self.path.with_name(self.path.name + ".hnsw"),
+                dim,
+                len(self._code_of),
+                self._vectors,
+                ef=ef,
+            )
 
     def _vectors(self) -> Iterator[tuple[int, Vectors]]:
         for row in self._conn.execute("SELECT id, embedding FROM knowledge_items ORDER BY id"):
@@ -223,6 +226,8 @@ class SqliteKnowledgeRepository:
             return [_item(row) for row in self._conn.execute(query + " ORDER BY id", values)]
 
     def _get(self, note_id: int) -> KnowledgeItem:
+        if note_id not in _SQLITE_INTEGERS:
+            raise UnknownNoteError(note_id)
         row = self._conn.execute(f"SELECT {_COLUMNS} FROM knowledge_items WHERE id = ?", (note_id,)).fetchone()
         if row is None:
             raise UnknownNoteError(note_id)

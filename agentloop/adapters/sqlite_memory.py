@@ -7,7 +7,7 @@ import threading
 from datetime import datetime
 from pathlib import Path
 
-from agentloop.adapters.sqlite import connect
+from agentloop.adapters.sqlite import closing_on_error, connect
 from agentloop.adapters.sqlite_scopes import (
     SCOPE_COLUMNS_DDL,
     SCOPE_COLUMNS_SQL,
@@ -47,7 +47,8 @@ class SqliteMemoryStore:
 
     @classmethod
     def open(cls, path: str | Path) -> SqliteMemoryStore:
-        return cls(connect(path))
+        with closing_on_error(connect(path)) as conn:
+            return cls(conn)
 
     def add(self, entry: MemoryEntry) -> None:
         with self._lock:

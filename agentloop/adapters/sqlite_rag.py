@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from agentloop.adapters.hnsw_index import HnswVectorIndex
-from agentloop.adapters.sqlite import connect
+from agentloop.adapters.sqlite import closing_on_error, connect
 from agentloop.adapters.sqlite_scopes import (
     SCOPE_COLUMNS_DDL,
     SCOPE_COLUMNS_SQL,
@@ -73,8 +73,7 @@ class SqliteRagStore:
     @classmethod
     def open(cls, path: str | Path, embedder: Embedder, index_path: str | Path) -> SqliteRagStore:
         """Open the table at `path` and its index at `index_path`, rebuilding the index if stale."""
-        conn = connect(path)
-        try:
+        with closing_on_error(connect(path)) as conn:
             _ensure_schema(conn)
             row = conn.execute("SELECT length(vector) FROM rag_documents LIMIT 1").fetchone()
             if row is not None and row[0] != embedder.dim * 4:
@@ -92,10 +91,7 @@ class SqliteRagStore:
                 ef_construction=INDEX_EF_CONSTRUCTION,
                 ef=INDEX_EF,
             )
-        except BaseException:
-            conn.close()
-            raise
-        return cls(conn, embedder, index)
+            return cls(conn, embedder, index)
 
     def add(self, scope: Scope, text: str, *, session_id: str | None = None) -> int:
         digest = hashlib.sha256(text.encode()).hexdigest()

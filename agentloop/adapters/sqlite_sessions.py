@@ -13,7 +13,7 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from agentloop.adapters.sqlite import connect, transaction
+from agentloop.adapters.sqlite import closing_on_error, connect, transaction
 from agentloop.adapters.sqlite_scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQL, SCOPE_MATCH, ensure_schema, scope_values
 from agentloop.messages import ChatMessage, Role, ToolCall
 from agentloop.outcome import converter
@@ -54,7 +54,8 @@ class SqliteSessionStore:
 
     @classmethod
     def open(cls, path: str | Path) -> SqliteSessionStore:
-        return cls(connect(path))
+        with closing_on_error(connect(path)) as conn:
+            return cls(conn)
 
     def append(self, scope: Scope, messages: Sequence[ChatMessage]) -> None:
         chain = scope_values(scope)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import structlog
 
-from agentloop.adapters.sqlite import connect, transaction
+from agentloop.adapters.sqlite import closing_on_error, connect, transaction
 from agentloop.ports.tasks import TaskRecord, TaskState
 from agentloop.scopes import Scope
 
@@ -48,11 +48,8 @@ class SqliteTaskStore:
         self.path = Path(path)
         self._lock = threading.Lock()
         self._db = connect(self.path)
-        try:
+        with closing_on_error(self._db):
             self._migrate()
-        except BaseException:
-            self._db.close()
-            raise
 
     def _migrate(self) -> None:
         """Create the table, or add the columns an older release's table lacks, in one transaction."""

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import attrs
 
-from agentloop.adapters.sqlite import connect, transaction
+from agentloop.adapters.sqlite import closing_on_error, connect, transaction
 from agentloop.components import ToolExecution
 from agentloop.notes.models import Trajectory
 from agentloop.scopes import Scope
@@ -112,12 +112,9 @@ class SqliteTrajectoryStore:
         self.path = Path(path)
         self._lock = threading.Lock()
         self._conn = connect(self.path)
-        try:
-            self._conn.row_factory = sqlite3.Row
+        self._conn.row_factory = sqlite3.Row
+        with closing_on_error(self._conn):
             self._migrate()
-        except BaseException:
-            self._conn.close()
-            raise
 
     def _migrate(self) -> None:
         """Add the columns an older table lacks, then make whatever is missing."""

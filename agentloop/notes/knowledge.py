@@ -223,9 +223,10 @@ class KnowledgeBase:
 
 
 def _share_chain(a: KnowledgeItem, b: KnowledgeItem) -> bool:
-    """Whether the broader note's owning chain is a prefix of the narrower one's (I11)."""
+    """Whether the narrower note's chain may see the broader note (I11); a chain without
+    an id at the broader note's layer (a note with no org beside an org note) cannot."""
     broad, narrow = sorted((a, b), key=lambda item: item.layer.depth)
-    return narrow.layer_ids.truncated(broad.layer) == broad.layer_ids
+    return broad.layer_ids in narrow.layer_ids.visible_owners()
 
 
 def _cosine(a: Vectors, b: Vectors) -> float:

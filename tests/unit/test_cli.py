@@ -16,6 +16,7 @@ import pytest
 import attrs
 
 from agentloop.cli import main, open_bot, parse_inputs
+from agentloop.notes import Layer, LayerIds
 from agentloop.testing import RecordingChannel, ScriptedLLM
 from agentloop.testing.http import ScriptedServer, completion
 
@@ -407,6 +408,13 @@ def test_notes_lifecycle_from_the_command_line(notes_dir: Path, capsys: pytest.C
     assert capsys.readouterr().err == "agentloop: there is no knowledge item with id 7; it was never stored here\n"
 
 
+@pytest.mark.parametrize("action", ["show", "propose", "accept"])
+def test_a_note_id_too_large_for_sqlite_is_one_line(notes_dir: Path, action: str, capsys: pytest.CaptureFixture[str]) -> None:
+    huge = "99999999999999999999"
+    assert main(["notes", action, huge, "--data-dir", str(notes_dir)], io.StringIO()) == 1
+    assert capsys.readouterr().err == f"agentloop: there is no knowledge item with id {huge}; it was never stored here\n"
+
+
 def test_notes_merges_lists_similar_accepted_notes(notes_dir: Path) -> None:
     data = ("--data-dir", str(notes_dir))
     assert run_cli("notes", "merges", *data) == (0, "no merge suggestions\n")
@@ -420,6 +428,35 @@ def test_notes_merges_lists_similar_accepted_notes(notes_dir: Path) -> None:
         run_cli("notes", "accept", note, *data)
     status, text = run_cli("notes", "merges", *data)
     assert status == 0 and text == f"#1 {TITLE!r} + #2 'Weekend city trips': similarity 1.00\n"
+
+
+def test_accepting_a_note_without_an_org_after_an_org_note_is_clean(notes_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The demo's note has no org; an accepted org note of the same text is outside its chain."""
+    data = ("--data-dir", str(notes_dir))
+    with open_bot(notes_dir, ScriptedLLM(), RecordingChannel()) as bot:
+        knowledge = bot.note_taking.knowledge
+        first = knowledge.get(1)
+        org_note = attrs.evolve(
+            first, id=None, layer=Layer.ORG, layer_ids=LayerIds("default", "acme"), title="Acme trips",
+            retrieval_count=0, usefulness_score=0,
+        )
+        knowledge.add(org_note)
+    for note in ("2", "1"):
+        assert run_cli("notes", "propose", note, *data)[0] == 0
+        assert run_cli("notes", "accept", note, *data) == (0, f"note #{note}: proposed -> accepted\n")
+    assert capsys.readouterr().err == ""
+    assert run_cli("notes", "merges", *data) == (0, "no merge suggestions\n")
+
+
+@pytest.mark.parametrize("where", ["the file", "under the file"])
+def test_demo_with_a_data_dir_that_is_a_file_is_one_line(tmp_path: Path, where: str, capsys: pytest.CaptureFixture[str]) -> None:
+    file = tmp_path / "notes.txt"
+    file.write_text("mine")
+    data_dir = file if where == "the file" else file / "data"
+    assert main(["demo", "--data-dir", str(data_dir)], io.StringIO()) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("agentloop: ") and len(err.splitlines()) == 1, err
+    assert str(data_dir) in err and file.read_text() == "mine"
 
 
 def test_notes_on_a_directory_without_notes_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
 import sqlite3
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -173,7 +177,7 @@ def test_save_and_load_give_identical_results_and_keep_removals(tmp_path: Path) 
     assert 17 not in loaded and 18 in loaded
     for query in _vectors(20, seed=6):
         assert loaded.search(query, 10) == index.search(query, 10)
-    assert list(tmp_path.iterdir()) == [path]
+    assert sorted(tmp_path.iterdir()) == [path, tmp_path / "notes.hnsw.sha256"]
 
 
 def test_ef_is_set_again_after_a_load(tmp_path: Path) -> None:
@@ -185,7 +189,29 @@ def test_ef_is_set_again_after_a_load(tmp_path: Path) -> None:
     assert HnswVectorIndex.load(path, DIM, ef=250).ef == 250
 
 
+def _record_checksum(path: Path) -> None:
+    """What `save` records beside an index: its sha256, in `sha256sum` format."""
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    (path.parent / f"{path.name}.sha256").write_text(f"{digest}  {path.name}\n")
+
+
+def test_a_damaged_or_unrecorded_file_is_refused_before_hnswlib_reads_it(tmp_path: Path) -> None:
+    path = tmp_path / "notes.hnsw"
+    index = HnswVectorIndex(DIM, path=path)
+    index.add(list(range(20)), _vectors(20))
+    index.save()
+    sound = bytearray(path.read_bytes())
+    sound[-1] ^= 0x01
+    path.write_bytes(sound)
+    with pytest.raises(IndexFileError, match="does not match its recorded checksum.*open_or_rebuild"):
+        HnswVectorIndex.load(path, DIM)
+    (tmp_path / "notes.hnsw.sha256").unlink()
+    with pytest.raises(IndexFileError, match="no readable checksum"):
+        HnswVectorIndex.load(path, DIM)
+
+
 def test_loading_an_unsound_file_raises_an_actionable_error(tmp_path: Path) -> None:
+    """Even a file whose checksum matches is read only if its header is sound."""
     path = tmp_path / "notes.hnsw"
     index = HnswVectorIndex(DIM, path=path)
     index.add(list(range(20)), _vectors(20))
@@ -193,15 +219,11 @@ def test_loading_an_unsound_file_raises_an_actionable_error(tmp_path: Path) -> N
     with pytest.raises(IndexFileError, match="dim 8, not 16.*open_or_rebuild"):
         HnswVectorIndex.load(path, DIM * 2)
     sound = path.read_bytes()
-    path.write_bytes(sound + bytes(16))
-    with pytest.raises(IndexFileError, match="unreadable"):
-        HnswVectorIndex.load(path, DIM)
-    path.write_bytes(sound[:-1])
-    with pytest.raises(IndexFileError, match="truncated|unreadable"):
-        HnswVectorIndex.load(path, DIM)
-    path.write_bytes(b"short")
-    with pytest.raises(IndexFileError, match="truncated"):
-        HnswVectorIndex.load(path, DIM)
+    for damaged, message in [(sound + bytes(16), "unreadable"), (sound[:-1], "truncated|unreadable"), (b"short", "truncated")]:
+        path.write_bytes(damaged)
+        _record_checksum(path)
+        with pytest.raises(IndexFileError, match=message):
+            HnswVectorIndex.load(path, DIM)
 
 
 def _sqlite_rows(path: Path, vectors: npt.NDArray[np.float32]) -> sqlite3.Connection:
@@ -326,3 +348,82 @@ def test_concurrent_adds_removes_and_searches_do_not_fail() -> None:
     assert errors == []
     assert len(index) == 350
     assert index.search(vectors[3], 1)[0][0] == 3
+
+
+DAMAGE_SCRIPT = """
+import random, sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+from structlog.testing import capture_logs
+
+from agentloop.adapters import SqliteKnowledgeRepository
+from agentloop.notes import KnowledgeItem, Layer, LayerIds, NoteStatus, NoteType
+
+directory, tries = Path(sys.argv[1]), int(sys.argv[2])
+rng, owner, dim = random.Random(int(sys.argv[3])), LayerIds("default", project_id="p"), 16
+vectors = np.random.default_rng(7).standard_normal((60, dim)).astype(np.float32)
+with capture_logs():
+    repository = SqliteKnowledgeRepository(directory / "k.db", dim=dim)
+    repository.add_many([
+        KnowledgeItem(NoteType.PATTERN, Layer.PROJECT, owner, f"n{i}", "text", v, datetime(2026, 1, 1, tzinfo=UTC))
+        for i, v in enumerate(vectors)
+    ])
+    repository.close()
+index, checksum = directory / "k.db.hnsw", directory / "k.db.hnsw.sha256"
+
+
+def damage(data: bytearray) -> bytearray:
+    mode = rng.choice(["flip", "header", "truncate", "extend", "zero"])
+    if mode == "flip":
+        for _ in range(rng.randint(1, 16)):
+            data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
+    elif mode == "header":
+        for _ in range(rng.randint(1, 8)):
+            data[rng.randrange(min(96, len(data)))] = rng.randrange(256)
+    elif mode == "truncate":
+        del data[rng.randrange(len(data)):]
+    elif mode == "extend":
+        data += rng.randbytes(rng.randint(1, 4096))
+    else:
+        start = rng.randrange(len(data))
+        data[start:start + rng.randint(1, 512)] = bytes(min(len(data) - start, 512))
+    return data
+
+
+rebuilds = 0
+for attempt in range(tries):
+    before = index.read_bytes()
+    after = bytes(damage(bytearray(before)))
+    index.write_bytes(after)
+    if rng.random() < 0.2 and checksum.exists():
+        checksum.write_bytes(damage(bytearray(checksum.read_bytes())))
+    with capture_logs() as logs:
+        repository = SqliteKnowledgeRepository(directory / "k.db", dim=dim)
+        rebuilt = any(e["event"] == "hnsw_index_rebuilding" for e in logs)
+        assert rebuilt or after == before, f"try {attempt}: a damaged file was loaded"
+        rebuilds += rebuilt
+        assert len(repository) == len(vectors)
+        for i in rng.sample(range(len(vectors)), 5):
+            ((item, similarity),) = repository.search(
+                vectors[i], 1, caller=owner, layer=Layer.PROJECT, statuses={NoteStatus.DRAFT}
+            )
+            assert item.title == f"n{i}" and similarity > 0.999, (attempt, i, item.title, similarity)
+        repository.close()
+print(f"ok {tries} tries, {rebuilds} rebuilt")
+"""
+
+
+def test_a_store_opens_rebuilds_and_searches_correctly_whatever_damage_its_index_file_has(tmp_path: Path) -> None:
+    """Flipped bits, a garbled header, a truncated, extended or zeroed file, sometimes a
+    damaged checksum too: the store always rebuilds and answers right. In a subprocess,
+    so a crash inside hnswlib fails the test instead of ending pytest."""
+    root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run(
+        [sys.executable, "-c", DAMAGE_SCRIPT, str(tmp_path), "120", "2026"], capture_output=True, text=True,
+        timeout=120, env=env,
+    )
+    assert done.returncode == 0, f"exit {done.returncode}: {done.stderr[-2000:]}"
+    assert done.stdout.startswith("ok 120 tries"), done.stdout

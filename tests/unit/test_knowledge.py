@@ -119,6 +119,23 @@ def test_a_merge_is_suggested_whichever_of_two_layers_is_accepted_first(knowledg
     assert pairs == {tuple(sorted((project.key, company.key))), tuple(sorted((company.key, elsewhere.key)))}
 
 
+def test_accepting_a_note_without_an_org_after_an_org_note_commits_and_compares_only_its_chain(
+    knowledge: KnowledgeBase,
+) -> None:
+    """A chain with no org cannot see an org note, so the two are never a merge pair, and
+    accepting it neither raises nor skips the merge pass for the notes it can see."""
+    text = "cache the schema lookups per request"
+    org_note = knowledge.add(_item(text, Layer.ORG, _chain("o1", "t1", "p1"), "org"))
+    no_org = LayerIds("default", project_id="p1")
+    company = knowledge.add(_item(text, Layer.COMPANY, no_org, "company"))
+    project = knowledge.add(_item(text, Layer.PROJECT, no_org, "project without an org"))
+    for note in (org_note, company, project):
+        knowledge.transition(note.key, NoteStatus.PROPOSED)
+        assert knowledge.transition(note.key, NoteStatus.ACCEPTED).status is NoteStatus.ACCEPTED
+    pairs = {(s.first_id, s.second_id) for s in knowledge.merge_suggestions()}
+    assert pairs == {tuple(sorted((org_note.key, company.key))), tuple(sorted((company.key, project.key)))}
+
+
 # -- I11 -----------------------------------------------------------------------------------
 
 chains = st.builds(_chain, st.sampled_from(ORGS), st.sampled_from(TEAMS), st.sampled_from(PROJECTS))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
+import time
 from collections.abc import Callable
 
 import attrs
@@ -395,7 +397,7 @@ def test_turns_of_one_session_never_interleave_and_none_is_lost(arrivals: list[t
             else:
                 open_sessions.discard(sid)
         assert overlapped, "turns of different sessions should run concurrently"
-    assert loop._gates._gates == {}, "session locks must not leak"
+    assert loop._gates._queues == {}, "session gates must not leak"
 
 
 @attrs.frozen
@@ -465,8 +467,6 @@ def test_every_exception_gives_exactly_one_failure_naming_its_system(spec_list: 
 def test_threads_running_one_session_synchronously_take_turns() -> None:
     """I9 across threads: each run_turn_sync has its own event loop, yet one session's
     turns still run one at a time and none is lost."""
-    import threading
-
     log: list[tuple[str, str, str]] = []
     loop = AgentLoop([Journal(log, {"a": 0.05, "b": 0.05})])
     threads = [threading.Thread(target=loop.run_turn_sync, args=(Session("s"), IncomingMessage(t))) for t in "ab"]
@@ -477,7 +477,89 @@ def test_threads_running_one_session_synchronously_take_turns() -> None:
     assert not any(thread.is_alive() for thread in threads), "a turn hung"
     assert sorted(log) == sorted([("start", "s", "a"), ("end", "s", "a"), ("start", "s", "b"), ("end", "s", "b")])
     assert log[0][0] == "start" and log[1][0] == "end" and log[0][2] == log[1][2]
-    assert loop._sync_gates == {}
+    assert loop._gates._queues == {}
+
+
+def one_at_a_time(log: list[tuple[str, str, str]], session_id: str) -> list[str]:
+    """The texts of `session_id`'s turns in the order they ran; fails if two overlapped."""
+    events = [(kind, text) for kind, sid, text in log if sid == session_id]
+    assert all(events[i][0] == "start" and events[i + 1] == ("end", events[i][1]) for i in range(0, len(events), 2)), events
+    return [text for kind, text in events if kind == "start"]
+
+
+def turns_after(thread: threading.Thread, loop: AgentLoop, log: list[tuple[str, str, str]]) -> list[str]:
+    """Session "s"'s turns in run order, once `thread` is done; fails on a hang or a leaked gate."""
+    thread.join(timeout=10)
+    assert not thread.is_alive(), "a turn hung"
+    assert loop._gates._queues == {}, "session gates must not leak"
+    return one_at_a_time(log, "s")
+
+
+def sync_turn_in_a_thread(loop: AgentLoop, session: Session, text: str) -> threading.Thread:
+    """A daemon thread running one `run_turn_sync`, so a hang fails the test instead of pytest."""
+    thread = threading.Thread(target=loop.run_turn_sync, args=(session, IncomingMessage(text)), daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_sync_turn_from_a_thread_waits_for_the_async_turn_of_its_session() -> None:
+    """I9 across styles: while a turn runs on the event loop, `run_turn_sync` of the same
+    session from a thread waits its turn; neither hangs, fails or is lost."""
+    log: list[tuple[str, str, str]] = []
+    loop = AgentLoop([Journal(log, {"async": 0.1})])
+
+    async def main() -> threading.Thread:
+        turn = asyncio.create_task(loop.run_turn(Session("s"), IncomingMessage("async")))
+        await asyncio.sleep(0.02)
+        thread = sync_turn_in_a_thread(loop, Session("s"), "sync")
+        ctx = await asyncio.wait_for(turn, timeout=10)
+        assert ctx.failures == ()
+        return thread
+
+    thread = asyncio.run(main())
+    assert turns_after(thread, loop, log) == ["async", "sync"]
+
+
+def test_an_async_turn_waits_for_a_sync_turn_without_blocking_its_event_loop() -> None:
+    """I9 across styles, the other way round: the async turn of a session held by a
+    thread's `run_turn_sync` waits, while other sessions' turns go on on the same loop."""
+    log: list[tuple[str, str, str]] = []
+    loop = AgentLoop([Journal(log, {"sync": 0.2})])
+    thread = sync_turn_in_a_thread(loop, Session("s"), "sync")
+    while not log:
+        time.sleep(0.001)
+
+    async def main() -> None:
+        waiting = asyncio.create_task(loop.run_turn(Session("s"), IncomingMessage("async")))
+        other = await asyncio.wait_for(loop.run_turn(Session("elsewhere"), IncomingMessage("other")), timeout=10)
+        assert other.failures == () and not waiting.done(), "another session is not held up by the waiting turn"
+        assert (await asyncio.wait_for(waiting, timeout=10)).failures == ()
+
+    asyncio.run(main())
+    assert turns_after(thread, loop, log) == ["sync", "async"]
+
+
+def test_a_cancelled_waiting_turn_passes_the_gate_on() -> None:
+    """A turn cancelled while it waits for its session never runs and never holds the
+    session: the next turn, from a thread, still runs."""
+    log: list[tuple[str, str, str]] = []
+    loop = AgentLoop([Journal(log, {"first": 0.1})])
+
+    async def main() -> threading.Thread:
+        first = asyncio.create_task(loop.run_turn(Session("s"), IncomingMessage("first")))
+        await asyncio.sleep(0.01)
+        cancelled = asyncio.create_task(loop.run_turn(Session("s"), IncomingMessage("cancelled")))
+        await asyncio.sleep(0.01)
+        thread = sync_turn_in_a_thread(loop, Session("s"), "last")
+        await asyncio.sleep(0.01)
+        cancelled.cancel()
+        await asyncio.wait_for(first, timeout=10)
+        with pytest.raises(asyncio.CancelledError):
+            await cancelled
+        return thread
+
+    thread = asyncio.run(main())
+    assert turns_after(thread, loop, log) == ["first", "last"]
 
 
 def test_a_structlog_set_up_without_level_filtering_still_runs_turns() -> None:

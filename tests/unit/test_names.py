@@ -1,4 +1,5 @@
-"""Tests for agentloop.names: one safe-name rule for task ids, template names and bot names."""
+"""Tests for agentloop.names: one safe-name rule for task ids, template names and bot names
+(of both the conversation stores and note-taking)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from agentloop.adapters import BotStores
+from agentloop.adapters import BotStores, open_note_taking
 from agentloop.errors import InvalidTaskId, TemplateError
 from agentloop.names import is_safe_name
 from agentloop.tasks import load_string, validate_task_id
+from agentloop.testing import ScriptedLLM
 
 NAMES = ["a", "Task-1.v2_x", "x" * 128, "", "..", "a..b", "../x", "a/b", ".hidden", "-flag", "a b", "x" * 129]
 
@@ -42,4 +44,16 @@ def test_task_ids_template_names_and_bot_names_follow_the_same_rule(name: str, t
         accepted.append(True)
     except ValueError:
         accepted.append(False)
-    assert accepted == [is_safe_name(name)] * 3
+    try:
+        open_note_taking(tmp_path, ScriptedLLM(), bot=name).close()
+        accepted.append(True)
+    except ValueError:
+        accepted.append(False)
+    assert accepted == [is_safe_name(name)] * 4
+
+
+def test_open_note_taking_refuses_a_bot_name_that_leaves_its_directory(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    with pytest.raises(ValueError, match="bot name '../x' must be 1-128 letters"):
+        open_note_taking(data, ScriptedLLM(), bot="../x")
+    assert list(tmp_path.iterdir()) == [], "nothing is created, inside or outside the data directory"
