@@ -6,9 +6,8 @@ from typing import ClassVar
 
 import attrs
 
-from agentloop import AgentContext, ChatMessage, SanitizedInput, System, TurnOutcome, memory_scope
+from agentloop import AgentContext, ChatMessage, SanitizedInput, System, TurnOutcome, TurnPolicy, memory_scope
 from agentloop.ports import MemoryEntry, MemoryStore, SessionStore
-from agentloop.tasks import TaskTurn
 
 from systems.input import turn_user_text
 
@@ -18,13 +17,14 @@ class MemoryPersistSystem(System):
 
     History gets the user's message and `turn_outcome.assistant_text` (never a
     fallback text: fallback outcomes have no assistant text, I5); memory gets one
-    entry per answered turn. It sets `raw_history_written` on the outcome. A task
-    turn (a `TaskTurn` input) is stored nowhere: its prompt is rebuilt from the task's
-    own context each time, and it is not something the user said.
+    entry per answered turn. It sets `raw_history_written` on the outcome. A turn whose
+    `TurnPolicy` has persist=False (a task step: its prompt is rebuilt from the task's
+    own context each time, and it is not something the user said) is stored nowhere.
     """
 
     order: ClassVar[int] = 70
     reads = (TurnOutcome, SanitizedInput)
+    optional_reads = (TurnPolicy,)
     writes = (TurnOutcome,)
 
     def __init__(self, *, sessions: SessionStore | None = None, memory: MemoryStore | None = None) -> None:
@@ -32,7 +32,7 @@ class MemoryPersistSystem(System):
         self.memory = memory
 
     def should_process(self, ctx: AgentContext) -> bool:
-        return ctx.turn_outcome is not None and not ctx.has(TaskTurn)
+        return ctx.turn_outcome is not None and TurnPolicy.of(ctx).persist
 
     def process(self, ctx: AgentContext) -> None:
         outcome = ctx.require(TurnOutcome)
