@@ -34,6 +34,7 @@ from agentloop.outcome import (
     TurnOutcome,
     converter,
     resolve_finish_reason,
+    visible_text,
 )
 from agentloop.system import System
 
@@ -78,6 +79,7 @@ __all__ = [
     "converter",
     "resolve_finish_reason",
     "validate_pipeline",
+    "visible_text",
 ]
 
 from agentloop.errors import ToolArgumentError, ToolDefinitionError  # noqa: E402

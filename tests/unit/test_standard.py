@@ -6,7 +6,20 @@ from pathlib import Path
 
 import pytest
 
-from agentloop import AgentContext, IncomingMessage, PipelineError, Session, System, TurnOutcome
+import attrs
+
+from agentloop import (
+    AgentContext,
+    ChatMessage,
+    FinishReason,
+    IncomingMessage,
+    OutgoingResponse,
+    PipelineError,
+    Session,
+    System,
+    TurnOutcome,
+    memory_scope,
+)
 from agentloop.testing import RecordingChannel, ScriptedLLM
 from systems import (
     MemoryPersistSystem,
@@ -84,3 +97,41 @@ def test_a_blank_fallback_text_is_refused(texts: dict[str, str]) -> None:
 
     with pytest.raises(ValueError, match="a fallback must say something"):
         FeedbackGuaranteeSystem(**texts)
+
+
+@attrs.define
+class AnswersByItself(System):
+    """A custom system that answers before the model is asked (order 25)."""
+
+    text: str
+    order = 25
+    writes = (TurnOutcome,)
+
+    def process(self, ctx: AgentContext) -> None:
+        ctx.set(TurnOutcome(FinishReason.SUCCESS, self.text, OutgoingResponse.text_only(self.text)))
+
+
+def test_a_custom_system_may_answer_by_itself_and_its_answer_is_the_one_kept(tmp_path: Path) -> None:
+    channel, session = RecordingChannel(), Session("s", user_id="ada")
+    with standard_pipeline(ScriptedLLM(["the model's answer"]), channel, data_dir=tmp_path) as pipeline:
+        ctx = pipeline.insert(AnswersByItself("Closed on Sundays.")).build().run_turn_sync(session, IncomingMessage("Open?"))
+        assert pipeline.stores is not None
+        history = pipeline.stores.sessions.recent("s", 10)
+    outcome = ctx.turn_outcome
+    assert outcome is not None and outcome.assistant_text == "Closed on Sundays." and not outcome.fallback
+    assert channel.texts == ["Closed on Sundays."]
+    assert history == (ChatMessage.user("Open?"), ChatMessage.assistant("Closed on Sundays."))
+
+
+def test_a_whitespace_only_answer_is_replaced_for_the_user_and_stored_nowhere(tmp_path: Path) -> None:
+    channel, session = RecordingChannel(), Session("s", user_id="ada")
+    with standard_pipeline(ScriptedLLM(["the model's answer"]), channel, data_dir=tmp_path) as pipeline:
+        ctx = pipeline.insert(AnswersByItself(" \n ")).build().run_turn_sync(session, IncomingMessage("Open?"))
+        assert pipeline.stores is not None
+        history = pipeline.stores.sessions.recent("s", 10)
+        memory = pipeline.stores.memory.recent(memory_scope(session).key, 10)
+        indexed = len(pipeline.stores.rag)
+    outcome = ctx.turn_outcome
+    assert outcome is not None and outcome.fallback and outcome.assistant_text is None
+    assert channel.texts == ["Sorry, something went wrong while I was answering. Please try again."]
+    assert history == (ChatMessage.user("Open?"),) and memory == () and indexed == 0
