@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+from unittest import mock
+
 import attrs
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from agentloop import (
     AgentContext,
@@ -11,12 +17,35 @@ from agentloop import (
     FailureKind,
     FailureSource,
     IncomingMessage,
+    LlmCallError,
     PipelineError,
     Session,
     System,
     UndeclaredAccessError,
+    tool,
 )
-from agentloop.testing import make_context, make_system, run_pipeline, run_system_sync
+from agentloop.adapters import open_note_taking
+from agentloop.notes import KnowledgeItem, Layer, NoteTaking, NoteType
+from agentloop.tasks import TaskTurn
+from agentloop.testing import (
+    FakeClock,
+    RecordingChannel,
+    ScriptedLLM,
+    make_context,
+    make_system,
+    run_pipeline,
+    run_system_sync,
+)
+from systems import (
+    ContextBuildingSystem,
+    MemoryPersistSystem,
+    NoteRetrievalSystem,
+    ResponseRoutingSystem,
+    StandardPipeline,
+    ToolLoopSystem,
+    add_note_taking,
+    standard_pipeline,
+)
 
 
 @attrs.frozen
@@ -130,3 +159,122 @@ def test_describe_marks_optional_reads_and_draws_their_arrows() -> None:
     text = loop.describe().to_text()
     assert "Review, Draft?" in text
     assert "s0 -. Draft .-> s1" in loop.describe().to_mermaid()
+
+
+# --- the standard pipeline with note-taking keeps to its declarations ------------------
+
+
+@tool
+def lookup(q: str) -> str:
+    """Look something up."""
+    return f"found {q}"
+
+
+@tool
+def explode() -> str:
+    """Always fails."""
+    raise RuntimeError("boom")
+
+
+STEPS = st.one_of(
+    st.text(max_size=12),
+    st.sampled_from([("lookup", {"q": "rate limits"}), ("lookup", {"q": 3}), ("explode", {}), ("send_voice", {"text": "hi"})])
+    .map(lambda call: ScriptedLLM.tool_call(*call)),
+    st.sampled_from(FailureKind).map(lambda kind: LlmCallError(f"scripted {kind.value}", kind=kind)),
+)
+
+
+@attrs.frozen
+class Turn:
+    kind: str  # "user", "auto", "task", "fresh-task"
+    text: str
+    script: tuple[object, ...]
+    fault_at: int | None
+    channel_fails: bool
+
+
+TURNS = st.builds(
+    Turn,
+    kind=st.sampled_from(["user", "auto", "task", "fresh-task"]),
+    text=st.sampled_from(["how do I page a rate-limited API?", "hello", " "]),
+    script=st.lists(STEPS, max_size=4).map(tuple),
+    fault_at=st.one_of(st.none(), st.sampled_from([5, 15, 22, 27, 45, 58, 65, 72, 77, 90])),
+    channel_fails=st.booleans(),
+)
+SESSION = Session("s1", user_id="u1", project_id="p1", team_id="t1", org_id="o1")
+NOTE = "## Context\nExports fail on bursts.\n\n## Solution\nPage through rate-limited APIs.\n\n## Tags\nexport\n"
+
+
+@pytest.fixture(scope="module")
+def note_taking(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NoteTaking]:
+    opened = open_note_taking(tmp_path_factory.mktemp("notes"), ScriptedLLM(), clock=FakeClock())
+    item = KnowledgeItem(
+        NoteType.PATTERN, Layer.PROJECT, opened.chain(SESSION), "Paging", NOTE, opened.knowledge.embed(NOTE), FakeClock().now()
+    )
+    opened.knowledge.add(item)
+    yield opened
+    opened.close()
+
+
+def _raiser(order: int) -> System:
+    def boom(ctx: AgentContext) -> None:
+        raise RuntimeError(f"fault at {order}")
+
+    return make_system(f"Fault{order}", order, boom)
+
+
+def _turn(pipeline: StandardPipeline, loop: AgentLoop, turn: Turn) -> AgentContext:
+    pipeline_llm = pipeline.get(ToolLoopSystem).llm
+    assert isinstance(pipeline_llm, ScriptedLLM)
+    pipeline_llm.add(*turn.script)  # type: ignore[arg-type]
+    channel = pipeline.get(ResponseRoutingSystem).channel
+    assert isinstance(channel, RecordingChannel)
+    channel.recover()
+    if turn.channel_fails:
+        channel.fail_with()
+    if turn.kind in ("task", "fresh-task"):
+        task = TaskTurn("export", turn.text, fresh_context=turn.kind == "fresh-task")
+        return loop.run_turn_sync(SESSION, IncomingMessage(task.render(), auto_mode=True), components=[task, task.policy])
+    return loop.run_turn_sync(SESSION, IncomingMessage(turn.text, auto_mode=turn.kind == "auto"))
+
+
+@settings(deadline=None, max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(turns=st.lists(TURNS, min_size=1, max_size=4))
+def test_every_access_of_the_standard_pipeline_is_within_its_declaration(
+    note_taking: NoteTaking, tmp_path_factory: pytest.TempPathFactory, turns: list[Turn]
+) -> None:
+    """User turns, auto turns, task turns with their TurnPolicy, model and tool errors,
+    failing deliveries and systems that raise: no system ever touches an undeclared type,
+    not even one whose error something caught."""
+    undeclared: list[str] = []
+    refuse = AgentContext._undeclared
+
+    def record(ctx: AgentContext, component_type: type, *, write: bool) -> UndeclaredAccessError:
+        error = refuse(ctx, component_type, write=write)
+        undeclared.append(str(error))
+        return error
+
+    data_dir = tmp_path_factory.mktemp("bot")
+    with standard_pipeline(ScriptedLLM(), RecordingChannel(), data_dir=data_dir, tools=[lookup, explode]) as pipeline:
+        add_note_taking(pipeline, note_taking)
+        for order in {t.fault_at for t in turns if t.fault_at is not None}:
+            pipeline.insert(_raiser(order))
+        loop = pipeline.build(inputs=(TaskTurn,))
+        with mock.patch.object(AgentContext, "_undeclared", record):
+            finished = [_turn(pipeline, loop, turn) for turn in turns]
+    assert undeclared == []
+    for ctx in finished:
+        assert [f for f in ctx.failures if f.kind is FailureKind.VALIDATION and f.source is FailureSource.SYSTEM] == []
+
+
+@pytest.mark.parametrize("reader", [ContextBuildingSystem, NoteRetrievalSystem, MemoryPersistSystem])
+def test_a_system_that_forgets_to_declare_what_it_reads_is_caught_on_any_turn(
+    note_taking: NoteTaking, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reader: type[System]
+) -> None:
+    monkeypatch.setattr(reader, "optional_reads", ())  # the drift this check exists for
+    with standard_pipeline(ScriptedLLM(["Sure."]), RecordingChannel(), data_dir=tmp_path) as pipeline:
+        add_note_taking(pipeline, note_taking)
+        ctx = pipeline.build().run_turn_sync(SESSION, IncomingMessage("hello"))  # a user turn: no TurnPolicy on it
+    (failure,) = [f for f in ctx.failures if f.component == reader.__name__]
+    assert failure.kind is FailureKind.VALIDATION
+    assert f"system '{reader.__name__}' reads TurnPolicy but does not declare it" in failure.message
