@@ -111,27 +111,38 @@ class AnswersByItself(System):
         ctx.set(TurnOutcome(FinishReason.SUCCESS, self.text, OutgoingResponse.text_only(self.text)))
 
 
-def test_a_custom_system_may_answer_by_itself_and_its_answer_is_the_one_kept(tmp_path: Path) -> None:
+@attrs.frozen
+class Answered:
+    outcome: TurnOutcome
+    sent: list[str]
+    history: tuple[ChatMessage, ...]
+    memory: tuple[str, ...]
+    indexed: int
+
+
+def answer_by_itself(tmp_path: Path, text: str) -> Answered:
+    """One turn of the standard pipeline in which `AnswersByItself(text)` answers and the model would too."""
     channel, session = RecordingChannel(), Session("s", user_id="ada")
     with standard_pipeline(ScriptedLLM(["the model's answer"]), channel, data_dir=tmp_path) as pipeline:
-        ctx = pipeline.insert(AnswersByItself("Closed on Sundays.")).build().run_turn_sync(session, IncomingMessage("Open?"))
-        assert pipeline.stores is not None
-        history = pipeline.stores.sessions.recent("s", 10)
-    outcome = ctx.turn_outcome
-    assert outcome is not None and outcome.assistant_text == "Closed on Sundays." and not outcome.fallback
-    assert channel.texts == ["Closed on Sundays."]
-    assert history == (ChatMessage.user("Open?"), ChatMessage.assistant("Closed on Sundays."))
+        ctx = pipeline.insert(AnswersByItself(text)).build().run_turn_sync(session, IncomingMessage("Open?"))
+        assert pipeline.stores is not None and ctx.turn_outcome is not None
+        memory = pipeline.stores.memory.recent(memory_scope(session).key, 10)
+        return Answered(
+            ctx.turn_outcome, channel.texts, pipeline.stores.sessions.recent("s", 10),
+            tuple(entry.assistant_text for entry in memory), len(pipeline.stores.rag),
+        )
+
+
+def test_a_custom_system_may_answer_by_itself_and_its_answer_is_the_one_kept(tmp_path: Path) -> None:
+    answered = answer_by_itself(tmp_path, "Closed on Sundays.")
+    assert answered.outcome.assistant_text == "Closed on Sundays." and not answered.outcome.fallback
+    assert answered.sent == ["Closed on Sundays."]
+    assert answered.history == (ChatMessage.user("Open?"), ChatMessage.assistant("Closed on Sundays."))
+    assert answered.memory == ("Closed on Sundays.",) and answered.indexed == 1
 
 
 def test_a_whitespace_only_answer_is_replaced_for_the_user_and_stored_nowhere(tmp_path: Path) -> None:
-    channel, session = RecordingChannel(), Session("s", user_id="ada")
-    with standard_pipeline(ScriptedLLM(["the model's answer"]), channel, data_dir=tmp_path) as pipeline:
-        ctx = pipeline.insert(AnswersByItself(" \n ")).build().run_turn_sync(session, IncomingMessage("Open?"))
-        assert pipeline.stores is not None
-        history = pipeline.stores.sessions.recent("s", 10)
-        memory = pipeline.stores.memory.recent(memory_scope(session).key, 10)
-        indexed = len(pipeline.stores.rag)
-    outcome = ctx.turn_outcome
-    assert outcome is not None and outcome.fallback and outcome.assistant_text is None
-    assert channel.texts == ["Sorry, something went wrong while I was answering. Please try again."]
-    assert history == (ChatMessage.user("Open?"),) and memory == () and indexed == 0
+    answered = answer_by_itself(tmp_path, " \n ")
+    assert answered.outcome.fallback and answered.outcome.assistant_text is None
+    assert answered.sent == ["Sorry, something went wrong while I was answering. Please try again."]
+    assert answered.history == (ChatMessage.user("Open?"),) and answered.memory == () and answered.indexed == 0
