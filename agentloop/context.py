@@ -45,7 +45,11 @@ ALWAYS_READABLE: tuple[type, ...] = (Session, IncomingMessage)
 """The turn's own inputs: on every turn context, and readable by every system."""
 
 
-def declared_access(system: System) -> tuple[frozenset[type], frozenset[type]]:
+Access = tuple[frozenset[type], frozenset[type]]
+"""What a running system may touch: (types it may read, types it may write)."""
+
+
+def declared_access(system: System) -> Access:
     """What `system` may touch while it runs: (types it may read, types it may write).
 
     It reads what it declares in `reads`, `optional_reads` and `writes`, plus the
@@ -71,8 +75,7 @@ class AgentContext:
         "deadline",
         "clock",
         "current_system",
-        "_readable",
-        "_writable",
+        "_access",
         "_history",
         "_failures",
         "_components",
@@ -97,10 +100,9 @@ class AgentContext:
         self.clock: Clock = clock or SystemClock()
         self.current_system: str | None = None
         """The name of the system running now; errors and failures name it."""
-        # The declared access of the running system; None means unchecked. The loop
-        # swaps these per system, so each access costs one set lookup.
-        self._readable: frozenset[type] | None = None
-        self._writable: frozenset[type] | None = None
+        # The declared access of the running system, None for unchecked. The loop swaps
+        # in each system's precomputed pair, so an access costs one set lookup.
+        self._access: Access | None = None
         self._history = tuple(history)
         self._failures: list[FailureEvent] = []
         self._components: dict[type, object] = {Session: session, IncomingMessage: incoming}
@@ -139,25 +141,25 @@ class AgentContext:
         hand (`agentloop.testing.run_system`) gets the same check.
         """
         if system is None:
-            self.current_system = self._readable = self._writable = None
+            self.current_system = self._access = None
         else:
             self.current_system = system.name
-            self._readable, self._writable = declared_access(system)
+            self._access = declared_access(system)
 
     def _undeclared(self, component_type: type, *, write: bool) -> UndeclaredAccessError:
         return UndeclaredAccessError(self.current_system or "?", component_type, write=write)
 
     def get(self, component_type: type[T]) -> T | None:
         """The component of exactly this type, or None."""
-        readable = self._readable
-        if readable is not None and component_type not in readable:
+        access = self._access
+        if access is not None and component_type not in access[0]:
             raise self._undeclared(component_type, write=False)
         return self._components.get(component_type)  # type: ignore[return-value]
 
     def require(self, component_type: type[T]) -> T:
         """The component of this type; `MissingComponentError` names the system if absent."""
-        readable = self._readable
-        if readable is not None and component_type not in readable:
+        access = self._access
+        if access is not None and component_type not in access[0]:
             raise self._undeclared(component_type, write=False)
         try:
             return self._components[component_type]  # type: ignore[return-value]
@@ -172,30 +174,30 @@ class AgentContext:
                 f"components are keyed by type, so a bare {component_type.__name__} would "
                 f"collide with every other one; wrap it in an attrs class"
             )
-        writable = self._writable
-        if writable is not None and component_type not in writable:
+        access = self._access
+        if access is not None and component_type not in access[1]:
             raise self._undeclared(component_type, write=True)
         self._components[component_type] = component
 
     def has(self, component_type: type) -> bool:
-        readable = self._readable
-        if readable is not None and component_type not in readable:
+        access = self._access
+        if access is not None and component_type not in access[0]:
             raise self._undeclared(component_type, write=False)
         return component_type in self._components
 
     def remove(self, component_type: type) -> None:
         """Drop the component of this type, if any."""
-        writable = self._writable
-        if writable is not None and component_type not in writable:
+        access = self._access
+        if access is not None and component_type not in access[1]:
             raise self._undeclared(component_type, write=True)
         self._components.pop(component_type, None)
 
     def components(self) -> tuple[object, ...]:
         """Every component on the turn (that the running system may read), in the order they were first set."""
-        readable = self._readable
-        if readable is None:
+        access = self._access
+        if access is None:
             return tuple(self._components.values())
-        return tuple(c for t, c in self._components.items() if t in readable)
+        return tuple(c for t, c in self._components.items() if t in access[0])
 
     @property
     def turn_outcome(self) -> TurnOutcome | None:

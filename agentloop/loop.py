@@ -14,7 +14,7 @@ from typing import Any
 import attrs
 import structlog
 
-from agentloop.context import ALWAYS_READABLE, AgentContext, IncomingMessage, Session, declared_access
+from agentloop.context import ALWAYS_READABLE, Access, AgentContext, IncomingMessage, Session, declared_access
 from agentloop.errors import PipelineError, UndeclaredAccessError
 from agentloop.messages import ChatMessage
 from agentloop.outcome import FailureEvent, FailureKind, FailureSource, FinishReason, resolve_finish_reason
@@ -161,21 +161,18 @@ class _Step:
     is_async: bool
     should: Callable[[AgentContext], bool] | None
     always_run: bool
-    readable: frozenset[type]
-    writable: frozenset[type]
+    access: Access
 
 
 def _step(system: System) -> _Step:
     overrides_should = type(system).should_process is not System.should_process
-    readable, writable = declared_access(system)
     return _Step(
         name=system.name,
         process=system.process,
         is_async=inspect.iscoroutinefunction(system.process),
         should=system.should_process if overrides_should else None,
         always_run=system.always_run,
-        readable=readable,
-        writable=writable,
+        access=declared_access(system),
     )
 
 
@@ -205,7 +202,8 @@ class AgentLoop:
     """Runs turns through an ordered, validated pipeline of systems.
 
     A system exception never aborts a turn: it becomes a `FailureEvent` and the next
-    system runs. After `turn_timeout` seconds only `always_run` systems run, and an
+    system runs; an access outside the running system's declaration is one too (kind
+    VALIDATION, from `UndeclaredAccessError`). After `turn_timeout` seconds only `always_run` systems run, and an
     async one is interrupted `always_run_grace` seconds past the deadline, so a hung
     channel cannot hold the session forever. Turns of one session run one at a time
     in arrival order; different sessions run concurrently.
@@ -324,8 +322,7 @@ class AgentLoop:
                 continue
             # ctx.run_as(system), inlined: the loop's hot path, with the sets precomputed.
             ctx.current_system = step.name
-            ctx._readable = step.readable
-            ctx._writable = step.writable
+            ctx._access = step.access
             t0 = perf_counter()
             result = "ok"
             budget: asyncio.Timeout | None = None

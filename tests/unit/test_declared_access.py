@@ -243,9 +243,10 @@ def _turn(pipeline: StandardPipeline, loop: AgentLoop, turn: Turn) -> AgentConte
 def test_every_access_of_the_standard_pipeline_is_within_its_declaration(
     note_taking: NoteTaking, tmp_path_factory: pytest.TempPathFactory, turns: list[Turn]
 ) -> None:
-    """User turns, auto turns, task turns with their TurnPolicy, model and tool errors,
-    failing deliveries and systems that raise: no system ever touches an undeclared type,
-    not even one whose error something caught."""
+    """Declared access (checked access; not one of I1-I14): over user turns, auto turns,
+    task turns with their TurnPolicy, model and tool errors, failing deliveries and
+    systems that raise, no system ever touches an undeclared type, not even one whose
+    error something caught."""
     undeclared: list[str] = []
     refuse = AgentContext._undeclared
 
