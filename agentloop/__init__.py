@@ -10,9 +10,16 @@ from agentloop.components import (
     ToolExecution,
     ToolExecutions,
     ToolLoopStop,
+    TurnPolicy,
 )
 from agentloop.context import AgentContext, IncomingMessage, Session
-from agentloop.errors import LlmCallError, MissingComponentError, PipelineError, TransportError
+from agentloop.errors import (
+    LlmCallError,
+    MissingComponentError,
+    PipelineError,
+    TransportError,
+    UndeclaredAccessError,
+)
 from agentloop.loop import AgentLoop, PipelineDescription, PipelineRow, validate_pipeline
 from agentloop.messages import ChatMessage, LlmReply, LlmRequest, Role, ToolCall, ToolSpec
 from agentloop.outcome import (
@@ -27,6 +34,7 @@ from agentloop.outcome import (
     TurnOutcome,
     converter,
     resolve_finish_reason,
+    visible_text,
 )
 from agentloop.system import System
 
@@ -66,9 +74,12 @@ __all__ = [
     "ToolSpec",
     "TransportError",
     "TurnOutcome",
+    "TurnPolicy",
+    "UndeclaredAccessError",
     "converter",
     "resolve_finish_reason",
     "validate_pipeline",
+    "visible_text",
 ]
 
 from agentloop.errors import ToolArgumentError, ToolDefinitionError  # noqa: E402

@@ -7,12 +7,15 @@ custom system that wants to take part in the standard turn reads or writes these
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from agentloop.messages import ChatMessage, Role, ToolCall, ToolSpec
 from agentloop.outcome import Attachment, FailureKind, FinishReason
+
+if TYPE_CHECKING:
+    from agentloop.context import AgentContext
 
 
 @attrs.frozen
@@ -128,3 +131,28 @@ class ToolExecutions:
     """Every tool execution of the turn, in the order they finished."""
 
     executions: tuple[ToolExecution, ...] = ()
+
+
+@attrs.frozen
+class TurnPolicy:
+    """How a turn that is not a user's conversation (a task step, a scheduled job) wants
+    to be treated; supply it as a turn input. A turn without one is a conversation turn.
+
+    `fresh_retrieval`: retrieval systems may add memory, earlier answers and notes.
+    `persist`: the turn belongs to the session's conversation, so its exchange is stored
+    as history and memory and the stored history is shown to it; False for neither.
+    """
+
+    fresh_retrieval: bool = True
+    persist: bool = True
+
+    @staticmethod
+    def of(ctx: AgentContext) -> TurnPolicy:
+        """The turn's policy; a turn that supplies none is a conversation turn (the defaults).
+
+        It reads `TurnPolicy` from `ctx`, so a system calling it declares it in `optional_reads`.
+        """
+        return ctx.get(TurnPolicy) or _CONVERSATION
+
+
+_CONVERSATION = TurnPolicy()

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Sequence
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import attrs
 
-from agentloop.errors import MissingComponentError
+from agentloop.errors import MissingComponentError, UndeclaredAccessError
 from agentloop.messages import ChatMessage
 from agentloop.outcome import Attachment, FailureEvent, TurnOutcome, copy_str_dict
 from agentloop.ports.clock import Clock, SystemClock
+
+if TYPE_CHECKING:
+    from agentloop.system import System
 
 T = TypeVar("T")
 
@@ -38,11 +41,31 @@ class IncomingMessage:
     metadata: dict[str, str] = attrs.field(factory=dict, converter=copy_str_dict, hash=False)
 
 
+ALWAYS_READABLE: tuple[type, ...] = (Session, IncomingMessage)
+"""The turn's own inputs: on every turn context, and readable by every system."""
+
+
+Access = tuple[frozenset[type], frozenset[type]]
+"""What a running system may touch: (types it may read, types it may write)."""
+
+
+def declared_access(system: System) -> Access:
+    """What `system` may touch while it runs: (types it may read, types it may write).
+
+    It reads what it declares in `reads`, `optional_reads` and `writes`, plus the
+    session and the message; it writes only what it declares in `writes`.
+    """
+    writable = frozenset(system.writes)
+    return frozenset((*ALWAYS_READABLE, *system.reads, *system.optional_reads)) | writable, writable
+
+
 class AgentContext:
     """One turn: its session, message, history, failures and typed components.
 
     Components are keyed by their exact type: `ctx.set(PromptContext(...))`, then
-    `ctx.get(PromptContext)`. There is no string-keyed attribute bus.
+    `ctx.get(PromptContext)`. There is no string-keyed attribute bus. While a system
+    runs, touching a type outside its declaration raises `UndeclaredAccessError`;
+    outside a running system (the caller, a test, the loop itself) every type is open.
     """
 
     __slots__ = (
@@ -52,6 +75,7 @@ class AgentContext:
         "deadline",
         "clock",
         "current_system",
+        "_access",
         "_history",
         "_failures",
         "_components",
@@ -76,6 +100,9 @@ class AgentContext:
         self.clock: Clock = clock or SystemClock()
         self.current_system: str | None = None
         """The name of the system running now; errors and failures name it."""
+        # The declared access of the running system, None for unchecked. The loop swaps
+        # in each system's precomputed pair, so an access costs one set lookup.
+        self._access: Access | None = None
         self._history = tuple(history)
         self._failures: list[FailureEvent] = []
         self._components: dict[type, object] = {Session: session, IncomingMessage: incoming}
@@ -107,12 +134,33 @@ class AgentContext:
     def deadline_passed(self) -> bool:
         return self.deadline is not None and self.clock.monotonic() >= self.deadline
 
+    def run_as(self, system: System | None) -> None:
+        """Hold accesses to `system`'s declaration from now on; None lifts the check.
+
+        The loop does this for each system it runs; a test running one system by
+        hand (`agentloop.testing.run_system`) gets the same check.
+        """
+        if system is None:
+            self.current_system = self._access = None
+        else:
+            self.current_system = system.name
+            self._access = declared_access(system)
+
+    def _undeclared(self, component_type: type, *, write: bool) -> UndeclaredAccessError:
+        return UndeclaredAccessError(self.current_system or "?", component_type, write=write)
+
     def get(self, component_type: type[T]) -> T | None:
         """The component of exactly this type, or None."""
+        access = self._access
+        if access is not None and component_type not in access[0]:
+            raise self._undeclared(component_type, write=False)
         return self._components.get(component_type)  # type: ignore[return-value]
 
     def require(self, component_type: type[T]) -> T:
         """The component of this type; `MissingComponentError` names the system if absent."""
+        access = self._access
+        if access is not None and component_type not in access[0]:
+            raise self._undeclared(component_type, write=False)
         try:
             return self._components[component_type]  # type: ignore[return-value]
         except KeyError:
@@ -126,18 +174,30 @@ class AgentContext:
                 f"components are keyed by type, so a bare {component_type.__name__} would "
                 f"collide with every other one; wrap it in an attrs class"
             )
+        access = self._access
+        if access is not None and component_type not in access[1]:
+            raise self._undeclared(component_type, write=True)
         self._components[component_type] = component
 
     def has(self, component_type: type) -> bool:
+        access = self._access
+        if access is not None and component_type not in access[0]:
+            raise self._undeclared(component_type, write=False)
         return component_type in self._components
 
     def remove(self, component_type: type) -> None:
         """Drop the component of this type, if any."""
+        access = self._access
+        if access is not None and component_type not in access[1]:
+            raise self._undeclared(component_type, write=True)
         self._components.pop(component_type, None)
 
     def components(self) -> tuple[object, ...]:
-        """Every component on the turn, in the order they were first set."""
-        return tuple(self._components.values())
+        """Every component on the turn (that the running system may read), in the order they were first set."""
+        access = self._access
+        if access is None:
+            return tuple(self._components.values())
+        return tuple(c for t, c in self._components.items() if t in access[0])
 
     @property
     def turn_outcome(self) -> TurnOutcome | None:

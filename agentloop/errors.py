@@ -27,6 +27,27 @@ class MissingComponentError(LookupError):
         self.system = system
 
 
+class UndeclaredAccessError(TypeError):
+    """A running system touched a component type its declaration does not name.
+
+    Declarations are what build-time validation and `describe()` see, so an access
+    outside them would make the pipeline that runs differ from the one described.
+    """
+
+    def __init__(self, system: str, component: type, *, write: bool) -> None:
+        if write:
+            did, fix = "writes", "writes"
+        else:
+            did, fix = "reads", "reads (or optional_reads, when it may be absent)"
+        super().__init__(
+            f"system {system!r} {did} {component.__name__} but does not declare it; "
+            f"declare {component.__name__} in {fix}"
+        )
+        self.system = system
+        self.component = component
+        self.write = write
+
+
 class LlmCallError(RuntimeError):
     """An LLM call failed; `kind` says how, and drives the finish reason and fallback."""
 

@@ -14,15 +14,13 @@ from typing import Any, TypeVar
 import attrs
 import structlog
 
-from agentloop.context import AgentContext, IncomingMessage, Session
-from agentloop.errors import PipelineError
+from agentloop.context import ALWAYS_READABLE, Access, AgentContext, IncomingMessage, Session, declared_access
+from agentloop.errors import PipelineError, UndeclaredAccessError
 from agentloop.messages import ChatMessage
 from agentloop.outcome import FailureEvent, FailureKind, FailureSource, FinishReason, resolve_finish_reason
 from agentloop.ports.clock import Clock, SystemClock
 from agentloop.ports.metrics import Metrics
 from agentloop.system import System
-
-_IMPLICIT_INPUTS: tuple[type, ...] = (Session, IncomingMessage)
 
 
 @attrs.frozen
@@ -32,15 +30,28 @@ class PipelineRow:
     reads: tuple[type, ...]
     writes: tuple[type, ...]
     always_run: bool
+    optional_reads: tuple[type, ...] = ()
+
+    @property
+    def all_reads(self) -> tuple[type, ...]:
+        return (*self.reads, *self.optional_reads)
 
 
 def _names(types: Sequence[type]) -> str:
     return ", ".join(t.__name__ for t in types) or "-"
 
 
+def _reads_cell(row: PipelineRow) -> str:
+    """The reads of a row, optional ones marked with `?`."""
+    return ", ".join([t.__name__ for t in row.reads] + [f"{t.__name__}?" for t in row.optional_reads]) or "-"
+
+
 @attrs.frozen
 class PipelineDescription:
-    """The ordered pipeline, renderable as a text table or a Mermaid flowchart."""
+    """The ordered pipeline, renderable as a text table or a Mermaid flowchart.
+
+    Optional reads are listed with the reads, marked `?` (`TurnPolicy?`).
+    """
 
     rows: tuple[PipelineRow, ...]
     inputs: tuple[type, ...] = ()
@@ -48,7 +59,7 @@ class PipelineDescription:
     def to_text(self) -> str:
         header = ("order", "name", "reads", "writes")
         table = [header] + [
-            (str(r.order), r.name + (" (always_run)" if r.always_run else ""), _names(r.reads), _names(r.writes))
+            (str(r.order), r.name + (" (always_run)" if r.always_run else ""), _reads_cell(r), _names(r.writes))
             for r in self.rows
         ]
         widths = [max(len(line[i]) for line in table) for i in range(len(header))]
@@ -64,7 +75,7 @@ class PipelineDescription:
         for i in range(1, len(self.rows)):
             lines.append(f"    s{i - 1} --> s{i}")
         for i, row in enumerate(self.rows):
-            for read in row.reads:
+            for read in row.all_reads:
                 writer = _last_writer(self.rows[:i], read)
                 if writer is not None:
                     lines.append(f"    s{writer} -. {read.__name__} .-> s{i}")
@@ -87,7 +98,7 @@ def _check_declaration(system: System) -> None:
         raise PipelineError(f"system {label} needs an integer class attribute `order`")
     if not isinstance(system.name, str) or not system.name:
         raise PipelineError(f"system {label} needs a non-empty string `name`")
-    for attribute in ("reads", "writes"):
+    for attribute in ("reads", "optional_reads", "writes"):
         declared = getattr(system, attribute)
         if not isinstance(declared, tuple) or not all(isinstance(t, type) for t in declared):
             raise PipelineError(f"system {system.name!r}: `{attribute}` must be a tuple of types, got {declared!r}")
@@ -98,8 +109,9 @@ def _check_declaration(system: System) -> None:
 def validate_pipeline(systems: Sequence[System], inputs: Iterable[type] = ()) -> tuple[System, ...]:
     """Sort `systems` by order (stable) and check their declared access.
 
-    Raises `PipelineError` for a duplicate name, a read whose only writers run later
-    (and that is not a turn input), or two systems of equal order writing one type.
+    Raises `PipelineError` for a duplicate name, a read (optional or not) whose only
+    writers run later and that is not a turn input, or two systems of equal order
+    writing one type. A read that no system writes is allowed: it is simply absent.
     """
     for system in systems:
         if not isinstance(system, System):
@@ -114,9 +126,9 @@ def validate_pipeline(systems: Sequence[System], inputs: Iterable[type] = ()) ->
                 f"and {type(system).__name__}; give one of them another `name`"
             )
         seen[system.name] = system
-    available = set(_IMPLICIT_INPUTS) | set(inputs)
+    available = set(ALWAYS_READABLE) | set(inputs)
     for index, system in enumerate(ordered):
-        for component in system.reads:
+        for component in (*system.reads, *system.optional_reads):
             if component in available or component in system.writes:
                 continue
             if any(component in earlier.writes for earlier in ordered[:index]):
@@ -149,6 +161,7 @@ class _Step:
     is_async: bool
     should: Callable[[AgentContext], bool] | None
     always_run: bool
+    access: Access
 
 
 def _step(system: System) -> _Step:
@@ -159,6 +172,7 @@ def _step(system: System) -> _Step:
         is_async=inspect.iscoroutinefunction(system.process),
         should=system.should_process if overrides_should else None,
         always_run=system.always_run,
+        access=declared_access(system),
     )
 
 
@@ -267,7 +281,8 @@ class AgentLoop:
     """Runs turns through an ordered, validated pipeline of systems.
 
     A system exception never aborts a turn: it becomes a `FailureEvent` and the next
-    system runs. After `turn_timeout` seconds only `always_run` systems run, and an
+    system runs; an access outside the running system's declaration is one too (kind
+    VALIDATION, from `UndeclaredAccessError`). After `turn_timeout` seconds only `always_run` systems run, and an
     async one is interrupted `always_run_grace` seconds past the deadline, so a hung
     channel cannot hold the session forever. Turns of one session run one at a time
     in arrival order; different sessions run concurrently.
@@ -298,7 +313,9 @@ class AgentLoop:
         self._gates = _SessionGates()
 
     def describe(self) -> PipelineDescription:
-        rows = tuple(PipelineRow(s.order, s.name, s.reads, s.writes, s.always_run) for s in self.systems)
+        rows = tuple(
+            PipelineRow(s.order, s.name, s.reads, s.writes, s.always_run, s.optional_reads) for s in self.systems
+        )
         return PipelineDescription(rows, self.inputs)
 
     def run_turn_sync(
@@ -370,7 +387,9 @@ class AgentLoop:
                 self._record_timeout(ctx, step.name, "was skipped: the turn deadline had passed")
             if timed_out and not step.always_run:
                 continue
+            # ctx.run_as(system), inlined: the loop's hot path, with the sets precomputed.
             ctx.current_system = step.name
+            ctx._access = step.access
             t0 = perf_counter()
             result = "ok"
             budget: asyncio.Timeout | None = None
@@ -398,17 +417,16 @@ class AgentLoop:
                     self._record_timeout(ctx, step.name, what)
                 else:
                     result = "error"
+                    kind = FailureKind.VALIDATION if isinstance(exc, UndeclaredAccessError) else FailureKind.EXCEPTION
                     ctx.add_failure(
-                        FailureEvent(
-                            FailureSource.SYSTEM, step.name, FailureKind.EXCEPTION, f"{type(exc).__name__}: {exc}", clock.now()
-                        )
+                        FailureEvent(FailureSource.SYSTEM, step.name, kind, f"{type(exc).__name__}: {exc}", clock.now())
                     )
                     log.error("system.failed", system=step.name, exc_info=exc)
                     if self.metrics is not None:
                         self.metrics.increment("agentloop.system.failures", labels={"system": step.name})
             if debug:
                 log.debug("system.run", system=step.name, duration_ms=(perf_counter() - t0) * 1000.0, outcome=result)
-        ctx.current_system = None
+        ctx.run_as(None)
         self._finish(ctx, timed_out)
         duration_ms = (perf_counter() - started) * 1000.0
         outcome = ctx.turn_outcome

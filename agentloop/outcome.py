@@ -58,6 +58,11 @@ def resolve_finish_reason(reasons: Iterable[FinishReason]) -> FinishReason:
     return min(reasons, key=_RANK.__getitem__, default=FinishReason.SUCCESS)
 
 
+def visible_text(text: str | None) -> str | None:
+    """`text` when it holds something a user would see; None when it is absent or only whitespace."""
+    return text if text and not text.isspace() else None
+
+
 def copy_str_dict(value: Mapping[str, str] | None) -> dict[str, str]:
     """A private copy of a string mapping, so a caller's later edits never reach a contract."""
     return dict(value or {})
@@ -103,8 +108,8 @@ class OutgoingResponse:
 
     @property
     def is_empty(self) -> bool:
-        """True when there is nothing a user would see or hear."""
-        return not (self.text or self.voice_text or self.attachments)
+        """True when there is nothing a user would see or hear (whitespace-only text counts as none)."""
+        return not (visible_text(self.text) or visible_text(self.voice_text) or self.attachments)
 
 
 @attrs.frozen
@@ -126,12 +131,13 @@ class RoutingOutcome:
 class TurnOutcome:
     """The single source of truth about a finished turn.
 
-    `assistant_text` is what memory and RAG store; `outgoing_response` is what the
-    transport sends. A user-facing (non-auto) turn must have an outgoing response.
+    `assistant_text` is what memory and RAG store (whitespace-only text becomes None:
+    it is no answer); `outgoing_response` is what the transport sends. A user-facing
+    (non-auto) turn must have an outgoing response.
     """
 
     finish_reason: FinishReason
-    assistant_text: str | None = None
+    assistant_text: str | None = attrs.field(default=None, converter=visible_text)
     outgoing_response: OutgoingResponse | None = None
     failures: tuple[FailureEvent, ...] = ()
     raw_history_written: bool = False

@@ -13,14 +13,17 @@ class System:
     """Subclass this to add a step to a bot.
 
     `order` places the system in the pipeline (lower runs first, ties keep insertion
-    order). `reads` and `writes` declare the component types it uses; the loop checks
-    them when the pipeline is built. `always_run` systems run even after the turn
-    deadline has passed. `process` may be `def` or `async def`.
+    order). `reads`, `optional_reads` (read when present) and `writes` declare the
+    component types it uses: the loop checks them when the pipeline is built, and
+    while the system runs any other access raises `UndeclaredAccessError`. `always_run`
+    systems run even after the turn deadline has passed. `process` may be `def` or
+    `async def`.
     """
 
     order: ClassVar[int]
     name: str
     reads: ClassVar[tuple[type, ...]] = ()
+    optional_reads: ClassVar[tuple[type, ...]] = ()
     writes: ClassVar[tuple[type, ...]] = ()
     always_run: ClassVar[bool] = False
 

@@ -13,11 +13,11 @@ from agentloop import (
     SanitizedInput,
     System,
     history_scope,
+    TurnPolicy,
     knowledge_scope,
     memory_scope,
 )
 from agentloop.ports import MemoryStore, RagStore, SessionStore
-from agentloop.tasks import TaskTurn, fresh_context_allowed
 
 
 def user_message_text(sanitized: SanitizedInput) -> str:
@@ -35,12 +35,13 @@ class ContextBuildingSystem(System):
     `history_window` messages of the session store. Memory adds what the bot told
     this user in other sessions; RAG adds earlier answers similar to the message. Each
     is read in the session's own scope within `company_id` (the deployment).
-    A task turn (a `TaskTurn` input) carries its own context: it gets no stored
-    history, and memory and RAG only when its template enables fresh_context.
+    A turn whose `TurnPolicy` has persist=False (a task step) is not part of the
+    conversation and gets no stored history; fresh_retrieval=False gets no memory or RAG.
     """
 
     order: ClassVar[int] = 20
     reads = (SanitizedInput,)
+    optional_reads = (TurnPolicy,)
     writes = (PromptContext,)
 
     def __init__(
@@ -70,11 +71,12 @@ class ContextBuildingSystem(System):
 
     def process(self, ctx: AgentContext) -> None:
         sanitized = ctx.require(SanitizedInput)
+        policy = TurnPolicy.of(ctx)
         history = ctx.history
-        if not history and not ctx.has(TaskTurn) and self.sessions is not None and self.history_window:
+        if not history and policy.persist and self.sessions is not None and self.history_window:
             history = self.sessions.recent(history_scope(ctx.session, self.company_id), self.history_window)
         window = history[-self.history_window :] if self.history_window else ()
-        sections = self.retrieve(ctx, sanitized) if fresh_context_allowed(ctx) else ()
+        sections = self.retrieve(ctx, sanitized) if policy.fresh_retrieval else ()
         messages = (*window, ChatMessage.user(user_message_text(sanitized)))
         ctx.set(PromptContext(self.system_prompt, messages, sections))
 

@@ -14,7 +14,8 @@ from systems.outcome import DEFAULT_STOP_TEXTS, GENERIC_ERROR_TEXT
 class FeedbackGuaranteeSystem(System):
     """Gives a user turn a fallback response when it has none to send (order 59, always_run).
 
-    It never replaces a response with content (I3), does nothing in auto mode, marks
+    A response of only whitespace is none. It never replaces a response with content
+    (I3) and changes nothing else on the outcome, does nothing in auto mode, marks
     what it creates `fallback=True`, and never touches history or stores (I4). Its
     texts default to the finalization system's, so a user hears one wording. An
     outcome it has to create has finish reason ERROR (DEADLINE once the turn ran out).

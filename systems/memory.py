@@ -6,9 +6,18 @@ from typing import ClassVar
 
 import attrs
 
-from agentloop import DEFAULT_COMPANY, AgentContext, ChatMessage, SanitizedInput, System, TurnOutcome, history_scope, memory_scope
+from agentloop import (
+    DEFAULT_COMPANY,
+    AgentContext,
+    ChatMessage,
+    SanitizedInput,
+    System,
+    TurnOutcome,
+    TurnPolicy,
+    history_scope,
+    memory_scope,
+)
 from agentloop.ports import MemoryEntry, MemoryStore, SessionStore
-from agentloop.tasks import TaskTurn
 
 from systems.input import turn_user_text
 
@@ -18,14 +27,15 @@ class MemoryPersistSystem(System):
 
     History gets the user's message and `turn_outcome.assistant_text` (never a
     fallback text: fallback outcomes have no assistant text, I5); memory gets one
-    entry per answered turn. It sets `raw_history_written` on the outcome. A task
-    turn (a `TaskTurn` input) is stored nowhere: its prompt is rebuilt from the task's
-    own context each time, and it is not something the user said. Rows are stored in
-    the session's scopes within `company_id` (the deployment).
+    entry per answered turn. It sets `raw_history_written` on the outcome. A turn whose
+    `TurnPolicy` has persist=False (a task step: its prompt is rebuilt from the task's
+    own context each time, and it is not something the user said) is stored nowhere.
+    Rows are stored in the session's scopes within `company_id` (the deployment).
     """
 
     order: ClassVar[int] = 70
     reads = (TurnOutcome, SanitizedInput)
+    optional_reads = (TurnPolicy,)
     writes = (TurnOutcome,)
 
     def __init__(
@@ -40,7 +50,7 @@ class MemoryPersistSystem(System):
         self.company_id = company_id
 
     def should_process(self, ctx: AgentContext) -> bool:
-        return ctx.turn_outcome is not None and not ctx.has(TaskTurn)
+        return ctx.turn_outcome is not None and TurnPolicy.of(ctx).persist
 
     def process(self, ctx: AgentContext) -> None:
         outcome = ctx.require(TurnOutcome)

@@ -6,9 +6,17 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
-from agentloop import AgentContext, PromptContext, PromptSection, SanitizedInput, System, ToolExecution, ToolExecutions
+from agentloop import (
+    AgentContext,
+    PromptContext,
+    PromptSection,
+    SanitizedInput,
+    System,
+    ToolExecution,
+    ToolExecutions,
+    TurnPolicy,
+)
 from agentloop.notes import Layer, NoteTaking, RetrievedNote, RetrievedNotes
-from agentloop.tasks import fresh_context_allowed
 
 from systems.input import turn_user_text
 from systems.standard import StandardPipeline
@@ -27,12 +35,13 @@ class NoteRetrievalSystem(System):
 
     Only notes in the session's own org/team/project chain are offered (I11). The
     retrieval is recorded with the query and session, so positive feedback on the
-    session later credits exactly the notes it saw. A task turn gets notes only when
-    its template enables fresh_context.
+    session later credits exactly the notes it saw. A turn whose `TurnPolicy` has
+    fresh_retrieval=False (a task step without fresh context) gets no notes.
     """
 
     order = 25
     reads = (PromptContext, SanitizedInput)
+    optional_reads = (TurnPolicy,)
     writes = (RetrievedNotes, PromptContext)
 
     def __init__(self, note_taking: NoteTaking, *, k: int | None = None, layer: Layer | None = None) -> None:
@@ -41,7 +50,7 @@ class NoteRetrievalSystem(System):
         self.layer = layer
 
     def should_process(self, ctx: AgentContext) -> bool:
-        return ctx.has(PromptContext) and fresh_context_allowed(ctx)
+        return ctx.has(PromptContext) and TurnPolicy.of(ctx).fresh_retrieval
 
     def process(self, ctx: AgentContext) -> None:
         notes = self.note_taking.retrieve(turn_user_text(ctx), ctx.session, layer=self.layer, k=self.k)

@@ -17,6 +17,7 @@ from agentloop import (
     ToolLoopStop,
     TurnOutcome,
     resolve_finish_reason,
+    visible_text,
 )
 
 DEFAULT_ERROR_TEXTS: Mapping[FailureKind, str] = {
@@ -42,10 +43,10 @@ def render_plan(plan: PlanProposal) -> str:
 
 
 def _outgoing(response: LlmResponse) -> OutgoingResponse:
-    text = response.text if response.text.strip() else None
-    if response.voice_text is not None and text is not None and text.strip() == response.voice_text.strip():
+    text, voice_text = visible_text(response.text), visible_text(response.voice_text)
+    if voice_text is not None and text is not None and text.strip() == voice_text.strip():
         text = None
-    return OutgoingResponse(text=text, voice_text=response.voice_text, attachments=response.attachments)
+    return OutgoingResponse(text=text, voice_text=voice_text, attachments=response.attachments)
 
 
 class TurnOutcomeFinalizationSystem(System):
@@ -57,6 +58,8 @@ class TurnOutcomeFinalizationSystem(System):
     explanatory text marked `fallback=True` and `assistant_text` stays None, so it is
     never stored (I5). Auto-mode turns always get an outcome, with nothing to send.
     With no input at all in a user turn it writes nothing: the feedback guarantee answers.
+    An outcome an earlier system wrote (a custom system that answers by itself) is
+    kept as it is: the one outcome of a turn is never replaced.
     """
 
     order: ClassVar[int] = 57
@@ -73,6 +76,9 @@ class TurnOutcomeFinalizationSystem(System):
         self.error_texts = dict(error_texts)
         self.generic_error_text = generic_error_text
         self.stop_texts = dict(stop_texts)
+
+    def should_process(self, ctx: AgentContext) -> bool:
+        return ctx.turn_outcome is None
 
     def process(self, ctx: AgentContext) -> None:
         response, error = ctx.get(LlmResponse), ctx.get(LlmError)

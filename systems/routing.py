@@ -17,6 +17,7 @@ from agentloop import (
     System,
     TransportError,
     TurnOutcome,
+    visible_text,
 )
 from agentloop.ports import Channel
 
@@ -29,9 +30,10 @@ class ResponseRoutingSystem(System):
     """Sends `turn_outcome.outgoing_response` through the channel (order 60, always_run).
 
     It reads nothing but the outcome, attempts delivery at most once per turn (I2),
-    sends text, then voice, then each attachment, and writes `routing_outcome`. A
-    failed send becomes a TRANSPORT failure and `error_message`; it never propagates
-    (I7), and the other parts are still tried. It never touches history (I4).
+    sends text, then voice, then each attachment (whitespace-only text is nothing to
+    send), and adds `routing_outcome`, nothing else. A failed send becomes a TRANSPORT
+    failure and `error_message`; it never propagates (I7), and the other parts are still
+    tried. It never touches history (I4).
     """
 
     order: ClassVar[int] = 60
@@ -59,14 +61,15 @@ class ResponseRoutingSystem(System):
         sent_text = sent_voice = False
         sent_attachments = 0
         errors: list[str] = []
-        if response.text:
-            sent_text = await self._send(ctx, errors, self.channel.send_text(ctx.session, response.text, response.hints))
-        if response.voice_text:
-            sent_voice = await self._send(ctx, errors, self.channel.send_voice(ctx.session, response.voice_text))
+        text, voice_text = visible_text(response.text), visible_text(response.voice_text)
+        if text is not None:
+            sent_text = await self._send(ctx, errors, self.channel.send_text(ctx.session, text, response.hints))
+        if voice_text is not None:
+            sent_voice = await self._send(ctx, errors, self.channel.send_voice(ctx.session, voice_text))
         for attachment in response.attachments:
             sent_attachments += await self._send(ctx, errors, self.channel.send_attachment(ctx.session, attachment))
         routing = RoutingOutcome(True, sent_text, sent_voice, sent_attachments, errors[0] if errors else None)
-        ctx.set(attrs.evolve(outcome, routing_outcome=routing, failures=ctx.failures))
+        ctx.set(attrs.evolve(outcome, routing_outcome=routing))
 
     async def _send(self, ctx: AgentContext, errors: list[str], sending: Awaitable[None]) -> bool:
         try:

@@ -140,8 +140,8 @@ def inherited(template: TaskTemplate, offered: Mapping[str, str]) -> dict[str, s
 class Evaluator:
     """Runs registered templates by name with inputs.
 
-    `loop` runs the atomic tasks (declare `TaskTurn` in its `inputs` if a system reads
-    it). Subtasks nest at most `max_depth` deep; an atomic task may continue at most
+    `loop` runs the atomic tasks; each turn carries its `TaskTurn` and that task's
+    `TurnPolicy` (declare `TaskTurn` in the loop's `inputs` if a system reads it). Subtasks nest at most `max_depth` deep; an atomic task may continue at most
     `max_continuations` times; scripts get `script_timeout` seconds unless the template
     says otherwise, keep at most `script_output_limit` bytes of stdout and of stderr, and
     run only if the registry allows scripts.
@@ -283,7 +283,7 @@ class Evaluator:
     async def _turn(self, turn: TaskTurn, trace: TaskTrace) -> TaskResult:
         trace.turns += 1
         incoming = IncomingMessage(turn.render(), auto_mode=True, metadata={"task": turn.task_name})
-        ctx = await self.loop.run_turn(self.session, incoming, components=[turn])
+        ctx = await self.loop.run_turn(self.session, incoming, components=[turn, turn.policy])
         outcome = ctx.turn_outcome
         failures = "; ".join(f"{f.component}: {f.message}" for f in ctx.failures) or "no failure recorded"
         if outcome is None:

@@ -1,15 +1,15 @@
 """The contract between the evaluator and an atomic task's turn.
 
 The evaluator runs each atomic task as one auto-mode turn whose `IncomingMessage.text`
-is `TaskTurn.render()` and whose turn inputs include the `TaskTurn` itself (declare it:
-`AgentLoop(systems, inputs=(TaskTurn,))`). The model answers in the reply format below;
+is `TaskTurn.render()` and whose turn inputs are the `TaskTurn` itself and its
+`TurnPolicy` (`TaskTurn.policy`). The model answers in the reply format below;
 `parse_reply` turns `TurnOutcome.assistant_text` into a `TaskResult`.
 
-Retrieval contract: a system that retrieves notes or memory by associative matching
-(the standard ContextBuildingSystem and NoteRetrievalSystem) must call
-`fresh_context_allowed(ctx)` and retrieve nothing when it is False, i.e. on a task turn
-whose template has fresh_context=disabled. Everything else the task may see is already
-in `TaskTurn`: inherited context, accumulated steps, subtask results, previous notes.
+Retrieval contract: the turn's `TurnPolicy` is never stored (persist=False) and lets
+systems that retrieve notes, memory or earlier answers by associative matching do so
+only when the template enables fresh_context (fresh_retrieval). Systems read the
+policy, never the task types. Everything else the task may see is already in
+`TaskTurn`: inherited context, accumulated steps, subtask results, previous notes.
 
 Reply format: the reply is the task's content. To add notes, ask for a subtask or report
 failure, the reply ends with a fenced block tagged `task-result` holding one JSON object
@@ -29,8 +29,7 @@ from typing import Any
 
 import attrs
 
-from agentloop.components import PromptSection
-from agentloop.context import AgentContext
+from agentloop.components import PromptSection, TurnPolicy
 from agentloop.tasks.results import SubtaskRequest, TaskFailureReason, TaskOutput, TaskResult, TaskStatus
 
 RESULT_FENCE = "```task-result"
@@ -99,16 +98,15 @@ class TaskTurn:
         sections.append(PromptSection("Reply Format", REPLY_FORMAT, "task"))
         return tuple(sections)
 
+    @property
+    def policy(self) -> TurnPolicy:
+        """How the pipeline treats this turn: stored nowhere (it is not the user's
+        conversation), with retrieval only when the task's context is fresh."""
+        return TurnPolicy(fresh_retrieval=self.fresh_context, persist=False)
+
     def render(self) -> str:
         """The prompt of the turn: the instruction, then each section as `## title`."""
         return "\n\n".join([self.instruction, *(f"## {s.title}\n{s.body}" for s in self.sections())])
-
-
-def fresh_context_allowed(ctx: AgentContext) -> bool:
-    """Whether retrieval may add notes or memory to this turn: always outside tasks,
-    and on a task turn only when its template has fresh_context=enabled."""
-    turn = ctx.get(TaskTurn)
-    return turn is None or turn.fresh_context
 
 
 def format_reply(

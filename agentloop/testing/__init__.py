@@ -87,13 +87,15 @@ def make_system(
     action: Callable[[AgentContext], None | Awaitable[None]] = lambda ctx: None,
     *,
     reads: tuple[type, ...] = (),
+    optional_reads: tuple[type, ...] = (),
     writes: tuple[type, ...] = (),
     always_run: bool = False,
 ) -> System:
     """A one-off system whose `process` calls `action(ctx)`: for tests that need many.
 
     The system's class is named `name`, so failures and errors name it too; an async
-    `action` makes an async system.
+    `action` makes an async system. Like any system, `action` may touch only the types
+    it declares.
     """
     if inspect.iscoroutinefunction(action):
 
@@ -105,7 +107,14 @@ def make_system(
         def process(self: System, ctx: AgentContext) -> None:  # type: ignore[misc]
             action(ctx)
 
-    namespace = {"order": order, "reads": reads, "writes": writes, "always_run": always_run, "process": process}
+    namespace = {
+        "order": order,
+        "reads": reads,
+        "optional_reads": optional_reads,
+        "writes": writes,
+        "always_run": always_run,
+        "process": process,
+    }
     cls: type[System] = type(name, (System,), namespace)
     return cls()
 
@@ -114,8 +123,10 @@ async def run_system(system: System, ctx: AgentContext) -> bool:
     """Run one system on `ctx` as the loop would, but let its exceptions propagate.
 
     Returns False when `should_process` declined the turn, True when `process` ran.
+    As in the loop, an access outside the system's declaration raises
+    `UndeclaredAccessError`.
     """
-    ctx.current_system = system.name
+    ctx.run_as(system)
     try:
         if not system.should_process(ctx):
             return False
@@ -124,7 +135,7 @@ async def run_system(system: System, ctx: AgentContext) -> bool:
             await result
         return True
     finally:
-        ctx.current_system = None
+        ctx.run_as(None)
 
 
 def run_system_sync(system: System, ctx: AgentContext) -> bool:

@@ -22,6 +22,18 @@ Feature: Pipeline mistakes are caught when the pipeline is built
     When the pipeline is built
     Then the pipeline runs "Reviewer, Drafter" in that order
 
+  Scenario: An optional read that only a later system writes is refused too
+    Given a system "Reviewer" at order 10 that reads "Draft" when present
+    And a system "Drafter" at order 20 that writes "Draft"
+    When the pipeline is built
+    Then building fails with a message containing "Reviewer (order 10) reads Draft"
+    And the message also contains "written only by Drafter (order 20)"
+
+  Scenario: An optional read that no system writes is accepted
+    Given a system "Reviewer" at order 10 that reads "Draft" when present
+    When the pipeline is built
+    Then the pipeline runs "Reviewer" in that order
+
   Scenario: Two systems of equal order writing the same type are refused
     Given a system "FastDrafter" at order 10 that writes "Draft"
     And a system "SlowDrafter" at order 10 that writes "Draft"

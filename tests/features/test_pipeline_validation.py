@@ -37,14 +37,15 @@ def build() -> Build:
     return Build()
 
 
-def _add(build: Build, name: str, order: int, reads: str = "", writes: str = "") -> None:
+def _add(build: Build, name: str, order: int, reads: str = "", writes: str = "", optional: str = "") -> None:
     def process(self: System, ctx: AgentContext) -> None:
         pass
 
     def types(names: str) -> tuple[type, ...]:
         return tuple(COMPONENTS[n.strip()] for n in names.split(",") if n.strip())
 
-    cls = type(name, (System,), {"order": order, "reads": types(reads), "writes": types(writes), "process": process})
+    declared = {"reads": types(reads), "optional_reads": types(optional), "writes": types(writes)}
+    cls = type(name, (System,), {"order": order, **declared, "process": process})
     build.systems.append(cls())
 
 
@@ -66,6 +67,11 @@ def writing_system(build: Build, name: str, order: int, writes: str) -> None:
 @given(parsers.parse('a system "{name}" at order {order:d} that reads "{reads}" and writes "{writes}"'))
 def reading_writing_system(build: Build, name: str, order: int, reads: str, writes: str) -> None:
     _add(build, name, order, reads=reads, writes=writes)
+
+
+@given(parsers.parse('a system "{name}" at order {order:d} that reads "{reads}" when present'))
+def optionally_reading_system(build: Build, name: str, order: int, reads: str) -> None:
+    _add(build, name, order, optional=reads)
 
 
 @given(parsers.parse('"{component}" is declared as a turn input'))

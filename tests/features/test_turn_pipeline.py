@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pytest_bdd import given, parsers, scenarios, then
 
-from agentloop import AgentContext, Attachment, System, ToolExecutions, tool
+from agentloop import AgentContext, Attachment, PromptContext, System, ToolExecutions, tool
 from agentloop.testing import RecordingChannel, ScriptedLLM
 from agentloop.testing.bdd import BotUnderTest
 from systems import StandardOptions, StandardPipeline, standard_pipeline
@@ -84,6 +84,15 @@ def flaky_bot(build_bot: BuildBot, name: str) -> BotUnderTest:
 
     flaky = type(name, (System,), {"order": 40, "process": process})()
     return build_bot(extra=flaky)
+
+
+@given(parsers.parse('a pipeline with a system "{name}" that reads the prompt without declaring it'), target_fixture="bot")
+def snooping_bot(build_bot: BuildBot, name: str) -> BotUnderTest:
+    def process(self: System, ctx: AgentContext) -> None:
+        ctx.get(PromptContext)
+
+    snooper = type(name, (System,), {"order": 40, "process": process})()
+    return build_bot(extra=snooper)
 
 
 @given(parsers.parse("the model takes {seconds:g} seconds to answer"))

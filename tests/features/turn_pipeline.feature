@@ -120,6 +120,15 @@ Feature: The standard turn pipeline
     And the finish reason is SUCCESS
     And memory holds "Still here."
 
+  Scenario: A system that reads what it did not declare is stopped, and the turn goes on
+    Given a pipeline with a system "Snooper" that reads the prompt without declaring it
+    And the model replies "Still here."
+    When the user says "Hello?"
+    Then the user receives "Still here."
+    And a failure from SYSTEM of kind VALIDATION is recorded
+    And a failure from the system "Snooper" is recorded
+    And memory holds "Still here."
+
   Scenario: A tool that raises is reported to the model
     Given a pipeline
     And the model calls the tool "explode"

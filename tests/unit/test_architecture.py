@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -56,3 +59,13 @@ def test_systems_import_only_public_agentloop_names(path: Path) -> None:
 def test_domain_packages_depend_on_ports_not_adapters(path: Path) -> None:
     bad = [(line, module) for line, module in imports(path) if module.startswith("agentloop.adapters")]
     assert bad == [], f"{path.relative_to(ROOT)} imports a concrete adapter; depend on agentloop.ports"
+
+
+def test_importing_systems_does_not_load_the_task_subsystem() -> None:
+    """Systems learn how to treat a task turn from its TurnPolicy, never from task types."""
+    code = "import sys, systems; print(sorted(m for m in sys.modules if m.startswith('agentloop.tasks')))"
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True, text=True, check=True, timeout=120,
+    )
+    assert result.stdout.strip() == "[]"

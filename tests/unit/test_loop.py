@@ -277,7 +277,7 @@ def test_missing_required_component_names_the_system() -> None:
 
 
 def test_outcome_carries_every_failure_of_the_turn_even_later_ones() -> None:
-    ctx = run_pipeline([make_system("Finalize", 10, finalize()), make_system("SideEffect", 20, action=boom)])
+    ctx = run_pipeline([make_system("Finalize", 10, finalize(), writes=(TurnOutcome,)), make_system("SideEffect", 20, action=boom)])
     assert ctx.turn_outcome is not None
     assert [f.component for f in ctx.turn_outcome.failures] == ["SideEffect"]
     assert ctx.turn_outcome.failures == ctx.failures
@@ -287,7 +287,7 @@ def test_deadline_skips_all_but_always_run_systems() -> None:
     clock = FakeClock()
     ran: list[str] = []
     systems = [
-        make_system("Finalize", 10, finalize()),
+        make_system("Finalize", 10, finalize(), writes=(TurnOutcome,)),
         make_system("Slow", 20, lambda c: (ran.append("Slow"), clock.advance(5))[0]),
         make_system("Skipped", 30, lambda c: ran.append("Skipped")),
         make_system("Guarantee", 40, always_run=True, action=lambda c: ran.append("Guarantee")),
@@ -451,7 +451,7 @@ def test_every_exception_gives_exactly_one_failure_naming_its_system(spec_list: 
     still runs, in order; writes of the others land; the outcome carries the failures."""
     ran: list[str] = []
     systems, outputs = build(spec_list, ran)
-    systems.append(make_system("Finalize", 99, finalize()))
+    systems.append(make_system("Finalize", 99, finalize(), writes=(TurnOutcome,)))
     ctx = run_pipeline(systems)
     expected_order = [s.name for s in sorted(systems, key=lambda s: s.order) if s.name != "Finalize"]
     assert ran == expected_order
@@ -565,7 +565,7 @@ def test_a_cancelled_waiting_turn_passes_the_gate_on() -> None:
 def test_a_structlog_set_up_without_level_filtering_still_runs_turns() -> None:
     structlog.configure(wrapper_class=structlog.BoundLogger, logger_factory=structlog.ReturnLoggerFactory())
     try:
-        ctx = run_pipeline([make_system("A", 10, finalize())])
+        ctx = run_pipeline([make_system("A", 10, finalize(), writes=(TurnOutcome,))])
     finally:
         structlog.reset_defaults()
     assert ctx.turn_outcome is not None and ctx.failures == ()
@@ -594,7 +594,7 @@ def test_a_hung_always_run_system_is_interrupted_after_its_grace() -> None:
         async def process(self, ctx: AgentContext) -> None:
             await asyncio.sleep(30)
 
-    loop = AgentLoop([make_system("Finalize", 10, finalize()), HungChannel()], turn_timeout=0.05, always_run_grace=0.05)
+    loop = AgentLoop([make_system("Finalize", 10, finalize(), writes=(TurnOutcome,)), HungChannel()], turn_timeout=0.05, always_run_grace=0.05)
     ctx = loop.run_turn_sync(Session("s"), IncomingMessage("x"))
     (timeout,) = ctx.failures
     assert (timeout.kind, timeout.component) == (FailureKind.TIMEOUT, "HungChannel")

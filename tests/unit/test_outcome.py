@@ -63,6 +63,13 @@ def test_empty_response_is_detected() -> None:
     assert not OutgoingResponse(attachments=(Attachment("a.png", "image/png", b"x"),)).is_empty
 
 
+def test_whitespace_only_text_is_nothing_a_user_would_see() -> None:
+    assert OutgoingResponse(text=" \n\t", voice_text="  ").is_empty
+    assert not OutgoingResponse(text=" hi ").is_empty
+    assert TurnOutcome(FinishReason.SUCCESS, assistant_text=" \n ", auto_mode=True).assistant_text is None
+    assert TurnOutcome(FinishReason.SUCCESS, assistant_text=" hi ", auto_mode=True).assistant_text == " hi "
+
+
 def test_hints_are_copied_so_the_caller_cannot_mutate_a_response() -> None:
     hints = {"format": "markdown"}
     response = OutgoingResponse(text="x", hints=hints)

@@ -6,7 +6,21 @@ from pathlib import Path
 
 import pytest
 
-from agentloop import AgentContext, IncomingMessage, PipelineError, Session, System, TurnOutcome, memory_scope
+import attrs
+
+from agentloop import (
+    AgentContext,
+    ChatMessage,
+    FinishReason,
+    IncomingMessage,
+    OutgoingResponse,
+    PipelineError,
+    Session,
+    System,
+    TurnOutcome,
+    history_scope,
+    memory_scope,
+)
 from agentloop.testing import RecordingChannel, ScriptedLLM
 from systems import (
     MemoryPersistSystem,
@@ -84,3 +98,52 @@ def test_a_blank_fallback_text_is_refused(texts: dict[str, str]) -> None:
 
     with pytest.raises(ValueError, match="a fallback must say something"):
         FeedbackGuaranteeSystem(**texts)
+
+
+@attrs.define
+class AnswersByItself(System):
+    """A custom system that answers before the model is asked (order 25)."""
+
+    text: str
+    order = 25
+    writes = (TurnOutcome,)
+
+    def process(self, ctx: AgentContext) -> None:
+        ctx.set(TurnOutcome(FinishReason.SUCCESS, self.text, OutgoingResponse.text_only(self.text)))
+
+
+@attrs.frozen
+class Answered:
+    outcome: TurnOutcome
+    sent: list[str]
+    history: tuple[ChatMessage, ...]
+    memory: tuple[str, ...]
+    indexed: int
+
+
+def answer_by_itself(tmp_path: Path, text: str) -> Answered:
+    """One turn of the standard pipeline in which `AnswersByItself(text)` answers and the model would too."""
+    channel, session = RecordingChannel(), Session("s", user_id="ada")
+    with standard_pipeline(ScriptedLLM(["the model's answer"]), channel, data_dir=tmp_path) as pipeline:
+        ctx = pipeline.insert(AnswersByItself(text)).build().run_turn_sync(session, IncomingMessage("Open?"))
+        assert pipeline.stores is not None and ctx.turn_outcome is not None
+        memory = pipeline.stores.memory.recent(memory_scope(session), 10)
+        return Answered(
+            ctx.turn_outcome, channel.texts, pipeline.stores.sessions.recent(history_scope(session), 10),
+            tuple(entry.assistant_text for entry in memory), len(pipeline.stores.rag),
+        )
+
+
+def test_a_custom_system_may_answer_by_itself_and_its_answer_is_the_one_kept(tmp_path: Path) -> None:
+    answered = answer_by_itself(tmp_path, "Closed on Sundays.")
+    assert answered.outcome.assistant_text == "Closed on Sundays." and not answered.outcome.fallback
+    assert answered.sent == ["Closed on Sundays."]
+    assert answered.history == (ChatMessage.user("Open?"), ChatMessage.assistant("Closed on Sundays."))
+    assert answered.memory == ("Closed on Sundays.",) and answered.indexed == 1
+
+
+def test_a_whitespace_only_answer_is_replaced_for_the_user_and_stored_nowhere(tmp_path: Path) -> None:
+    answered = answer_by_itself(tmp_path, " \n ")
+    assert answered.outcome.fallback and answered.outcome.assistant_text is None
+    assert answered.sent == ["Sorry, something went wrong while I was answering. Please try again."]
+    assert answered.history == (ChatMessage.user("Open?"),) and answered.memory == () and answered.indexed == 0

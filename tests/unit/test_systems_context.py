@@ -56,7 +56,7 @@ def _task_prompt(tmp_path: Path, fresh: bool) -> PromptContext:
     stores.rag.add(ADA, "The office opens at eight in the morning")
     system = ContextBuildingSystem("sys", sessions=stores.sessions, memory=stores.memory, rag=stores.rag)
     turn = TaskTurn("opening-hours", "when does the office open", fresh_context=fresh)
-    ctx = make_context(session=SESSION, components=[turn, SanitizedInput("when does the office open")])
+    ctx = make_context(session=SESSION, components=[turn.policy, SanitizedInput("when does the office open")])
     run_system_sync(system, ctx)
     stores.close()
     return ctx.require(PromptContext)

@@ -51,7 +51,7 @@ def test_a_task_turn_is_stored_nowhere(tmp_path: Path) -> None:
     stores = BotStores.open(tmp_path, embedder=HashingEmbedder(dim=32))
     turn = TaskTurn("summarize", "Summarize the report")
     ctx = make_context("Summarize the report", session=SESSION, auto_mode=True,
-                       components=[turn, TurnOutcome(FinishReason.SUCCESS, assistant_text="Done.", auto_mode=True)])
+                       components=[turn.policy, TurnOutcome(FinishReason.SUCCESS, assistant_text="Done.", auto_mode=True)])
     assert run_system_sync(MemoryPersistSystem(sessions=stores.sessions, memory=stores.memory), ctx) is False
     assert stores.sessions.recent(HISTORY, 10) == () and stores.memory.recent(ADA, 10) == ()
     stores.close()

@@ -83,7 +83,7 @@ def test_a_task_turn_gets_notes_only_with_fresh_context(notes: NoteTaking, fresh
     turn = TaskTurn("export", "page through rate-limited APIs", fresh_context=fresh)
     ctx = run_pipeline(
         [PromptWriter(), NoteRetrievalSystem(notes)], "page through rate-limited APIs", session=SESSION,
-        inputs=(TaskTurn,), components=[turn],
+        components=[turn.policy],
     )
     assert ctx.has(RetrievedNotes) is fresh
     assert len(ctx.require(PromptContext).sections) == (1 if fresh else 0)

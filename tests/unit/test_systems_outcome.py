@@ -12,10 +12,11 @@ from agentloop import (
     PlanProposal,
     ToolCall,
     ToolLoopStop,
+    TurnOutcome,
 )
 from agentloop.testing import make_context, run_system_sync
 from systems import TurnOutcomeFinalizationSystem
-from systems.outcome import DEFAULT_ERROR_TEXTS, render_plan
+from systems.outcome import DEFAULT_ERROR_TEXTS, GENERIC_ERROR_TEXT as DEFAULT_GENERIC, render_plan
 
 
 def finalize(*components: object, auto_mode: bool = False):  # type: ignore[no-untyped-def]
@@ -72,3 +73,18 @@ def test_nothing_produced_leaves_user_turns_to_the_feedback_guarantee_but_builds
     assert auto.auto_mode and auto.finish_reason is FinishReason.ERROR and auto.outgoing_response is None
     answered = finalize(LlmResponse("done"), auto_mode=True)
     assert answered.assistant_text == "done" and answered.outgoing_response is None and not answered.fallback
+
+
+def test_an_outcome_an_earlier_system_wrote_is_kept_as_it_is() -> None:
+    own = TurnOutcome(FinishReason.SUCCESS, "Answered by a custom system", OutgoingResponse.text_only("Answered by a custom system"))
+    ctx = make_context(components=[own, LlmResponse("the model's answer"), LlmError(FailureKind.EXCEPTION, "boom")])
+    assert run_system_sync(TurnOutcomeFinalizationSystem(), ctx) is False
+    assert ctx.turn_outcome == own
+
+
+def test_whitespace_only_text_and_voice_are_no_answer() -> None:
+    outcome = finalize(LlmResponse(" \n ", voice_text="\t"))
+    assert outcome.fallback and outcome.assistant_text is None
+    assert outcome.outgoing_response == OutgoingResponse.text_only(DEFAULT_GENERIC)
+    voiced = finalize(LlmResponse("Details.", voice_text="  "))
+    assert voiced.outgoing_response == OutgoingResponse.text_only("Details.") and voiced.assistant_text == "Details."

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import attrs
+
 from agentloop import (
     Attachment,
     FailureSource,
@@ -35,7 +37,7 @@ def test_a_failing_part_does_not_stop_the_others() -> None:
     routing = ctx.require(TurnOutcome).routing_outcome
     assert routing == RoutingOutcome(True, True, False, 2, "voice is not supported here")
     assert [f.source for f in ctx.failures] == [FailureSource.TRANSPORT]
-    assert ctx.require(TurnOutcome).failures == ctx.failures
+    assert ctx.require(TurnOutcome) == attrs.evolve(FULL, routing_outcome=routing)  # it adds only what is its own
 
 
 def test_unexpected_channel_errors_get_a_user_safe_message() -> None:
@@ -56,3 +58,12 @@ def test_routes_once_and_never_in_auto_mode() -> None:
     auto = make_context(auto_mode=True, components=[TurnOutcome(FinishReason.SUCCESS, "x", auto_mode=True)])
     assert not run_system_sync(ResponseRoutingSystem(channel), auto)
     assert channel.sent == []
+
+
+def test_whitespace_only_text_or_voice_is_never_sent() -> None:
+    channel = RecordingChannel()
+    blank = TurnOutcome(FinishReason.SUCCESS, "hi", OutgoingResponse(" \n ", "\t", FILES[:1]))
+    ctx = make_context(components=[blank])
+    run_system_sync(ResponseRoutingSystem(channel), ctx)
+    assert [s.kind for s in channel.sent] == ["attachment"]
+    assert ctx.require(TurnOutcome).routing_outcome == RoutingOutcome(True, False, False, 1, None)

@@ -5,14 +5,26 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentloop import AgentContext, AgentLoop, FinishReason, System, TurnOutcome
-from agentloop.testing import FakeClock
+from agentloop import (
+    AgentContext,
+    AgentLoop,
+    FinishReason,
+    IncomingMessage,
+    Role,
+    Session,
+    System,
+    TurnOutcome,
+    history_scope,
+    memory_scope,
+)
+from agentloop.testing import FakeClock, RecordingChannel, ScriptedLLM
 from agentloop.testing.strategies import task_notes
 from agentloop.testing.tasks import task_loop
 from agentloop.tasks import (
@@ -30,6 +42,7 @@ from agentloop.tasks import (
     as_subtask,
     format_reply,
 )
+from systems import standard_pipeline
 
 
 def _registry(xml: str, *, allow_scripts: bool = False) -> TemplateRegistry:
@@ -367,3 +380,26 @@ def test_fresh_context_reaches_turns_that_inherit_from_a_fresh_task() -> None:
         ("red", False),
         ("step", False),
     ]
+
+
+def test_task_turns_in_the_standard_pipeline_are_stored_nowhere_and_retrieve_only_with_fresh_context(
+    tmp_path: Path,
+) -> None:
+    llm = ScriptedLLM(["Blue it is.", format_reply("plain done"), format_reply("fresh done")])
+    chat, tasks = Session("chat", user_id="ada"), Session("tasks", user_id="ada")
+    fresh = "<inherit_context>none</inherit_context><fresh_context>enabled</fresh_context>"
+    registry = _registry(_atomic("plain", "Pick a colour"))
+    registry.register_string(_atomic("fresh", "Pick a colour", fresh))
+    with standard_pipeline(llm, RecordingChannel(), data_dir=tmp_path) as pipeline:
+        loop = pipeline.build()
+        loop.run_turn_sync(chat, IncomingMessage("My favourite colour is blue"))
+        evaluator = Evaluator(registry, loop, session=tasks)
+        assert evaluator.run_sync("plain").content == "plain done"
+        assert evaluator.run_sync("fresh").content == "fresh done"
+        assert pipeline.stores is not None
+        task_history = pipeline.stores.sessions.recent(history_scope(tasks), 10)
+        memory = pipeline.stores.memory.recent(memory_scope(chat), 10)
+    shown = [request.messages[0].content or "" for request in llm.requests[1:]]
+    assert [m.role for m in llm.requests[1].messages] == [Role.SYSTEM, Role.USER]
+    assert ["What you told this user before" in prompt for prompt in shown] == [False, True]
+    assert task_history == () and [entry.assistant_text for entry in memory] == ["Blue it is."]

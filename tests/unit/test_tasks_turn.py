@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentloop.testing import make_context
+from agentloop import TurnPolicy
 from agentloop.testing.strategies import task_notes
 from agentloop.tasks import (
     REPLY_FORMAT,
@@ -19,7 +19,6 @@ from agentloop.tasks import (
     TaskStatus,
     TaskTurn,
     format_reply,
-    fresh_context_allowed,
     parse_reply,
 )
 
@@ -102,7 +101,6 @@ def test_the_prompt_orders_instruction_then_sections() -> None:
     )
 
 
-def test_retrieval_is_allowed_outside_tasks_and_only_on_fresh_task_turns() -> None:
-    assert fresh_context_allowed(make_context())
-    assert fresh_context_allowed(make_context(components=[TaskTurn("t", "x", fresh_context=True)]))
-    assert not fresh_context_allowed(make_context(components=[TaskTurn("t", "x", fresh_context=False)]))
+def test_a_task_turn_is_never_stored_and_retrieves_only_with_fresh_context() -> None:
+    assert TaskTurn("t", "x", fresh_context=True).policy == TurnPolicy(fresh_retrieval=True, persist=False)
+    assert TaskTurn("t", "x", fresh_context=False).policy == TurnPolicy(fresh_retrieval=False, persist=False)

@@ -103,7 +103,7 @@ def test_make_system_with_an_async_action_is_an_async_system() -> None:
     async def act(ctx: AgentContext) -> None:
         ctx.set(Name("async"))
 
-    made = make_system("Async", 1, act)
+    made = make_system("Async", 1, act, writes=(Name,))
     assert inspect.iscoroutinefunction(made.process)
     ctx = make_context()
     run_system_sync(made, ctx)
