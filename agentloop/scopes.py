@@ -88,7 +88,6 @@ def knowledge_scope(session: Session, company_id: str = DEFAULT_COMPANY) -> Scop
     return memory_scope(session, company_id)
 
 
-
 def task_scope(session: Session, company_id: str = DEFAULT_COMPANY) -> Scope:
     """Tasks are shared by the workers of one project within its team and org (no project: the team's)."""
     return Scope(company_id, session.org_id, session.team_id, session.project_id)

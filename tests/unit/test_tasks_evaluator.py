@@ -403,3 +403,16 @@ def test_task_turns_in_the_standard_pipeline_are_stored_nowhere_and_retrieve_onl
     assert [m.role for m in llm.requests[1].messages] == [Role.SYSTEM, Role.USER]
     assert ["What you told this user before" in prompt for prompt in shown] == [False, True]
     assert task_history == () and [entry.assistant_text for entry in memory] == ["Blue it is."]
+
+
+def test_a_template_input_with_bytes_no_store_takes_reaches_the_model_storable(tmp_path: Path) -> None:
+    """A file name that is not UTF-8 (a lone surrogate) or a NUL in a task input is made
+    storable where the turn's text enters the pipeline, so the task runs instead of failing."""
+    llm = ScriptedLLM([format_reply("listed")])
+    registry = _registry(_atomic("list", "Describe {{name}}", inputs='<inputs><input name="name"/></inputs>'))
+    with standard_pipeline(llm, RecordingChannel(), data_dir=tmp_path) as pipeline:
+        result = Evaluator(registry, pipeline.build()).run_sync("list", {"name": "report-\udcff.txt\x00"})
+    assert result.content == "listed"
+    prompt = llm.requests[0].messages[-1].content or ""
+    assert "report-\ufffd.txt" in prompt and "\x00" not in prompt
+    prompt.encode("utf-8")
