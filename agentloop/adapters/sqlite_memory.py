@@ -29,7 +29,7 @@ _SCHEMA = (
         assistant_text TEXT NOT NULL,
         created_at TEXT NOT NULL
     )""",
-    f"CREATE INDEX memory_entries_by_scope ON memory_entries ({SCOPE_COLUMNS_SQL}, id)",
+    f"CREATE INDEX memory_entries_by_scope ON memory_entries ({SCOPE_COLUMNS_SQL}, id, session_id)",
 )
 
 
