@@ -221,6 +221,11 @@ class CaptureDrainError(RuntimeError):
     """Shutdown could not write every captured tool execution; they are still pending."""
 
 
+class ExecutionRefusedError(ValueError):
+    """A trajectory store refuses one tool execution for what it holds (too large, a value
+    it cannot encode); writing it again will not help, so capture quarantines it."""
+
+
 class DistillationError(ValueError):
     """The model's distillation reply is not a valid note (a required section is missing)."""
 

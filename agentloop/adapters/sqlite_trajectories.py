@@ -13,6 +13,7 @@ import attrs
 
 from agentloop.adapters.sqlite import closing_on_error, connect, transaction
 from agentloop.components import ToolExecution
+from agentloop.errors import ExecutionRefusedError
 from agentloop.notes.models import Trajectory
 from agentloop.scopes import Scope
 
@@ -94,6 +95,10 @@ def _execution(row: sqlite3.Row) -> ToolExecution:
     )
 
 
+_QUARANTINE_KEEP = 65_536
+"""How much of a quarantined execution's JSON is kept when the whole is too large to store."""
+
+
 def _escaped(text: str) -> str:
     """`text` in pure ASCII (backslash escapes), so even text the store refused can be kept."""
     return text.encode("ascii", "backslashreplace").decode("ascii")
@@ -126,6 +131,15 @@ class SqliteTrajectoryStore:
         self._conn.executescript(_SCHEMA)
 
     def append(self, executions: Sequence[ToolExecution]) -> None:
+        try:
+            self._append(executions)
+        except (sqlite3.DataError, sqlite3.IntegrityError) as exc:
+            raise ExecutionRefusedError(
+                f"the trajectory store refuses this batch of {len(executions)} tool executions "
+                f"for what one of them holds ({exc}); it will never take that execution as it is"
+            ) from exc
+
+    def _append(self, executions: Sequence[ToolExecution]) -> None:
         rows = [_row(e) for e in executions]
         with self._lock, transaction(self._conn):
             self._conn.executemany(
@@ -144,13 +158,20 @@ class SqliteTrajectoryStore:
         return Trajectory(session_id, tuple(_execution(row) for row in rows))
 
     def quarantine(self, execution: ToolExecution, reason: str) -> None:
+        kept = json.dumps(attrs.asdict(execution), default=str)
+        try:
+            self._keep(execution, reason, kept)
+        except sqlite3.DataError:  # too large for the store: keep its start, marked as cut
+            self._keep(execution, reason, f"{kept[:_QUARANTINE_KEEP]}...[cut: {len(kept):,} characters]")
+
+    def _keep(self, execution: ToolExecution, reason: str, kept: str) -> None:
         with self._lock:
             self._conn.execute(
                 "INSERT INTO quarantined_executions (id, session_id, tool_name, reason, execution, quarantined_at) "
                 "VALUES (?,?,?,?,?,?)",
                 (
                     _escaped(execution.id), _escaped(execution.session_id), _escaped(execution.tool_name),
-                    _escaped(reason), json.dumps(attrs.asdict(execution), default=str), datetime.now(UTC).isoformat(),
+                    _escaped(reason), kept, datetime.now(UTC).isoformat(),
                 ),
             )
 

@@ -6,8 +6,9 @@ The tool runner calls `TrajectoryRecorder.enqueue` right after a tool finishes; 
 appends to an in-memory buffer. A writer thread (`start()`) writes a batch when the
 buffer holds `batch_size` events or `flush_interval_s` has passed since the last flush
 (measured on the injected Clock), and retries failed batches with exponential backoff.
-A failed batch is split so its good executions are written; one the store still refuses
-is quarantined (kept, counted, logged), so no single execution blocks the others.
+A failed batch is split so its good executions are written; one the store refuses for
+what it holds is quarantined (kept, counted, logged), so no single execution blocks the
+others, while one that failed on a passing store error waits for a retry.
 `close()` stops the writer and drains everything accepted to the store (I12).
 """
 
@@ -35,8 +36,13 @@ if TYPE_CHECKING:
 
 BATCH_SIZE_METRIC = "note_taking.capture.batch_size"
 DATA_ERRORS: tuple[type[Exception], ...] = (ValueError, TypeError, OverflowError)
-"""Errors that blame the execution written, not the store (a UnicodeEncodeError is one):
-an execution that alone raises one of these is quarantined at once."""
+"""Errors that blame the execution written, not the store (a UnicodeEncodeError, or the
+`ExecutionRefusedError` a store raises for an execution too large to hold): an execution
+that alone raises one of these is quarantined at once. Any other error may pass (a locked
+database, a disk I/O error), so it only ever sends the execution back to be retried."""
+QUARANTINE_MEMORY = 1000
+"""How many quarantined executions `TrajectoryRecorder.quarantined` keeps in memory (the
+most recent); the store keeps them all and `stats` counts them all."""
 RATE_WINDOW_S = 60.0
 """The span over which a session's tool-run rate is measured; a window whose newest run
 is older than this is dropped, so the rate state holds only recently active sessions."""
@@ -60,16 +66,27 @@ class CaptureSettings:
     dedup_window: int = 4096
     """How many recent execution ids are remembered so one execution is captured once."""
     close_timeout_s: float = 10.0
+    drain_timeout_s: float = 5.0
+    """How long `NoteTaking.end_session` lets capture drain (off the event loop) before it
+    reports the session FAILED with the executions still queued."""
+    quarantine_after_rounds: int = 5
+    """An execution that keeps failing on its own, twice in a row, in this many separate
+    write rounds is quarantined even though the store's error does not blame it."""
 
     def __attrs_post_init__(self) -> None:
         if self.batch_size < 1 or self.flush_interval_s <= 0:
             raise ValueError("batch_size must be at least 1 and flush_interval_s positive")
         if not 0.0 <= self.sampling_rate <= 1.0:
             raise ValueError(f"sampling_rate is a fraction in [0, 1], got {self.sampling_rate}")
-        if self.sampling_threshold_per_minute < 1 or self.drain_attempts < 1:
-            raise ValueError("sampling_threshold_per_minute and drain_attempts must be at least 1")
-        if self.close_timeout_s < 0:
-            raise ValueError(f"close_timeout_s must not be negative, got {self.close_timeout_s}")
+        if min(self.sampling_threshold_per_minute, self.drain_attempts, self.quarantine_after_rounds) < 1:
+            raise ValueError(
+                "sampling_threshold_per_minute, drain_attempts and quarantine_after_rounds must be at least 1"
+            )
+        if self.close_timeout_s < 0 or self.drain_timeout_s < 0:
+            raise ValueError(
+                f"close_timeout_s and drain_timeout_s must not be negative, got {self.close_timeout_s} "
+                f"and {self.drain_timeout_s}"
+            )
 
 
 @attrs.frozen
@@ -88,12 +105,10 @@ class CaptureStats:
 
 @attrs.frozen
 class QuarantinedExecution:
-    """An execution the store refused on its own, and why; `kept_in_store` says whether
-    the store's quarantine took it (else only this recorder holds it)."""
+    """An execution the store refused on its own, and why; the store's quarantine holds it."""
 
     execution: ToolExecution
     reason: str
-    kept_in_store: bool
 
 
 @attrs.define
@@ -141,8 +156,12 @@ class TrajectoryRecorder:
         self._duplicates = 0
         self._failed_flushes = 0
         self._in_flight = 0
-        self.quarantined: list[QuarantinedExecution] = []
-        """Every execution quarantined since the recorder was made, oldest first."""
+        self._quarantined = 0
+        self.quarantined: deque[QuarantinedExecution] = deque(maxlen=QUARANTINE_MEMORY)
+        """The most recently quarantined executions, oldest first (`stats` counts them all)."""
+        self._lone_failures: dict[str, int] = {}
+        """How many write rounds each pending execution failed on its own, by id (used only
+        under the write lock)."""
         self._last_flush = self.clock.monotonic()
         self._closed = False
         self._wake = threading.Event()
@@ -325,44 +344,70 @@ class TrajectoryRecorder:
     def _write(self, batch: _Batch, now: float) -> int:
         """Write one batch already counted in flight; returns how many were written.
 
-        A failed batch is split in halves until the good executions are written. A single
-        execution is quarantined when it fails with a data error, or with any error while
-        the store took other writes of this batch; what failed while the store looked down
-        (nothing of the batch could be written) is retried after backoff.
+        A failed batch is split in halves until the good executions are written. An
+        execution that fails on its own with a data error is quarantined. With any other
+        error it is tried again at once (a passing error seldom strikes twice in a row);
+        failing again counts one round against it, and after `quarantine_after_rounds`
+        such rounds it is quarantined too. Until then, and whatever failed while the store
+        looked down (nothing of the batch could be written), it is retried after backoff.
         """
         trusted = False
         written = 0
         unresolved: list[ToolExecution] = []
+        struck: set[str] = set()
         error: Exception | None = None
         groups = [batch.events]
-        for _ in range(2):  # a second round once a success shows the store is up
+        for second in (False, True):  # a second round once a success shows the store is up
             while groups:
                 group = groups.pop()
-                try:
-                    self.store.append(group)
-                except Exception as exc:
-                    error = exc
-                    blamed = trusted or isinstance(exc, DATA_ERRORS)
-                    if len(group) == 1 and blamed:
-                        self._quarantine(group[0], exc)
-                    elif len(group) > 1 and (blamed or group is batch.events):
-                        middle = len(group) // 2
-                        groups += [group[middle:], group[:middle]]
-                    else:
-                        unresolved += group
-                else:
+                failure = self._append(group)
+                if failure is not None and len(group) == 1 and not isinstance(failure, DATA_ERRORS):
+                    failure = self._append(group)
+                if failure is None:
                     trusted = True
                     written += len(group)
-                    with self._lock:
-                        self._written += len(group)
-                        self._in_flight -= len(group)
-                    self._observe_batch(len(group))
-            if not (unresolved and trusted):
+                    continue
+                error = failure
+                if len(group) == 1:
+                    if not self._refused(group[0], failure, struck):
+                        unresolved += group
+                elif trusted or group is batch.events or isinstance(failure, DATA_ERRORS):
+                    middle = len(group) // 2
+                    groups += [group[middle:], group[:middle]]
+                else:
+                    unresolved += group
+            if second or not (unresolved and trusted):
                 break
             groups, unresolved = [unresolved], []
         if unresolved:
             self._retry_later(_Batch(unresolved, batch.attempts), now, error)
         return written
+
+    def _append(self, group: list[ToolExecution]) -> Exception | None:
+        """Write `group` to the store; None once it is in (and counted), else the store's error."""
+        try:
+            self.store.append(group)
+        except Exception as exc:
+            return exc
+        with self._lock:
+            self._written += len(group)
+            self._in_flight -= len(group)
+        if self._lone_failures:
+            for execution in group:
+                self._lone_failures.pop(execution.id, None)
+        self._observe_batch(len(group))
+        return None
+
+    def _refused(self, execution: ToolExecution, error: Exception, struck: set[str]) -> bool:
+        """Whether an execution that failed on its own is now quarantined: at once for a data
+        error, after `quarantine_after_rounds` rounds (`struck` holds this round's) for any other."""
+        if not isinstance(error, DATA_ERRORS):
+            if execution.id not in struck:
+                struck.add(execution.id)
+                self._lone_failures[execution.id] = self._lone_failures.get(execution.id, 0) + 1
+            if self._lone_failures[execution.id] < self.settings.quarantine_after_rounds:
+                return False
+        return self._quarantine(execution, error)
 
     def _retry_later(self, batch: _Batch, now: float, error: Exception | None) -> None:
         batch.attempts += 1
@@ -377,21 +422,27 @@ class TrajectoryRecorder:
             retry_in_s=delay, error=f"{type(error).__name__}: {error}",
         )
 
-    def _quarantine(self, execution: ToolExecution, exc: Exception) -> None:
-        """Keep an execution the store refused on its own, count it, and say so once."""
+    def _quarantine(self, execution: ToolExecution, exc: Exception) -> bool:
+        """Hand an execution the store refused to the store's quarantine, count it, and say
+        so once; False if the quarantine cannot take it either (it then stays pending)."""
         reason = f"{type(exc).__name__}: {exc}"
+        who = {
+            "tool": storable(execution.tool_name), "session_id": storable(execution.session_id),
+            "execution_id": storable(execution.id), "error": storable(reason),
+        }
         try:
             self.store.quarantine(execution, reason)
-            kept = True
-        except Exception:
-            kept = False
+        except Exception as failure:
+            failed = storable(f"{type(failure).__name__}: {failure}")
+            self._log.warning("capture.quarantine_failed", **who, quarantine_error=failed)
+            return False
         with self._lock:
-            self.quarantined.append(QuarantinedExecution(execution, reason, kept))
+            self.quarantined.append(QuarantinedExecution(execution, reason))
+            self._quarantined += 1
             self._in_flight -= 1
-        self._log.error(
-            "capture.quarantined", tool=storable(execution.tool_name), session_id=storable(execution.session_id),
-            execution_id=storable(execution.id), error=storable(reason), kept_in_store=kept,
-        )
+        self._lone_failures.pop(execution.id, None)
+        self._log.error("capture.quarantined", **who)
+        return True
 
     def _observe_batch(self, size: int) -> None:
         """Report a written batch; a failing metrics sink is logged, never stops the writer."""
@@ -473,5 +524,5 @@ class TrajectoryRecorder:
             pending = len(self._buffer) + self._in_flight + sum(len(batch.events) for batch in self._retry)
             return CaptureStats(
                 self._accepted, self._written, pending, self._sampled_out, self._duplicates, self._failed_flushes,
-                len(self.quarantined),
+                self._quarantined,
             )

@@ -16,6 +16,7 @@ from agentloop.errors import DistillationError
 from agentloop.messages import ChatMessage, LlmRequest
 from agentloop.notes.models import KnowledgeItem, LayerIds, NoteMetadata, NoteType, Trajectory
 from agentloop.ports.clock import Clock, SystemClock
+from agentloop.text import storable
 
 if TYPE_CHECKING:
     from agentloop.notes.knowledge import KnowledgeBase
@@ -276,7 +277,7 @@ class Distiller:
         settings = self.settings
         request = build_prompt(trajectory, model=settings.model, max_output_chars=settings.max_output_chars)
         reply = await self.llm.complete(request)
-        note = parse_note(reply.content or "")
+        note = parse_note(storable(reply.content or ""))  # model output may hold bytes no store takes
         markdown = note.to_markdown()
         vector = self.knowledge.embed(markdown)
         layer = owner.narrowest()

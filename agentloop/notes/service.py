@@ -3,6 +3,7 @@ distillation, retrieval and feedback together so the agent gets better over time
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -91,11 +92,16 @@ class NoteTaking:
         else:
             session_id = session
             known = self._sessions.pop(session_id, None)
-        try:
-            self.recorder.drain()
-        except CaptureDrainError as exc:
-            self._log.warning("notes.end_session.capture_pending", session_id=session_id, error=str(exc))
-            return self.distiller.report(DistillationResult(DistillationStatus.FAILED, str(exc), ""), 0.0)
+        wait = self.recorder.settings.drain_timeout_s
+        try:  # off the event loop and bounded (drain stops itself; the grace covers a store call that hangs)
+            await asyncio.wait_for(asyncio.to_thread(self.recorder.drain, timeout=wait), wait + 0.5)
+        except (CaptureDrainError, TimeoutError) as exc:
+            failure = str(exc) or (
+                f"the trajectory store did not answer within {wait:g} s; "
+                f"{self.recorder.stats.pending} captured tool executions are still queued"
+            )
+            self._log.warning("notes.end_session.capture_pending", session_id=session_id, error=failure)
+            return self.distiller.report(DistillationResult(DistillationStatus.FAILED, failure, ""), 0.0)
         scope = history_scope(known, self.company_id) if known is not None else None
         trajectory = self.recorder.store.load(session_id, scope)
         self.recorder.forget_session(session_id)

@@ -18,7 +18,8 @@ class TrajectoryStore(Protocol):
         """Write a batch all-or-nothing; an execution whose id is already stored is skipped.
 
         Raises on failure so the caller can retry the batch, or split it to find an
-        execution the store refuses.
+        execution the store refuses; `ExecutionRefusedError` (or another `ValueError`)
+        says the store will never take one of them as it is, any other error may pass.
         """
         ...
 

@@ -71,17 +71,23 @@ def make_executions(
 
 
 class FlakyTrajectoryStore:
-    """Wraps a real TrajectoryStore; `append` raises `OSError` while `failing` is True
-    or for the next `fail_next` calls, so capture's retry path can be exercised."""
+    """Wraps a real TrajectoryStore; `append` raises `OSError` while `failing` is True,
+    for the next `fail_next` calls, or on every `fail_every`-th call (an intermittent
+    store: the 1st, then each `fail_every` calls later), so capture's retry path can be
+    exercised. `quarantine` fails while `failing` is True."""
 
     def __init__(self, inner: TrajectoryStore) -> None:
         self.inner = inner
         self.failing = False
         self.fail_next = 0
+        self.fail_every = 0
         self.failures = 0
+        self.calls = 0
 
     def append(self, executions: Sequence[ToolExecution]) -> None:
-        if self.failing or self.fail_next > 0:
+        self.calls += 1
+        intermittent = self.fail_every > 0 and (self.calls - 1) % self.fail_every == 0
+        if self.failing or self.fail_next > 0 or intermittent:
             self.fail_next = max(0, self.fail_next - 1)
             self.failures += 1
             raise OSError("injected trajectory store failure")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import sqlite3
 import threading
 import time
 from collections.abc import Sequence
@@ -17,7 +18,7 @@ from structlog.testing import capture_logs
 from agentloop.adapters import InMemoryMetrics, SqliteTrajectoryStore
 from agentloop.components import ToolExecution
 from agentloop.errors import CaptureDrainError, RecorderClosedError
-from agentloop.notes import CaptureSettings, TrajectoryRecorder
+from agentloop.notes import CaptureSettings, TrajectoryRecorder, capture
 from agentloop.testing import FakeClock
 from agentloop.testing.notes import FlakyTrajectoryStore, make_execution
 
@@ -230,57 +231,133 @@ def test_stats_count_batches_taken_for_writing_as_pending(store: SqliteTrajector
 
 
 class RefusingStore(FlakyTrajectoryStore):
-    """A real store that refuses, with a store error, any batch holding one poisoned id."""
+    """A real store that refuses, with an error that does not blame the execution, any
+    batch holding one poisoned id."""
 
     def __init__(self, inner: SqliteTrajectoryStore, poisoned: str) -> None:
         super().__init__(inner)
         self.poisoned = poisoned
-        self.calls = 0
 
     def append(self, executions: Sequence[ToolExecution]) -> None:
-        self.calls += 1
         if any(e.id == self.poisoned for e in executions):
+            self.calls += 1
             raise OSError("disk I/O error")
         super().append(executions)
 
 
-def test_one_execution_the_store_cannot_take_is_quarantined_and_the_other_nine_are_written(
+def test_an_execution_that_keeps_failing_alone_on_a_store_error_is_quarantined_after_some_rounds_not_retried_forever(
     store: SqliteTrajectoryStore,
 ) -> None:
-    recorder = TrajectoryRecorder(store, clock=FakeClock())
-    good = [make_execution("lint", session_id="s1") for _ in range(9)]
-    bad = make_execution("list_dir", session_id="s1", result="report-\udcff.txt")  # skipped the boundary
-    for execution in [*good[:4], bad, *good[4:]]:
-        recorder.enqueue(execution)
-    with capture_logs() as logs:
-        assert recorder.flush() == 9
-    assert {e.id for e in store.load("s1").executions} == {e.id for e in good}
-    stats = recorder.stats
-    assert (stats.written, stats.quarantined, stats.pending) == (9, 1, 0)
-    (entry,) = [e for e in logs if e["event"] == "capture.quarantined"]
-    assert (entry["tool"], entry["session_id"], entry["kept_in_store"]) == ("list_dir", "s1", True)
-    assert "UnicodeEncodeError" in entry["error"]
-    (kept,) = store.quarantined()
-    assert kept["id"] == bad.id and kept["tool_name"] == "list_dir" and "\\udcff" in kept["execution"]
-    assert recorder.flush() == 0 and recorder.stats.failed_flushes == 0  # never retried
-    recorder.close()
-
-
-def test_an_execution_refused_while_the_store_takes_the_others_is_quarantined_not_retried_forever(
-    store: SqliteTrajectoryStore,
-) -> None:
+    clock = FakeClock()
     executions = [make_execution(session_id="s1") for _ in range(10)]
     refusing = RefusingStore(store, poisoned=executions[7].id)
-    recorder = TrajectoryRecorder(refusing, clock=FakeClock())
+    recorder = TrajectoryRecorder(refusing, clock=clock, settings=CaptureSettings(quarantine_after_rounds=3))
     for execution in executions:
         recorder.enqueue(execution)
     assert recorder.flush() == 9
-    assert [q.execution.id for q in recorder.quarantined] == [executions[7].id]
     assert refusing.calls <= 2 * 10  # a bisection, not one write per event per retry
+    assert (recorder.stats.pending, recorder.stats.quarantined) == (1, 0)  # the error may pass: retried first
+    for _ in range(2):
+        clock.advance(60)
+        assert recorder.tick() == 0
+    assert [q.execution.id for q in recorder.quarantined] == [executions[7].id]
+    assert [row["id"] for row in store.quarantined()] == [executions[7].id]
     more = make_execution(session_id="s1")
     recorder.enqueue(more)
     assert recorder.flush() == 1 and store.count() == 10
-    recorder.close()
+    assert recorder.close().pending == 0
+
+
+def test_a_store_that_fails_every_other_write_quarantines_no_good_execution(store: SqliteTrajectoryStore) -> None:
+    flaky = FlakyTrajectoryStore(store)
+    flaky.fail_every = 2  # busy on every other call: another process holds the write lock now and then
+    recorder = TrajectoryRecorder(flaky, clock=FakeClock())
+    for _ in range(10):
+        recorder.enqueue(make_execution(session_id="s1"))
+    assert recorder.flush() == 10
+    assert store.count() == 10 and recorder.stats.quarantined == 0 and store.quarantined() == []
+
+
+class GoesDown(FlakyTrajectoryStore):
+    """Fails the first write, takes the second, then is down (writes and quarantine alike)
+    until `failing` is cleared: the disk went away in the middle of a batch."""
+
+    def __init__(self, inner: SqliteTrajectoryStore) -> None:
+        super().__init__(inner)
+        self.fail_next = 1
+
+    def append(self, executions: Sequence[ToolExecution]) -> None:
+        if self.calls == 2:
+            self.failing = True
+        super().append(executions)
+
+
+def test_executions_that_failed_while_the_store_went_down_mid_batch_stay_pending_and_are_written_later(
+    store: SqliteTrajectoryStore,
+) -> None:
+    flaky = GoesDown(store)
+    recorder = TrajectoryRecorder(flaky, clock=FakeClock(), settings=CaptureSettings(retry_backoff_s=0.01))
+    for _ in range(10):
+        recorder.enqueue(make_execution(session_id="s1"))
+    assert recorder.flush() == 5
+    assert (recorder.stats.pending, recorder.stats.quarantined) == (5, 0)
+    flaky.failing = False
+    stats = recorder.close(timeout=5.0)
+    assert (stats.written, stats.quarantined, stats.pending) == (10, 0, 0) and store.count() == 10
+
+
+def test_an_execution_whose_quarantine_fails_stays_pending_until_the_store_keeps_it(
+    store: SqliteTrajectoryStore,
+) -> None:
+    flaky = FlakyTrajectoryStore(store)
+    recorder = TrajectoryRecorder(flaky, clock=FakeClock())
+    bad = make_execution("list_dir", session_id="s1", result="report-\udcff.txt")
+    recorder.enqueue(bad)
+
+    def quarantine_is_down(execution: ToolExecution, reason: str) -> None:
+        raise OSError("disk I/O error")
+
+    flaky.quarantine = quarantine_is_down  # type: ignore[method-assign]
+    with capture_logs() as logs:
+        recorder.flush()
+    assert (recorder.stats.pending, recorder.stats.quarantined) == (1, 0) and list(recorder.quarantined) == []
+    assert [e["event"] for e in logs if e["event"].startswith("capture.quarantine")] == ["capture.quarantine_failed"]
+    with pytest.raises(CaptureDrainError, match="1 captured tool executions could not be written"):
+        recorder.drain()
+    del flaky.quarantine
+    recorder.drain()
+    assert (recorder.stats.pending, recorder.stats.quarantined) == (0, 1)
+    assert [row["id"] for row in store.quarantined()] == [bad.id]
+
+
+def test_an_execution_too_large_for_the_store_is_quarantined_at_once_and_kept_cut(
+    store: SqliteTrajectoryStore,
+) -> None:
+    store._conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 100_000)  # stands in for SQLite's 1 GB cap
+    recorder = TrajectoryRecorder(store, clock=FakeClock())
+    big = make_execution(session_id="s1", arguments={"blob": "x" * 200_000})
+    small = make_execution(session_id="s1")
+    recorder.enqueue(big)
+    assert recorder.flush() == 0
+    assert (recorder.stats.pending, recorder.stats.quarantined) == (0, 1)
+    assert "ExecutionRefusedError" in recorder.quarantined[0].reason
+    (kept,) = store.quarantined()
+    assert kept["id"] == big.id and kept["execution"].endswith("characters]") and "[cut: " in kept["execution"]
+    recorder.enqueue(small)
+    assert recorder.close(timeout=1.0).written == 1
+
+
+def test_recorder_keeps_only_the_most_recent_quarantined_executions_in_memory(
+    store: SqliteTrajectoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(capture, "QUARANTINE_MEMORY", 3)
+    recorder = TrajectoryRecorder(store, clock=FakeClock())
+    bad = [make_execution(session_id="s1", error=f"bad {n} \udcff") for n in range(5)]
+    for execution in bad:
+        recorder.enqueue(execution)
+    recorder.flush()
+    assert [q.execution.id for q in recorder.quarantined] == [e.id for e in bad[2:]]
+    assert recorder.stats.quarantined == 5 and len(store.quarantined()) == 5
 
 
 def test_enqueue_from_eight_threads_counts_every_event_exactly(tmp_path: Path) -> None:
@@ -358,9 +435,10 @@ def test_close_returns_within_its_timeout_on_a_store_that_hangs_and_loses_nothin
 
 
 class CaptureMachine(RuleBasedStateMachine):
-    """I12: whatever flush failures happen, after a clean shutdown the store holds every
-    accepted event but those it cannot take, which are quarantined on their own; sampled-out
-    events are counted, never silently dropped."""
+    """I12: whatever flush failures happen (a store down for a while, or failing every
+    few writes), after a clean shutdown the store holds every accepted event but those it
+    cannot take, which are quarantined on their own and kept in the store; a good event is
+    never quarantined; sampled-out events are counted, never silently dropped."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -393,6 +471,11 @@ class CaptureMachine(RuleBasedStateMachine):
     @rule(failing=st.booleans())
     def store_health(self, failing: bool) -> None:
         self.flaky.failing = failing
+
+    @rule(every=st.sampled_from([0, 2, 3]))
+    def store_intermittent(self, every: int) -> None:
+        """The store refuses every `every`-th write with an error that does not blame the events."""
+        self.flaky.fail_every = every
 
     @precondition(lambda self: not self.closed)
     @rule(seconds=st.sampled_from([0.1, 1.0, 6.0]))
@@ -429,7 +512,9 @@ class CaptureMachine(RuleBasedStateMachine):
         assert stats.accepted == len(self.accepted) == stats.written + stats.quarantined + stats.pending
         assert stats.accepted + stats.sampled_out + stats.duplicates == self.offered
         assert stats.written == self.store.count()
-        assert {q.execution.id for q in self.recorder.quarantined} <= self.unstorable
+        quarantined = {q.execution.id for q in self.recorder.quarantined}
+        assert quarantined <= self.unstorable and len(quarantined) == stats.quarantined
+        assert {row["id"] for row in self.store.quarantined()} == quarantined
 
     def _stored_ids(self) -> set[str]:
         return {e.id for s in ("a", "b") for e in self.store.load(s).executions}

@@ -140,6 +140,17 @@ def test_a_good_trajectory_becomes_a_draft_project_note(parts: tuple[KnowledgeBa
     assert metrics.counter("note_taking.distillation.total", {"status": "success"}) == 1
 
 
+def test_a_reply_holding_bytes_no_store_takes_is_stored_with_them_replaced(
+    parts: tuple[KnowledgeBase, SqliteTrajectoryStore, InMemoryMetrics],
+) -> None:
+    knowledge, store, _ = parts
+    reply = REPLY.replace("password reset", "reset of report-\udcff.txt")
+    result = asyncio.run(Distiller(Model(reply), knowledge, store).distill(_trajectory(), success=True, owner=OWNER))
+    assert result.status is DistillationStatus.STORED and result.note is not None, result.reason
+    (stored,) = knowledge.repository.items()
+    assert "report-\ufffd.txt" in stored.markdown and "\udcff" not in stored.markdown
+
+
 def test_a_distilled_trajectory_is_not_distilled_again(parts: tuple[KnowledgeBase, SqliteTrajectoryStore, InMemoryMetrics]) -> None:
     knowledge, store, _ = parts
     model = Model()

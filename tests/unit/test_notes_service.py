@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
@@ -76,7 +77,7 @@ def test_the_session_itself_may_be_passed_when_it_was_never_observed(tmp_path: P
 def test_a_store_that_cannot_take_the_trajectory_fails_the_distillation(tmp_path: Path) -> None:
     metrics = InMemoryMetrics()
     model = Model()
-    notes = open_note_taking(tmp_path, model, metrics=metrics)
+    notes = open_note_taking(tmp_path, model, metrics=metrics, capture=CaptureSettings(drain_timeout_s=0.2))
     flaky = FlakyTrajectoryStore(notes.recorder.store)
     notes.recorder.store = flaky
     for execution in make_executions(["lint", "test", "pin"], session_id="s1"):
@@ -88,6 +89,39 @@ def test_a_store_that_cannot_take_the_trajectory_fails_the_distillation(tmp_path
     flaky.failing = False
     assert notes.recorder.drain() == 3 and flaky.count() == 3
     notes.close()
+
+
+def test_a_session_end_waiting_on_a_locked_store_never_stalls_the_event_loop(tmp_path: Path) -> None:
+    notes = open_note_taking(tmp_path, Model(), capture=CaptureSettings(drain_timeout_s=0.3))
+    session = Session("s1")
+    notes.observe_session(session)
+    notes.recorder.enqueue(make_executions(["lint"], session_id="s1", user_id=None)[0])
+    other = sqlite3.connect(tmp_path / "bot.trajectories.sqlite3", isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another process holds the write lock for a while
+
+    async def main() -> tuple[float, int, DistillationStatus, str]:
+        beats = 0
+
+        async def heartbeat() -> None:
+            nonlocal beats
+            while True:
+                await asyncio.sleep(0.02)
+                beats += 1
+
+        beating = asyncio.create_task(heartbeat())
+        started = time.monotonic()
+        result = await notes.end_session(session, success=True)
+        took = time.monotonic() - started
+        beating.cancel()
+        other.execute("ROLLBACK")  # the lock goes; the drain still running in its thread finishes
+        return took, beats, result.status, result.reason
+
+    took, beats, status, reason = asyncio.run(main())
+    assert status is DistillationStatus.FAILED and "still queued" in reason
+    assert took < 2.0 and beats >= 5  # the loop kept running other work meanwhile
+    notes.close()
+    assert notes.recorder.stats.written == 1
+    other.close()
 
 
 def test_close_closes_the_stores_and_saves_the_index_even_when_capture_cannot_drain(tmp_path: Path) -> None:
