@@ -63,7 +63,7 @@ def test_the_session_itself_may_be_passed_when_it_was_never_observed(tmp_path: P
     notes = open_note_taking(tmp_path, Model(), company_id="acme")
     chain = {"project_id": "p7", "user_id": "u7", "team_id": "t7", "org_id": "o7"}
     for execution in make_executions(["lint", "test", "pin"], session_id="s7", **chain):
-        notes.recorder.enqueue(execution)
+        notes.capture(execution)
     session = Session("s7", user_id="u7", project_id="p7", team_id="t7", org_id="o7")
     result = asyncio.run(notes.end_session(session, success=True))
     assert result.note is not None and result.note.metadata is not None
@@ -141,7 +141,8 @@ def test_observed_sessions_are_bounded_and_the_least_recent_is_dropped_first(tmp
         if number % 10 == 0:
             notes.observe_session(first)  # recently observed again, so kept
         assert len(notes._sessions) <= 50
-    assert "s0" in notes._sessions and "s1" not in notes._sessions and "s499" in notes._sessions
+    observed = {key.session_id for key in notes._sessions}
+    assert "s0" in observed and "s1" not in observed and "s499" in observed
     notes.close()
 
 

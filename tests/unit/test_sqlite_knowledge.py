@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from agentloop import Scope
 from agentloop.adapters import SqliteKnowledgeRepository
 from agentloop.errors import InvalidTransition, UnknownNoteError
 from agentloop.notes import KnowledgeItem, Layer, LayerIds, MergeSuggestion, NoteMetadata, NoteStatus, NoteType, RETRIEVABLE
@@ -31,7 +32,7 @@ def test_items_and_counters_survive_a_reopen_and_the_index_is_reused(tmp_path: P
     path = tmp_path / "k.db"
     repository = SqliteKnowledgeRepository(path, dim=8)
     stored = [repository.add(_item(seed)) for seed in range(5)]
-    repository.record_retrievals([stored[0].key], "q", "s1", AT)
+    repository.record_retrievals([stored[0].key], "q", Scope(session_id="s1"), AT)
     repository.close()
     assert (tmp_path / "k.db.hnsw").exists()
     reopened = SqliteKnowledgeRepository(path, dim=8)
@@ -81,11 +82,11 @@ def test_a_refused_transition_changes_nothing(tmp_path: Path) -> None:
 def test_feedback_credits_each_seen_note_once_per_session(tmp_path: Path) -> None:
     repository = SqliteKnowledgeRepository(tmp_path / "k.db", dim=8)
     a, b = repository.add(_item(1)), repository.add(_item(2))
-    repository.record_retrievals([a.key, b.key], "q", "s1", AT)
-    repository.record_retrievals([a.key], "q2", "s1", AT)
-    assert [i.usefulness_score for i in repository.credit_session("s1", AT)] == [1, 1]
-    assert repository.credit_session("s1", AT) == []
-    assert repository.credit_session("never-seen", AT) == []
+    repository.record_retrievals([a.key, b.key], "q", Scope(session_id="s1"), AT)
+    repository.record_retrievals([a.key], "q2", Scope(session_id="s1"), AT)
+    assert [i.usefulness_score for i in repository.credit_session(Scope(session_id="s1"), AT)] == [1, 1]
+    assert repository.credit_session(Scope(session_id="s1"), AT) == []
+    assert repository.credit_session(Scope(session_id="never-seen"), AT) == []
     assert repository.get(a.key).retrieval_count == 2
     repository.close()
 
