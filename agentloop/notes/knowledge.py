@@ -25,10 +25,10 @@ from agentloop.notes.models import (
 from agentloop.ports.clock import Clock, SystemClock
 
 if TYPE_CHECKING:
-    from agentloop.scopes import Scope
     from agentloop.ports.knowledge import KnowledgeRepository, MaintainerNotifier
     from agentloop.ports.metrics import Metrics
     from agentloop.ports.vectors import Embedder, Vectors
+    from agentloop.scopes import Scope
 
 RESULTS_METRIC = "note_taking.retrieval.results_count"
 LATENCY_METRIC = "note_taking.retrieval.latency_ms"
