@@ -13,6 +13,7 @@ import attrs
 
 from agentloop.messages import ChatMessage, Role, ToolCall, ToolSpec
 from agentloop.outcome import Attachment, FailureKind, FinishReason
+from agentloop.scopes import DEFAULT_COMPANY
 
 if TYPE_CHECKING:
     from agentloop.context import AgentContext
@@ -102,7 +103,8 @@ class ToolExecution:
 
     `step_id` is the model step that asked for it (calls asked for together share it);
     `parent_id` is the execution it ran inside (a tool that ran a turn), None at the top.
-    The session's tenant chain (org, team, project, user) decides who may read it.
+    The tenant chain (company, org, team, project, user) decides who may read it; note-taking
+    sets the company, which the session does not know.
     """
 
     id: str
@@ -120,6 +122,7 @@ class ToolExecution:
     org_id: str | None = None
     team_id: str | None = None
     step_id: str | None = None
+    company_id: str = DEFAULT_COMPANY
 
     @property
     def succeeded(self) -> bool:

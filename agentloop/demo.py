@@ -293,7 +293,7 @@ class _Run:
 
     async def end(self, demo: DemoSession) -> DistillationResult:
         where = self.begin(f"end of {demo.session.id}")
-        result = await self.bot.note_taking.end_session(demo.session.id, success=True)
+        result = await self.bot.note_taking.end_session(demo.session, success=True)
         calls, span = len(self.executions), _span_s(self.executions)
         self.executions = []
         self.say(f"== end of session {demo.session.id}: success, {calls} tool call(s) over {span:.0f} s of simulated time")
@@ -304,7 +304,7 @@ class _Run:
             self.say(f"  note #{result.note.id} stored as {result.note.status.value}: {result.note.title!r}")
         self.check(where, result.status is demo.distillation, f"distillation {demo.distillation.value}", result.status.value)
         if demo.feedback:
-            credited = self.bot.note_taking.record_feedback(demo.session.id, positive=True)
+            credited = self.bot.note_taking.record_feedback(demo.session, positive=True)
             for item in credited:
                 self.say(f"  positive feedback credited note #{item.id} (useful {item.usefulness_score}x in {item.retrieval_count} retrieval(s))")
             self.check(where, bool(credited), "feedback crediting the note the session was shown", "nothing credited")

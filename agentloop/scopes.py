@@ -8,7 +8,7 @@ each kind of data is partitioned by:
 - history: the session, within its full chain;
 - memory: the user within the org (or, without a user, the session within the org);
 - indexed answers (RAG): the project within its team and org (or, without a project,
-  the user's memory scope);
+  the user within the team and org; without a user either, the session);
 - tasks: the project within its team and org, whichever user or session created them.
 
 History stored before rows named their chain is keyed by session id only; it cannot say
@@ -82,10 +82,13 @@ def memory_scope(session: Session, company_id: str = DEFAULT_COMPANY) -> Scope:
 
 
 def knowledge_scope(session: Session, company_id: str = DEFAULT_COMPANY) -> Scope:
-    """Indexed answers are shared within a project of one team and org, else kept as memory is."""
+    """Indexed answers are shared within a project of one team and org; without a project
+    they stay with the user (else the session) within that team and org, never wider."""
     if session.project_id:
         return Scope(company_id, session.org_id, session.team_id, session.project_id)
-    return memory_scope(session, company_id)
+    if session.user_id:
+        return Scope(company_id, session.org_id, session.team_id, user_id=session.user_id)
+    return Scope(company_id, session.org_id, session.team_id, session_id=session.id)
 
 
 def task_scope(session: Session, company_id: str = DEFAULT_COMPANY) -> Scope:

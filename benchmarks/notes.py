@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from agentloop import Scope
 from agentloop.adapters import SqliteKnowledgeRepository, SqliteTrajectoryStore
 from agentloop.adapters.hashing_embedder import HashingEmbedder
 from agentloop.logging import configure_logging
@@ -146,7 +147,7 @@ def bench_retrieval(notes: int, queries: int, dim: int, corpus: str) -> None:
             full = []
             for text in query_texts:
                 t0 = time.perf_counter()
-                knowledge.retrieve(text, caller, session_id="bench", k=5, min_similarity=0.0)
+                knowledge.retrieve(text, caller, session=Scope(session_id="bench"), k=5, min_similarity=0.0)
                 full.append((time.perf_counter() - t0) * 1000.0)
             _row(f"retrieval: KnowledgeBase.retrieve p50, {label}", f"{statistics.median(full):.3f} ms", "-")
         repository.close()

@@ -79,9 +79,9 @@ class TrajectoryCaptureSystem(System):
         executions = ctx.get(ToolExecutions)
         if executions is None:
             return
-        enqueue = self.note_taking.recorder.enqueue
+        capture = self.note_taking.capture
         for execution in executions.executions:
-            enqueue(execution)
+            capture(execution)
 
 
 P = TypeVar("P", list[System], StandardPipeline)
@@ -92,13 +92,13 @@ def add_note_taking(
 ) -> P:
     """Plug note-taking into `pipeline` (a list of systems or a `StandardPipeline`).
 
-    Adds `NoteRetrievalSystem` (25) and `TrajectoryCaptureSystem` (80), and chains the
-    recorder's non-blocking enqueue onto every `ToolLoopSystem`'s `on_tool_execution`
+    Adds `NoteRetrievalSystem` (25) and `TrajectoryCaptureSystem` (80), and chains
+    note-taking's non-blocking `capture` onto every `ToolLoopSystem`'s `on_tool_execution`
     hook so executions are captured the moment each tool finishes. Returns `pipeline`.
     """
     for system in list(pipeline):
         if isinstance(system, ToolLoopSystem):
-            system.on_tool_execution = _chain(system.on_tool_execution, note_taking.recorder.enqueue)
+            system.on_tool_execution = _chain(system.on_tool_execution, note_taking.capture)
     added: tuple[System, ...] = (NoteRetrievalSystem(note_taking, k=k, layer=layer), TrajectoryCaptureSystem(note_taking))
     for system in added:
         if isinstance(pipeline, list):
@@ -108,12 +108,12 @@ def add_note_taking(
     return pipeline
 
 
-def _chain(existing: ToolExecutionHook | None, enqueue: Callable[[ToolExecution], bool]) -> ToolExecutionHook:
+def _chain(existing: ToolExecutionHook | None, capture: Callable[[ToolExecution], bool]) -> ToolExecutionHook:
     """A hook that runs `existing` (if any), then hands the execution to capture."""
 
-    def capture(execution: ToolExecution) -> None:
+    def hook(execution: ToolExecution) -> None:
         if existing is not None:
             existing(execution)
-        enqueue(execution)
+        capture(execution)
 
-    return capture
+    return hook

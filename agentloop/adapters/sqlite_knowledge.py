@@ -30,6 +30,7 @@ from agentloop.notes.models import (
 )
 from agentloop.outcome import converter
 from agentloop.ports.vectors import Vectors
+from agentloop.scopes import Scope, sees_unchained_history
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS knowledge_items (
@@ -57,7 +58,8 @@ CREATE TABLE IF NOT EXISTS note_retrievals (
     note_id INTEGER NOT NULL REFERENCES knowledge_items (id),
     query TEXT NOT NULL,
     session_id TEXT,
-    at TEXT NOT NULL
+    at TEXT NOT NULL,
+    session_scope TEXT
 );
 CREATE INDEX IF NOT EXISTS note_retrievals_by_note ON note_retrievals (note_id);
 CREATE INDEX IF NOT EXISTS note_retrievals_by_session ON note_retrievals (session_id);
@@ -65,7 +67,8 @@ CREATE TABLE IF NOT EXISTS note_feedback (
     note_id INTEGER NOT NULL REFERENCES knowledge_items (id),
     session_id TEXT NOT NULL,
     at TEXT NOT NULL,
-    PRIMARY KEY (note_id, session_id)
+    session_scope TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (note_id, session_id, session_scope)
 );
 CREATE TABLE IF NOT EXISTS merge_suggestions (
     first_id INTEGER NOT NULL,
@@ -82,6 +85,12 @@ _COLUMNS = (
 )
 
 _Owner = tuple[str, str | None, str | None, str | None]
+# Retrievals and feedback name the session by its whole chain (`Scope.key`) in
+# `session_scope`; rows from before that are NULL (retrievals) or '' (feedback) and
+# belong to the session id alone, so only a chain that sees unchained history credits them.
+_RETRIEVALS_OF = "session_id = ? AND (session_scope = ? OR (? AND session_scope IS NULL))"
+_FEEDBACK_OF = "session_id = ? AND (session_scope = ? OR (? AND session_scope = ''))"
+
 # The ids SQLite can hold (signed 64-bit); any other id names no note rather than overflowing.
 _SQLITE_INTEGERS = range(-(2**63), 2**63)
 
@@ -141,6 +150,7 @@ class SqliteKnowledgeRepository:
         self._counts: list[int] = []
         self._code_of: dict[int, int] = {}
         with closing_on_error(self._conn):
+            self._migrate()
             self._conn.executescript(_SCHEMA)
             for row in self._conn.execute("SELECT id, company_id, org_id, team_id, project_id, status FROM knowledge_items"):
                 owner = (row["company_id"], row["org_id"], row["team_id"], row["project_id"])
@@ -152,6 +162,33 @@ class SqliteKnowledgeRepository:
                 self._vectors,
                 ef=ef,
             )
+
+    def _migrate(self) -> None:
+        """Give retrievals and feedback of an earlier release the session's chain column,
+        in place: retrievals gain it as NULL; feedback, whose key includes it, is copied
+        into the new table with '' (both mean: the session id alone)."""
+
+        def lacking(table: str) -> bool:
+            names = {row["name"] for row in self._conn.execute(f"PRAGMA table_info({table})")}
+            return bool(names) and "session_scope" not in names
+
+        if not (lacking("note_retrievals") or lacking("note_feedback")):
+            return  # a new file, or one already migrated
+        with transaction(self._conn):  # looked at again: another process may have migrated meanwhile
+            if lacking("note_retrievals"):
+                self._conn.execute("ALTER TABLE note_retrievals ADD COLUMN session_scope TEXT")
+            if lacking("note_feedback"):
+                self._conn.execute("ALTER TABLE note_feedback RENAME TO note_feedback_by_session_id")
+                self._conn.execute(
+                    "CREATE TABLE note_feedback (note_id INTEGER NOT NULL REFERENCES knowledge_items (id), "
+                    "session_id TEXT NOT NULL, at TEXT NOT NULL, session_scope TEXT NOT NULL DEFAULT '', "
+                    "PRIMARY KEY (note_id, session_id, session_scope))"
+                )
+                self._conn.execute(
+                    "INSERT INTO note_feedback (note_id, session_id, at) "
+                    "SELECT note_id, session_id, at FROM note_feedback_by_session_id"
+                )
+                self._conn.execute("DROP TABLE note_feedback_by_session_id")
 
     def _vectors(self) -> Iterator[tuple[int, Vectors]]:
         for row in self._conn.execute("SELECT id, embedding FROM knowledge_items ORDER BY id"):
@@ -282,11 +319,12 @@ class SqliteKnowledgeRepository:
         return results
 
     def record_retrievals(
-        self, note_ids: Sequence[int], query: str, session_id: str | None, at: datetime
+        self, note_ids: Sequence[int], query: str, session: Scope | None, at: datetime
     ) -> list[KnowledgeItem]:
         if not note_ids:
             return []
         stamp = at.isoformat()
+        session_id, scope_key = (None, None) if session is None else (session.session_id, session.key)
         with self._lock, transaction(self._conn):
             self._require(note_ids)
             self._conn.executemany(
@@ -294,8 +332,8 @@ class SqliteKnowledgeRepository:
                 [(stamp, i) for i in note_ids],
             )
             self._conn.executemany(
-                "INSERT INTO note_retrievals (note_id, query, session_id, at) VALUES (?,?,?,?)",
-                [(i, query, session_id, stamp) for i in note_ids],
+                "INSERT INTO note_retrievals (note_id, query, session_id, at, session_scope) VALUES (?,?,?,?,?)",
+                [(i, query, session_id, stamp, scope_key) for i in note_ids],
             )
             items = self._many(note_ids)
         return [items[i] for i in note_ids]
@@ -304,22 +342,32 @@ class SqliteKnowledgeRepository:
         with self._lock:
             self._require([note_id])
             rows = self._conn.execute(
-                "SELECT note_id, query, session_id, at FROM note_retrievals WHERE note_id = ? ORDER BY seq", (note_id,)
+                "SELECT note_id, query, session_id, at, session_scope FROM note_retrievals WHERE note_id = ? ORDER BY seq",
+                (note_id,),
             ).fetchall()
-        return [Retrieval(r["note_id"], r["query"], r["session_id"], datetime.fromisoformat(r["at"])) for r in rows]
+        return [
+            Retrieval(
+                r["note_id"], r["query"], r["session_id"], datetime.fromisoformat(r["at"]),
+                None if r["session_scope"] is None else Scope.from_key(r["session_scope"]),
+            )
+            for r in rows
+        ]
 
-    def credit_session(self, session_id: str, at: datetime) -> list[KnowledgeItem]:
+    def credit_session(self, session: Scope, at: datetime) -> list[KnowledgeItem]:
         stamp = at.isoformat()
+        if session.session_id is None:
+            raise ValueError(f"feedback is given on a session, and {session!r} names none; pass its history_scope")
+        whose = (session.session_id, session.key, sees_unchained_history(session))
         with self._lock, transaction(self._conn):
             rows = self._conn.execute(
-                "SELECT DISTINCT note_id FROM note_retrievals WHERE session_id = ? AND note_id NOT IN "
-                "(SELECT note_id FROM note_feedback WHERE session_id = ?) ORDER BY note_id",
-                (session_id, session_id),
+                f"SELECT DISTINCT note_id FROM note_retrievals WHERE {_RETRIEVALS_OF} AND note_id NOT IN "
+                f"(SELECT note_id FROM note_feedback WHERE {_FEEDBACK_OF}) ORDER BY note_id",
+                whose + whose,
             ).fetchall()
             note_ids = [row["note_id"] for row in rows]
             self._conn.executemany(
-                "INSERT INTO note_feedback (note_id, session_id, at) VALUES (?,?,?)",
-                [(i, session_id, stamp) for i in note_ids],
+                "INSERT INTO note_feedback (note_id, session_id, at, session_scope) VALUES (?,?,?,?)",
+                [(i, session.session_id, stamp, session.key) for i in note_ids],
             )
             self._conn.executemany(
                 "UPDATE knowledge_items SET usefulness_score = usefulness_score + 1, updated_at = ? WHERE id = ?",

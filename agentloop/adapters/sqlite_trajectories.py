@@ -35,7 +35,8 @@ CREATE TABLE IF NOT EXISTS tool_executions (
     context_snapshot TEXT NOT NULL,
     org_id TEXT,
     team_id TEXT,
-    step_id TEXT
+    step_id TEXT,
+    company_id TEXT NOT NULL DEFAULT 'default'
 );
 CREATE INDEX IF NOT EXISTS tool_executions_by_session ON tool_executions (session_id, started_ts, seq);
 CREATE TABLE IF NOT EXISTS quarantined_executions (
@@ -56,10 +57,16 @@ CREATE TABLE IF NOT EXISTS distilled_trajectories (
 
 _COLUMNS = (
     "id, session_id, parent_id, user_id, project_id, tool_name, arguments, result, error, "
-    "started_at, started_ts, duration_ms, context_snapshot, org_id, team_id, step_id"
+    "started_at, started_ts, duration_ms, context_snapshot, org_id, team_id, step_id, company_id"
 )
-_ADDED_COLUMNS = ("org_id", "team_id", "step_id")
-"""Columns a table made by an earlier release lacks; added in place, NULL on old rows."""
+_ADDED_COLUMNS = {
+    "org_id": "TEXT",
+    "team_id": "TEXT",
+    "step_id": "TEXT",
+    "company_id": "TEXT NOT NULL DEFAULT 'default'",
+}
+"""Columns a table made by an earlier release lacks, added in place: NULL on old rows,
+except the company, which is the default company (one deployment per file then)."""
 
 
 _json = json.JSONEncoder(default=str).encode
@@ -71,7 +78,7 @@ def _row(e: ToolExecution) -> tuple[object, ...]:
         _json(e.arguments), e.result, e.error,
         e.started_at.isoformat(), e.started_at.timestamp(), e.duration_ms,
         _json(e.context_snapshot) if e.context_snapshot else "{}",
-        e.org_id, e.team_id, e.step_id,
+        e.org_id, e.team_id, e.step_id, e.company_id,
     )
 
 
@@ -92,6 +99,7 @@ def _execution(row: sqlite3.Row) -> ToolExecution:
         org_id=row["org_id"],
         team_id=row["team_id"],
         step_id=row["step_id"],
+        company_id=row["company_id"],
     )
 
 
@@ -108,9 +116,9 @@ class SqliteTrajectoryStore:
     """Tool executions and distilled-trajectory hashes; the schema is made on first use.
 
     Arguments and context snapshots are stored as JSON (values JSON cannot hold are
-    stored as their `str`). Each row keeps the session's org, team, project and user; a
-    table from an earlier release gains those columns with NULL, so its rows are read
-    only by a chain without org and team.
+    stored as their `str`). Each row keeps the session's company, org, team, project and
+    user; a table from an earlier release gains those columns (company "default", the
+    rest NULL), so its rows are read only by a default-company chain without org and team.
     """
 
     def __init__(self, path: str | Path) -> None:
@@ -125,9 +133,9 @@ class SqliteTrajectoryStore:
         """Add the columns an older table lacks, then make whatever is missing."""
         existing = {row["name"] for row in self._conn.execute("PRAGMA table_info(tool_executions)")}
         if existing:
-            for column in _ADDED_COLUMNS:
+            for column, definition in _ADDED_COLUMNS.items():
                 if column not in existing:
-                    self._conn.execute(f"ALTER TABLE tool_executions ADD COLUMN {column} TEXT")
+                    self._conn.execute(f"ALTER TABLE tool_executions ADD COLUMN {column} {definition}")
         self._conn.executescript(_SCHEMA)
 
     def append(self, executions: Sequence[ToolExecution]) -> None:
@@ -143,14 +151,14 @@ class SqliteTrajectoryStore:
         rows = [_row(e) for e in executions]
         with self._lock, transaction(self._conn):
             self._conn.executemany(
-                f"INSERT OR IGNORE INTO tool_executions ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows
+                f"INSERT OR IGNORE INTO tool_executions ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows
             )
 
     def load(self, session_id: str, scope: Scope | None = None) -> Trajectory:
         where, params = "session_id = ?", [session_id]  # type: tuple[str, list[str | None]]
         if scope is not None:
-            where += " AND org_id IS ? AND team_id IS ? AND project_id IS ? AND user_id IS ?"
-            params += [scope.org_id, scope.team_id, scope.project_id, scope.user_id]
+            where += " AND company_id = ? AND org_id IS ? AND team_id IS ? AND project_id IS ? AND user_id IS ?"
+            params += [scope.company_id, scope.org_id, scope.team_id, scope.project_id, scope.user_id]
         with self._lock:
             rows = self._conn.execute(
                 f"SELECT {_COLUMNS} FROM tool_executions WHERE {where} ORDER BY started_ts, seq", params

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from agentloop.ports.knowledge import KnowledgeRepository, MaintainerNotifier
     from agentloop.ports.metrics import Metrics
     from agentloop.ports.vectors import Embedder, Vectors
+    from agentloop.scopes import Scope
 
 RESULTS_METRIC = "note_taking.retrieval.results_count"
 LATENCY_METRIC = "note_taking.retrieval.latency_ms"
@@ -134,18 +135,18 @@ class KnowledgeBase:
         query: str,
         caller: LayerIds,
         *,
-        session_id: str | None = None,
+        session: Scope | None = None,
         layer: Layer | None = None,
         k: int | None = None,
         min_similarity: float | None = None,
     ) -> list[RetrievedNote]:
-        """`search`, then count the retrieval (query and session recorded) and apply the
-        quality rules; emits the retrieval metrics (docs/notes.md)."""
+        """`search`, then count the retrieval (query and session, by its `history_scope`,
+        recorded) and apply the quality rules; emits the retrieval metrics (docs/notes.md)."""
         started = perf_counter()
         results = self.search(query, caller, layer=layer, k=k, min_similarity=min_similarity)
         if results:
             updated = self.repository.record_retrievals(
-                [r.item.key for r in results], query, session_id, self.clock.now()
+                [r.item.key for r in results], query, session, self.clock.now()
             )
             by_id = {item.key: self._apply_rules(item) for item in updated}
             results = [attrs.evolve(r, item=by_id.get(r.item.key, r.item)) for r in results]
@@ -154,14 +155,16 @@ class KnowledgeBase:
             self.metrics.observe(LATENCY_METRIC, (perf_counter() - started) * 1000.0)
         return results
 
-    def record_feedback(self, session_id: str, *, positive: bool) -> list[KnowledgeItem]:
-        """Positive feedback on a session adds one to the usefulness of every note that
-        session was shown (once per session); the credited notes after the rules ran."""
+    def record_feedback(self, session: Scope, *, positive: bool) -> list[KnowledgeItem]:
+        """Positive feedback on a session (its `history_scope`) adds one to the usefulness of
+        every note that session was shown (once per session); the credited notes after the rules ran."""
         if not positive:
-            self._log.info("notes.feedback", session_id=session_id, positive=False)
+            self._log.info("notes.feedback", session_id=session.session_id, positive=False)
             return []
-        credited = self.repository.credit_session(session_id, self.clock.now())
-        self._log.info("notes.feedback", session_id=session_id, positive=True, credited=[i.key for i in credited])
+        credited = self.repository.credit_session(session, self.clock.now())
+        self._log.info(
+            "notes.feedback", session_id=session.session_id, positive=True, credited=[i.key for i in credited]
+        )
         return [self._apply_rules(item) for item in credited]
 
     def transition(self, note_id: int, target: NoteStatus) -> KnowledgeItem:

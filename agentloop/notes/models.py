@@ -15,6 +15,7 @@ import numpy as np
 
 from agentloop.components import ToolExecution
 from agentloop.context import Session
+from agentloop.scopes import Scope
 from agentloop.ports.vectors import Vectors
 
 __all__ = [
@@ -221,12 +222,14 @@ class RetrievedNotes:
 
 @attrs.frozen
 class Retrieval:
-    """One time a note was offered as context: the query and the session that saw it."""
+    """One time a note was offered as context: the query and the session that saw it, with
+    the session's whole chain (`session`; None when recorded by an earlier release)."""
 
     note_id: int
     query: str
     session_id: str | None
     at: datetime
+    session: Scope | None = None
 
 
 @attrs.frozen

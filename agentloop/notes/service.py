@@ -9,15 +9,17 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+import attrs
 import structlog
 
+from agentloop.components import ToolExecution
 from agentloop.context import Session
 from agentloop.errors import CaptureDrainError
 from agentloop.notes.capture import TrajectoryRecorder
 from agentloop.notes.distillation import DistillationResult, DistillationStatus, Distiller
 from agentloop.notes.knowledge import KnowledgeBase
 from agentloop.notes.models import KnowledgeItem, Layer, LayerIds, RetrievedNote
-from agentloop.scopes import history_scope
+from agentloop.scopes import Scope, history_scope
 
 
 MAX_OBSERVED_SESSIONS = 10_000
@@ -31,9 +33,9 @@ class Closeable(Protocol):
 class NoteTaking:
     """Capture (recorder), distillation at session end, and retrieval with feedback.
 
-    Systems call `observe_session` so that `end_session(session_id)` knows the
-    session's org/team/project chain; for a session never observed, pass the
-    `Session` itself to `end_session`.
+    A session is told apart from another with the same id by its whole chain (company,
+    org, team, project, user): pass the `Session` to `end_session` and `record_feedback`.
+    Executions reach capture through `capture`, which stamps them with the company.
     """
 
     def __init__(
@@ -55,7 +57,8 @@ class NoteTaking:
         """Stores closed after capture has drained on `close()` (those a factory opened)."""
         self.max_sessions = max_sessions
         """How many observed sessions are remembered, least recently observed dropped first."""
-        self._sessions: OrderedDict[str, Session] = OrderedDict()
+        self._sessions: OrderedDict[Scope, Session] = OrderedDict()
+        """The observed sessions by their full chain, least recently observed first."""
         self._log = logger if logger is not None else structlog.get_logger("agentloop.notes")
 
     def chain(self, session: Session) -> LayerIds:
@@ -65,33 +68,45 @@ class NoteTaking:
     def observe_session(self, session: Session) -> None:
         """Remember the session's chain for `end_session`; only the `max_sessions` most
         recently observed are kept (a dropped one must be passed as a `Session`)."""
-        self._sessions[session.id] = session
-        self._sessions.move_to_end(session.id)
+        key = history_scope(session, self.company_id)
+        self._sessions[key] = session
+        self._sessions.move_to_end(key)
         while len(self._sessions) > self.max_sessions:
             self._sessions.popitem(last=False)
 
+    def capture(self, execution: ToolExecution) -> bool:
+        """Hand a finished tool execution to the recorder (non-blocking), stamped with this
+        deployment's company so that only this company's sessions distill it (I11)."""
+        if execution.company_id != self.company_id:
+            execution = attrs.evolve(execution, company_id=self.company_id)
+        return self.recorder.enqueue(execution)
+
     def retrieve(self, query: str, session: Session, *, layer: Layer | None = None, k: int | None = None) -> list[RetrievedNote]:
-        """Notes for `query` within the session's chain; the session is recorded as having seen them."""
+        """Notes for `query` within the session's chain; the session (by its whole chain) is
+        recorded as having seen them."""
         self.observe_session(session)
-        return self.knowledge.retrieve(query, self.chain(session), session_id=session.id, layer=layer, k=k)
+        return self.knowledge.retrieve(
+            query, self.chain(session), session=history_scope(session, self.company_id), layer=layer, k=k
+        )
 
     async def end_session(self, session: str | Session, *, success: bool) -> DistillationResult:
         """Write the session's captured executions, then distill its trajectory (only the
         executions recorded under the session's own tenant chain).
 
-        `session` is the `Session` itself, or its id when it was observed (a system
-        called `observe_session`). An id whose chain is unknown — never observed, or
-        observed before a restart — is skipped: a note under an invented chain would
-        be visible to no real session. Also skips (and logs why) unsuccessful, short
-        or already distilled trajectories.
+        `session` is the `Session` itself, or its id when exactly one observed session has
+        that id. An id whose chain is unknown (never observed, observed before a restart)
+        or ambiguous (observed under several chains) is skipped: a note under a guessed
+        chain would reach the wrong tenant or none. Also skips (and logs why)
+        unsuccessful, short or already distilled trajectories.
         """
+        unknown = ""
         if isinstance(session, Session):
             session_id = session.id
-            self._sessions.pop(session_id, None)
+            self._sessions.pop(history_scope(session, self.company_id), None)
             known: Session | None = session
         else:
             session_id = session
-            known = self._sessions.pop(session_id, None)
+            known, unknown = self._observed(session_id)
         wait = self.recorder.settings.drain_timeout_s
         try:  # off the event loop and bounded (drain stops itself; the grace covers a store call that hangs)
             await asyncio.wait_for(asyncio.to_thread(self.recorder.drain, timeout=wait), wait + 0.5)
@@ -106,19 +121,36 @@ class NoteTaking:
         trajectory = self.recorder.store.load(session_id, scope)
         self.recorder.forget_session(session_id)
         if known is None:
-            reason = (
-                f"session chain unknown: session {session_id!r} was never observed by this process; "
-                "pass the Session to end_session"
-            )
-            self._log.info("notes.end_session", session_id=session_id, status=DistillationStatus.SKIPPED.value, reason=reason)
-            return self.distiller.report(DistillationResult(DistillationStatus.SKIPPED, reason, trajectory.content_hash), 0.0)
+            self._log.info("notes.end_session", session_id=session_id, status=DistillationStatus.SKIPPED.value, reason=unknown)
+            return self.distiller.report(DistillationResult(DistillationStatus.SKIPPED, unknown, trajectory.content_hash), 0.0)
         result = await self.distiller.distill(trajectory, success=success, owner=self.chain(known), user_id=known.user_id)
         self._log.info("notes.end_session", session_id=session_id, status=result.status.value, reason=result.reason)
         return result
 
-    def record_feedback(self, session_id: str, *, positive: bool = True) -> list[KnowledgeItem]:
-        """The user's verdict on a session; positive credits the notes it was shown."""
-        return self.knowledge.record_feedback(session_id, positive=positive)
+    def record_feedback(self, session: Session, *, positive: bool = True) -> list[KnowledgeItem]:
+        """The user's verdict on a session; positive credits the notes that session (the
+        same id within the same chain) was shown, never those of a namesake elsewhere."""
+        if not isinstance(session, Session):
+            raise TypeError(
+                f"record_feedback takes the Session, not {type(session).__name__} {session!r}: "
+                "a session id alone cannot say which tenant's session it is"
+            )
+        return self.knowledge.record_feedback(history_scope(session, self.company_id), positive=positive)
+
+    def _observed(self, session_id: str) -> tuple[Session | None, str]:
+        """The one observed session with this id (forgotten now), or None and why not."""
+        matches = [key for key in self._sessions if key.session_id == session_id]
+        if len(matches) == 1:
+            return self._sessions.pop(matches[0]), ""
+        if not matches:
+            return None, (
+                f"session chain unknown: session {session_id!r} was never observed by this process; "
+                "pass the Session to end_session"
+            )
+        return None, (
+            f"session chain ambiguous: session {session_id!r} was observed under {len(matches)} tenant chains; "
+            "pass the Session to end_session"
+        )
 
     def close(self) -> None:
         """Stop capture, write every accepted execution (I12), then close the stores —

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
         Retrieval,
     )
     from agentloop.ports.vectors import Vectors
+    from agentloop.scopes import Scope
 
 
 @runtime_checkable
@@ -53,18 +54,20 @@ class KnowledgeRepository(Protocol):
         ...
 
     def record_retrievals(
-        self, note_ids: Sequence[int], query: str, session_id: str | None, at: datetime
+        self, note_ids: Sequence[int], query: str, session: Scope | None, at: datetime
     ) -> list[KnowledgeItem]:
-        """Add one to each note's retrieval_count, log the query and session; the updated items."""
+        """Add one to each note's retrieval_count, log the query and the session with its
+        whole chain (its `history_scope`); the updated items."""
         ...
 
     def retrievals(self, note_id: int) -> list[Retrieval]:
         """Every recorded retrieval of the note, oldest first."""
         ...
 
-    def credit_session(self, session_id: str, at: datetime) -> list[KnowledgeItem]:
-        """Add one to usefulness_score of each note the session was shown, once per session;
-        the items credited now (none on a repeated call)."""
+    def credit_session(self, session: Scope, at: datetime) -> list[KnowledgeItem]:
+        """Add one to usefulness_score of each note shown to this session (this id within
+        this chain, never a namesake in another chain), once per session; the items
+        credited now (none on a repeated call)."""
         ...
 
     def add_reference(self, note_id: int, at: datetime) -> KnowledgeItem:

@@ -25,7 +25,7 @@ class TrajectoryStore(Protocol):
 
     def load(self, session_id: str, scope: Scope | None = None) -> Trajectory:
         """The session's executions, in the order they started (empty if none); with
-        `scope`, only those recorded under its org, team, project and user (I11)."""
+        `scope`, only those recorded under its company, org, team, project and user (I11)."""
         ...
 
     def quarantine(self, execution: ToolExecution, reason: str) -> None:

@@ -25,7 +25,7 @@ from agentloop.context import Session
 from agentloop.errors import ClaimLostError, InvalidTaskTransition, TaskError, UnknownTaskError
 from agentloop.ports.clock import Clock, SystemClock
 from agentloop.ports.tasks import TaskRecord, TaskState, TaskStore
-from agentloop.scopes import history_scope, task_scope
+from agentloop.scopes import DEFAULT_COMPANY, history_scope, task_scope
 from agentloop.tasks.attempt_notes import AttemptNotes, validate_task_id
 from agentloop.tasks.evaluator import Evaluator, TaskTrace
 from agentloop.tasks.results import TaskResult
@@ -50,8 +50,8 @@ class TaskLifecycle:
 
     `session` places the caller in a chain: the tasks it creates carry that chain, and it
     sees, claims and moves only the tasks of the same project within the same team and org
-    (without a session: the chain with no org, team or project). A claim holds for `lease`
-    unless its agent renews it; `claim` and `claim_next` first return expired claims to
+    (without a session: the chain with no org, team or project), of its `company_id`
+    (the deployment, as the bot's). A claim holds for `lease` unless its agent renews it; `claim` and `claim_next` first return expired claims to
     incoming.
     """
 
@@ -61,6 +61,7 @@ class TaskLifecycle:
         notes: AttemptNotes,
         *,
         session: Session | None = None,
+        company_id: str = DEFAULT_COMPANY,
         clock: Clock | None = None,
         lease: timedelta = DEFAULT_LEASE,
     ) -> None:
@@ -70,7 +71,8 @@ class TaskLifecycle:
         self.notes = notes
         self.clock: Clock = clock or SystemClock()
         self.session = session or Session("tasks")
-        self.scope = task_scope(self.session)
+        self.company_id = company_id
+        self.scope = task_scope(self.session, company_id)
         self.lease = lease
 
     def create(self, task_id: str, template: str, inputs: Mapping[str, str] | None = None) -> TaskRecord:
@@ -78,7 +80,7 @@ class TaskLifecycle:
         validate_task_id(task_id)
         now = self.clock.now()
         record = TaskRecord(
-            task_id, template, dict(inputs or {}), _I, now, now, scope=self.scope, chain=history_scope(self.session)
+            task_id, template, dict(inputs or {}), _I, now, now, scope=self.scope, chain=history_scope(self.session, self.company_id)
         )
         self.store.add(record)
         _log.info("task.created", task_id=task_id, template=template)
@@ -226,7 +228,7 @@ class AttemptRunner:
         count_commits: Callable[[], int] | None = None,
         renew_every: float | None = None,
     ) -> None:
-        if task_scope(evaluator.session) != lifecycle.scope:
+        if task_scope(evaluator.session, lifecycle.company_id) != lifecycle.scope:
             raise ValueError(
                 f"the evaluator's session {evaluator.session.id!r} is outside the task lifecycle's chain; "
                 f"give both the same session (or sessions of the same org, team and project)"

@@ -37,6 +37,18 @@ def refuse_injected_options(written: Sequence[str], argv: Sequence[str], label: 
             )
 
 
+def _unpassable(arg: str) -> str | None:
+    """What in `arg` cannot reach a program as an argument (a NUL byte, or a character the
+    file-system encoding cannot encode, such as a lone surrogate), or None."""
+    if "\x00" in arg:
+        return "a NUL byte"
+    try:
+        os.fsencode(arg)
+    except UnicodeEncodeError as exc:
+        return f"{arg[exc.start:exc.end]!r}, a character the file-system encoding cannot encode"
+    return None
+
+
 async def run_command(
     argv: Sequence[str], *, timeout: float, label: str, output_limit: int = DEFAULT_SCRIPT_OUTPUT_LIMIT
 ) -> TaskResult:
@@ -44,15 +56,16 @@ async def run_command(
 
     The notes hold `exit_code` and `stderr`; stdout and stderr keep at most `output_limit`
     bytes each, and a cut is marked at the end of the text and in `notes["truncated"]`
-    (each cut stream's full size in bytes). An argument holding a NUL byte, a non-zero
-    exit, a missing program or the timeout (the whole process group is killed) raise
+    (each cut stream's full size in bytes). An argument holding a NUL byte or a character
+    the file-system encoding cannot encode, a non-zero exit, a missing program or the timeout (the whole process group is killed) raise
     `TaskFailedError`.
     """
     for index, arg in enumerate(argv):
-        if "\x00" in arg:
+        problem = _unpassable(arg)
+        if problem is not None:
             raise TaskFailedError(
                 TaskFailureReason.INPUT_VALIDATION_FAILURE,
-                f"script task {label!r}: argument {index + 1} holds a NUL byte, which no program can receive; "
+                f"script task {label!r}: argument {index + 1} holds {problem}, which no program can receive; "
                 f"remove it from the input",
             )
     try:

@@ -18,7 +18,7 @@ import pytest
 from pytest_bdd import given, parsers, scenarios, then, when
 from structlog.testing import capture_logs
 
-from agentloop import AgentContext, LlmRequest, PromptContext, Session, System, ToolExecution
+from agentloop import AgentContext, LlmRequest, PromptContext, Scope, Session, System, ToolExecution, history_scope
 from agentloop.adapters import InMemoryMetrics, RecordingNotifier, SqliteTrajectoryStore
 from agentloop.adapters.hashing_embedder import HashingEmbedder
 from agentloop.adapters.sqlite_knowledge import SqliteKnowledgeRepository
@@ -136,6 +136,10 @@ class World:
             base = self.sessions.get("s1", Session("s1", "u1", "p1", "t1", "o1"))
             self.sessions[session_id] = attrs.evolve(base, id=session_id)
         return self.sessions[session_id]
+
+    def scope(self, session_id: str) -> Scope:
+        """The session's whole chain, as retrievals record it."""
+        return history_scope(self.session(session_id), self.note_taking.company_id)
 
     def execution(self, tool: str, session_id: str, *, index: int = 0, **fields: Any) -> ToolExecution:
         session = self.session(session_id)
@@ -348,13 +352,13 @@ def end_sessions(world: World, sids: str) -> None:
 @when(parsers.parse('session "{sid}" searches notes for "{query}" with k {k:d} above {threshold:g}'))
 def search_k(world: World, sid: str, query: str, k: int, threshold: float) -> None:
     chain = world.note_taking.chain(world.session(sid))
-    world.found = world.knowledge.retrieve(query, chain, session_id=sid, k=k, min_similarity=threshold)
+    world.found = world.knowledge.retrieve(query, chain, session=world.scope(sid), k=k, min_similarity=threshold)
 
 
 @when(parsers.parse('session "{sid}" searches notes for "{query}" at layer "{layer}"'))
 def search_layer(world: World, sid: str, query: str, layer: str) -> None:
     chain = world.note_taking.chain(world.session(sid))
-    world.found = world.knowledge.retrieve(query, chain, session_id=sid, layer=Layer(layer))
+    world.found = world.knowledge.retrieve(query, chain, session=world.scope(sid), layer=Layer(layer))
 
 
 @when(parsers.parse('session "{sid}" of the same project asks the bot "{question}"'))
@@ -365,14 +369,14 @@ def ask_bot(world: World, sid: str, question: str) -> None:
 
 @when(parsers.parse('the user gives positive feedback on session "{sid}"'))
 def positive_feedback(world: World, sid: str) -> None:
-    world.note_taking.record_feedback(sid, positive=True)
+    world.note_taking.record_feedback(world.session(sid), positive=True)
 
 
 @when(parsers.parse('session "{sid}" retrieves the best note for "{query}" {times:d} times'))
 def retrieve_best(world: World, sid: str, query: str, times: int) -> None:
     chain = world.note_taking.chain(world.session(sid))
     for _ in range(times):
-        world.picks.append(world.knowledge.retrieve(query, chain, session_id=sid, k=1)[0].item.title)
+        world.picks.append(world.knowledge.retrieve(query, chain, session=world.scope(sid), k=1)[0].item.title)
 
 
 @when(parsers.parse('the notes "{titles}" are proposed and accepted'))
@@ -396,7 +400,7 @@ def sessions_ask_and_like(world: World, count: str, question: str) -> None:
         sid = f"fan-{world.sessions_made}"
         world.session(sid)
         world.ask(sid, question)
-        world.note_taking.record_feedback(sid, positive=True)
+        world.note_taking.record_feedback(world.session(sid), positive=True)
 
 
 @when(parsers.parse('session "{sid}" runs {count:d} successful tools within a minute'))

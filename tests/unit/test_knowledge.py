@@ -15,6 +15,7 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, rule
 
+from agentloop import Scope
 from agentloop.adapters import InMemoryMetrics, RecordingNotifier, SqliteKnowledgeRepository
 from agentloop.adapters.hashing_embedder import HashingEmbedder
 from agentloop.errors import InvalidTransition
@@ -58,10 +59,11 @@ def knowledge(tmp_path: Path) -> Iterator[KnowledgeBase]:
 def test_retrieval_counts_and_records_the_query_and_session(knowledge: KnowledgeBase) -> None:
     owner = _chain("o1", "t1", "p1")
     note = knowledge.add(_item("rotate the api token every month", Layer.PROJECT, owner))
-    (found,) = knowledge.retrieve("when to rotate the api token", owner, session_id="s9")
+    (found,) = knowledge.retrieve("when to rotate the api token", owner, session=Scope(session_id="s9"))
     assert found.item.key == note.key and found.item.retrieval_count == 1
     (retrieval,) = knowledge.repository.retrievals(note.key)
     assert (retrieval.query, retrieval.session_id) == ("when to rotate the api token", "s9")
+    assert retrieval.session == Scope(session_id="s9")
 
 
 def test_results_stay_above_the_threshold_and_within_k(knowledge: KnowledgeBase) -> None:
@@ -84,8 +86,8 @@ def test_deprecated_and_rejected_notes_are_not_offered(knowledge: KnowledgeBase)
 def test_negative_feedback_credits_nothing(knowledge: KnowledgeBase) -> None:
     owner = _chain("o1", "t1", "p1")
     note = knowledge.add(_item("rotate the api token", Layer.PROJECT, owner))
-    knowledge.retrieve("rotate the api token", owner, session_id="s1")
-    assert knowledge.record_feedback("s1", positive=False) == []
+    knowledge.retrieve("rotate the api token", owner, session=Scope(session_id="s1"))
+    assert knowledge.record_feedback(Scope(session_id="s1"), positive=False) == []
     assert knowledge.get(note.key).usefulness_score == 0
 
 
@@ -163,7 +165,7 @@ def population() -> Iterator[KnowledgeBase]:
 def test_retrieval_never_leaves_the_callers_chain(population: KnowledgeBase, caller: LayerIds, layer: Layer, query: str, k: int) -> None:
     """I11: whatever the query, layer and k, every result is of the requested layer or a
     parent and belongs to the caller's own org/team/project chain."""
-    found = population.retrieve(query, caller, layer=layer, k=k, min_similarity=0.0, session_id="prop")
+    found = population.retrieve(query, caller, layer=layer, k=k, min_similarity=0.0, session=Scope(session_id="prop"))
     assert len(found) <= k
     for result in found:
         item = result.item
@@ -240,7 +242,7 @@ class LifecycleMachine(RuleBasedStateMachine):
     def _retrieve(self, note: int, session: str) -> None:
         retrievable = self.status[note] in RETRIEVABLE
         found = self.knowledge.retrieve(
-            self.originals[note].markdown, self.owner, session_id=session, k=1, min_similarity=0.99
+            self.originals[note].markdown, self.owner, session=Scope(session_id=session), k=1, min_similarity=0.99
         )
         for result in found:
             self.retrieved[result.item.key] += 1
@@ -276,10 +278,10 @@ class LifecycleMachine(RuleBasedStateMachine):
         if positive:
             self._like(session)
         else:
-            assert self.knowledge.record_feedback(session, positive=False) == []
+            assert self.knowledge.record_feedback(Scope(session_id=session), positive=False) == []
 
     def _like(self, session: str) -> None:
-        self.knowledge.record_feedback(session, positive=True)
+        self.knowledge.record_feedback(Scope(session_id=session), positive=True)
         for key in self.seen.get(session, ()):
             self.credited[key].add(session)
             self._maybe_proposed(key)

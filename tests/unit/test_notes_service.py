@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -13,10 +14,11 @@ from agentloop import LlmReply, LlmRequest, Session
 from agentloop.adapters import InMemoryMetrics, SqliteTrajectoryStore, open_note_taking
 from agentloop.adapters import notes as adapters_notes
 from agentloop.errors import CaptureDrainError
-from agentloop.notes import CaptureSettings, DistillationStatus, Layer, LayerIds
+from agentloop.notes import CaptureSettings, DistillationStatus, KnowledgeItem, Layer, LayerIds, NoteType
 from agentloop.testing import FakeClock
 from agentloop.testing.notes import FlakyTrajectoryStore, make_executions
 
+AT = datetime(2026, 1, 1, tzinfo=UTC)
 REPLY = "## Context\nCI was red.\n## Solution\nPin the tool versions.\n## Key Patterns\nPin versions in CI.\n## Tags\nci"
 
 
@@ -64,7 +66,7 @@ def test_the_session_itself_may_be_passed_when_it_was_never_observed(tmp_path: P
     notes = open_note_taking(tmp_path, Model(), company_id="acme")
     chain = {"project_id": "p7", "user_id": "u7", "team_id": "t7", "org_id": "o7"}
     for execution in make_executions(["lint", "test", "pin"], session_id="s7", **chain):
-        notes.recorder.enqueue(execution)
+        notes.capture(execution)
     session = Session("s7", user_id="u7", project_id="p7", team_id="t7", org_id="o7")
     result = asyncio.run(notes.end_session(session, success=True))
     assert result.note is not None and result.note.metadata is not None
@@ -175,7 +177,8 @@ def test_observed_sessions_are_bounded_and_the_least_recent_is_dropped_first(tmp
         if number % 10 == 0:
             notes.observe_session(first)  # recently observed again, so kept
         assert len(notes._sessions) <= 50
-    assert "s0" in notes._sessions and "s1" not in notes._sessions and "s499" in notes._sessions
+    observed = {key.session_id for key in notes._sessions}
+    assert "s0" in observed and "s1" not in observed and "s499" in observed
     notes.close()
 
 
@@ -194,3 +197,59 @@ def test_a_session_id_repeated_under_another_org_does_not_pull_its_executions_in
         prompt = request.messages[-1].content or ""
         assert "lint" in prompt and "globex_secret_tool" not in prompt
         assert asyncio.run(notes.end_session(globex, success=True)).status is DistillationStatus.SKIPPED
+
+
+def test_two_companies_sharing_the_files_distill_only_their_own_executions(tmp_path: Path) -> None:
+    """I11: the same session id and chain below the company, in two companies on one data
+    dir, are two trajectories: capture stamps each execution with its company."""
+    session = Session("s1", user_id="ada", project_id="shop", team_id="web", org_id="acme")
+    chain = {"session_id": "s1", "user_id": "ada", "project_id": "shop", "team_id": "web", "org_id": "acme"}
+    with open_note_taking(tmp_path, Model(), company_id="c1") as first:
+        for execution in make_executions(["c1_secret_lookup", "c1_secret_write", "c1_secret_pin"], **chain):
+            first.capture(execution)
+    model = Model()
+    with open_note_taking(tmp_path, model, company_id="c2") as second:
+        for execution in make_executions(["lint", "test", "pin"], **chain):
+            second.capture(execution)
+        result = asyncio.run(second.end_session(session, success=True))
+    assert result.status is DistillationStatus.STORED
+    prompt = model.requests[-1].messages[-1].content or ""
+    assert "lint" in prompt and "c1_secret" not in prompt
+
+
+def test_feedback_credits_only_the_notes_the_same_chain_was_shown(tmp_path: Path) -> None:
+    """I11: a session id repeated under another org gives feedback on its own session, so
+    it credits nothing the first org's session was shown."""
+    with open_note_taking(tmp_path, Model()) as notes:
+        acme, globex = Session("s1", org_id="acme"), Session("s1", org_id="globex")
+        owner = LayerIds("default", "acme")
+        text = "acme deploys on fridays"
+        item = notes.knowledge.add(
+            KnowledgeItem(NoteType.PATTERN, Layer.ORG, owner, "acme deploy", text, notes.knowledge.embed(text), AT)
+        )
+        assert [r.item.key for r in notes.retrieve(text, acme)] == [item.key]
+        assert notes.retrieve(text, globex) == []
+        assert notes.record_feedback(globex, positive=True) == []
+        assert notes.knowledge.get(item.key).usefulness_score == 0
+        assert [i.key for i in notes.record_feedback(acme, positive=True)] == [item.key]
+        with pytest.raises(TypeError, match="takes the Session"):
+            notes.record_feedback("s1", positive=True)  # type: ignore[arg-type]
+
+
+def test_an_id_observed_under_two_chains_is_skipped_rather_than_guessed(tmp_path: Path) -> None:
+    model = Model()
+    with open_note_taking(tmp_path, model) as notes:
+        acme = Session("s1", user_id="u1", project_id="shop", org_id="acme")
+        globex = Session("s1", user_id="u1", project_id="shop", org_id="globex")
+        for session in (acme, globex):
+            notes.observe_session(session)
+            tools = [f"{session.org_id}_{step}" for step in ("lint", "test", "pin")]
+            for execution in make_executions(tools, session_id="s1", user_id="u1", project_id="shop", org_id=session.org_id):
+                notes.capture(execution)
+        result = asyncio.run(notes.end_session("s1", success=True))
+        assert result.status is DistillationStatus.SKIPPED and result.reason.startswith("session chain ambiguous: ")
+        assert model.requests == []
+        assert asyncio.run(notes.end_session(globex, success=True)).status is DistillationStatus.STORED
+        # globex's session is forgotten now, so the id names acme's alone
+        assert asyncio.run(notes.end_session("s1", success=True)).status is not DistillationStatus.SKIPPED
+        assert "acme_lint" in (model.requests[-1].messages[-1].content or "")

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from agentloop import Scope
 from agentloop.adapters import SqliteKnowledgeRepository
 from agentloop.errors import InvalidTransition, UnknownNoteError
 from agentloop.notes import KnowledgeItem, Layer, LayerIds, MergeSuggestion, NoteMetadata, NoteStatus, NoteType, RETRIEVABLE
@@ -31,7 +32,7 @@ def test_items_and_counters_survive_a_reopen_and_the_index_is_reused(tmp_path: P
     path = tmp_path / "k.db"
     repository = SqliteKnowledgeRepository(path, dim=8)
     stored = [repository.add(_item(seed)) for seed in range(5)]
-    repository.record_retrievals([stored[0].key], "q", "s1", AT)
+    repository.record_retrievals([stored[0].key], "q", Scope(session_id="s1"), AT)
     repository.close()
     assert (tmp_path / "k.db.hnsw").exists()
     reopened = SqliteKnowledgeRepository(path, dim=8)
@@ -81,11 +82,11 @@ def test_a_refused_transition_changes_nothing(tmp_path: Path) -> None:
 def test_feedback_credits_each_seen_note_once_per_session(tmp_path: Path) -> None:
     repository = SqliteKnowledgeRepository(tmp_path / "k.db", dim=8)
     a, b = repository.add(_item(1)), repository.add(_item(2))
-    repository.record_retrievals([a.key, b.key], "q", "s1", AT)
-    repository.record_retrievals([a.key], "q2", "s1", AT)
-    assert [i.usefulness_score for i in repository.credit_session("s1", AT)] == [1, 1]
-    assert repository.credit_session("s1", AT) == []
-    assert repository.credit_session("never-seen", AT) == []
+    repository.record_retrievals([a.key, b.key], "q", Scope(session_id="s1"), AT)
+    repository.record_retrievals([a.key], "q2", Scope(session_id="s1"), AT)
+    assert [i.usefulness_score for i in repository.credit_session(Scope(session_id="s1"), AT)] == [1, 1]
+    assert repository.credit_session(Scope(session_id="s1"), AT) == []
+    assert repository.credit_session(Scope(session_id="never-seen"), AT) == []
     assert repository.get(a.key).retrieval_count == 2
     repository.close()
 
@@ -147,3 +148,48 @@ def test_the_connection_is_closed_even_when_saving_the_index_fails(tmp_path: Pat
         repository.close()
     with pytest.raises(sqlite3.ProgrammingError, match="closed"):
         repository.items()
+
+
+def test_feedback_credits_only_what_the_same_chain_was_shown(tmp_path: Path) -> None:
+    """I11: one session id in two orgs is two sessions: each credits what it was shown."""
+    repository = SqliteKnowledgeRepository(tmp_path / "k.db", dim=8)
+    a, b = repository.add(_item(1)), repository.add(_item(2))
+    acme, globex = Scope(org_id="acme", session_id="s1"), Scope(org_id="globex", session_id="s1")
+    repository.record_retrievals([a.key], "q", acme, AT)
+    repository.record_retrievals([a.key, b.key], "q", globex, AT)
+    assert [i.key for i in repository.credit_session(acme, AT)] == [a.key]
+    assert [(i.key, i.usefulness_score) for i in repository.credit_session(globex, AT)] == [(a.key, 2), (b.key, 1)]
+    assert [r.session for r in repository.retrievals(b.key)] == [globex]
+    repository.close()
+
+
+def test_retrievals_and_feedback_of_the_earlier_release_belong_to_the_session_id_without_org_or_team(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "k.db"
+    repository = SqliteKnowledgeRepository(path, dim=8)
+    a, b = repository.add(_item(1)), repository.add(_item(2))
+    repository.close()
+    with sqlite3.connect(path) as old:  # the tables as the earlier release made them
+        old.executescript(
+            "DROP TABLE note_retrievals; DROP TABLE note_feedback;"
+            " CREATE TABLE note_retrievals (seq INTEGER PRIMARY KEY AUTOINCREMENT, note_id INTEGER NOT NULL,"
+            " query TEXT NOT NULL, session_id TEXT, at TEXT NOT NULL);"
+            " CREATE TABLE note_feedback (note_id INTEGER NOT NULL, session_id TEXT NOT NULL, at TEXT NOT NULL,"
+            " PRIMARY KEY (note_id, session_id));"
+            f" INSERT INTO note_retrievals (note_id, query, session_id, at) VALUES ({a.key}, 'q', 's1', '{AT.isoformat()}'),"
+            f" ({b.key}, 'q', 's1', '{AT.isoformat()}');"
+            f" INSERT INTO note_feedback VALUES ({b.key}, 's1', '{AT.isoformat()}');"
+        )
+    old.close()
+    reopened = SqliteKnowledgeRepository(path, dim=8)
+    assert [(r.session_id, r.session) for r in reopened.retrievals(a.key)] == [("s1", None)]
+    assert reopened.credit_session(Scope(org_id="acme", session_id="s1"), AT) == []
+    unchained = Scope(user_id="u1", session_id="s1")
+    # b was credited by the earlier release already, so only a is credited now, and once
+    assert [i.key for i in reopened.credit_session(unchained, AT)] == [a.key]
+    assert reopened.credit_session(unchained, AT) == []
+    reopened.close()
+    again = SqliteKnowledgeRepository(path, dim=8)  # migrated once: opening again changes nothing
+    assert [r.session for r in again.retrievals(b.key)] == [None]
+    again.close()

@@ -7,6 +7,8 @@ import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import attrs
+
 from agentloop.adapters import SqliteTrajectoryStore
 from agentloop.scopes import Scope
 from agentloop.testing.notes import make_execution, make_executions
@@ -71,6 +73,19 @@ def test_a_session_id_reused_under_another_org_reads_only_its_own_chain(tmp_path
     store.close()
 
 
+def test_a_session_of_the_same_chain_in_another_company_reads_only_its_own_company(tmp_path: Path) -> None:
+    """I11: two companies sharing the file, with the same ids below the company, are two trajectories."""
+    store = SqliteTrajectoryStore(tmp_path / "t.db")
+    chain = {"session_id": "s1", "user_id": "u1", "project_id": "shop", "team_id": "web", "org_id": "acme"}
+    mine = make_execution("c1_tool", **chain)
+    theirs = attrs.evolve(make_execution("c2_tool", **chain), company_id="c2")
+    store.append([mine, theirs])
+    reader = Scope("c2", "acme", "web", "shop", "u1", "s1")
+    assert store.load("s1", reader).executions == (theirs,)
+    assert store.load("s1", attrs.evolve(reader, company_id="default")).executions == (mine,)
+    store.close()
+
+
 def test_a_table_from_the_earlier_release_gains_the_chain_columns_and_keeps_its_rows(tmp_path: Path) -> None:
     path = tmp_path / "t.db"
     with sqlite3.connect(path) as old:
@@ -86,9 +101,10 @@ def test_a_table_from_the_earlier_release_gains_the_chain_columns_and_keeps_its_
     old.close()
     store = SqliteTrajectoryStore(path)
     (row,) = store.load("s1").executions
-    assert (row.id, row.org_id, row.team_id, row.step_id) == ("old-1", None, None, None)
+    assert (row.id, row.company_id, row.org_id, row.team_id, row.step_id) == ("old-1", "default", None, None, None)
     assert store.load("s1", Scope(project_id="shop", user_id="u1")).executions == (row,)  # no org, no team: readable
     assert store.load("s1", Scope(org_id="acme", project_id="shop", user_id="u1")).executions == ()
+    assert store.load("s1", Scope("c2", project_id="shop", user_id="u1")).executions == ()
     store.append([make_execution("new", session_id="s1", org_id="acme", project_id="shop", user_id="u1")])
     assert store.count() == 2
     store.close()

@@ -307,6 +307,15 @@ def test_a_nul_byte_in_a_script_input_fails_the_task() -> None:
     assert caught.value.reason is TaskFailureReason.INPUT_VALIDATION_FAILURE
 
 
+def test_a_script_input_no_program_can_receive_fails_the_task_once() -> None:
+    """A lone high surrogate cannot be encoded for the command line: the task fails with a
+    reason instead of a raw UnicodeEncodeError that would abort and requeue it forever."""
+    registry = _registry(_script(["echo", "{{a}}"]), allow_scripts=True)
+    with pytest.raises(TaskFailedError, match=r"argument 2 holds '\\ud800'") as caught:
+        Evaluator(registry, task_loop(_echo)[0]).run_sync("s", {"a": "report-\ud800.txt"})
+    assert caught.value.reason is TaskFailureReason.INPUT_VALIDATION_FAILURE
+
+
 @pytest.mark.parametrize("value", ["-rf", "--output=/etc/passwd", "-"])
 def test_an_input_cannot_open_an_option_the_template_did_not(value: str) -> None:
     registry = _registry(_script(["echo", "{{a}}"]), allow_scripts=True)

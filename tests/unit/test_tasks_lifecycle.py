@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from agentloop import AgentContext, AgentLoop, FinishReason, Session, System, TurnOutcome
@@ -302,27 +302,32 @@ def test_an_attempt_that_lost_its_claim_keeps_its_notes_and_says_so(lifecycle: T
 
 _ids = st.sampled_from(["a", "b"])
 _tenants = st.lists(
-    st.builds(Session, id=st.sampled_from(["s1", "s2"]), user_id=st.none() | _ids, project_id=st.none() | _ids,
-              team_id=st.none() | _ids, org_id=st.none() | st.sampled_from(["acme", "globex"])),
+    st.tuples(
+        st.sampled_from(["default", "c2"]),
+        st.builds(Session, id=st.sampled_from(["s1", "s2"]), user_id=st.none() | _ids, project_id=st.none() | _ids,
+                  team_id=st.none() | _ids, org_id=st.none() | st.sampled_from(["acme", "globex"])),
+    ),
     min_size=2, max_size=5,
 )
 
 
 @settings(max_examples=30, deadline=None)
 @given(tenants=_tenants)
-def test_a_task_is_seen_and_claimed_only_within_its_chain(tenants: list[Session]) -> None:
+@example([("default", Session("s1", project_id="a", org_id="acme")), ("c2", Session("s1", project_id="a", org_id="acme"))])
+def test_a_task_is_seen_and_claimed_only_within_its_chain(tenants: list[tuple[str, Session]]) -> None:
     """I11: a task created in one chain is never read, listed or claimed from a chain of
-    another org, team or project, whichever ids repeat; the same chain still sees it."""
+    another company, org, team or project sharing the store, whichever ids repeat; the
+    same chain still sees it."""
     with tempfile.TemporaryDirectory() as directory:
         store = SqliteTaskStore(Path(directory) / "tasks.db")
         clock = FakeClock()
         lifecycles = [
-            TaskLifecycle(store, AttemptNotes(Path(directory) / "notes"), session=tenant, clock=clock)
-            for tenant in tenants
+            TaskLifecycle(store, AttemptNotes(Path(directory) / "notes"), session=tenant, company_id=company, clock=clock)
+            for company, tenant in tenants
         ]
         for index, lifecycle in enumerate(lifecycles):
             created = lifecycle.create(f"t{index}", "fix", {"secret": f"of tenant {index}"})
-            assert created.chain == history_scope(tenants[index])
+            assert created.chain == history_scope(tenants[index][1], tenants[index][0])
         for reader in lifecycles:
             own = {f"t{i}" for i, writer in enumerate(lifecycles) if writer.scope == reader.scope}
             assert {r.id for r in reader.in_state(TaskState.INCOMING)} == own

@@ -29,13 +29,14 @@ _MARKER = re.compile(r"\bmk[a-z]+\b")
 
 @attrs.frozen
 class Tenant:
-    """One tenant chain and the session id it talks in; `marker` is in everything it stores."""
+    """One tenant chain and the session id it talks in; `marker` is in everything it stores.
+    Any id below the company may be missing."""
 
     company: str
-    org: str
-    team: str
-    project: str
-    user: str
+    org: str | None
+    team: str | None
+    project: str | None
+    user: str | None
     session_id: str
     marker: str
 
@@ -43,18 +44,37 @@ class Tenant:
         return Session(session_id or self.session_id, self.user, self.project, self.team, self.org)
 
     @property
-    def place(self) -> tuple[str, str, str, str]:
-        """What indexed answers and project notes are shared within."""
-        return (self.company, self.org, self.team, self.project)
+    def noted_session_id(self) -> str:
+        """The session whose trajectory becomes a note: the same id for every tenant that
+        talks in the same session id, whatever its company, org, team or project."""
+        return f"notes-{self.session_id}"
 
     @property
-    def person(self) -> tuple[str, str, str]:
-        """What memory is shared within: the user in the org."""
-        return (self.company, self.org, self.user)
+    def place(self) -> tuple[str | None, ...]:
+        """What indexed answers are shared within: the project in its team and org; without
+        a project the user there, without a user the session."""
+        chain = (self.company, self.org, self.team)
+        if self.project is not None:
+            return (*chain, "project", self.project)
+        return (*chain, "user", self.user) if self.user is not None else (*chain, "session", self.session_id)
+
+    @property
+    def person(self) -> tuple[str | None, ...]:
+        """What memory is shared within: the user in the org (without a user, the session)."""
+        if self.user is not None:
+            return (self.company, self.org, "user", self.user)
+        return (self.company, self.org, "session", self.session_id)
+
+    def sees_notes_of(self, other: Tenant) -> bool:
+        """Whether `other`'s note (owned by its whole chain) is in this tenant's chain: its
+        own chain cut below the company, org, team or project, at a level it has an id for."""
+        chain = (self.company, self.org, self.team, self.project)
+        cuts = [chain[: depth + 1] + (None,) * (3 - depth) for depth in range(4) if chain[depth] is not None]
+        return (other.company, other.org, other.team, other.project) in cuts
 
     def may_see(self, other: Tenant) -> bool:
         """Whether anything of `other` may reach this tenant's prompt."""
-        return other.place == self.place or other.person == self.person
+        return other.place == self.place or other.person == self.person or self.sees_notes_of(other)
 
 
 def note_reply(request: LlmRequest) -> str:
@@ -104,7 +124,7 @@ def write(data_dir: Path, company: str, tenants: Sequence[Tenant]) -> None:
         loop = pipeline.build()
         for t in tenants:
             loop.run_turn_sync(t.session(), IncomingMessage(f"Remember {t.marker}"))
-            noted = t.session(f"notes-{t.marker}")
+            noted = t.session(t.noted_session_id)
             loop.run_turn_sync(noted, IncomingMessage("Look it up"))
             asyncio.run(note_taking.end_session(noted, success=True))
 
@@ -134,7 +154,8 @@ def prompt_markers(prompt: PromptContext, source: str | None = None) -> set[str]
 
 def notes_listed(data_dir: Path, t: Tenant, *command: str) -> set[str]:
     out = io.StringIO()
-    chain = ["--company", t.company, "--org", t.org, "--team", t.team, "--project", t.project]
+    named = (("--company", t.company), ("--org", t.org), ("--team", t.team), ("--project", t.project))
+    chain = [part for flag, value in named if value is not None for part in (flag, value)]
     assert main(["notes", *command, "--data-dir", str(data_dir), *chain], out) == 0
     return markers([out.getvalue()])
 
@@ -152,12 +173,15 @@ def check(data_dir: Path, tenants: Sequence[Tenant]) -> None:
         allowed = {o.marker for o in tenants if t.may_see(o)}
         same_place = {o.marker for o in tenants if o.place == t.place}
         same_person = {o.marker for o in tenants if o.person == t.person}
+        noted = {o.marker for o in tenants if t.sees_notes_of(o)}
         same, later = prompts[t.marker]
         assert t.marker in prompt_markers(same) <= allowed, "the prompt in the tenant's own session"
         assert prompt_markers(later) <= allowed, "the prompt in a later session"
-        assert t.marker in prompt_markers(later, "memory") <= same_person
-        assert t.marker in prompt_markers(later, "rag") <= same_place
-        assert t.marker in prompt_markers(later, "notes") <= same_place
+        # what a session-bound scope keeps is not the later session's
+        assert prompt_markers(later, "memory") <= same_person and (t.marker in prompt_markers(later, "memory")) == (t.user is not None)
+        assert prompt_markers(later, "rag") <= same_place
+        assert (t.marker in prompt_markers(later, "rag")) == (t.project is not None or t.user is not None)
+        assert t.marker in prompt_markers(later, "notes") <= noted
         with open_company(data_dir, t.company, []) as (pipeline, note_taking):
             stores = pipeline.stores
             assert stores is not None
@@ -167,18 +191,25 @@ def check(data_dir: Path, tenants: Sequence[Tenant]) -> None:
             assert markers([h.text for h in stores.rag.search(knowledge_scope(t.session(), t.company), QUESTION, 50)]) == same_place
             chain = LayerIds.of_session(t.session(), t.company)
             found = note_taking.knowledge.search(QUESTION, chain, k=50, min_similarity=-1.0)
-            assert markers([r.item.markdown for r in found]) == same_place
-        assert notes_listed(data_dir, t, "list") == same_place
-        assert notes_listed(data_dir, t, "search", QUESTION, "-k", "50") <= same_place
+            assert markers([r.item.markdown for r in found]) == noted
+        assert notes_listed(data_dir, t, "list") == noted
+        assert notes_listed(data_dir, t, "search", QUESTION, "-k", "50") <= noted
 
 
-ids = st.sampled_from
-chains = st.tuples(ids(["c1", "c2"]), ids(["acme", "globex"]), ids(["web", "ops"]), ids(["shop", "blog"]),
-                   ids(["ada", "bob"]), ids(["s1", "s2"]))
+def ids(values: list[str]) -> st.SearchStrategy[str | None]:
+    """One of `values`, or missing."""
+    return st.none() | st.sampled_from(values)
+
+
+chains = st.tuples(st.sampled_from(["c1", "c2"]), ids(["acme", "globex"]), ids(["web", "ops"]), ids(["shop", "blog"]),
+                   ids(["ada", "bob"]), st.sampled_from(["s1", "s2"]))
 PROJECT_UNDER_TWO_ORGS = [("c1", "acme", "web", "shop", "ada", "s1"), ("c1", "globex", "web", "shop", "ada", "s1")]
 USER_UNDER_TWO_ORGS = [("c1", "acme", "web", "shop", "ada", "s1"), ("c1", "globex", "ops", "blog", "ada", "s2")]
 TEAM_IN_TWO_COMPANIES = [("c1", "acme", "web", "shop", "ada", "s1"), ("c2", "acme", "web", "shop", "ada", "s1")]
 TWO_USERS_OF_ONE_PROJECT = [("c1", "acme", "web", "shop", "ada", "s1"), ("c1", "acme", "web", "shop", "bob", "s1")]
+TWO_TEAMS_WITHOUT_PROJECTS = [("c1", "acme", "web", None, None, "s1"), ("c1", "acme", "ops", None, None, "s1")]
+ONE_CHAIN_IN_TWO_COMPANIES = [("c1", "acme", "web", "shop", "ada", "s1"), ("c2", "acme", "web", "shop", "ada", "s1"),
+                              ("c1", None, "web", None, "ada", "s1")]
 
 
 @settings(deadline=None, max_examples=6)
@@ -187,12 +218,16 @@ TWO_USERS_OF_ONE_PROJECT = [("c1", "acme", "web", "shop", "ada", "s1"), ("c1", "
 @example(USER_UNDER_TWO_ORGS)
 @example(TEAM_IN_TWO_COMPANIES)
 @example(TWO_USERS_OF_ONE_PROJECT)
-def test_no_tenant_sees_another_chains_text_and_each_sees_its_own(chosen: list[tuple[str, ...]]) -> None:
+@example(TWO_TEAMS_WITHOUT_PROJECTS)
+@example(ONE_CHAIN_IN_TWO_COMPANIES)
+def test_no_tenant_sees_another_chains_text_and_each_sees_its_own(chosen: list[tuple[str | None, ...]]) -> None:
     """I11: whichever ids repeat (a project or user id under two orgs, a team id in two
-    companies, a session id anywhere), no text stored for one chain reaches another
+    companies, a session id anywhere, the noted session's id too) and whichever of org,
+    team, project and user are missing, no text stored for one chain reaches another
     chain's prompt, memory, RAG or note search, or its `agentloop notes` listing; and
     each chain still finds its own answers, shared with exactly the chains that share
-    its project (answers, notes) or its user within the org (memory)."""
+    its project (answers; without one its user or session in the team), its user within
+    the org (memory), or its chain (notes)."""
     tenants = [
         Tenant(company, org, team, project, user, session_id, marker)
         for (company, org, team, project, user, session_id), marker in zip(chosen, MARKERS)
