@@ -226,8 +226,8 @@ class Distiller:
         self.metrics = metrics
         self._log = logger if logger is not None else structlog.get_logger("agentloop.notes.distillation")
 
-    def skip_reason(self, trajectory: Trajectory, *, success: bool) -> str | None:
-        """Why this trajectory is not worth distilling, or None when it is."""
+    def skip_reason(self, trajectory: Trajectory, *, success: bool, owner: LayerIds) -> str | None:
+        """Why this trajectory is not worth distilling for `owner`, or None when it is."""
         settings = self.settings
         count = len(trajectory.executions)
         if not success:
@@ -236,8 +236,8 @@ class Distiller:
             return f"the trajectory has {count} tool executions, fewer than {settings.min_executions}"
         if trajectory.duration_s < settings.min_duration_s:
             return f"the trajectory lasted {trajectory.duration_s:.1f} s, less than {settings.min_duration_s:g} s"
-        if self.trajectories.is_distilled(trajectory.content_hash):
-            return "a trajectory with this content hash was already distilled"
+        if self.trajectories.is_distilled(trajectory.distilled_key(owner)):
+            return "a trajectory with this content hash was already distilled for this chain"
         return None
 
     async def distill(
@@ -250,7 +250,7 @@ class Distiller:
         """
         started = perf_counter()
         log = self._log.bind(session_id=trajectory.session_id, trajectory_hash=trajectory.content_hash[:16])
-        reason = self.skip_reason(trajectory, success=success)
+        reason = self.skip_reason(trajectory, success=success, owner=owner)
         if reason is not None:
             log.info("distillation.skipped", reason=reason)
             result = DistillationResult(DistillationStatus.SKIPPED, reason, trajectory.content_hash)
@@ -286,7 +286,7 @@ class Distiller:
         if duplicate is not None:
             existing, similarity = duplicate
             updated = self.knowledge.add_reference(existing.key)
-            self.trajectories.mark_distilled(trajectory.content_hash, trajectory.session_id, existing.key, now)
+            self.trajectories.mark_distilled(trajectory.distilled_key(owner), trajectory.session_id, existing.key, now)
             log.info("distillation.duplicate", note_id=existing.key, similarity=round(similarity, 4))
             return DistillationResult(
                 DistillationStatus.DUPLICATE,
@@ -314,6 +314,6 @@ class Distiller:
             metadata=metadata,
         )
         stored = self.knowledge.add(item)
-        self.trajectories.mark_distilled(trajectory.content_hash, trajectory.session_id, stored.key, now)
+        self.trajectories.mark_distilled(trajectory.distilled_key(owner), trajectory.session_id, stored.key, now)
         log.info("distillation.stored", note_id=stored.key, layer=layer.value, tags=list(note.tags))
         return DistillationResult(DistillationStatus.STORED, "stored as a draft pattern", trajectory.content_hash, stored)

@@ -294,6 +294,13 @@ class Trajectory:
         """The trajectory's id is its content hash (notes cite it as their source)."""
         return self.content_hash
 
+    def distilled_key(self, owner: LayerIds) -> str:
+        """What marks this trajectory distilled for `owner`: the content hash within the
+        owner's chain, so identical work of two tenants is distilled for each, and one
+        tenant never learns from a skip that another did the same work (I11)."""
+        chain = json.dumps([owner.company_id, owner.org_id, owner.team_id, owner.project_id])
+        return hashlib.sha256(f"{chain}\n{self.content_hash}".encode()).hexdigest()
+
     @property
     def duration_s(self) -> float:
         """Seconds from the first start to the last finish (0 when empty)."""

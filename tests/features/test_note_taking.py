@@ -539,7 +539,7 @@ def note_cites(world: World, sid: str) -> None:
     assert world.stored_note is not None and world.stored_note.metadata is not None
     trajectory = world.trajectories.load(sid)
     assert world.stored_note.metadata.source_trajectory_id == trajectory.content_hash
-    assert world.trajectories.is_distilled(trajectory.content_hash)
+    assert world.trajectories.is_distilled(trajectory.distilled_key(world.stored_note.layer_ids))
 
 
 @then("the stored note's metadata has source_trajectory_id, distillation_timestamp and llm_model_used")

@@ -136,7 +136,7 @@ def test_a_good_trajectory_becomes_a_draft_project_note(parts: tuple[KnowledgeBa
     assert result.status is DistillationStatus.STORED and result.note is not None
     assert result.note.layer is Layer.PROJECT and result.note.metadata is not None
     assert result.note.metadata.llm_model_used == "m-1" and result.note.metadata.user_id == "u1"
-    assert store.is_distilled(trajectory.content_hash)
+    assert store.is_distilled(trajectory.distilled_key(OWNER))
     assert metrics.counter("note_taking.distillation.total", {"status": "success"}) == 1
 
 
@@ -186,7 +186,7 @@ def test_a_failing_model_or_a_bad_reply_is_an_error_not_an_exception(
     knowledge, store, metrics = parts
     result = asyncio.run(Distiller(Model(reply), knowledge, store, metrics=metrics).distill(_trajectory(), success=True, owner=OWNER))
     assert result.status is DistillationStatus.FAILED and result.note is None
-    assert not store.is_distilled(_trajectory().content_hash)
+    assert not store.is_distilled(_trajectory().distilled_key(OWNER))
     assert metrics.counter("note_taking.distillation.total", {"status": "error"}) == 1
     assert len(metrics.observations("note_taking.distillation.duration_ms")) == 1
 
@@ -208,3 +208,19 @@ def test_notes_of_another_project_are_not_duplicates(parts: tuple[KnowledgeBase,
     other = LayerIds(org_id="o2", team_id="t9", project_id="p9")
     result = asyncio.run(distiller.distill(_trajectory("s2", count=4), success=True, owner=other))
     assert result.status is DistillationStatus.STORED and len(knowledge.repository) == 2
+
+
+def test_identical_work_of_two_tenants_is_distilled_for_each_and_twice_for_neither(
+    parts: tuple[KnowledgeBase, SqliteTrajectoryStore, InMemoryMetrics],
+) -> None:
+    """I11: that another chain already distilled the same tool work neither stops this
+    chain's note nor tells this chain about it; the same chain is still not distilled twice."""
+    knowledge, store, _ = parts
+    distiller = Distiller(Model(), knowledge, store, clock=FakeClock())
+    other = LayerIds(org_id="o2", team_id="t1", project_id="p1")
+    first = asyncio.run(distiller.distill(_trajectory(), success=True, owner=OWNER))
+    second = asyncio.run(distiller.distill(_trajectory(), success=True, owner=other))
+    again = asyncio.run(distiller.distill(_trajectory(), success=True, owner=other))
+    assert first.status is DistillationStatus.STORED and first.note is not None and first.note.layer_ids == OWNER
+    assert second.status is DistillationStatus.STORED and second.note is not None and second.note.layer_ids == other
+    assert again.status is DistillationStatus.SKIPPED and "already distilled" in again.reason
