@@ -25,6 +25,7 @@ from agentloop import (
     System,
     TurnOutcome,
     history_scope,
+    knowledge_scope,
     memory_scope,
 )
 from agentloop.testing import FakeClock, RecordingChannel, ScriptedLLM
@@ -450,10 +451,12 @@ def test_task_turns_in_the_standard_pipeline_are_stored_nowhere_and_retrieve_onl
         assert pipeline.stores is not None
         task_history = pipeline.stores.sessions.recent(history_scope(tasks), 10)
         memory = pipeline.stores.memory.recent(memory_scope(chat), 10)
+        indexed = pipeline.stores.rag.texts(knowledge_scope(tasks))
     shown = [request.messages[0].content or "" for request in llm.requests[1:]]
     assert [m.role for m in llm.requests[1].messages] == [Role.SYSTEM, Role.USER]
     assert ["What you told this user before" in prompt for prompt in shown] == [False, True]
     assert task_history == () and [entry.assistant_text for entry in memory] == ["Blue it is."]
+    assert indexed == ["Blue it is."]  # the task answers are not indexed as earlier answers either
 
 
 def test_a_template_input_with_bytes_no_store_takes_reaches_the_model_storable(tmp_path: Path) -> None:
