@@ -387,7 +387,7 @@ class AgentLoop:
                 self._record_timeout(ctx, step.name, "was skipped: the turn deadline had passed")
             if timed_out and not step.always_run:
                 continue
-            # ctx.run_as(system), inlined: the loop's hot path, with the sets precomputed.
+            # ctx._running(system), inlined: the loop's hot path, with the sets precomputed.
             ctx.current_system = step.name
             ctx._access = step.access
             t0 = perf_counter()
@@ -426,7 +426,7 @@ class AgentLoop:
                         self.metrics.increment("agentloop.system.failures", labels={"system": step.name})
             if debug:
                 log.debug("system.run", system=step.name, duration_ms=(perf_counter() - t0) * 1000.0, outcome=result)
-        ctx.run_as(None)
+        ctx.current_system = ctx._access = None
         self._finish(ctx, timed_out)
         duration_ms = (perf_counter() - started) * 1000.0
         outcome = ctx.turn_outcome
