@@ -129,6 +129,46 @@ def test_unreadable_tool_arguments_reach_the_tool_loop_as_an_arguments_error(
     assert (parsed.name, parsed.arguments) == ("f", {}) and error in (parsed.arguments_error or "")
 
 
+@pytest.mark.parametrize(("sent", "expected"), [({"city": "Oslo"}, {"city": "Oslo"}), (None, {}), ("", {})])
+def test_arguments_sent_as_an_object_or_not_at_all_are_read(server: ScriptedServer, sent: Any, expected: Any) -> None:
+    """A server sending the arguments object itself ended the turn as a malformed completion."""
+    call = {"id": "1", "function": {"name": "f", "arguments": sent}}
+    server.reply(raw=json.dumps({"choices": [{"message": {"tool_calls": [call]}}]}).encode())
+    (parsed,) = run(OpenAICompatibleLLM(server.url, "m", sleep=SleepLog()), HELLO).tool_calls
+    assert (parsed.arguments, parsed.arguments_error) == (expected, None)
+
+
+@pytest.mark.parametrize("sent", [5, [1, 2], True])
+def test_arguments_of_another_json_type_reach_the_tool_loop_as_an_arguments_error(server: ScriptedServer, sent: Any) -> None:
+    call = {"id": "1", "function": {"name": "f", "arguments": sent}}
+    server.reply(raw=json.dumps({"choices": [{"message": {"tool_calls": [call]}}]}).encode())
+    (parsed,) = run(OpenAICompatibleLLM(server.url, "m", sleep=SleepLog()), HELLO).tool_calls
+    assert parsed.arguments_error == "they are not a JSON object" and parsed.arguments_text == json.dumps(sent)
+
+
+def test_unreadable_arguments_are_shown_back_to_the_model_as_it_wrote_them(server: ScriptedServer, tmp_path: Path) -> None:
+    """The model was told its arguments were not valid JSON next to a call echoed as "{}"."""
+    @tool
+    def weather(city: str) -> str:
+        """The weather in a city."""
+        return f"{city}: sunny"
+
+    server.reply(body=completion(None, [{"id": "c1", "type": "function",
+                                          "function": {"name": "weather", "arguments": '{"city": Oslo}'}}]))
+    server.reply(body=completion("Which city?"))
+
+    async def turn() -> None:
+        llm = OpenAICompatibleLLM(server.url, "m")
+        with standard_pipeline(llm, RecordingChannel(), data_dir=tmp_path, tools=[weather]) as pipeline:
+            await pipeline.build().run_turn(Session("s", user_id="u"), IncomingMessage("Weather in Oslo?"))
+        await llm.aclose()
+
+    asyncio.run(turn())
+    second = server.requests[1]["body"]["messages"]
+    assert second[-2]["tool_calls"][0]["function"] == {"name": "weather", "arguments": '{"city": Oslo}'}
+    assert "not valid JSON" in second[-1]["content"]
+
+
 def test_timeout_is_retried_then_reported(server: ScriptedServer) -> None:
     server.reply(body=completion("late"), delay=0.5)
     server.reply(body=completion("on time"))
