@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 import attrs
@@ -134,17 +135,19 @@ class AgentContext:
     def deadline_passed(self) -> bool:
         return self.deadline is not None and self.clock.monotonic() >= self.deadline
 
-    def run_as(self, system: System | None) -> None:
-        """Hold accesses to `system`'s declaration from now on; None lifts the check.
+    @contextlib.contextmanager
+    def _running(self, system: System) -> Iterator[None]:
+        """Hold accesses to `system`'s declaration inside the block, then restore the check before it.
 
-        The loop does this for each system it runs; a test running one system by
-        hand (`agentloop.testing.run_system`) gets the same check.
+        Private, for the loop and `agentloop.testing.run_system`: a running system has no
+        public way to lift or widen its own check.
         """
-        if system is None:
-            self.current_system = self._access = None
-        else:
-            self.current_system = system.name
-            self._access = declared_access(system)
+        previous = self.current_system, self._access
+        self.current_system, self._access = system.name, declared_access(system)
+        try:
+            yield
+        finally:
+            self.current_system, self._access = previous
 
     def _undeclared(self, component_type: type, *, write: bool) -> UndeclaredAccessError:
         return UndeclaredAccessError(self.current_system or "?", component_type, write=write)

@@ -176,37 +176,44 @@ def _step(system: System) -> _Step:
     )
 
 
-def _resolve(future: asyncio.Future[None]) -> None:
+def _resolve(future: asyncio.Future[bool], held: bool) -> None:
     if not future.done():
-        future.set_result(None)
+        future.set_result(held)
 
 
 class _LoopWaiter:
     """A turn waiting on an event loop: woken through that loop, so the wait never blocks it."""
 
-    __slots__ = ("future", "loop")
+    __slots__ = ("future", "held", "loop")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
-        self.future: asyncio.Future[None] = loop.create_future()
+        self.future: asyncio.Future[bool] = loop.create_future()
+        self.held = False
 
     def wake(self) -> bool:
+        """Hand this waiter the gate, or pass it over (False) when its loop is not running:
+        a stopped loop may never run the turn (its owner may close it), so it must not hold
+        the gate; if the loop runs again, the turn queues again."""
+        self.held = self.loop.is_running()
         try:
-            self.loop.call_soon_threadsafe(_resolve, self.future)
+            self.loop.call_soon_threadsafe(_resolve, self.future, self.held)
         except RuntimeError:  # its loop is closed: nobody waits there any more
-            return False
-        return True
+            self.held = False
+        return self.held
 
 
 class _ThreadWaiter:
     """A `run_turn_sync` caller waiting in its own thread."""
 
-    __slots__ = ("event",)
+    __slots__ = ("event", "held")
 
     def __init__(self) -> None:
         self.event = threading.Event()
+        self.held = False
 
     def wake(self) -> bool:
+        self.held = True
         self.event.set()
         return True
 
@@ -219,7 +226,9 @@ class _SessionGates:
 
     `run_turn` on any loop and `run_turn_sync` in any thread queue at the same gate, so
     turns of one session never overlap whichever style started them. Taking a free gate
-    never waits; a released gate is handed straight to the next waiter in arrival order.
+    never waits; a released gate is handed straight to the next waiter in arrival order,
+    passing over a turn whose event loop is stopped or closed (it queues again if its
+    loop runs again), so a loop its owner stopped cannot hold the session forever.
     """
 
     def __init__(self) -> None:
@@ -228,14 +237,16 @@ class _SessionGates:
         self._queues: dict[str, deque[_LoopWaiter | _ThreadWaiter]] = {}
 
     async def acquire(self, session_id: str) -> None:
-        waiter = self._take_or_queue(session_id, lambda: _LoopWaiter(asyncio.get_running_loop()))
-        if waiter is None:
-            return
-        try:
-            await waiter.future
-        except BaseException:
-            self._abandon(session_id, waiter)
-            raise
+        while True:
+            waiter = self._take_or_queue(session_id, lambda: _LoopWaiter(asyncio.get_running_loop()))
+            if waiter is None:
+                return
+            try:
+                if await waiter.future:
+                    return
+            except BaseException:
+                self._abandon(session_id, waiter)
+                raise
 
     def acquire_blocking(self, session_id: str) -> None:
         waiter = self._take_or_queue(session_id, _ThreadWaiter)
@@ -270,9 +281,11 @@ class _SessionGates:
         """A waiter gave up (cancelled, interrupted): leave the queue, or pass on the
         gate if it was handed over meanwhile."""
         with self._lock:
-            queue = self._queues[session_id]
-            if waiter in queue:
+            queue = self._queues.get(session_id)
+            if queue is not None and waiter in queue:
                 queue.remove(waiter)
+                return
+            if not waiter.held:  # passed over: the gate went to another
                 return
         self.release(session_id)
 
@@ -387,7 +400,7 @@ class AgentLoop:
                 self._record_timeout(ctx, step.name, "was skipped: the turn deadline had passed")
             if timed_out and not step.always_run:
                 continue
-            # ctx.run_as(system), inlined: the loop's hot path, with the sets precomputed.
+            # ctx._running(system), inlined: the loop's hot path, with the sets precomputed.
             ctx.current_system = step.name
             ctx._access = step.access
             t0 = perf_counter()
@@ -426,7 +439,7 @@ class AgentLoop:
                         self.metrics.increment("agentloop.system.failures", labels={"system": step.name})
             if debug:
                 log.debug("system.run", system=step.name, duration_ms=(perf_counter() - t0) * 1000.0, outcome=result)
-        ctx.run_as(None)
+        ctx.current_system = ctx._access = None
         self._finish(ctx, timed_out)
         duration_ms = (perf_counter() - started) * 1000.0
         outcome = ctx.turn_outcome

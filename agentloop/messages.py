@@ -21,12 +21,15 @@ class ToolCall:
 
     `arguments_error` says why the model's arguments could not be read (then `arguments`
     is empty); the tool loop tells the model so instead of running the tool.
+    `arguments_text` keeps such arguments as the model sent them, so the call is shown
+    back to the model as it made it.
     """
 
     id: str
     name: str
     arguments: dict[str, Any] = attrs.field(factory=dict, hash=False)
     arguments_error: str | None = None
+    arguments_text: str | None = None
 
 
 @attrs.frozen

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from agentloop import DEFAULT_COMPANY, AgentContext, System, TurnOutcome, knowledge_scope
+from agentloop import DEFAULT_COMPANY, AgentContext, System, TurnOutcome, TurnPolicy, knowledge_scope
 from agentloop.ports import RagStore
 
 
 class RagIndexingSystem(System):
     """Indexes exactly `turn_outcome.assistant_text` in the turn's knowledge scope within
-    `company_id` (order 75, I5)."""
+    `company_id` (order 75, I5); a turn whose `TurnPolicy` has persist=False (a task step)
+    is not the session's conversation and is not indexed."""
 
     order: ClassVar[int] = 75
     reads = (TurnOutcome,)
+    optional_reads = (TurnPolicy,)
 
     def __init__(self, rag: RagStore, *, company_id: str = DEFAULT_COMPANY) -> None:
         self.rag = rag
@@ -21,7 +23,7 @@ class RagIndexingSystem(System):
 
     def should_process(self, ctx: AgentContext) -> bool:
         outcome = ctx.turn_outcome
-        return outcome is not None and bool(outcome.assistant_text)
+        return outcome is not None and bool(outcome.assistant_text) and TurnPolicy.of(ctx).persist
 
     def process(self, ctx: AgentContext) -> None:
         text = ctx.require(TurnOutcome).assistant_text

@@ -9,7 +9,16 @@ from typing import Any, TypeVar
 
 import attrs
 
-from agentloop import DEFAULT_COMPANY, AgentContext, AgentLoop, PipelineDescription, PipelineError, System, Tool
+from agentloop import (
+    DEFAULT_COMPANY,
+    AgentContext,
+    AgentLoop,
+    PipelineDescription,
+    PipelineError,
+    System,
+    Tool,
+    TurnOutcome,
+)
 from agentloop.adapters import BotStores
 from agentloop.ports import LLM, Channel, Clock, Embedder, Metrics
 
@@ -123,14 +132,28 @@ class StandardPipeline:
         return AgentLoop(self._systems).describe()
 
     def build(self, *, turn_timeout: float | None = None, inputs: Iterable[type] = ()) -> AgentLoop:
-        """Make the `AgentLoop` that runs turns (it validates the systems)."""
-        return AgentLoop(
+        """Make the `AgentLoop` that runs turns (it validates the systems).
+
+        A system that writes the `TurnOutcome` before the tool loop runs is refused: the
+        model would still be asked and its tools run, for an answer nobody keeps.
+        """
+        loop = AgentLoop(
             self._systems,
             turn_timeout=turn_timeout if turn_timeout is not None else self.turn_timeout,
             inputs=inputs,
             clock=self.clock,
             metrics=self.metrics,
         )
+        tool_loop = next((s for s in self._systems if isinstance(s, ToolLoopSystem)), None)
+        for early in self._systems:
+            if tool_loop is not None and TurnOutcome in early.writes and early.order < tool_loop.order:
+                raise PipelineError(
+                    f"{early.name} (order {early.order}) writes TurnOutcome before {tool_loop.name} (order "
+                    f"{tool_loop.order}), which would still ask the model and run its tools; to answer by itself, "
+                    f"write an LlmResponse instead ({tool_loop.name} then does not run), or give {early.name} an "
+                    f"order after {tool_loop.order} to replace the model's answer"
+                )
+        return loop
 
     def close(self) -> None:
         if self.stores is not None:

@@ -112,11 +112,14 @@ class ToolLoopSystem(System):
     argument (or arguments that are not a JSON object) is a TOOL failure whose message
     goes back to the model as the result. A tool's output is cut to
     `max_tool_output_bytes` (the cut marked) before the model or capture sees it.
-    Sync tools run on the event loop: make slow or blocking tools `async def`.
+    Sync tools run on the event loop: make slow or blocking tools `async def`. A turn
+    that an earlier system already answered with an `LlmResponse` (a cache hit, a canned
+    reply) is left alone: the model is not asked and no tool runs.
     """
 
     order: ClassVar[int] = 30
     reads = (PromptContext, SanitizedInput)
+    optional_reads = (LlmResponse,)
     writes = (LlmResponse, LlmError, ToolLoopStop, PlanProposal, ToolExecutions)
 
     def __init__(
@@ -150,6 +153,9 @@ class ToolLoopSystem(System):
         self.model = model
         self.temperature = temperature
         self.max_tool_output_bytes = max_tool_output_bytes
+
+    def should_process(self, ctx: AgentContext) -> bool:
+        return not ctx.has(LlmResponse)
 
     def _in_plan_mode(self, ctx: AgentContext) -> bool:
         return self.plan_mode(ctx) if callable(self.plan_mode) else self.plan_mode

@@ -22,7 +22,7 @@ def _message(message: ChatMessage) -> dict[str, Any]:
     data: dict[str, Any] = {"role": message.role.value, "content": message.content}
     if message.tool_calls:
         data["tool_calls"] = [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": _arguments(c)}}
             for c in message.tool_calls
         ]
     if message.role is Role.TOOL:
@@ -36,16 +36,27 @@ def _tool(spec: ToolSpec) -> dict[str, Any]:
     return {"type": "function", "function": {"name": spec.name, "description": spec.description, "parameters": spec.parameters}}
 
 
+def _arguments(call: ToolCall) -> str:
+    """The call's arguments as sent to the server: unreadable ones exactly as the model wrote them."""
+    return call.arguments_text if call.arguments_text is not None else json.dumps(call.arguments)
+
+
 def _tool_call(call: Any) -> ToolCall:
-    """One tool call; arguments that are not a JSON object become `arguments_error`."""
-    text = call["function"].get("arguments") or "{}"
+    """One tool call; arguments that are not a JSON object become `arguments_error` (their
+    text kept). A server that sends the object itself instead of its JSON text is understood."""
+    call_id, name, sent = call["id"], call["function"]["name"], call["function"].get("arguments")
+    if sent is None or sent == "":
+        return ToolCall(call_id, name)
+    if isinstance(sent, dict):
+        return ToolCall(call_id, name, sent)
+    text = sent if isinstance(sent, str) else json.dumps(sent)
     try:
         arguments = json.loads(text)
     except json.JSONDecodeError as exc:
-        return ToolCall(call["id"], call["function"]["name"], arguments_error=f"they are not valid JSON ({exc})")
+        return ToolCall(call_id, name, arguments_error=f"they are not valid JSON ({exc})", arguments_text=text)
     if not isinstance(arguments, dict):
-        return ToolCall(call["id"], call["function"]["name"], arguments_error="they are not a JSON object")
-    return ToolCall(call["id"], call["function"]["name"], arguments)
+        return ToolCall(call_id, name, arguments_error="they are not a JSON object", arguments_text=text)
+    return ToolCall(call_id, name, arguments)
 
 
 def _reply(body: Any) -> LlmReply:

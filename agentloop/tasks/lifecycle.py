@@ -213,8 +213,9 @@ class AttemptRunner:
     Notes are saved after every attempt, whether it succeeded (→ provisional), failed
     (→ incoming) or was aborted by any other exception, cancellation included (→ incoming,
     then the exception propagates). While the attempt runs, a background task renews its
-    claim every `renew_every` seconds (default: a third of the lease); if the claim was
-    lost anyway, the notes are still saved and `ClaimLostError` says so. `count_commits`,
+    claim every `renew_every` seconds (default: a third of the lease); once a renewal finds
+    the claim lost, the attempt is stopped at once (another agent may be running the task),
+    its notes are saved as aborted and `ClaimLostError` says so. `count_commits`,
     if given, is called before and after the attempt and the difference is recorded as
     its commits. The evaluator's session must belong to the lifecycle's chain.
     """
@@ -250,22 +251,29 @@ class AttemptRunner:
         trace = TaskTrace()
         result: TaskResult | None = None
         error: TaskError | None = None
-        renewal = asyncio.create_task(self._keep_claim(task_id))
+        work = asyncio.create_task(
+            self.evaluator.run(record.template, record.inputs, previous_notes=notes.read(task_id), trace=trace)
+        )
+        renewal = asyncio.create_task(self._keep_claim(task_id, work))
         try:
-            result = await self.evaluator.run(
-                record.template, record.inputs, previous_notes=notes.read(task_id), trace=trace
-            )
+            result = await work
         except TaskError as exc:
             error = exc
         except BaseException as exc:
-            # A bug, a cancellation or an interrupt: the attempt still leaves its notes and
-            # the task goes back to incoming instead of staying claimed forever.
+            # A bug, a cancellation, an interrupt or a lost claim: the attempt still leaves its
+            # notes and the task goes back to incoming instead of staying claimed forever.
+            lost = renewal.result() if renewal.done() and not renewal.cancelled() else None
             try:
-                detail = f": {exc}" if str(exc) else ""
-                self._save(task_id, trace, commits_before, f"ABORTED ({type(exc).__name__}){detail}")
+                if lost is not None:
+                    self._save(task_id, trace, commits_before, f"ABORTED (claim lost): {lost}")
+                else:
+                    detail = f": {exc}" if str(exc) else ""
+                    self._save(task_id, trace, commits_before, f"ABORTED ({type(exc).__name__}){detail}")
             finally:
                 with contextlib.suppress(ClaimLostError):
                     self.lifecycle.release(task_id, agent=self.agent)
+            if lost is not None:
+                raise lost from None
             raise
         finally:
             renewal.cancel()
@@ -276,15 +284,17 @@ class AttemptRunner:
             moved = self.lifecycle.submit(task_id, agent=self.agent)
         return AttemptOutcome(task_id, attempt, moved.state, result, error)
 
-    async def _keep_claim(self, task_id: str) -> None:
-        """Renew the claim until cancelled; stop once another agent or the queue has the task."""
+    async def _keep_claim(self, task_id: str, work: asyncio.Task[TaskResult]) -> ClaimLostError:
+        """Renew the claim until cancelled; once another agent or the queue has the task,
+        cancel `work` so two agents never run it at once, and return why."""
         while True:
             await asyncio.sleep(self.renew_every)
             try:
                 self.lifecycle.renew(task_id, self.agent)
             except ClaimLostError as exc:
                 _log.warning("task.claim_lost", task_id=task_id, agent=self.agent, error=str(exc))
-                return
+                work.cancel()
+                return exc
             except Exception:
                 _log.exception("task.renew_failed", task_id=task_id, agent=self.agent)
 

@@ -90,15 +90,13 @@ async def run_command(
             timeout,
         )
     except TimeoutError:
-        _kill_group(process.pid)
-        await process.wait()
+        await _stop(process)
         raise TaskFailedError(
             TaskFailureReason.EXECUTION_TIMEOUT,
             f"script task {label!r} did not finish within {timeout:g}s and was killed",
         ) from None
     except asyncio.CancelledError:
-        _kill_group(process.pid)
-        await process.wait()
+        await _stop(process)
         raise
     truncated = {name: total for name, total in (("stdout", out_total), ("stderr", err_total)) if total > output_limit}
     out = _text(stdout, "stdout", truncated)
@@ -135,8 +133,14 @@ def _text(data: bytes, name: str, truncated: dict[str, int]) -> str:
     return text
 
 
-def _kill_group(pid: int) -> None:
+async def _stop(process: asyncio.subprocess.Process) -> None:
+    """Kill the script's process group and close its pipes: a child that left the group
+    (`setsid`, a daemon) may hold them open, and waiting for them would outlast the timeout."""
     try:
-        os.killpg(pid, signal.SIGKILL)
+        os.killpg(process.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+    # asyncio has no public way to close a Process's pipes; wait() returns once they are closed.
+    transport: asyncio.SubprocessTransport = process._transport  # type: ignore[attr-defined]
+    transport.close()
+    await process.wait()

@@ -124,18 +124,16 @@ async def run_system(system: System, ctx: AgentContext) -> bool:
 
     Returns False when `should_process` declined the turn, True when `process` ran.
     As in the loop, an access outside the system's declaration raises
-    `UndeclaredAccessError`.
+    `UndeclaredAccessError`; afterwards the check that was on before (none, or that of a
+    system running this one) holds again.
     """
-    ctx.run_as(system)
-    try:
+    with ctx._running(system):
         if not system.should_process(ctx):
             return False
         result = system.process(ctx)
         if inspect.isawaitable(result):
             await result
         return True
-    finally:
-        ctx.run_as(None)
 
 
 def run_system_sync(system: System, ctx: AgentContext) -> bool:

@@ -34,6 +34,7 @@ from agentloop.testing import (
     make_context,
     make_system,
     run_pipeline,
+    run_system,
     run_system_sync,
 )
 from systems import (
@@ -127,6 +128,32 @@ def test_run_system_checks_like_the_loop_and_lifts_the_check_afterwards() -> Non
     with pytest.raises(UndeclaredAccessError, match="system 'Snoop' reads Draft"):
         run_system_sync(make_system("Snoop", 10, lambda c: c.get(Draft) and None), ctx)
     assert ctx.get(Draft) == Draft("x") and ctx.current_system is None
+
+
+def test_a_running_system_has_no_public_way_to_lift_its_own_check() -> None:
+    """The context had a public `run_as(None)`, with which a system could read anything."""
+    seen: list[object] = []
+
+    def lift_then_read(ctx: AgentContext) -> None:
+        ctx.run_as(None)  # type: ignore[attr-defined]
+        seen.append(ctx.get(Draft))
+
+    ctx = run_pipeline([make_system("Snoop", 10, lift_then_read)], components=[Draft("secret")])
+    assert seen == [] and len(ctx.failures) == 1
+
+
+def test_run_system_restores_the_check_of_the_system_that_ran_it() -> None:
+    """A system running another through `run_system` is held to its own declaration again afterwards."""
+    inner = make_system("Inner", 10, lambda ctx: None)
+    seen: list[object] = []
+
+    async def outer_process(ctx: AgentContext) -> None:
+        await run_system(inner, ctx)
+        seen.append(ctx.get(Draft))
+
+    ctx = run_pipeline([make_system("Outer", 10, outer_process)], components=[Draft("secret")])
+    assert seen == [] and "system 'Outer' reads Draft" in _only_failure(ctx)
+    assert ctx.current_system is None and ctx.get(Draft) == Draft("secret")
 
 
 def test_a_running_system_lists_only_the_components_it_may_read() -> None:

@@ -562,6 +562,30 @@ def test_a_cancelled_waiting_turn_passes_the_gate_on() -> None:
     assert turns_after(thread, loop, log) == ["first", "last"]
 
 
+def test_a_turn_waiting_on_a_stopped_event_loop_does_not_hold_its_session() -> None:
+    """I9: a turn queued on an event loop its owner stopped (and may close without
+    cancelling it) is passed over when the session frees, so the next turn runs instead
+    of hanging; when that loop runs again, its turn queues again and runs too."""
+    log: list[tuple[str, str, str]] = []
+    loop = AgentLoop([Journal(log, {"first": 0.2})])
+    first = sync_turn_in_a_thread(loop, Session("s"), "first")
+    while not log:
+        time.sleep(0.001)
+    stopped = asyncio.new_event_loop()
+    try:
+        queued = stopped.create_task(loop.run_turn(Session("s"), IncomingMessage("stopped")))
+        stopped.run_until_complete(asyncio.sleep(0.05))  # the turn waits at the gate; then its loop stops
+        first.join(timeout=10)  # the first turn ends while that loop is stopped
+        last = sync_turn_in_a_thread(loop, Session("s"), "last")
+        last.join(timeout=5)
+        hung = last.is_alive()
+    finally:
+        stopped.run_until_complete(asyncio.wait_for(queued, timeout=10))
+        stopped.close()
+    assert not hung, "a turn on a stopped event loop held the session"
+    assert turns_after(last, loop, log) == ["first", "last", "stopped"]
+
+
 def test_a_structlog_set_up_without_level_filtering_still_runs_turns() -> None:
     structlog.configure(wrapper_class=structlog.BoundLogger, logger_factory=structlog.ReturnLoggerFactory())
     try:

@@ -129,6 +129,23 @@ def test_unreadable_tool_arguments_reach_the_tool_loop_as_an_arguments_error(
     assert (parsed.name, parsed.arguments) == ("f", {}) and error in (parsed.arguments_error or "")
 
 
+@pytest.mark.parametrize(("sent", "expected"), [({"city": "Oslo"}, {"city": "Oslo"}), (None, {}), ("", {})])
+def test_arguments_sent_as_an_object_or_not_at_all_are_read(server: ScriptedServer, sent: Any, expected: Any) -> None:
+    """A server sending the arguments object itself ended the turn as a malformed completion."""
+    call = {"id": "1", "function": {"name": "f", "arguments": sent}}
+    server.reply(raw=json.dumps({"choices": [{"message": {"tool_calls": [call]}}]}).encode())
+    (parsed,) = run(OpenAICompatibleLLM(server.url, "m", sleep=SleepLog()), HELLO).tool_calls
+    assert (parsed.arguments, parsed.arguments_error) == (expected, None)
+
+
+@pytest.mark.parametrize("sent", [5, [1, 2], True])
+def test_arguments_of_another_json_type_reach_the_tool_loop_as_an_arguments_error(server: ScriptedServer, sent: Any) -> None:
+    call = {"id": "1", "function": {"name": "f", "arguments": sent}}
+    server.reply(raw=json.dumps({"choices": [{"message": {"tool_calls": [call]}}]}).encode())
+    (parsed,) = run(OpenAICompatibleLLM(server.url, "m", sleep=SleepLog()), HELLO).tool_calls
+    assert parsed.arguments_error == "they are not a JSON object" and parsed.arguments_text == json.dumps(sent)
+
+
 def test_timeout_is_retried_then_reported(server: ScriptedServer) -> None:
     server.reply(body=completion("late"), delay=0.5)
     server.reply(body=completion("on time"))
@@ -150,15 +167,18 @@ def test_unreachable_server_is_unknown(server: ScriptedServer) -> None:
     assert caught.value.kind is FailureKind.UNKNOWN
 
 
-def test_a_standard_turn_with_a_tool_call_over_http(server: ScriptedServer, tmp_path: Path) -> None:
-    @tool
-    def weather(city: str) -> str:
-        """The weather in a city."""
-        return f"{city}: sunny"
+@tool
+def weather(city: str) -> str:
+    """The weather in a city."""
+    return f"{city}: sunny"
 
+
+def weather_turn_over_http(server: ScriptedServer, tmp_path: Path, arguments: str, answer: str) -> list[str]:
+    """One standard turn in which the served model calls `weather` with `arguments`, then
+    answers `answer`; what the user received."""
     server.reply(body=completion(None, [{"id": "c1", "type": "function",
-                                          "function": {"name": "weather", "arguments": '{"city": "Oslo"}'}}]))
-    server.reply(body=completion("Oslo is sunny."))
+                                          "function": {"name": "weather", "arguments": arguments}}]))
+    server.reply(body=completion(answer))
     channel = RecordingChannel()
 
     async def turn() -> None:
@@ -168,10 +188,22 @@ def test_a_standard_turn_with_a_tool_call_over_http(server: ScriptedServer, tmp_
         await llm.aclose()
 
     asyncio.run(turn())
-    assert channel.texts == ["Oslo is sunny."]
+    return channel.texts
+
+
+def test_a_standard_turn_with_a_tool_call_over_http(server: ScriptedServer, tmp_path: Path) -> None:
+    assert weather_turn_over_http(server, tmp_path, '{"city": "Oslo"}', "Oslo is sunny.") == ["Oslo is sunny."]
     second = server.requests[1]["body"]["messages"]
     assert second[-1] == {"role": "tool", "content": "Oslo: sunny", "tool_call_id": "c1", "name": "weather"}
     assert second[-2]["tool_calls"][0]["function"] == {"name": "weather", "arguments": '{"city": "Oslo"}'}
+
+
+def test_unreadable_arguments_are_shown_back_to_the_model_as_it_wrote_them(server: ScriptedServer, tmp_path: Path) -> None:
+    """The model was told its arguments were not valid JSON next to a call echoed as "{}"."""
+    assert weather_turn_over_http(server, tmp_path, '{"city": Oslo}', "Which city?") == ["Which city?"]
+    second = server.requests[1]["body"]["messages"]
+    assert second[-2]["tool_calls"][0]["function"] == {"name": "weather", "arguments": '{"city": Oslo}'}
+    assert "not valid JSON" in second[-1]["content"]
 
 
 def test_check_reachable_accepts_any_http_answer_and_names_the_url_otherwise(server: ScriptedServer) -> None:

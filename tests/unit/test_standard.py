@@ -13,6 +13,7 @@ from agentloop import (
     ChatMessage,
     FinishReason,
     IncomingMessage,
+    LlmResponse,
     OutgoingResponse,
     PipelineError,
     Session,
@@ -20,8 +21,9 @@ from agentloop import (
     TurnOutcome,
     history_scope,
     memory_scope,
+    tool,
 )
-from agentloop.testing import RecordingChannel, ScriptedLLM
+from agentloop.testing import RecordingChannel, ScriptedLLM, make_system
 from systems import (
     MemoryPersistSystem,
     RagIndexingSystem,
@@ -102,10 +104,22 @@ def test_a_blank_fallback_text_is_refused(texts: dict[str, str]) -> None:
 
 @attrs.define
 class AnswersByItself(System):
-    """A custom system that answers before the model is asked (order 25)."""
+    """A custom system that answers before the model is asked (order 25), as a cache would."""
 
     text: str
     order = 25
+    writes = (LlmResponse,)
+
+    def process(self, ctx: AgentContext) -> None:
+        ctx.set(LlmResponse(self.text))
+
+
+@attrs.define
+class ReplacesTheAnswer(System):
+    """A custom system that writes the turn's outcome after the model answered (order 40)."""
+
+    text: str
+    order = 40
     writes = (TurnOutcome,)
 
     def process(self, ctx: AgentContext) -> None:
@@ -119,31 +133,59 @@ class Answered:
     history: tuple[ChatMessage, ...]
     memory: tuple[str, ...]
     indexed: int
+    model_requests: int
+    charged: list[int]
 
 
-def answer_by_itself(tmp_path: Path, text: str) -> Answered:
-    """One turn of the standard pipeline in which `AnswersByItself(text)` answers and the model would too."""
-    channel, session = RecordingChannel(), Session("s", user_id="ada")
-    with standard_pipeline(ScriptedLLM(["the model's answer"]), channel, data_dir=tmp_path) as pipeline:
-        ctx = pipeline.insert(AnswersByItself(text)).build().run_turn_sync(session, IncomingMessage("Open?"))
+def answer_by_itself(tmp_path: Path, system: System) -> Answered:
+    """One turn of the standard pipeline with `system` inserted, in which the model would
+    ask for the `charge` tool and then answer."""
+    channel, session, charged = RecordingChannel(), Session("s", user_id="ada"), []
+
+    @tool
+    def charge(amount: int) -> str:
+        """Charge the card."""
+        charged.append(amount)
+        return "charged"
+
+    llm = ScriptedLLM([ScriptedLLM.tool_call("charge", {"amount": 5}), "the model's answer"])
+    with standard_pipeline(llm, channel, data_dir=tmp_path, tools=[charge]) as pipeline:
+        ctx = pipeline.insert(system).build().run_turn_sync(session, IncomingMessage("Open?"))
         assert pipeline.stores is not None and ctx.turn_outcome is not None
         memory = pipeline.stores.memory.recent(memory_scope(session), 10)
         return Answered(
             ctx.turn_outcome, channel.texts, pipeline.stores.sessions.recent(history_scope(session), 10),
-            tuple(entry.assistant_text for entry in memory), len(pipeline.stores.rag),
+            tuple(entry.assistant_text for entry in memory), len(pipeline.stores.rag), len(llm.requests), charged,
         )
 
 
-def test_a_custom_system_may_answer_by_itself_and_its_answer_is_the_one_kept(tmp_path: Path) -> None:
-    answered = answer_by_itself(tmp_path, "Closed on Sundays.")
+def test_a_custom_system_may_answer_by_itself_and_the_model_is_not_asked(tmp_path: Path) -> None:
+    """The tool loop ran anyway: the model was asked and its tools run (a card charged) for an answer thrown away."""
+    answered = answer_by_itself(tmp_path, AnswersByItself("Closed on Sundays."))
+    assert (answered.model_requests, answered.charged) == (0, [])
     assert answered.outcome.assistant_text == "Closed on Sundays." and not answered.outcome.fallback
     assert answered.sent == ["Closed on Sundays."]
     assert answered.history == (ChatMessage.user("Open?"), ChatMessage.assistant("Closed on Sundays."))
     assert answered.memory == ("Closed on Sundays.",) and answered.indexed == 1
 
 
+def test_an_outcome_a_custom_system_writes_after_the_model_is_the_one_kept(tmp_path: Path) -> None:
+    answered = answer_by_itself(tmp_path, ReplacesTheAnswer("Closed on Sundays."))
+    assert (answered.model_requests, answered.charged) == (2, [5])
+    assert answered.outcome.assistant_text == "Closed on Sundays." and answered.sent == ["Closed on Sundays."]
+    assert answered.history == (ChatMessage.user("Open?"), ChatMessage.assistant("Closed on Sundays."))
+
+
+def test_an_outcome_written_before_the_tool_loop_is_refused_when_the_pipeline_is_built(tmp_path: Path) -> None:
+    early = make_system("EarlyAnswer", 25, lambda ctx: None, writes=(TurnOutcome,))
+    with standard_pipeline(ScriptedLLM(), RecordingChannel(), data_dir=tmp_path) as pipeline:
+        with pytest.raises(PipelineError, match="EarlyAnswer .order 25. writes TurnOutcome before ToolLoopSystem"):
+            pipeline.insert(early).build()
+        assert pipeline.remove(ToolLoopSystem).build() is not None
+
+
 def test_a_whitespace_only_answer_is_replaced_for_the_user_and_stored_nowhere(tmp_path: Path) -> None:
-    answered = answer_by_itself(tmp_path, " \n ")
+    answered = answer_by_itself(tmp_path, AnswersByItself(" \n "))
     assert answered.outcome.fallback and answered.outcome.assistant_text is None
     assert answered.sent == ["Sorry, something went wrong while I was answering. Please try again."]
     assert answered.history == (ChatMessage.user("Open?"),) and answered.memory == () and answered.indexed == 0

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -22,6 +25,7 @@ from agentloop import (
     System,
     TurnOutcome,
     history_scope,
+    knowledge_scope,
     memory_scope,
 )
 from agentloop.testing import FakeClock, RecordingChannel, ScriptedLLM
@@ -42,6 +46,7 @@ from agentloop.tasks import (
     as_subtask,
     format_reply,
 )
+from agentloop.tasks.script import run_command
 from systems import standard_pipeline
 
 
@@ -276,6 +281,53 @@ def test_a_script_past_its_timeout_is_killed() -> None:
     assert time.monotonic() - started < 10
 
 
+def _escaping_script(pid_file: Path) -> list[str]:
+    """A script that starts a child in a session of its own (out of its process group, holding
+    its stdout and stderr open for 30 s), writes the child's pid to `pid_file`, then sleeps."""
+    code = (
+        "import subprocess, sys, time; "
+        "child = subprocess.Popen(['sleep', '30'], start_new_session=True); "
+        "open(sys.argv[1], 'w').write(str(child.pid)); time.sleep(30)"
+    )
+    return [sys.executable, "-c", code, str(pid_file)]
+
+
+def _kill_escaped(pid_file: Path) -> None:
+    with contextlib.suppress(ProcessLookupError, ValueError, FileNotFoundError):
+        os.kill(int(pid_file.read_text()), signal.SIGKILL)
+
+
+def test_a_script_whose_child_left_its_process_group_still_ends_at_its_timeout(tmp_path: Path) -> None:
+    """Waiting for the escaped child to close the pipes held the attempt until it exited."""
+    pid_file = tmp_path / "child.pid"
+    started = time.monotonic()
+    try:
+        with pytest.raises(TaskFailedError, match="did not finish within 1s and was killed"):
+            asyncio.run(run_command(_escaping_script(pid_file), timeout=1.0, label="s"))
+        assert time.monotonic() - started < 5
+    finally:
+        _kill_escaped(pid_file)
+
+
+def test_a_cancelled_script_whose_child_left_its_process_group_is_stopped_at_once(tmp_path: Path) -> None:
+    pid_file = tmp_path / "child.pid"
+
+    async def cancel_it() -> float:
+        task = asyncio.create_task(run_command(_escaping_script(pid_file), timeout=60.0, label="s"))
+        while not pid_file.exists() or not pid_file.read_text():
+            await asyncio.sleep(0.05)
+        started = time.monotonic()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return time.monotonic() - started
+
+    try:
+        assert asyncio.run(cancel_it()) < 3
+    finally:
+        _kill_escaped(pid_file)
+
+
 def test_a_missing_program_fails_clearly() -> None:
     registry = _registry(_script(["/nonexistent/program"]), allow_scripts=True)
     with pytest.raises(TaskFailedError, match="could not start '/nonexistent/program'"):
@@ -408,10 +460,12 @@ def test_task_turns_in_the_standard_pipeline_are_stored_nowhere_and_retrieve_onl
         assert pipeline.stores is not None
         task_history = pipeline.stores.sessions.recent(history_scope(tasks), 10)
         memory = pipeline.stores.memory.recent(memory_scope(chat), 10)
+        indexed = pipeline.stores.rag.texts(knowledge_scope(tasks))
     shown = [request.messages[0].content or "" for request in llm.requests[1:]]
     assert [m.role for m in llm.requests[1].messages] == [Role.SYSTEM, Role.USER]
     assert ["What you told this user before" in prompt for prompt in shown] == [False, True]
     assert task_history == () and [entry.assistant_text for entry in memory] == ["Blue it is."]
+    assert indexed == ["Blue it is."]  # the task answers are not indexed as earlier answers either
 
 
 def test_a_template_input_with_bytes_no_store_takes_reaches_the_model_storable(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
+import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
 
@@ -279,12 +280,40 @@ def test_a_long_attempt_that_keeps_renewing_is_not_reclaimed(lifecycle: TaskLife
     assert lifecycle.get("t1").attempts == 1
 
 
-def test_an_attempt_that_lost_its_claim_keeps_its_notes_and_says_so(lifecycle: TaskLifecycle) -> None:
+def test_an_attempt_that_lost_its_claim_is_stopped_keeps_its_notes_and_says_so(lifecycle: TaskLifecycle) -> None:
+    """Once a renewal finds the task claimed by another worker, the attempt stops at once:
+    two workers never go on running one task."""
+    clock = lifecycle.clock
+    assert isinstance(clock, FakeClock)
+    went_on: list[bool] = []
+
+    async def stall_past_the_lease() -> None:
+        clock.advance(DEFAULT_LEASE.total_seconds() + 1)  # no renewal came in time
+        assert lifecycle.claim_next("worker-b") is not None
+        await asyncio.sleep(10)  # worker-a's model call or script, still running
+        went_on.append(True)
+
+    lifecycle.create("t1", "fix", {"file": "a.py"})
+    runner = AttemptRunner(
+        lifecycle, Evaluator(_fix_registry(), AgentLoop([_Turn(stall_past_the_lease)])), agent="worker-a",
+        renew_every=0.01,
+    )
+    started = time.monotonic()
+    with pytest.raises(ClaimLostError, match="no longer claimed by 'worker-a'"):
+        asyncio.run(runner.run("t1"))
+    assert time.monotonic() - started < 5 and went_on == []
+    record = lifecycle.get("t1")
+    assert (record.state, record.claimed_by) == (TaskState.CLAIMED, "worker-b")
+    notes = lifecycle.notes.read("t1") or ""
+    assert "## Attempt 1 — worker-a" in notes and "ABORTED (claim lost): task 't1' is no longer claimed" in notes
+
+
+def test_an_attempt_that_lost_its_claim_unnoticed_cannot_submit(lifecycle: TaskLifecycle) -> None:
     clock = lifecycle.clock
     assert isinstance(clock, FakeClock)
 
     async def stall_past_the_lease() -> None:
-        clock.advance(DEFAULT_LEASE.total_seconds() + 1)  # no renewal came in time
+        clock.advance(DEFAULT_LEASE.total_seconds() + 1)  # finished before any renewal was due
         assert lifecycle.claim_next("worker-b") is not None
 
     lifecycle.create("t1", "fix", {"file": "a.py"})
@@ -293,8 +322,7 @@ def test_an_attempt_that_lost_its_claim_keeps_its_notes_and_says_so(lifecycle: T
     )
     with pytest.raises(ClaimLostError, match="no longer claimed by 'worker-a'"):
         asyncio.run(runner.run("t1"))
-    record = lifecycle.get("t1")
-    assert (record.state, record.claimed_by) == (TaskState.CLAIMED, "worker-b")
+    assert lifecycle.get("t1").claimed_by == "worker-b"
     assert "## Attempt 1 — worker-a" in (lifecycle.notes.read("t1") or "")
 
 
