@@ -79,6 +79,20 @@ class IndexFileError(ValueError):
         )
 
 
+class NewerSchemaError(ValueError):
+    """A database was written by a newer agentloop whose schema this one does not know."""
+
+    def __init__(self, path: str, store: str, found: int, known: int) -> None:
+        super().__init__(
+            f"{path or 'the database'} holds the {store} schema at version {found}, newer than version {known} "
+            f"that this agentloop knows; upgrade agentloop to open it (it was left unchanged)"
+        )
+        self.path = path
+        self.store = store
+        self.found = found
+        self.known = known
+
+
 class TemplateError(ValueError):
     """A task template could not be loaded; says which file, which line and why."""
 

@@ -16,6 +16,7 @@ import structlog
 
 from agentloop.adapters.hnsw_index import DEFAULT_EF, HnswVectorIndex
 from agentloop.adapters.sqlite import closing_on_error, connect, transaction
+from agentloop.adapters.sqlite_schema import Schema, Step, add_missing_columns, columns, has_table, migrate, rebuild
 from agentloop.errors import UnknownNoteError
 from agentloop.notes.lifecycle import check_transition
 from agentloop.notes.models import (
@@ -32,52 +33,80 @@ from agentloop.outcome import converter
 from agentloop.ports.vectors import Vectors
 from agentloop.scopes import Scope, sees_unchained_history
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS knowledge_items (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    type TEXT NOT NULL,
-    layer TEXT NOT NULL,
-    company_id TEXT NOT NULL,
-    org_id TEXT,
-    team_id TEXT,
-    project_id TEXT,
-    status TEXT NOT NULL,
-    title TEXT NOT NULL,
-    markdown TEXT NOT NULL,
-    embedding BLOB NOT NULL,
-    metadata TEXT,
-    retrieval_count INTEGER NOT NULL DEFAULT 0,
-    usefulness_score INTEGER NOT NULL DEFAULT 0,
-    reference_count INTEGER NOT NULL DEFAULT 0,
-    flagged_for_review INTEGER NOT NULL DEFAULT 0,
-    created_at TEXT NOT NULL,
-    updated_at TEXT
-);
-CREATE TABLE IF NOT EXISTS note_retrievals (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    note_id INTEGER NOT NULL REFERENCES knowledge_items (id),
-    query TEXT NOT NULL,
-    session_id TEXT,
-    at TEXT NOT NULL,
-    session_scope TEXT
-);
-CREATE INDEX IF NOT EXISTS note_retrievals_by_note ON note_retrievals (note_id);
-CREATE INDEX IF NOT EXISTS note_retrievals_by_session ON note_retrievals (session_id);
-CREATE TABLE IF NOT EXISTS note_feedback (
-    note_id INTEGER NOT NULL REFERENCES knowledge_items (id),
-    session_id TEXT NOT NULL,
-    at TEXT NOT NULL,
-    session_scope TEXT NOT NULL DEFAULT '',
-    PRIMARY KEY (note_id, session_id, session_scope)
-);
-CREATE TABLE IF NOT EXISTS merge_suggestions (
-    first_id INTEGER NOT NULL,
-    second_id INTEGER NOT NULL,
-    similarity REAL NOT NULL,
-    created_at TEXT NOT NULL,
-    PRIMARY KEY (first_id, second_id)
-);
-"""
+_RELEASE_0_1 = (
+    """CREATE TABLE IF NOT EXISTS knowledge_items (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        type TEXT NOT NULL,
+        layer TEXT NOT NULL,
+        company_id TEXT NOT NULL,
+        org_id TEXT,
+        team_id TEXT,
+        project_id TEXT,
+        status TEXT NOT NULL,
+        title TEXT NOT NULL,
+        markdown TEXT NOT NULL,
+        embedding BLOB NOT NULL,
+        metadata TEXT,
+        retrieval_count INTEGER NOT NULL DEFAULT 0,
+        usefulness_score INTEGER NOT NULL DEFAULT 0,
+        reference_count INTEGER NOT NULL DEFAULT 0,
+        flagged_for_review INTEGER NOT NULL DEFAULT 0,
+        created_at TEXT NOT NULL,
+        updated_at TEXT
+    )""",
+    """CREATE TABLE IF NOT EXISTS note_retrievals (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        note_id INTEGER NOT NULL REFERENCES knowledge_items (id),
+        query TEXT NOT NULL,
+        session_id TEXT,
+        at TEXT NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS note_retrievals_by_note ON note_retrievals (note_id)",
+    "CREATE INDEX IF NOT EXISTS note_retrievals_by_session ON note_retrievals (session_id)",
+    """CREATE TABLE IF NOT EXISTS note_feedback (
+        note_id INTEGER NOT NULL REFERENCES knowledge_items (id),
+        session_id TEXT NOT NULL,
+        at TEXT NOT NULL,
+        PRIMARY KEY (note_id, session_id)
+    )""",
+    """CREATE TABLE IF NOT EXISTS merge_suggestions (
+        first_id INTEGER NOT NULL,
+        second_id INTEGER NOT NULL,
+        similarity REAL NOT NULL,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (first_id, second_id)
+    )""",
+)
+
+
+def _session_chains(conn: sqlite3.Connection) -> None:
+    """Retrievals gain the session's chain as NULL; feedback, whose key includes it, is
+    copied into a new table with '' (both mean: the session id alone). A development build
+    may have done either already."""
+    add_missing_columns(conn, "note_retrievals", {"session_scope": "TEXT"})
+    if "session_scope" not in columns(conn, "note_feedback"):
+        rebuild(
+            conn,
+            "note_feedback",
+            (
+                "CREATE TABLE note_feedback (note_id INTEGER NOT NULL REFERENCES knowledge_items (id), "
+                "session_id TEXT NOT NULL, at TEXT NOT NULL, session_scope TEXT NOT NULL DEFAULT '', "
+                "PRIMARY KEY (note_id, session_id, session_scope))",
+            ),
+            lambda old: conn.execute(
+                f"INSERT INTO note_feedback (note_id, session_id, at) SELECT note_id, session_id, at FROM {old}"
+            ),
+        )
+
+
+SCHEMA = Schema(
+    "knowledge",
+    (
+        Step("notes, retrievals, feedback and merge suggestions (release 0.1)", _RELEASE_0_1),
+        Step("retrievals and feedback name the session by its whole chain", run=_session_chains),
+    ),
+    has_table("knowledge_items"),
+)
 
 _COLUMNS = (
     "id, type, layer, company_id, org_id, team_id, project_id, status, title, markdown, embedding, metadata, "
@@ -150,8 +179,7 @@ class SqliteKnowledgeRepository:
         self._counts: list[int] = []
         self._code_of: dict[int, int] = {}
         with closing_on_error(self._conn):
-            self._migrate()
-            self._conn.executescript(_SCHEMA)
+            migrate(self._conn, SCHEMA)
             for row in self._conn.execute("SELECT id, company_id, org_id, team_id, project_id, status FROM knowledge_items"):
                 owner = (row["company_id"], row["org_id"], row["team_id"], row["project_id"])
                 self._track(row["id"], owner, NoteStatus(row["status"]))
@@ -162,33 +190,6 @@ class SqliteKnowledgeRepository:
                 self._vectors,
                 ef=ef,
             )
-
-    def _migrate(self) -> None:
-        """Give retrievals and feedback of an earlier release the session's chain column,
-        in place: retrievals gain it as NULL; feedback, whose key includes it, is copied
-        into the new table with '' (both mean: the session id alone)."""
-
-        def lacking(table: str) -> bool:
-            names = {row["name"] for row in self._conn.execute(f"PRAGMA table_info({table})")}
-            return bool(names) and "session_scope" not in names
-
-        if not (lacking("note_retrievals") or lacking("note_feedback")):
-            return  # a new file, or one already migrated
-        with transaction(self._conn):  # looked at again: another process may have migrated meanwhile
-            if lacking("note_retrievals"):
-                self._conn.execute("ALTER TABLE note_retrievals ADD COLUMN session_scope TEXT")
-            if lacking("note_feedback"):
-                self._conn.execute("ALTER TABLE note_feedback RENAME TO note_feedback_by_session_id")
-                self._conn.execute(
-                    "CREATE TABLE note_feedback (note_id INTEGER NOT NULL REFERENCES knowledge_items (id), "
-                    "session_id TEXT NOT NULL, at TEXT NOT NULL, session_scope TEXT NOT NULL DEFAULT '', "
-                    "PRIMARY KEY (note_id, session_id, session_scope))"
-                )
-                self._conn.execute(
-                    "INSERT INTO note_feedback (note_id, session_id, at) "
-                    "SELECT note_id, session_id, at FROM note_feedback_by_session_id"
-                )
-                self._conn.execute("DROP TABLE note_feedback_by_session_id")
 
     def _vectors(self) -> Iterator[tuple[int, Vectors]]:
         for row in self._conn.execute("SELECT id, embedding FROM knowledge_items ORDER BY id"):

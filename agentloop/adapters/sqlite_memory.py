@@ -8,19 +8,20 @@ from datetime import datetime
 from pathlib import Path
 
 from agentloop.adapters.sqlite import closing_on_error, connect
+from agentloop.adapters.sqlite_schema import Schema, Step, migrate, rebuild
 from agentloop.adapters.sqlite_scopes import (
     SCOPE_COLUMNS_DDL,
     SCOPE_COLUMNS_SQL,
     SCOPE_MATCH,
     copy_with_scopes,
-    ensure_schema,
     scope_values,
+    scoped_version,
 )
 from agentloop.ports.stores import MemoryEntry
 from agentloop.scopes import Scope
 
 _ENTRY_COLUMNS = ("session_id", "user_text", "assistant_text", "created_at")
-_SCHEMA = (
+_SCOPED = (
     f"""CREATE TABLE memory_entries (
         id INTEGER PRIMARY KEY AUTOINCREMENT,
         {SCOPE_COLUMNS_DDL},
@@ -31,10 +32,32 @@ _SCHEMA = (
     )""",
     f"CREATE INDEX memory_entries_by_scope ON memory_entries ({SCOPE_COLUMNS_SQL}, id, session_id)",
 )
-
-
-def _upgrade(conn: sqlite3.Connection, old: str) -> None:
-    copy_with_scopes(conn, old, "memory_entries", _ENTRY_COLUMNS)
+SCHEMA = Schema(
+    "memory",
+    (
+        Step(
+            "memory under one scope text (release 0.1)",
+            (
+                """CREATE TABLE IF NOT EXISTS memory_entries (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    scope TEXT NOT NULL,
+                    session_id TEXT NOT NULL,
+                    user_text TEXT NOT NULL,
+                    assistant_text TEXT NOT NULL,
+                    created_at TEXT NOT NULL
+                )""",
+                "CREATE INDEX IF NOT EXISTS memory_entries_by_scope_session ON memory_entries (scope, id, session_id)",
+            ),
+        ),
+        Step(
+            "each row keeps its tenant chain as columns",
+            run=lambda conn: rebuild(
+                conn, "memory_entries", _SCOPED, lambda old: copy_with_scopes(conn, old, "memory_entries", _ENTRY_COLUMNS)
+            ),
+        ),
+    ),
+    scoped_version("memory_entries"),
+)
 
 
 class SqliteMemoryStore:
@@ -43,7 +66,7 @@ class SqliteMemoryStore:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
         self._lock = threading.Lock()
-        ensure_schema(conn, "memory_entries", _SCHEMA, _upgrade)
+        migrate(conn, SCHEMA)
 
     @classmethod
     def open(cls, path: str | Path) -> SqliteMemoryStore:

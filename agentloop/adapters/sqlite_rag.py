@@ -15,20 +15,21 @@ import numpy as np
 
 from agentloop.adapters.hnsw_index import HnswVectorIndex
 from agentloop.adapters.sqlite import closing_on_error, connect
+from agentloop.adapters.sqlite_schema import Schema, Step, migrate, rebuild
 from agentloop.adapters.sqlite_scopes import (
     SCOPE_COLUMNS_DDL,
     SCOPE_COLUMNS_SQL,
     SCOPE_MATCH,
     copy_with_scopes,
-    ensure_schema,
     scope_values,
+    scoped_version,
 )
 from agentloop.ports.stores import RagHit
 from agentloop.ports.vectors import Embedder, Vectors
 from agentloop.scopes import Scope
 
 _DOCUMENT_COLUMNS = ("session_id", "text", "digest", "vector", "created_at")
-_SCHEMA = (
+_SCOPED = (
     f"""CREATE TABLE rag_documents (
         id INTEGER PRIMARY KEY AUTOINCREMENT,
         {SCOPE_COLUMNS_DDL},
@@ -39,6 +40,33 @@ _SCHEMA = (
         created_at TEXT NOT NULL
     )""",
     f"CREATE INDEX rag_documents_by_scope_digest ON rag_documents ({SCOPE_COLUMNS_SQL}, digest)",
+)
+SCHEMA = Schema(
+    "rag",
+    (
+        Step(
+            "texts under one scope text (release 0.1)",
+            (
+                """CREATE TABLE IF NOT EXISTS rag_documents (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    scope TEXT NOT NULL,
+                    session_id TEXT,
+                    text TEXT NOT NULL,
+                    digest TEXT NOT NULL,
+                    vector BLOB NOT NULL,
+                    created_at TEXT NOT NULL
+                )""",
+                "CREATE INDEX IF NOT EXISTS rag_documents_by_digest ON rag_documents (scope, digest)",
+            ),
+        ),
+        Step(
+            "each text keeps its tenant chain as columns",
+            run=lambda conn: rebuild(
+                conn, "rag_documents", _SCOPED, lambda old: copy_with_scopes(conn, old, "rag_documents", _DOCUMENT_COLUMNS)
+            ),
+        ),
+    ),
+    scoped_version("rag_documents"),
 )
 # A bot's own answers are few and retrieval needs only the top few: a lighter graph than
 # the note index keeps indexing a turn's answer cheap (benchmarks/turn_latency.py).
@@ -63,7 +91,7 @@ class SqliteRagStore:
         self._embedder = embedder
         self._index = index
         self._lock = threading.Lock()
-        _ensure_schema(conn)
+        migrate(conn, SCHEMA)
         # Each text's scope key, so the index's filter is one dict lookup per candidate.
         self._scopes: dict[int, str] = {
             id_: Scope(*chain).key for id_, *chain in conn.execute(f"SELECT id, {SCOPE_COLUMNS_SQL} FROM rag_documents")
@@ -74,7 +102,7 @@ class SqliteRagStore:
     def open(cls, path: str | Path, embedder: Embedder, index_path: str | Path) -> SqliteRagStore:
         """Open the table at `path` and its index at `index_path`, rebuilding the index if stale."""
         with closing_on_error(connect(path)) as conn:
-            _ensure_schema(conn)
+            migrate(conn, SCHEMA)
             row = conn.execute("SELECT length(vector) FROM rag_documents LIMIT 1").fetchone()
             if row is not None and row[0] != embedder.dim * 4:
                 raise ValueError(
@@ -155,12 +183,6 @@ class SqliteRagStore:
     def close(self) -> None:
         self.save()
         self._conn.close()
-
-
-def _ensure_schema(conn: sqlite3.Connection) -> None:
-    ensure_schema(
-        conn, "rag_documents", _SCHEMA, lambda conn, old: copy_with_scopes(conn, old, "rag_documents", _DOCUMENT_COLUMNS)
-    )
 
 
 def _rows(conn: sqlite3.Connection) -> Iterator[tuple[int, Vectors]]:

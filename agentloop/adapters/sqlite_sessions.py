@@ -14,14 +14,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from agentloop.adapters.sqlite import closing_on_error, connect, transaction
-from agentloop.adapters.sqlite_scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQL, SCOPE_MATCH, ensure_schema, scope_values
+from agentloop.adapters.sqlite_schema import Schema, Step, migrate, rebuild
+from agentloop.adapters.sqlite_scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQL, SCOPE_MATCH, scope_values, scoped_version
 from agentloop.messages import ChatMessage, Role, ToolCall
 from agentloop.outcome import converter
 from agentloop.scopes import Scope, sees_unchained_history
 
 _ROLES = {role.value: role for role in Role}
 _MESSAGE_COLUMNS = "role, content, tool_call_id, name, tool_calls"
-_SCHEMA = (
+_SCOPED = (
     f"""CREATE TABLE session_messages (
         id INTEGER PRIMARY KEY AUTOINCREMENT,
         {SCOPE_COLUMNS_DDL},
@@ -35,13 +36,42 @@ _SCHEMA = (
 )
 
 
-def _upgrade(conn: sqlite3.Connection, old: str) -> None:
+def _scope_columns(conn: sqlite3.Connection) -> None:
     """Release 0.1 rows name only their session: kept with no company, the mark of
     history that `sees_unchained_history` decides who sees."""
-    conn.execute(
-        f"INSERT INTO session_messages (id, scope_session, {_MESSAGE_COLUMNS}) "
-        f"SELECT id, session_id, {_MESSAGE_COLUMNS} FROM {old} ORDER BY id"
+    rebuild(
+        conn,
+        "session_messages",
+        _SCOPED,
+        lambda old: conn.execute(
+            f"INSERT INTO session_messages (id, scope_session, {_MESSAGE_COLUMNS}) "
+            f"SELECT id, session_id, {_MESSAGE_COLUMNS} FROM {old} ORDER BY id"
+        ),
     )
+
+
+SCHEMA = Schema(
+    "sessions",
+    (
+        Step(
+            "history per session id (release 0.1)",
+            (
+                """CREATE TABLE IF NOT EXISTS session_messages (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    session_id TEXT NOT NULL,
+                    role TEXT NOT NULL,
+                    content TEXT,
+                    tool_call_id TEXT,
+                    name TEXT,
+                    tool_calls TEXT
+                )""",
+                "CREATE INDEX IF NOT EXISTS session_messages_by_session ON session_messages (session_id, id)",
+            ),
+        ),
+        Step("each row keeps its session's tenant chain as columns", run=_scope_columns),
+    ),
+    scoped_version("session_messages"),
+)
 
 
 class SqliteSessionStore:
@@ -50,7 +80,7 @@ class SqliteSessionStore:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
         self._lock = threading.Lock()
-        ensure_schema(conn, "session_messages", _SCHEMA, _upgrade)
+        migrate(conn, SCHEMA)
 
     @classmethod
     def open(cls, path: str | Path) -> SqliteSessionStore:

@@ -8,37 +8,54 @@ import threading
 from datetime import datetime
 from pathlib import Path
 
-import structlog
-
-from agentloop.adapters.sqlite import closing_on_error, connect, transaction
+from agentloop.adapters.sqlite import closing_on_error, connect
+from agentloop.adapters.sqlite_schema import Schema, Step, add_missing_columns, has_table, migrate
 from agentloop.ports.tasks import TaskRecord, TaskState
 from agentloop.scopes import Scope
 
-# Columns added after the first release: a database without them is migrated in place.
-# Its rows recorded no tenant chain, so they go to the chain with no org, team or project.
-_LATER_COLUMNS = {
-    "scope": f"TEXT NOT NULL DEFAULT '{Scope().key}'",
-    "chain": f"TEXT NOT NULL DEFAULT '{Scope().key}'",
-    "lease_expires_at": "TEXT",
-}
-_SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS tasks (
-    id TEXT PRIMARY KEY,
-    template TEXT NOT NULL,
-    inputs TEXT NOT NULL,
-    state TEXT NOT NULL,
-    created_at TEXT NOT NULL,
-    updated_at TEXT NOT NULL,
-    claimed_by TEXT,
-    attempts INTEGER NOT NULL DEFAULT 0,
-    seq INTEGER NOT NULL,
-    {", ".join(f"{name} {kind}" for name, kind in _LATER_COLUMNS.items())}
+
+
+def _chains(conn: sqlite3.Connection) -> None:
+    """Earlier rows recorded no chain: they go to the chain with no org, team or project."""
+    add_missing_columns(
+        conn,
+        "tasks",
+        {
+            "scope": f"TEXT NOT NULL DEFAULT '{Scope().key}'",
+            "chain": f"TEXT NOT NULL DEFAULT '{Scope().key}'",
+            "lease_expires_at": "TEXT",
+        },
+    )
+    conn.execute("DROP INDEX IF EXISTS tasks_state")
+    conn.execute("CREATE INDEX IF NOT EXISTS tasks_scope_state ON tasks (scope, state, seq)")
+
+
+SCHEMA = Schema(
+    "tasks",
+    (
+        Step(
+            "tasks without a tenant chain (release 0.1)",
+            (
+                """CREATE TABLE IF NOT EXISTS tasks (
+                    id TEXT PRIMARY KEY,
+                    template TEXT NOT NULL,
+                    inputs TEXT NOT NULL,
+                    state TEXT NOT NULL,
+                    created_at TEXT NOT NULL,
+                    updated_at TEXT NOT NULL,
+                    claimed_by TEXT,
+                    attempts INTEGER NOT NULL DEFAULT 0,
+                    seq INTEGER NOT NULL
+                )""",
+                "CREATE INDEX IF NOT EXISTS tasks_state ON tasks (state, seq)",
+            ),
+        ),
+        Step("each task keeps its scope and chain, and a claim its lease", run=_chains),
+    ),
+    has_table("tasks"),
 )
-"""
-_INDEX = "CREATE INDEX IF NOT EXISTS tasks_scope_state ON tasks (scope, state, seq)"
 _COLUMNS = "id, template, inputs, state, created_at, updated_at, claimed_by, attempts, scope, chain, lease_expires_at"
 _Row = tuple[str, str, str, str, str, str, str | None, int, str, str, str | None]
-_log = structlog.get_logger("agentloop.tasks")
 
 
 class SqliteTaskStore:
@@ -49,20 +66,7 @@ class SqliteTaskStore:
         self._lock = threading.Lock()
         self._db = connect(self.path)
         with closing_on_error(self._db):
-            self._migrate()
-
-    def _migrate(self) -> None:
-        """Create the table, or add the columns an older release's table lacks, in one transaction."""
-        with transaction(self._db):
-            self._db.execute(_SCHEMA)
-            present = {row[1] for row in self._db.execute("PRAGMA table_info(tasks)")}
-            missing = [name for name in _LATER_COLUMNS if name not in present]
-            for name in missing:
-                self._db.execute(f"ALTER TABLE tasks ADD COLUMN {name} {_LATER_COLUMNS[name]}")
-            self._db.execute("DROP INDEX IF EXISTS tasks_state")
-            self._db.execute(_INDEX)
-        if missing:
-            _log.info("task_store.migrated", path=str(self.path), added=missing)
+            migrate(self._db, SCHEMA)
 
     def close(self) -> None:
         with self._lock:

@@ -12,63 +12,73 @@ from pathlib import Path
 import attrs
 
 from agentloop.adapters.sqlite import closing_on_error, connect, transaction
+from agentloop.adapters.sqlite_schema import Schema, Step, add_missing_columns, has_table, migrate
 from agentloop.components import ToolExecution
 from agentloop.errors import ExecutionRefusedError
 from agentloop.notes.models import Trajectory
 from agentloop.scopes import Scope
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS tool_executions (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    id TEXT NOT NULL UNIQUE,
-    session_id TEXT NOT NULL,
-    parent_id TEXT,
-    user_id TEXT,
-    project_id TEXT,
-    tool_name TEXT NOT NULL,
-    arguments TEXT NOT NULL,
-    result TEXT,
-    error TEXT,
-    started_at TEXT NOT NULL,
-    started_ts REAL NOT NULL,
-    duration_ms REAL NOT NULL,
-    context_snapshot TEXT NOT NULL,
-    org_id TEXT,
-    team_id TEXT,
-    step_id TEXT,
-    company_id TEXT NOT NULL DEFAULT 'default'
-);
-CREATE INDEX IF NOT EXISTS tool_executions_by_session ON tool_executions (session_id, started_ts, seq);
-CREATE TABLE IF NOT EXISTS quarantined_executions (
-    id TEXT NOT NULL,
-    session_id TEXT NOT NULL,
-    tool_name TEXT NOT NULL,
-    reason TEXT NOT NULL,
-    execution TEXT NOT NULL,
-    quarantined_at TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS distilled_trajectories (
-    hash TEXT PRIMARY KEY,
-    session_id TEXT NOT NULL,
-    note_id INTEGER NOT NULL,
-    distilled_at TEXT NOT NULL
-);
-"""
+SCHEMA = Schema(
+    "trajectories",
+    (
+        Step(
+            "tool executions and distilled trajectories (release 0.1)",
+            (
+                """CREATE TABLE IF NOT EXISTS tool_executions (
+                    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                    id TEXT NOT NULL UNIQUE,
+                    session_id TEXT NOT NULL,
+                    parent_id TEXT,
+                    user_id TEXT,
+                    project_id TEXT,
+                    tool_name TEXT NOT NULL,
+                    arguments TEXT NOT NULL,
+                    result TEXT,
+                    error TEXT,
+                    started_at TEXT NOT NULL,
+                    started_ts REAL NOT NULL,
+                    duration_ms REAL NOT NULL,
+                    context_snapshot TEXT NOT NULL
+                )""",
+                "CREATE INDEX IF NOT EXISTS tool_executions_by_session ON tool_executions (session_id, started_ts, seq)",
+                """CREATE TABLE IF NOT EXISTS distilled_trajectories (
+                    hash TEXT PRIMARY KEY,
+                    session_id TEXT NOT NULL,
+                    note_id INTEGER NOT NULL,
+                    distilled_at TEXT NOT NULL
+                )""",
+            ),
+        ),
+        Step(
+            # NULL on earlier rows, except the company: the default one (one deployment per file then).
+            "each execution keeps its org, team, company and task step",
+            run=lambda conn: add_missing_columns(
+                conn,
+                "tool_executions",
+                {"org_id": "TEXT", "team_id": "TEXT", "step_id": "TEXT", "company_id": "TEXT NOT NULL DEFAULT 'default'"},
+            ),
+        ),
+        Step(
+            "executions the store refused are kept in quarantine",
+            (
+                """CREATE TABLE IF NOT EXISTS quarantined_executions (
+                    id TEXT NOT NULL,
+                    session_id TEXT NOT NULL,
+                    tool_name TEXT NOT NULL,
+                    reason TEXT NOT NULL,
+                    execution TEXT NOT NULL,
+                    quarantined_at TEXT NOT NULL
+                )""",
+            ),
+        ),
+    ),
+    has_table("tool_executions"),
+)
 
 _COLUMNS = (
     "id, session_id, parent_id, user_id, project_id, tool_name, arguments, result, error, "
     "started_at, started_ts, duration_ms, context_snapshot, org_id, team_id, step_id, company_id"
 )
-_ADDED_COLUMNS = {
-    "org_id": "TEXT",
-    "team_id": "TEXT",
-    "step_id": "TEXT",
-    "company_id": "TEXT NOT NULL DEFAULT 'default'",
-}
-"""Columns a table made by an earlier release lacks, added in place: NULL on old rows,
-except the company, which is the default company (one deployment per file then)."""
-
-
 _json = json.JSONEncoder(default=str).encode
 
 
@@ -127,16 +137,7 @@ class SqliteTrajectoryStore:
         self._conn = connect(self.path)
         self._conn.row_factory = sqlite3.Row
         with closing_on_error(self._conn):
-            self._migrate()
-
-    def _migrate(self) -> None:
-        """Add the columns an older table lacks, then make whatever is missing."""
-        existing = {row["name"] for row in self._conn.execute("PRAGMA table_info(tool_executions)")}
-        if existing:
-            for column, definition in _ADDED_COLUMNS.items():
-                if column not in existing:
-                    self._conn.execute(f"ALTER TABLE tool_executions ADD COLUMN {column} {definition}")
-        self._conn.executescript(_SCHEMA)
+            migrate(self._conn, SCHEMA)
 
     def append(self, executions: Sequence[ToolExecution]) -> None:
         try:

@@ -161,35 +161,3 @@ def test_feedback_credits_only_what_the_same_chain_was_shown(tmp_path: Path) -> 
     assert [(i.key, i.usefulness_score) for i in repository.credit_session(globex, AT)] == [(a.key, 2), (b.key, 1)]
     assert [r.session for r in repository.retrievals(b.key)] == [globex]
     repository.close()
-
-
-def test_retrievals_and_feedback_of_the_earlier_release_belong_to_the_session_id_without_org_or_team(
-    tmp_path: Path,
-) -> None:
-    path = tmp_path / "k.db"
-    repository = SqliteKnowledgeRepository(path, dim=8)
-    a, b = repository.add(_item(1)), repository.add(_item(2))
-    repository.close()
-    with sqlite3.connect(path) as old:  # the tables as the earlier release made them
-        old.executescript(
-            "DROP TABLE note_retrievals; DROP TABLE note_feedback;"
-            " CREATE TABLE note_retrievals (seq INTEGER PRIMARY KEY AUTOINCREMENT, note_id INTEGER NOT NULL,"
-            " query TEXT NOT NULL, session_id TEXT, at TEXT NOT NULL);"
-            " CREATE TABLE note_feedback (note_id INTEGER NOT NULL, session_id TEXT NOT NULL, at TEXT NOT NULL,"
-            " PRIMARY KEY (note_id, session_id));"
-            f" INSERT INTO note_retrievals (note_id, query, session_id, at) VALUES ({a.key}, 'q', 's1', '{AT.isoformat()}'),"
-            f" ({b.key}, 'q', 's1', '{AT.isoformat()}');"
-            f" INSERT INTO note_feedback VALUES ({b.key}, 's1', '{AT.isoformat()}');"
-        )
-    old.close()
-    reopened = SqliteKnowledgeRepository(path, dim=8)
-    assert [(r.session_id, r.session) for r in reopened.retrievals(a.key)] == [("s1", None)]
-    assert reopened.credit_session(Scope(org_id="acme", session_id="s1"), AT) == []
-    unchained = Scope(user_id="u1", session_id="s1")
-    # b was credited by the earlier release already, so only a is credited now, and once
-    assert [i.key for i in reopened.credit_session(unchained, AT)] == [a.key]
-    assert reopened.credit_session(unchained, AT) == []
-    reopened.close()
-    again = SqliteKnowledgeRepository(path, dim=8)  # migrated once: opening again changes nothing
-    assert [r.session for r in again.retrievals(b.key)] == [None]
-    again.close()

@@ -8,7 +8,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentloop import ChatMessage, ToolCall
+from agentloop import ChatMessage, Session, ToolCall, history_scope
 from agentloop.adapters import SqliteSessionStore
 from agentloop.scopes import Scope
 
@@ -49,4 +49,13 @@ def test_recent_is_the_tail_of_what_was_appended(appended: list[tuple[str, str]]
     for session_id in ("a", "b"):
         mine = [ChatMessage.user(t) for s, t in appended if s == session_id]
         assert store.recent(Scope(session_id=session_id), limit) == tuple(mine[-limit:] if limit else [])
+    store.close()
+
+
+def test_new_history_of_a_repeated_session_id_stays_with_its_user(tmp_path: Path) -> None:
+    store = SqliteSessionStore.open(tmp_path / "bot.sqlite3")
+    store.append(history_scope(Session("s", user_id="ada")), [ChatMessage.user("ada's secret")])
+    for other in (Session("s", user_id="bob"), Session("s"), Session("s", user_id="ada", org_id="acme")):
+        assert store.recent(history_scope(other), 10) == ()
+    assert store.recent(history_scope(Session("s", user_id="ada")), 10) == (ChatMessage.user("ada's secret"),)
     store.close()

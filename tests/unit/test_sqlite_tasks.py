@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from agentloop import Session
 from agentloop.adapters import SqliteTaskStore
 from agentloop.ports import TaskRecord, TaskState, TaskStore
 from agentloop.scopes import Scope
-from agentloop.tasks import DEFAULT_LEASE, AttemptNotes, TaskLifecycle
-from agentloop.testing import FakeClock
 
 WHEN = datetime(2026, 1, 1, tzinfo=UTC)
 LATER = WHEN + timedelta(minutes=5)
@@ -80,38 +76,3 @@ def test_guards_refuse_a_move_when_the_claim_changed_hands_or_was_renewed(tmp_pa
                        held_by="x", unchanged_since=WHEN)
     assert moved is not None and (moved.state, moved.claimed_by, moved.updated_at) == (TaskState.INCOMING, None, LATER)
     store.close()
-
-
-def test_a_database_of_the_previous_release_is_migrated_in_place(tmp_path: Path) -> None:
-    """Its rows recorded no chain: they stay readable, by the chain with no org, team or project only,
-    and a claim it held expires one lease after its last update."""
-    path = tmp_path / "old.db"
-    old = sqlite3.connect(path)
-    old.executescript(
-        "CREATE TABLE tasks (id TEXT PRIMARY KEY, template TEXT NOT NULL, inputs TEXT NOT NULL, state TEXT NOT NULL,"
-        " created_at TEXT NOT NULL, updated_at TEXT NOT NULL, claimed_by TEXT, attempts INTEGER NOT NULL DEFAULT 0,"
-        " seq INTEGER NOT NULL); CREATE INDEX tasks_state ON tasks (state, seq);"
-    )
-    old.execute(
-        "INSERT INTO tasks VALUES ('old', 'fix', '{\"k\": \"v\"}', 'claimed', ?, ?, 'gone', 1, 1)",
-        (WHEN.isoformat(), WHEN.isoformat()),
-    )
-    old.commit()
-    old.close()
-    store = SqliteTaskStore(path)
-    expected = TaskRecord("old", "fix", {"k": "v"}, TaskState.CLAIMED, WHEN, WHEN, "gone", 1)
-    assert store.get("old", Scope()) == expected
-    assert store.get("old", ACME) is None and store.in_state(TaskState.CLAIMED, Scope(org_id="acme")) == ()
-    store.add(_record("new", ACME))
-    store.close()
-    reopened = SqliteTaskStore(path)
-    assert [r.id for r in reopened.in_state(TaskState.CLAIMED, Scope())] == ["old"]
-    assert reopened.get("new", ACME) == _record("new", ACME)
-    clock = FakeClock(start=WHEN)
-    acme = TaskLifecycle(reopened, AttemptNotes(tmp_path / "notes"), session=Session("s", org_id="acme"), clock=clock)
-    default = TaskLifecycle(reopened, AttemptNotes(tmp_path / "notes"), clock=clock)
-    clock.advance(DEFAULT_LEASE.total_seconds())  # its claim, from before leases, holds one lease
-    assert acme.claim_next("worker") is None
-    taken = default.claim_next("worker")
-    assert taken is not None and (taken.id, taken.attempts) == ("old", 2)
-    reopened.close()

@@ -1,5 +1,5 @@
-"""SqliteTrajectoryStore: round trip, ordering, idempotent batches, distilled hashes,
-tenant chains and the migration of tables an earlier release made."""
+"""SqliteTrajectoryStore: round trip, ordering, idempotent batches, distilled hashes and
+tenant chains (migrating release 0.1 files: test_sqlite_schema.py)."""
 
 from __future__ import annotations
 
@@ -83,28 +83,4 @@ def test_a_session_of_the_same_chain_in_another_company_reads_only_its_own_compa
     reader = Scope("c2", "acme", "web", "shop", "u1", "s1")
     assert store.load("s1", reader).executions == (theirs,)
     assert store.load("s1", attrs.evolve(reader, company_id="default")).executions == (mine,)
-    store.close()
-
-
-def test_a_table_from_the_earlier_release_gains_the_chain_columns_and_keeps_its_rows(tmp_path: Path) -> None:
-    path = tmp_path / "t.db"
-    with sqlite3.connect(path) as old:
-        old.executescript(
-            "CREATE TABLE tool_executions (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE,"
-            " session_id TEXT NOT NULL, parent_id TEXT, user_id TEXT, project_id TEXT, tool_name TEXT NOT NULL,"
-            " arguments TEXT NOT NULL, result TEXT, error TEXT, started_at TEXT NOT NULL, started_ts REAL NOT NULL,"
-            " duration_ms REAL NOT NULL, context_snapshot TEXT NOT NULL);"
-            " INSERT INTO tool_executions (id, session_id, user_id, project_id, tool_name, arguments, started_at,"
-            " started_ts, duration_ms, context_snapshot) VALUES ('old-1', 's1', 'u1', 'shop', 'lint', '{}',"
-            " '2026-01-01T00:00:00+00:00', 1767225600.0, 5.0, '{}');"
-        )
-    old.close()
-    store = SqliteTrajectoryStore(path)
-    (row,) = store.load("s1").executions
-    assert (row.id, row.company_id, row.org_id, row.team_id, row.step_id) == ("old-1", "default", None, None, None)
-    assert store.load("s1", Scope(project_id="shop", user_id="u1")).executions == (row,)  # no org, no team: readable
-    assert store.load("s1", Scope(org_id="acme", project_id="shop", user_id="u1")).executions == ()
-    assert store.load("s1", Scope("c2", project_id="shop", user_id="u1")).executions == ()
-    store.append([make_execution("new", session_id="s1", org_id="acme", project_id="shop", user_id="u1")])
-    assert store.count() == 2
     store.close()
