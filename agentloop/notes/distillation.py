@@ -236,7 +236,10 @@ class Distiller:
             return f"the trajectory has {count} tool executions, fewer than {settings.min_executions}"
         if trajectory.duration_s < settings.min_duration_s:
             return f"the trajectory lasted {trajectory.duration_s:.1f} s, less than {settings.min_duration_s:g} s"
-        if self.trajectories.is_distilled(trajectory.distilled_key(owner)):
+        # The earlier release marked a trajectory by its bare content hash, for any chain.
+        if self.trajectories.is_distilled(trajectory.distilled_key(owner)) or self.trajectories.is_distilled(
+            trajectory.content_hash
+        ):
             return "a trajectory with this content hash was already distilled for this chain"
         return None
 

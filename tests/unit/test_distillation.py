@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -224,3 +225,13 @@ def test_identical_work_of_two_tenants_is_distilled_for_each_and_twice_for_neith
     assert first.status is DistillationStatus.STORED and first.note is not None and first.note.layer_ids == OWNER
     assert second.status is DistillationStatus.STORED and second.note is not None and second.note.layer_ids == other
     assert again.status is DistillationStatus.SKIPPED and "already distilled" in again.reason
+
+
+def test_a_trajectory_the_earlier_release_marked_distilled_is_not_distilled_again(
+    parts: tuple[KnowledgeBase, SqliteTrajectoryStore, InMemoryMetrics],
+) -> None:
+    """The earlier release marked a distilled trajectory by its bare content hash."""
+    knowledge, store, _ = parts
+    store.mark_distilled(_trajectory().content_hash, "s1", 1, datetime(2026, 1, 1, tzinfo=UTC))
+    result = asyncio.run(Distiller(Model(), knowledge, store, clock=FakeClock()).distill(_trajectory(), success=True, owner=OWNER))
+    assert result.status is DistillationStatus.SKIPPED and "already distilled" in result.reason
