@@ -18,7 +18,6 @@ from agentloop.adapters.hnsw_index import DEFAULT_EF, HnswVectorIndex
 from agentloop.adapters.sqlite import closing_on_error, connect, transaction
 from agentloop.adapters.sqlite_schema import Schema, Step, add_missing_columns, columns, has_table, migrate, rebuild
 from agentloop.errors import UnknownNoteError
-from agentloop.notes.lifecycle import check_transition
 from agentloop.notes.models import (
     KnowledgeItem,
     Layer,
@@ -383,10 +382,13 @@ class SqliteKnowledgeRepository:
     def set_flag(self, note_id: int, flagged: bool, at: datetime) -> KnowledgeItem:
         return self._update(note_id, "flagged_for_review = ?", (int(flagged),), at)
 
-    def transition(self, note_id: int, target: NoteStatus, at: datetime) -> KnowledgeItem:
+    def set_status(
+        self, note_id: int, expected: NoteStatus, target: NoteStatus, at: datetime
+    ) -> KnowledgeItem | None:
         with self._lock, transaction(self._conn):
             current = self._get(note_id)
-            check_transition(note_id, current.status, target)
+            if current.status is not expected:
+                return None
             self._conn.execute(
                 "UPDATE knowledge_items SET status = ?, updated_at = ? WHERE id = ?", (target.value, at.isoformat(), note_id)
             )

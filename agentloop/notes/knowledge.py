@@ -11,7 +11,7 @@ import attrs
 import numpy as np
 import structlog
 
-from agentloop.notes.lifecycle import RETRIEVABLE, QualityRules
+from agentloop.notes.lifecycle import RETRIEVABLE, QualityRules, check_transition
 from agentloop.notes.models import (
     KnowledgeItem,
     Layer,
@@ -170,11 +170,23 @@ class KnowledgeBase:
     def transition(self, note_id: int, target: NoteStatus) -> KnowledgeItem:
         """Move a note along its lifecycle (`InvalidTransition` otherwise); accepting one
         looks for accepted notes to suggest merging with."""
-        item = self.repository.transition(note_id, target, self.clock.now())
+        item = self._move(note_id, target)
         self._log.info("notes.transition", note_id=note_id, status=target.value)
         if target is NoteStatus.ACCEPTED:
             self._suggest_merges(item)
         return item
+
+    def _move(self, note_id: int, target: NoteStatus) -> KnowledgeItem:
+        """Set the note's status to `target` if the lifecycle allows the move from the status
+        it is in; the store only compares and sets, so every backend keeps the lifecycle."""
+        # Each lost race means another writer moved the note on, and the lifecycle has no
+        # cycles, so this ends: moved, or refused from the status it reached.
+        while True:
+            current = self.repository.get(note_id)
+            check_transition(note_id, current.status, target)
+            moved = self.repository.set_status(note_id, current.status, target, self.clock.now())
+            if moved is not None:
+                return moved
 
     def merge_suggestions(self) -> list[MergeSuggestion]:
         return self.repository.merge_suggestions()
@@ -191,7 +203,7 @@ class KnowledgeBase:
                     f"{item.retrieval_count} retrievals; review or deprecate it",
                 )
         if rules.should_propose(item):
-            item = self.repository.transition(item.key, NoteStatus.PROPOSED, self.clock.now())
+            item = self._move(item.key, NoteStatus.PROPOSED)
             self._notify(
                 NoticeKind.NOTE_PROPOSED, (item.key,),
                 f"draft note {item.key} ({item.title!r}) was useful in {item.usefulness_score} of "

@@ -74,14 +74,20 @@ class KnowledgeRepository(Protocol):
         """Add one to the note's reference_count (a duplicate pointed at it)."""
         ...
 
-    def set_flag(self, note_id: int, flagged: bool, at: datetime) -> KnowledgeItem: ...
+    def set_flag(self, note_id: int, flagged: bool, at: datetime) -> KnowledgeItem:
+        """Store the review flag as given; when a note deserves it is `QualityRules`' decision."""
+        ...
 
-    def transition(self, note_id: int, target: NoteStatus, at: datetime) -> KnowledgeItem:
-        """Move the note to `target`; `InvalidTransition` if the lifecycle forbids it."""
+    def set_status(
+        self, note_id: int, expected: NoteStatus, target: NoteStatus, at: datetime
+    ) -> KnowledgeItem | None:
+        """Compare-and-set: move the note to `target` if its status is still `expected`, and
+        return it; None, changing nothing, if another writer moved it first. Which moves the
+        lifecycle allows is not the store's to decide (`KnowledgeBase.transition` does)."""
         ...
 
     def add_merge_suggestion(self, suggestion: MergeSuggestion) -> bool:
-        """Store a suggestion; False if this pair was already suggested."""
+        """Store a suggestion; False if this pair (as given, in this order) was already suggested."""
         ...
 
     def merge_suggestions(self) -> list[MergeSuggestion]: ...

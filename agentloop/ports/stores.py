@@ -67,7 +67,8 @@ class RagStore(Protocol):
     """Texts indexed for retrieval by meaning, each within one scope."""
 
     def add(self, scope: Scope, text: str, *, session_id: str | None = None) -> int:
-        """Store and index `text`; returns its id."""
+        """Store and index `text`; returns its id. A text already stored in `scope` is not
+        stored again: its id is returned (storage idempotence, so a retried write is harmless)."""
         ...
 
     def search(self, scope: Scope, query: str, k: int) -> list[RagHit]:

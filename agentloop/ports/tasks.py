@@ -72,7 +72,8 @@ class TaskStore(Protocol):
         `held_by` also requires that agent to hold the claim, `unchanged_since` that the
         task was last updated then (nothing moved or renewed it since it was read). Returns the updated record (`claimed_by` and `lease_expires_at`
         set as given), or None (and changes nothing) if a condition fails or the task is
-        not in `scope`. `count_attempt` adds one to `attempts`.
+        not in `scope`. `count_attempt` adds one to `attempts`. Which moves are allowed and
+        when a lease ran out are `TaskLifecycle`'s to decide; the store only compares and sets.
         """
         ...
 

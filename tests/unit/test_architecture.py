@@ -95,3 +95,14 @@ def test_importing_systems_does_not_load_the_task_subsystem() -> None:
         capture_output=True, text=True, check=True, timeout=120,
     )
     assert result.stdout.strip() == "[]"
+
+
+LIFECYCLE_RULES = {"agentloop.notes.lifecycle", "agentloop.tasks.lifecycle"}
+"""Where the note and task lifecycles are decided; a backend only compares and sets."""
+
+
+@pytest.mark.parametrize("path", sources("agentloop/adapters"), ids=lambda p: str(p.relative_to(ROOT)))
+def test_adapters_leave_the_lifecycle_rules_to_the_domain(path: Path) -> None:
+    """The knowledge adapter once checked note transitions itself, so another backend could forget them."""
+    bad = [(line, module) for line, module in imports(path) if module in LIFECYCLE_RULES]
+    assert bad == [], f"{path.relative_to(ROOT)} imports a lifecycle rule module; let agentloop.notes / agentloop.tasks decide"

@@ -11,7 +11,7 @@ import pytest
 
 from agentloop import Scope
 from agentloop.adapters import SqliteKnowledgeRepository
-from agentloop.errors import InvalidTransition, UnknownNoteError
+from agentloop.errors import UnknownNoteError
 from agentloop.notes import KnowledgeItem, Layer, LayerIds, MergeSuggestion, NoteMetadata, NoteStatus, NoteType, RETRIEVABLE
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
@@ -70,12 +70,15 @@ def test_unknown_ids_and_wrong_inputs_are_refused_with_a_reason(tmp_path: Path) 
     repository.close()
 
 
-def test_a_refused_transition_changes_nothing(tmp_path: Path) -> None:
+def test_a_status_set_from_a_status_the_note_is_not_in_changes_nothing(tmp_path: Path) -> None:
     repository = SqliteKnowledgeRepository(tmp_path / "k.db", dim=8)
     note = repository.add(_item(1))
-    with pytest.raises(InvalidTransition, match="from draft it may go to proposed, rejected"):
-        repository.transition(note.key, NoteStatus.ACCEPTED, AT)
+    assert repository.set_status(note.key, NoteStatus.PROPOSED, NoteStatus.ACCEPTED, AT) is None
     assert repository.get(note.key).status is NoteStatus.DRAFT
+    moved = repository.set_status(note.key, NoteStatus.DRAFT, NoteStatus.PROPOSED, AT)
+    assert moved is not None and moved.status is NoteStatus.PROPOSED
+    with pytest.raises(UnknownNoteError):
+        repository.set_status(42, NoteStatus.DRAFT, NoteStatus.PROPOSED, AT)
     repository.close()
 
 
@@ -120,7 +123,7 @@ def test_layer_and_status_filters_apply_in_the_index(tmp_path: Path) -> None:
     team_of_other_org = repository.add(_item(1, Layer.TEAM, LayerIds("acme", "o2", "t1", "p1")))
     hits = repository.search(_vector(1), 5, caller=OWNER, layer=Layer.TEAM, statuses=RETRIEVABLE)
     assert [i.key for i, _ in hits] == [org.key]
-    repository.transition(project.key, NoteStatus.REJECTED, AT)
+    repository.set_status(project.key, NoteStatus.DRAFT, NoteStatus.REJECTED, AT)
     hits = repository.search(_vector(1), 5, caller=OWNER, layer=Layer.PROJECT, statuses=RETRIEVABLE)
     assert [i.key for i, _ in hits] == [org.key]
     assert team_of_other_org.key not in {i.key for i, _ in hits}
@@ -131,8 +134,8 @@ def test_items_lists_every_note_or_those_of_some_statuses_in_id_order(tmp_path: 
     repository = SqliteKnowledgeRepository(tmp_path / "k.db", dim=8)
     assert repository.items() == []
     stored = [repository.add(_item(seed)) for seed in range(3)]
-    repository.transition(stored[1].key, NoteStatus.PROPOSED, AT)
-    repository.transition(stored[2].key, NoteStatus.REJECTED, AT)
+    repository.set_status(stored[1].key, NoteStatus.DRAFT, NoteStatus.PROPOSED, AT)
+    repository.set_status(stored[2].key, NoteStatus.DRAFT, NoteStatus.REJECTED, AT)
     assert [i.key for i in repository.items()] == [s.key for s in stored]
     assert [i.key for i in repository.items({NoteStatus.PROPOSED, NoteStatus.REJECTED})] == [stored[1].key, stored[2].key]
     assert repository.items(()) == []
