@@ -12,7 +12,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from agentloop import ChatMessage, Session, history_scope, knowledge_scope, memory_scope
-from agentloop.adapters import BotStores, SqliteMemoryStore, SqliteSessionStore
+from agentloop.adapters import SqliteMemoryStore, SqliteSessionStore, Stores, open_stores
 from agentloop.ports import MemoryEntry
 from agentloop.scopes import Scope
 
@@ -30,7 +30,7 @@ def old_bot(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def _contents(stores: BotStores, session: Session) -> tuple[list[str | None], list[str], list[str]]:
+def _contents(stores: Stores, session: Session) -> tuple[list[str | None], list[str], list[str]]:
     return (
         [m.content for m in stores.sessions.recent(history_scope(session), 100)],
         [e.assistant_text for e in stores.memory.recent(memory_scope(session), 100)],
@@ -39,7 +39,7 @@ def _contents(stores: BotStores, session: Session) -> tuple[list[str | None], li
 
 
 def test_every_row_of_a_release_0_1_database_is_found_by_the_session_that_wrote_it(old_bot: Path) -> None:
-    stores = BotStores.open(old_bot, "helper")
+    stores = open_stores(old_bot, bot="helper")
     assert _contents(stores, ADA) == (
         ["When does the shop open?", "The shop opens at nine in the morning.",
          "And on Sundays?", "On Sundays the shop stays closed."],
@@ -54,13 +54,13 @@ def test_every_row_of_a_release_0_1_database_is_found_by_the_session_that_wrote_
     assert [h.text for h in hits] == ["The shop opens at nine in the morning."]
     assert len(stores.rag) == 4
     stores.close()
-    reopened = BotStores.open(old_bot, "helper")  # migrated once: opening again changes nothing
+    reopened = open_stores(old_bot, bot="helper")  # migrated once: opening again changes nothing
     assert _contents(reopened, BOB) == (["What is my favourite colour?", bob_said], [bob_said], [bob_said])
     reopened.close()
 
 
 def test_old_rows_are_not_shown_to_a_session_with_an_org_or_team(old_bot: Path) -> None:
-    stores = BotStores.open(old_bot, "helper")
+    stores = open_stores(old_bot, bot="helper")
     assert _contents(stores, Session("chat-ada", user_id="ada", project_id="shop", org_id="acme")) == ([], [], [])
     history, memory, rag = _contents(stores, Session("chat-ada", user_id="ada", project_id="shop", team_id="web"))
     assert (history, rag) == ([], []) and len(memory) == 2, "memory is per user within the org, whatever the team"
@@ -69,7 +69,7 @@ def test_old_rows_are_not_shown_to_a_session_with_an_org_or_team(old_bot: Path) 
 
 def test_old_history_knows_only_its_session_id_so_any_user_of_that_id_without_org_sees_it(old_bot: Path) -> None:
     """Release 0.1 history rows name no user: they stay with the session id, as they were."""
-    stores = BotStores.open(old_bot, "helper")
+    stores = open_stores(old_bot, bot="helper")
     assert len(stores.sessions.recent(history_scope(Session("chat-bob")), 100)) == 2
     assert stores.sessions.recent(history_scope(Session("chat-bob"), "another-company"), 100) == ()
     stores.close()
