@@ -128,7 +128,7 @@ def _sqlite_directory(url: str | os.PathLike[str], create: bool) -> Path:
     scheme = _SCHEME.match(text)
     if scheme is None:
         path = text
-    elif scheme.group(1).lower() in ("postgresql", "postgres"):
+    elif scheme.group(1).lower().startswith("postgres"):  # postgresql, postgres, postgresql+psycopg
         raise StoreUrlError(shown, "PostgreSQL stores come with the PostgreSQL backend, which this release does not have", _FIX)
     elif scheme.group(1).lower() != "sqlite":
         raise StoreUrlError(shown, f"no backend opens {scheme.group(1)!r} URLs", _FIX)

@@ -255,6 +255,7 @@ def test_unknown_schemes_are_one_line_errors_naming_the_url_and_what_to_give() -
     assert "mysql://db.example/bots" in message and "'mysql'" in message and "sqlite:///DIR" in message
     message = refused("postgresql://ada:secret@db.example/bots")
     assert "PostgreSQL backend" in message and "secret" not in message and "postgresql://ada:***@db.example/bots" in message
+    assert "PostgreSQL backend" in refused("postgresql+psycopg://db.example/bots")
     assert "no host" in refused("sqlite://db.example/bots")
 
 
