@@ -24,7 +24,7 @@ from typing import Any, TextIO
 import attrs
 import structlog
 
-from agentloop.adapters import ConsoleChannel, open_note_taking
+from agentloop.adapters import ConsoleChannel, open_note_taking, open_stores
 from agentloop.context import IncomingMessage, Session
 from agentloop.scopes import DEFAULT_COMPANY
 from agentloop.errors import (
@@ -32,6 +32,7 @@ from agentloop.errors import (
     DemoCheckFailed,
     EndpointUnreachableError,
     InvalidTransition,
+    StoreUrlError,
     TaskError,
     TemplateError,
     UnknownNoteError,
@@ -72,7 +73,7 @@ class Bot:
 
 @contextmanager
 def open_bot(
-    data_dir: str | Path,
+    stores: str | os.PathLike[str],
     llm: LLM,
     channel: Channel,
     *,
@@ -80,18 +81,20 @@ def open_bot(
     tools: Iterable[Tool | Callable[..., Any]] = (),
     clock: Clock | None = None,
     inputs: Iterable[type] = (),
+    create: bool = True,
 ) -> Iterator[Bot]:
-    """The standard bot with note-taking on `<data_dir>/<bot>.*`, built; on exit capture
-    is drained and every store closed (indexes saved)."""
+    """The standard bot with note-taking on the stores at `stores` (a URL or a data
+    directory), built; on exit capture is drained and every store closed (indexes saved).
+    With `create` false, a bot that has no stores there yet is refused."""
     with ExitStack() as stack:
         try:
-            Path(data_dir).mkdir(parents=True, exist_ok=True)
-            pipeline = stack.enter_context(
-                standard_pipeline(llm, channel, data_dir=data_dir, bot=bot, tools=tools, clock=clock)
-            )
-            note_taking = stack.enter_context(open_note_taking(data_dir, llm, bot=bot, clock=clock))
+            opened = stack.enter_context(open_stores(stores, bot=bot, create=create))
+            pipeline = stack.enter_context(standard_pipeline(llm, channel, stores=opened, tools=tools, clock=clock))
+            note_taking = stack.enter_context(open_note_taking(opened, llm, clock=clock))
+        except StoreUrlError as error:
+            raise CliError(str(error)) from error
         except (OSError, ValueError, sqlite3.Error) as error:
-            raise CliError(f"cannot open the bot {bot!r} in {data_dir}: {error}") from error
+            raise CliError(f"cannot open the bot {bot!r} in {stores}: {error}") from error
         add_note_taking(pipeline, note_taking)
         yield Bot(pipeline, pipeline.build(inputs=inputs), note_taking)
 
@@ -197,7 +200,7 @@ def _demo(args: argparse.Namespace, out: TextIO) -> int:
 def _chat(args: argparse.Namespace, out: TextIO) -> int:
     llm = http_llm(args.base_url, args.model)
     session = Session(args.session, user_id=args.user)
-    with open_bot(args.data_dir, llm, ConsoleChannel(out), bot=args.bot) as bot:
+    with open_bot(stores_url(args), llm, ConsoleChannel(out), bot=args.bot) as bot:
         asyncio.run(_converse(bot.loop, session, llm, sys.stdin))
     return 0
 
@@ -224,10 +227,7 @@ async def _converse(loop: AgentLoop, session: Session, llm: LLM, lines: TextIO) 
 @contextmanager
 def _knowledge(args: argparse.Namespace, out: TextIO) -> Iterator[KnowledgeBase]:
     """The knowledge base of an existing bot (opened with a placeholder model: no turn runs)."""
-    notes_file = Path(args.data_dir) / f"{args.bot}.notes.sqlite3"
-    if not notes_file.exists():
-        raise CliError(f"{notes_file} does not exist: no notes yet for bot {args.bot!r}; run the bot first or pass --data-dir/--bot")
-    with open_bot(args.data_dir, ScriptedLLM(), ConsoleChannel(out), bot=args.bot) as bot:
+    with open_bot(stores_url(args), ScriptedLLM(), ConsoleChannel(out), bot=args.bot, create=False) as bot:
         try:
             yield bot.note_taking.knowledge
         except (UnknownNoteError, InvalidTransition) as error:
@@ -361,7 +361,7 @@ def _tasks_run(args: argparse.Namespace, out: TextIO) -> int:
         raise CliError(f"{error} from {args.templates}") from error
     llm: LLM = ScriptedLLM(echo_instruction) if args.scripted else http_llm(args.base_url, args.model)
     trace = TaskTrace()
-    with open_bot(args.data_dir, llm, ConsoleChannel(out), bot=args.bot, inputs=(TaskTurn,)) as bot:
+    with open_bot(stores_url(args), llm, ConsoleChannel(out), bot=args.bot, inputs=(TaskTurn,)) as bot:
         evaluator = Evaluator(registry, bot.loop, session=Session(f"tasks-{args.template}"))
         try:
             result = asyncio.run(_run_task(evaluator, args.template, inputs, trace, llm))
@@ -384,11 +384,21 @@ async def _run_task(
         await close_llm(llm)
 
 
+def stores_url(args: argparse.Namespace) -> str:
+    """Where the bot's stores are: `--stores URL`, else the SQLite data directory `--data-dir`."""
+    return str(args.stores if args.stores is not None else args.data_dir)
+
+
 def _data_options() -> argparse.ArgumentParser:
     options = argparse.ArgumentParser(add_help=False)
-    options.add_argument(
+    where = options.add_mutually_exclusive_group()
+    where.add_argument(
+        "--stores", metavar="URL",
+        help="the URL of the bot's stores: sqlite:///DIR (relative DIR; sqlite:////abs/dir), or a directory path",
+    )
+    where.add_argument(
         "--data-dir", default=DEFAULT_DATA_DIR, metavar="DIR",
-        help=f"where the bot's SQLite database and indexes live (default: ./{DEFAULT_DATA_DIR})",
+        help=f"short for --stores sqlite:///DIR: where the bot's SQLite databases and indexes live (default: ./{DEFAULT_DATA_DIR})",
     )
     options.add_argument("--bot", default="bot", help="the bot's name; its files are DIR/NAME.* (default: bot)")
     return options

@@ -10,6 +10,7 @@ hands in how to open a bot, so this module never imports `systems`.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -42,10 +43,10 @@ class DemoBot(Protocol):
 
 
 class BotFactory(Protocol):
-    """Opens the standard bot with note-taking on `data_dir` (`agentloop.cli.open_bot`)."""
+    """Opens the standard bot with note-taking on the stores at a URL or data directory (`agentloop.cli.open_bot`)."""
 
     def __call__(
-        self, data_dir: str | Path, llm: LLM, channel: Channel, *, tools: Iterable[Tool], clock: Clock
+        self, stores: str | os.PathLike[str], llm: LLM, channel: Channel, *, tools: Iterable[Tool], clock: Clock
     ) -> AbstractContextManager[DemoBot]: ...
 
 

@@ -254,3 +254,11 @@ class UnknownNoteError(LookupError):
 
 class DemoCheckFailed(RuntimeError):
     """A step of `agentloop demo` did not behave as the demo expects; says which and how."""
+
+
+class StoreUrlError(ValueError):
+    """A stores URL names no backend this release has, or a place its stores cannot live."""
+
+    def __init__(self, url: str, problem: str, fix: str) -> None:
+        super().__init__(f"cannot open the stores at {url}: {problem}; {fix}")
+        self.url = url

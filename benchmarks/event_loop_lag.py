@@ -34,7 +34,7 @@ from time import perf_counter
 from typing import Any
 
 from agentloop import AgentLoop, IncomingMessage, LlmReply, LlmRequest, Role, Session, tool
-from agentloop.adapters import open_note_taking
+from agentloop.adapters import open_note_taking, open_stores
 from agentloop.logging import configure_logging
 from agentloop.testing import RecordingChannel, ScriptedLLM
 from systems import standard_pipeline
@@ -182,18 +182,16 @@ async def run(levels: Sequence[int], turns: int | None, delay: float) -> tuple[l
     llm = SlowLLM(delay)
     timer = StoreTimer()
     results: list[Level] = []
-    with tempfile.TemporaryDirectory() as data_dir:
-        with standard_pipeline(llm, RecordingChannel(), data_dir=data_dir, tools=[lookup_order]) as pipeline:
-            with open_note_taking(data_dir, llm) as note_taking:
+    with tempfile.TemporaryDirectory() as data_dir, open_stores(data_dir) as stores:
+        with standard_pipeline(llm, RecordingChannel(), stores=stores, tools=[lookup_order]) as pipeline:
+            with open_note_taking(stores, llm) as note_taking:
                 add_note_taking(pipeline, note_taking)
                 loop = pipeline.build()
-                stores = pipeline.stores
-                assert stores is not None
                 for label, store in (
                     ("sessions", stores.sessions),
                     ("memory", stores.memory),
                     ("rag", stores.rag),
-                    ("notes", note_taking.knowledge.repository),
+                    ("notes", stores.knowledge),
                 ):
                     timer.wrap(label, store)
                 warmup = sessions_for("warmup", WARMUP_SESSIONS)

@@ -20,12 +20,11 @@ import statistics
 import tempfile
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 
 import numpy as np
 
 from agentloop import Scope
-from agentloop.adapters import SqliteKnowledgeRepository, SqliteTrajectoryStore
+from agentloop.adapters import open_stores
 from agentloop.adapters.hashing_embedder import HashingEmbedder
 from agentloop.logging import configure_logging
 from agentloop.notes import (
@@ -48,8 +47,10 @@ def _row(name: str, measured: str, target: str) -> None:
 
 def bench_enqueue(events: int) -> None:
     executions = [make_execution("search", session_id=f"s{i % 1000}") for i in range(events)]
-    with tempfile.TemporaryDirectory() as directory:
-        recorder = TrajectoryRecorder(SqliteTrajectoryStore(Path(directory) / "t.db"))
+    with tempfile.TemporaryDirectory() as directory, open_stores(directory, bot="t") as first, open_stores(
+        directory, bot="t2"
+    ) as second:
+        recorder = TrajectoryRecorder(first.trajectories)
         enqueue = recorder.enqueue
         started = time.perf_counter()
         for execution in executions:
@@ -57,7 +58,7 @@ def bench_enqueue(events: int) -> None:
         per_event = (time.perf_counter() - started) / events * 1e6
         _row("capture: enqueue per event (1,000 sessions)", f"{per_event:.2f} us", "<= 5 us")
         busy = [make_execution("poll", session_id="busy") for _ in range(events)]
-        sampling = TrajectoryRecorder(SqliteTrajectoryStore(Path(directory) / "t2.db"), rng=random.Random(0))
+        sampling = TrajectoryRecorder(second.trajectories, rng=random.Random(0))
         started = time.perf_counter()
         for execution in busy:
             sampling.enqueue(execution)
@@ -67,8 +68,10 @@ def bench_enqueue(events: int) -> None:
 
 def bench_writes(events: int) -> None:
     executions = [make_execution("search", session_id=f"s{i % 100}", arguments={"q": i}) for i in range(events)]
-    with tempfile.TemporaryDirectory() as directory:
-        store = SqliteTrajectoryStore(Path(directory) / "t.db")
+    with tempfile.TemporaryDirectory() as directory, open_stores(directory, bot="t") as first, open_stores(
+        directory, bot="t2"
+    ) as second:
+        store = first.trajectories
         started = time.perf_counter()
         for start in range(0, events, 10):
             store.append(executions[start : start + 10])
@@ -77,7 +80,7 @@ def bench_writes(events: int) -> None:
 
         fresh = [make_execution("search", session_id=f"s{i % 100}", arguments={"q": i}) for i in range(events)]
         recorder = TrajectoryRecorder(
-            SqliteTrajectoryStore(Path(directory) / "t2.db"),
+            second.trajectories,
             settings=CaptureSettings(batch_size=10, sampling_threshold_per_minute=10**9),
         )
         recorder.start()
@@ -113,8 +116,8 @@ def bench_retrieval(notes: int, queries: int, dim: int, corpus: str) -> None:
         query_texts = _texts(queries, rng)
         query_vectors = embedder.embed(query_texts)
     visible = np.arange(notes) % 10 != 0
-    with tempfile.TemporaryDirectory() as directory:
-        repository = SqliteKnowledgeRepository(Path(directory) / "k.db", dim=dim)
+    with tempfile.TemporaryDirectory() as directory, open_stores(directory, embedder=embedder) as stores:
+        repository = stores.knowledge
         started = time.perf_counter()
         for start in range(0, notes, 5000):
             repository.add_many([
@@ -150,7 +153,6 @@ def bench_retrieval(notes: int, queries: int, dim: int, corpus: str) -> None:
                 knowledge.retrieve(text, caller, session=Scope(session_id="bench"), k=5, min_similarity=0.0)
                 full.append((time.perf_counter() - t0) * 1000.0)
             _row(f"retrieval: KnowledgeBase.retrieve p50, {label}", f"{statistics.median(full):.3f} ms", "-")
-        repository.close()
 
 
 def main() -> None:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Iterator
-from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -19,7 +19,7 @@ from agentloop import (
     Tool,
     TurnOutcome,
 )
-from agentloop.adapters import BotStores
+from agentloop.adapters import Stores, open_stores
 from agentloop.ports import LLM, Channel, Clock, Embedder, Metrics
 
 from systems.context import ContextBuildingSystem
@@ -74,20 +74,23 @@ class StandardPipeline:
         pipeline.insert(GreetingSystem()).remove(RagIndexingSystem)
         loop = pipeline.build()
 
-    It owns the bot's stores (`stores`); `close()` (or `with`) saves and closes them.
+    `close()` (or `with`) saves and closes the bot's stores (`stores`) if the pipeline
+    opened them; stores it was given stay open for their owner to close.
     """
 
     def __init__(
         self,
         systems: Iterable[System],
         *,
-        stores: BotStores | None = None,
+        stores: Stores | None = None,
+        owns_stores: bool = False,
         turn_timeout: float | None = None,
         clock: Clock | None = None,
         metrics: Metrics | None = None,
     ) -> None:
         self._systems = list(systems)
         self.stores = stores
+        self.owns_stores = owns_stores
         self.turn_timeout = turn_timeout
         self.clock = clock
         self.metrics = metrics
@@ -156,7 +159,7 @@ class StandardPipeline:
         return loop
 
     def close(self) -> None:
-        if self.stores is not None:
+        if self.stores is not None and self.owns_stores:
             self.stores.close()
 
     def __enter__(self) -> StandardPipeline:
@@ -182,41 +185,43 @@ def standard_pipeline(
     llm: LLM,
     channel: Channel,
     *,
-    data_dir: str | Path | None = None,
+    data_dir: str | os.PathLike[str] | None = None,
     bot: str = "bot",
     tools: Iterable[Tool | Callable[..., Any]] = (),
     system_prompt: str = DEFAULT_SYSTEM_PROMPT,
     options: StandardOptions | None = None,
     embedder: Embedder | None = None,
-    stores: BotStores | None = None,
+    stores: Stores | None = None,
     clock: Clock | None = None,
     metrics: Metrics | None = None,
 ) -> StandardPipeline:
     """The standard pipeline (docs/pipeline.md) for one bot.
 
-    History, memory and the RAG index live in `<data_dir>/<bot>.sqlite3` (the hnswlib
-    index beside it); `embedder` defaults to the offline HashingEmbedder. `tools` are
-    `Tool`s or typed functions. Pass already open `stores` instead of `data_dir` to
-    share them. Note retrieval and trajectory capture are added with `insert`.
+    It keeps history, memory and indexed answers in `stores` (from `open_stores`, still
+    the caller's to close), or in the stores it opens at `data_dir` (a stores URL or a
+    directory) for `bot` with `embedder` (default: the offline HashingEmbedder), closed
+    with the pipeline. `tools` are `Tool`s or typed functions. Note retrieval and
+    trajectory capture are added with `insert`.
     """
     if stores is None:
         if data_dir is None:
-            raise ValueError("pass data_dir (where the bot's files live) or stores (already open)")
-        stores = BotStores.open(data_dir, bot, embedder=embedder)
+            raise ValueError("pass data_dir (a stores URL or the bot's directory) or stores (already open)")
+        stores = open_stores(data_dir, bot=bot, embedder=embedder)
         try:
-            return _standard(llm, channel, stores, tools, system_prompt, options, clock, metrics)
+            return _standard(llm, channel, stores, True, tools, system_prompt, options, clock, metrics)
         except BaseException:
             stores.close()
             raise
-    if data_dir is not None:
-        raise ValueError("pass data_dir or stores, not both: open stores already know their files")
-    return _standard(llm, channel, stores, tools, system_prompt, options, clock, metrics)
+    if data_dir is not None or embedder is not None or bot != "bot":
+        raise ValueError("pass data_dir or stores, not both: open stores already know their place, bot and embedder")
+    return _standard(llm, channel, stores, False, tools, system_prompt, options, clock, metrics)
 
 
 def _standard(
     llm: LLM,
     channel: Channel,
-    stores: BotStores,
+    stores: Stores,
+    owns_stores: bool,
     tools: Iterable[Tool | Callable[..., Any]],
     system_prompt: str,
     options: StandardOptions | None,
@@ -256,4 +261,4 @@ def _standard(
         MemoryPersistSystem(sessions=stores.sessions, memory=stores.memory, company_id=opts.company_id),
         RagIndexingSystem(stores.rag, company_id=opts.company_id),
     ]
-    return StandardPipeline(systems, stores=stores, turn_timeout=opts.turn_timeout, clock=clock, metrics=metrics)
+    return StandardPipeline(systems, stores=stores, owns_stores=owns_stores, turn_timeout=opts.turn_timeout, clock=clock, metrics=metrics)

@@ -14,10 +14,12 @@ __all__ += ["LogNotifier", "RecordingNotifier", "SqliteKnowledgeRepository", "Sq
 __all__ += ["HashingEmbedder", "HnswVectorIndex"]
 __all__ += ["SqliteTaskStore"]
 
-from agentloop.adapters.bot_stores import BotStores  # noqa: E402
 from agentloop.adapters.console import ConsoleChannel  # noqa: E402
 from agentloop.adapters.sqlite_memory import SqliteMemoryStore  # noqa: E402
 from agentloop.adapters.sqlite_rag import SqliteRagStore  # noqa: E402
 from agentloop.adapters.sqlite_sessions import SqliteSessionStore  # noqa: E402
 
-__all__ += ["BotStores", "ConsoleChannel", "SqliteMemoryStore", "SqliteRagStore", "SqliteSessionStore"]
+__all__ += ["ConsoleChannel", "SqliteMemoryStore", "SqliteRagStore", "SqliteSessionStore"]
+from agentloop.adapters.stores import DEFAULT_STORES_URL, Stores, open_stores  # noqa: E402
+
+__all__ += ["DEFAULT_STORES_URL", "Stores", "open_stores"]

@@ -1,18 +1,13 @@
-"""`open_note_taking`: note-taking wired with the embedded defaults (SQLite, hnswlib,
-the hashing embedder, maintainer notices in the log)."""
+"""`open_note_taking`: note-taking wired on a bot's stores, with maintainer notices in the log."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import random
-from pathlib import Path
 
-from agentloop.adapters.hashing_embedder import HashingEmbedder
 from agentloop.adapters.notifier import LogNotifier
-from agentloop.adapters.sqlite_knowledge import SqliteKnowledgeRepository
-from agentloop.adapters.sqlite_trajectories import SqliteTrajectoryStore
-from agentloop.names import check_bot_name
+from agentloop.adapters.stores import Stores, open_stores
 from agentloop.notes import (
     CaptureSettings,
     DistillationSettings,
@@ -27,7 +22,7 @@ from agentloop.ports import LLM, Clock, Embedder, MaintainerNotifier, Metrics
 
 
 def open_note_taking(
-    data_dir: str | os.PathLike[str],
+    stores: Stores | str | os.PathLike[str],
     llm: LLM,
     *,
     bot: str = "bot",
@@ -42,28 +37,30 @@ def open_note_taking(
     company_id: str = "default",
     rng: random.Random | None = None,
 ) -> NoteTaking:
-    """Open (or create) `<data_dir>/<bot>.trajectories.sqlite3` and
-    `<data_dir>/<bot>.notes.sqlite3` (its hnswlib index beside it) and wire note-taking.
+    """Wire note-taking on a bot's open `stores` (its trajectories and knowledge, with
+    their embedder), or on the stores at a URL or directory, opened with `bot` and
+    `embedder` as `open_stores` does and closed by the note-taking's `close()`.
 
     Start the capture writer with `note_taking.recorder.start()` or `with note_taking:`;
-    `close()` drains capture and saves the index. `bot` names files, so it follows the
-    safe-name rule of `BotStores.open` (ValueError otherwise).
+    `close()` drains capture (and closes the stores only if it opened them).
     """
-    check_bot_name(bot)
-    directory = Path(data_dir)
-    directory.mkdir(parents=True, exist_ok=True)
-    embedder = embedder or HashingEmbedder()
-    with contextlib.ExitStack() as opened:  # a store already open is closed if a later step fails
-        trajectories = SqliteTrajectoryStore(directory / f"{bot}.trajectories.sqlite3")
-        opened.callback(trajectories.close)
-        repository = SqliteKnowledgeRepository(directory / f"{bot}.notes.sqlite3", dim=embedder.dim)
-        opened.callback(repository.close)
-        recorder = TrajectoryRecorder(trajectories, settings=capture, clock=clock, metrics=metrics, rng=rng)
+    owned: tuple[Stores, ...] = ()
+    if isinstance(stores, Stores):
+        if embedder is not None or bot != "bot":
+            raise ValueError("open stores already have their bot and embedder; pass bot and embedder to open_stores")
+        opened = stores
+    else:
+        opened = open_stores(stores, bot=bot, embedder=embedder)
+        owned = (opened,)
+    with contextlib.ExitStack() as closing:  # stores opened here are closed if wiring fails
+        for resource in owned:
+            closing.callback(resource.close)
+        recorder = TrajectoryRecorder(opened.trajectories, settings=capture, clock=clock, metrics=metrics, rng=rng)
         knowledge = KnowledgeBase(
-            repository, embedder, notifier=notifier or LogNotifier(), rules=rules, settings=retrieval,
+            opened.knowledge, opened.embedder, notifier=notifier or LogNotifier(), rules=rules, settings=retrieval,
             clock=clock, metrics=metrics,
         )
-        distiller = Distiller(llm, knowledge, trajectories, settings=distillation, clock=clock, metrics=metrics)
-        notes = NoteTaking(recorder, distiller, knowledge, company_id=company_id, resources=(repository, trajectories))
-        opened.pop_all()
+        distiller = Distiller(llm, knowledge, opened.trajectories, settings=distillation, clock=clock, metrics=metrics)
+        notes = NoteTaking(recorder, distiller, knowledge, company_id=company_id, resources=owned)
+        closing.pop_all()
     return notes

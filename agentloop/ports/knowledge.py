@@ -33,6 +33,10 @@ class KnowledgeRepository(Protocol):
         """Store a new item (its `id` must be None) and return it with its id."""
         ...
 
+    def add_many(self, items: Sequence[KnowledgeItem]) -> list[int]:
+        """Store new items at once (a bulk import) and return their ids, in order."""
+        ...
+
     def get(self, note_id: int) -> KnowledgeItem: ...
 
     def items(self, statuses: Collection[NoteStatus] | None = None) -> list[KnowledgeItem]:

@@ -32,6 +32,11 @@ class TrajectoryStore(Protocol):
         """Keep an execution `append` refused, in a form that cannot be refused (escaped)."""
         ...
 
+    def quarantined(self) -> list[dict[str, str]]:
+        """The kept executions the store refused, oldest first: id, session, tool and reason
+        backslash-escaped to ASCII, and the whole execution as ASCII JSON."""
+        ...
+
     def count(self) -> int:
         """How many executions are stored."""
         ...

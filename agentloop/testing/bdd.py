@@ -75,7 +75,7 @@ import attrs
 import pytest
 from pytest_bdd import given, parsers, then, when
 
-from agentloop.adapters.bot_stores import BotStores
+from agentloop.adapters.stores import Stores
 from agentloop.components import ToolExecutions
 from agentloop.context import AgentContext, IncomingMessage, Session
 from agentloop.errors import LlmCallError
@@ -95,7 +95,7 @@ class BotUnderTest:
     loop: AgentLoop
     llm: ScriptedLLM
     channel: RecordingChannel
-    stores: BotStores | None = None
+    stores: Stores | None = None
     session: Session = Session("bdd-session", user_id="bdd-user")
     turns: list[AgentContext] = attrs.Factory(list)
     sent_per_turn: list[list[Sent]] = attrs.Factory(list)
@@ -157,7 +157,7 @@ class BotUnderTest:
         """Everything the model was shown in its last request, one message per line."""
         return "\n".join(m.content or "" for m in self.last_request.messages)
 
-    def require_stores(self) -> BotStores:
+    def require_stores(self) -> Stores:
         if self.stores is None:
             raise AssertionError("this bot has no stores; build BotUnderTest with stores=pipeline.stores")
         return self.stores

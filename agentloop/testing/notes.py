@@ -101,6 +101,9 @@ class FlakyTrajectoryStore:
             raise OSError("injected trajectory store failure")
         self.inner.quarantine(execution, reason)
 
+    def quarantined(self) -> list[dict[str, str]]:
+        return self.inner.quarantined()
+
     def count(self) -> int:
         return self.inner.count()
 

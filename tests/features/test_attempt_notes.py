@@ -10,7 +10,7 @@ import attrs
 import pytest
 from pytest_bdd import given, parsers, scenarios, then, when
 
-from agentloop.adapters import SqliteTaskStore
+from agentloop.adapters import open_stores
 from agentloop.testing import FakeClock
 from agentloop.testing.tasks import TaskReplySystem, task_loop
 from agentloop.tasks import (
@@ -56,9 +56,8 @@ class Desk:
 @pytest.fixture
 def desk(tmp_path: Path) -> Desk:
     clock = FakeClock()
-    store = SqliteTaskStore(tmp_path / "tasks.db")
-    yield Desk(TaskLifecycle(store, AttemptNotes(tmp_path / "notes", clock=clock), clock=clock))
-    store.close()
+    with open_stores(tmp_path) as stores:
+        yield Desk(TaskLifecycle(stores.tasks, AttemptNotes(stores.attempt_notes_dir, clock=clock), clock=clock))
 
 
 @given(parsers.parse('the template "{name}" asking the model to "{instruction}"'))

@@ -19,9 +19,7 @@ from pytest_bdd import given, parsers, scenarios, then, when
 from structlog.testing import capture_logs
 
 from agentloop import AgentContext, LlmRequest, PromptContext, Scope, Session, System, ToolExecution, history_scope
-from agentloop.adapters import InMemoryMetrics, RecordingNotifier, SqliteTrajectoryStore
-from agentloop.adapters.hashing_embedder import HashingEmbedder
-from agentloop.adapters.sqlite_knowledge import SqliteKnowledgeRepository
+from agentloop.adapters import InMemoryMetrics, RecordingNotifier, Stores, open_stores
 from agentloop.errors import InvalidTransition, LlmCallError
 from agentloop.notes import (
     SECTIONS,
@@ -39,6 +37,7 @@ from agentloop.notes import (
     TrajectoryRecorder,
 )
 from agentloop.outcome import FailureKind
+from agentloop.ports import Embedder, KnowledgeRepository, TrajectoryStore
 from agentloop.testing import FakeClock, PromptWriter, run_pipeline
 from agentloop.testing.llm import ScriptedLLM
 from agentloop.testing.notes import FlakyTrajectoryStore
@@ -89,7 +88,7 @@ class DistillingModel(ScriptedLLM):
 class GatedStore:
     """Passes writes through to a real store, or holds each write until `release()`."""
 
-    def __init__(self, inner: SqliteTrajectoryStore) -> None:
+    def __init__(self, inner: TrajectoryStore) -> None:
         self.inner = inner
         self.gate: threading.Event | None = None
         self.entered = threading.Event()
@@ -110,12 +109,13 @@ class World:
     clock: FakeClock
     metrics: InMemoryMetrics
     notifier: RecordingNotifier
-    trajectories: SqliteTrajectoryStore
+    stores: Stores
+    trajectories: TrajectoryStore
     gated: GatedStore
     flaky: FlakyTrajectoryStore
     recorder: TrajectoryRecorder
-    embedder: HashingEmbedder
-    repository: SqliteKnowledgeRepository
+    embedder: Embedder
+    repository: KnowledgeRepository
     knowledge: KnowledgeBase
     llm: DistillingModel
     note_taking: NoteTaking
@@ -193,25 +193,25 @@ def world(tmp_path: Path) -> Iterator[World]:
     clock = FakeClock()
     metrics = InMemoryMetrics()
     notifier = RecordingNotifier()
-    trajectories = SqliteTrajectoryStore(tmp_path / "trajectories.db")
+    stores = open_stores(tmp_path)
+    trajectories = stores.trajectories
     gated = GatedStore(trajectories)
     flaky = FlakyTrajectoryStore(gated)
     recorder = TrajectoryRecorder(flaky, clock=clock, metrics=metrics, rng=random.Random(1))
-    embedder = HashingEmbedder()
-    repository = SqliteKnowledgeRepository(tmp_path / "knowledge.db", dim=embedder.dim)
+    embedder, repository = stores.embedder, stores.knowledge
     knowledge = KnowledgeBase(repository, embedder, notifier=notifier, clock=clock, metrics=metrics)
     llm = DistillingModel()
     distiller = Distiller(llm, knowledge, trajectories, clock=clock, metrics=metrics)
     note_taking = NoteTaking(recorder, distiller, knowledge)
     yield World(
-        tmp_path, clock, metrics, notifier, trajectories, gated, flaky, recorder, embedder, repository, knowledge,
+        tmp_path, clock, metrics, notifier, stores, trajectories, gated, flaky, recorder, embedder, repository, knowledge,
         llm, note_taking,
     )
     if gated.gate is not None:
         gated.gate.set()
     flaky.failing = False
     recorder.close()
-    repository.close()
+    stores.close()
 
 
 def _names(text: str) -> list[str]:
@@ -466,9 +466,8 @@ def recorded_snapshot(world: World, tool: str) -> None:
 @then(parsers.parse('the trajectory of session "{sid}" has the same content hash after reopening the store'))
 def stable_hash(world: World, sid: str) -> None:
     before = world.trajectories.load(sid).content_hash
-    reopened = SqliteTrajectoryStore(world.trajectories.path)
-    assert reopened.load(sid).content_hash == before and len(before) == 64
-    reopened.close()
+    with open_stores(world.tmp) as reopened:
+        assert reopened.trajectories.load(sid).content_hash == before and len(before) == 64
 
 
 @then(parsers.parse('the model was asked once to analyse the trajectory of session "{sid}"'))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import os
 import subprocess
 import sys
@@ -106,3 +107,36 @@ def test_adapters_leave_the_lifecycle_rules_to_the_domain(path: Path) -> None:
     """The knowledge adapter once checked note transitions itself, so another backend could forget them."""
     bad = [(line, module) for line, module in imports(path) if module in LIFECYCLE_RULES]
     assert bad == [], f"{path.relative_to(ROOT)} imports a lifecycle rule module; let agentloop.notes / agentloop.tasks decide"
+
+
+SQLITE_CLASS = re.compile(r"\b(?:Sqlite\w*(?:Store|Repository)|Bot" r"Stores)\b")
+"""A concrete SQLite adapter class (or the bundle that exposed them before `open_stores`)."""
+
+
+def _names_sqlite_classes_legitimately(relative: str) -> bool:
+    """Where a SQLite class may be named: the adapters themselves, the storage page that
+    explains the SQLite backend, and the tests about SQLite itself (its stores, its index
+    files, the databases of earlier releases and their migration)."""
+    name = relative.rsplit("/", 1)[-1]
+    return (
+        relative.startswith(("agentloop/adapters/", "tests/fixtures/"))
+        or relative == "docs/storage.md"
+        or (relative.startswith("tests/") and (name.startswith("test_sqlite") or name == "test_hnsw_index.py" or "migration" in name))
+    )
+
+
+def test_no_concrete_sqlite_store_is_named_outside_the_adapters_and_the_sqlite_tests() -> None:
+    """Everything that needs storage takes a `Stores` or a URL, so a second backend needs
+    no change outside its adapter package."""
+    files = [ROOT / "README.md"] + [
+        path for folder in ("agentloop", "systems", "docs", "benchmarks", "tests")
+        for path in sorted((ROOT / folder).rglob("*")) if path.suffix in (".py", ".md", ".feature")
+    ]
+    named = [
+        f"{relative}:{number}: {match.group(0)}"
+        for path in files
+        if not _names_sqlite_classes_legitimately(relative := str(path.relative_to(ROOT)))
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        for match in SQLITE_CLASS.finditer(line)
+    ]
+    assert named == [], "open the stores with open_stores(url) and use their ports:\n" + "\n".join(named)

@@ -6,7 +6,7 @@ import random
 import sqlite3
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -15,10 +15,11 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from structlog.testing import capture_logs
 
-from agentloop.adapters import InMemoryMetrics, SqliteTrajectoryStore
+from agentloop.adapters import InMemoryMetrics, open_stores
 from agentloop.components import ToolExecution
 from agentloop.errors import CaptureDrainError, RecorderClosedError
 from agentloop.notes import CaptureSettings, TrajectoryRecorder, capture
+from agentloop.ports import TrajectoryStore
 from agentloop.testing import FakeClock
 from agentloop.testing.notes import FlakyTrajectoryStore, make_execution
 
@@ -33,11 +34,12 @@ def _wait_for(predicate: object, timeout: float = 3.0) -> bool:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> SqliteTrajectoryStore:
-    return SqliteTrajectoryStore(tmp_path / "trajectories.db")
+def store(tmp_path: Path) -> Iterator[TrajectoryStore]:
+    with open_stores(tmp_path) as stores:
+        yield stores.trajectories
 
 
-def test_enqueue_only_buffers_until_a_flush(store: SqliteTrajectoryStore) -> None:
+def test_enqueue_only_buffers_until_a_flush(store: TrajectoryStore) -> None:
     recorder = TrajectoryRecorder(store, clock=FakeClock())
     assert recorder.enqueue(make_execution("read_file"))
     assert store.count() == 0
@@ -46,7 +48,7 @@ def test_enqueue_only_buffers_until_a_flush(store: SqliteTrajectoryStore) -> Non
     assert store.count() == 1
 
 
-def test_a_full_batch_wakes_the_background_writer(store: SqliteTrajectoryStore) -> None:
+def test_a_full_batch_wakes_the_background_writer(store: TrajectoryStore) -> None:
     metrics = InMemoryMetrics()
     recorder = TrajectoryRecorder(store, settings=CaptureSettings(flush_interval_s=3600), metrics=metrics)
     recorder.start()
@@ -62,7 +64,7 @@ def test_a_full_batch_wakes_the_background_writer(store: SqliteTrajectoryStore) 
         recorder.close()
 
 
-def test_the_interval_flushes_a_partial_batch_on_the_injected_clock(store: SqliteTrajectoryStore) -> None:
+def test_the_interval_flushes_a_partial_batch_on_the_injected_clock(store: TrajectoryStore) -> None:
     clock = FakeClock()
     recorder = TrajectoryRecorder(store, clock=clock)
     for _ in range(3):
@@ -75,7 +77,7 @@ def test_the_interval_flushes_a_partial_batch_on_the_injected_clock(store: Sqlit
     assert store.count() == 3
 
 
-def test_the_interval_flushes_in_real_time_too(store: SqliteTrajectoryStore) -> None:
+def test_the_interval_flushes_in_real_time_too(store: TrajectoryStore) -> None:
     recorder = TrajectoryRecorder(store, settings=CaptureSettings(flush_interval_s=0.05))
     with recorder:
         recorder.enqueue(make_execution())
@@ -83,7 +85,7 @@ def test_the_interval_flushes_in_real_time_too(store: SqliteTrajectoryStore) -> 
         assert _wait_for(lambda: store.count() == 2, timeout=2.0)
 
 
-def test_a_failed_flush_is_retried_after_backoff(store: SqliteTrajectoryStore) -> None:
+def test_a_failed_flush_is_retried_after_backoff(store: TrajectoryStore) -> None:
     clock = FakeClock()
     flaky = FlakyTrajectoryStore(store)
     recorder = TrajectoryRecorder(flaky, clock=clock, settings=CaptureSettings(retry_backoff_s=0.5))
@@ -107,7 +109,7 @@ def test_a_failed_flush_is_retried_after_backoff(store: SqliteTrajectoryStore) -
     assert store.count() == 4 and recorder.stats.pending == 0 and recorder.stats.quarantined == 0
 
 
-def test_a_write_that_fails_once_is_split_and_written_in_the_same_flush(store: SqliteTrajectoryStore) -> None:
+def test_a_write_that_fails_once_is_split_and_written_in_the_same_flush(store: TrajectoryStore) -> None:
     flaky = FlakyTrajectoryStore(store)
     recorder = TrajectoryRecorder(flaky, clock=FakeClock())
     for _ in range(4):
@@ -117,7 +119,7 @@ def test_a_write_that_fails_once_is_split_and_written_in_the_same_flush(store: S
     assert store.count() == 4 and recorder.stats.quarantined == 0
 
 
-def test_close_drains_everything_and_refuses_later_events(store: SqliteTrajectoryStore) -> None:
+def test_close_drains_everything_and_refuses_later_events(store: TrajectoryStore) -> None:
     flaky = FlakyTrajectoryStore(store)
     recorder = TrajectoryRecorder(flaky, clock=FakeClock())
     recorder.start()
@@ -132,7 +134,7 @@ def test_close_drains_everything_and_refuses_later_events(store: SqliteTrajector
         recorder.enqueue(make_execution())
 
 
-def test_a_store_that_stays_down_at_shutdown_is_reported_not_hidden(store: SqliteTrajectoryStore) -> None:
+def test_a_store_that_stays_down_at_shutdown_is_reported_not_hidden(store: TrajectoryStore) -> None:
     flaky = FlakyTrajectoryStore(store)
     recorder = TrajectoryRecorder(flaky, clock=FakeClock(), settings=CaptureSettings(retry_backoff_s=0.02))
     for _ in range(3):
@@ -149,7 +151,7 @@ def test_a_store_that_stays_down_at_shutdown_is_reported_not_hidden(store: Sqlit
     assert store.count() == 3 and recorder.stats.pending == 0
 
 
-def test_the_same_execution_is_captured_once(store: SqliteTrajectoryStore) -> None:
+def test_the_same_execution_is_captured_once(store: TrajectoryStore) -> None:
     recorder = TrajectoryRecorder(store, clock=FakeClock())
     execution = make_execution()
     assert recorder.enqueue(execution)
@@ -158,7 +160,7 @@ def test_the_same_execution_is_captured_once(store: SqliteTrajectoryStore) -> No
     assert store.count() == 1 and recorder.stats.duplicates == 1
 
 
-def test_sampling_starts_above_the_rate_and_keeps_every_failure(store: SqliteTrajectoryStore) -> None:
+def test_sampling_starts_above_the_rate_and_keeps_every_failure(store: TrajectoryStore) -> None:
     clock = FakeClock()
     recorder = TrajectoryRecorder(store, clock=clock, rng=random.Random(7))
     with capture_logs() as logs:
@@ -181,7 +183,7 @@ def test_sampling_starts_above_the_rate_and_keeps_every_failure(store: SqliteTra
     assert not recorder.sampling_active("busy")
 
 
-def test_rate_windows_of_idle_sessions_are_dropped(store: SqliteTrajectoryStore) -> None:
+def test_rate_windows_of_idle_sessions_are_dropped(store: TrajectoryStore) -> None:
     clock = FakeClock()
     recorder = TrajectoryRecorder(store, clock=clock)
     for number in range(1000):
@@ -195,7 +197,7 @@ class GatedStore:
     """A real store whose `append` waits for `release` while `gated`, to look at the
     recorder mid-write."""
 
-    def __init__(self, inner: SqliteTrajectoryStore) -> None:
+    def __init__(self, inner: TrajectoryStore) -> None:
         self.inner = inner
         self.gated = False
         self.entered = threading.Event()
@@ -208,7 +210,7 @@ class GatedStore:
         self.inner.append(executions)
 
 
-def test_stats_count_batches_taken_for_writing_as_pending(store: SqliteTrajectoryStore) -> None:
+def test_stats_count_batches_taken_for_writing_as_pending(store: TrajectoryStore) -> None:
     gated = GatedStore(store)
     flaky = FlakyTrajectoryStore(gated)  # type: ignore[arg-type]
     recorder = TrajectoryRecorder(flaky, clock=FakeClock())
@@ -234,7 +236,7 @@ class RefusingStore(FlakyTrajectoryStore):
     """A real store that refuses, with an error that does not blame the execution, any
     batch holding one poisoned id."""
 
-    def __init__(self, inner: SqliteTrajectoryStore, poisoned: str) -> None:
+    def __init__(self, inner: TrajectoryStore, poisoned: str) -> None:
         super().__init__(inner)
         self.poisoned = poisoned
 
@@ -246,7 +248,7 @@ class RefusingStore(FlakyTrajectoryStore):
 
 
 def test_an_execution_that_keeps_failing_alone_on_a_store_error_is_quarantined_after_some_rounds_not_retried_forever(
-    store: SqliteTrajectoryStore,
+    store: TrajectoryStore,
 ) -> None:
     clock = FakeClock()
     executions = [make_execution(session_id="s1") for _ in range(10)]
@@ -268,7 +270,7 @@ def test_an_execution_that_keeps_failing_alone_on_a_store_error_is_quarantined_a
     assert recorder.close().pending == 0
 
 
-def test_a_store_that_fails_every_other_write_quarantines_no_good_execution(store: SqliteTrajectoryStore) -> None:
+def test_a_store_that_fails_every_other_write_quarantines_no_good_execution(store: TrajectoryStore) -> None:
     flaky = FlakyTrajectoryStore(store)
     flaky.fail_every = 2  # busy on every other call: another process holds the write lock now and then
     recorder = TrajectoryRecorder(flaky, clock=FakeClock())
@@ -282,7 +284,7 @@ class GoesDown(FlakyTrajectoryStore):
     """Fails the first write, takes the second, then is down (writes and quarantine alike)
     until `failing` is cleared: the disk went away in the middle of a batch."""
 
-    def __init__(self, inner: SqliteTrajectoryStore) -> None:
+    def __init__(self, inner: TrajectoryStore) -> None:
         super().__init__(inner)
         self.fail_next = 1
 
@@ -293,7 +295,7 @@ class GoesDown(FlakyTrajectoryStore):
 
 
 def test_executions_that_failed_while_the_store_went_down_mid_batch_stay_pending_and_are_written_later(
-    store: SqliteTrajectoryStore,
+    store: TrajectoryStore,
 ) -> None:
     flaky = GoesDown(store)
     recorder = TrajectoryRecorder(flaky, clock=FakeClock(), settings=CaptureSettings(retry_backoff_s=0.01))
@@ -307,7 +309,7 @@ def test_executions_that_failed_while_the_store_went_down_mid_batch_stay_pending
 
 
 def test_an_execution_whose_quarantine_fails_stays_pending_until_the_store_keeps_it(
-    store: SqliteTrajectoryStore,
+    store: TrajectoryStore,
 ) -> None:
     flaky = FlakyTrajectoryStore(store)
     recorder = TrajectoryRecorder(flaky, clock=FakeClock())
@@ -331,7 +333,7 @@ def test_an_execution_whose_quarantine_fails_stays_pending_until_the_store_keeps
 
 
 def test_an_execution_too_large_for_the_store_is_quarantined_at_once_and_kept_cut(
-    store: SqliteTrajectoryStore,
+    store: TrajectoryStore,
 ) -> None:
     store._conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 100_000)  # stands in for SQLite's 1 GB cap
     recorder = TrajectoryRecorder(store, clock=FakeClock())
@@ -348,7 +350,7 @@ def test_an_execution_too_large_for_the_store_is_quarantined_at_once_and_kept_cu
 
 
 def test_recorder_keeps_only_the_most_recent_quarantined_executions_in_memory(
-    store: SqliteTrajectoryStore, monkeypatch: pytest.MonkeyPatch
+    store: TrajectoryStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(capture, "QUARANTINE_MEMORY", 3)
     recorder = TrajectoryRecorder(store, clock=FakeClock())
@@ -361,7 +363,8 @@ def test_recorder_keeps_only_the_most_recent_quarantined_executions_in_memory(
 
 
 def test_enqueue_from_eight_threads_counts_every_event_exactly(tmp_path: Path) -> None:
-    store = SqliteTrajectoryStore(tmp_path / "t.db")
+    stores = open_stores(tmp_path)
+    store = stores.trajectories
     recorder = TrajectoryRecorder(store, settings=CaptureSettings(batch_size=500, flush_interval_s=0.05))
     per_thread = 20_000
     accepted = [0] * 8
@@ -386,7 +389,7 @@ def test_enqueue_from_eight_threads_counts_every_event_exactly(tmp_path: Path) -
     assert stats.accepted == sum(accepted) == stats.written + stats.quarantined and stats.pending == 0
     assert stats.quarantined == 8 * 4 and stats.sampled_out > 0 and stats.duplicates == 0
     assert store.count() == stats.written
-    store.close()
+    stores.close()
 
 
 class BrokenMetrics(InMemoryMetrics):
@@ -394,7 +397,7 @@ class BrokenMetrics(InMemoryMetrics):
         raise RuntimeError("metrics backend is down")
 
 
-def test_a_failing_metrics_sink_never_stops_the_writer(store: SqliteTrajectoryStore) -> None:
+def test_a_failing_metrics_sink_never_stops_the_writer(store: TrajectoryStore) -> None:
     recorder = TrajectoryRecorder(store, settings=CaptureSettings(batch_size=2, flush_interval_s=3600),
                                   metrics=BrokenMetrics())
     with recorder:
@@ -405,7 +408,7 @@ def test_a_failing_metrics_sink_never_stops_the_writer(store: SqliteTrajectorySt
     assert recorder.stats.written == 4
 
 
-def test_drain_at_close_retries_with_backoff_until_the_store_recovers(store: SqliteTrajectoryStore) -> None:
+def test_drain_at_close_retries_with_backoff_until_the_store_recovers(store: TrajectoryStore) -> None:
     flaky = FlakyTrajectoryStore(store)
     recorder = TrajectoryRecorder(flaky, clock=FakeClock(), settings=CaptureSettings(retry_backoff_s=0.01, drain_attempts=1))
     for _ in range(3):
@@ -415,7 +418,7 @@ def test_drain_at_close_retries_with_backoff_until_the_store_recovers(store: Sql
     assert stats.written == 3 and store.count() == 3 and flaky.failures == 8
 
 
-def test_close_returns_within_its_timeout_on_a_store_that_hangs_and_loses_nothing(store: SqliteTrajectoryStore) -> None:
+def test_close_returns_within_its_timeout_on_a_store_that_hangs_and_loses_nothing(store: TrajectoryStore) -> None:
     gated = GatedStore(store)
     recorder = TrajectoryRecorder(gated, settings=CaptureSettings(batch_size=2, flush_interval_s=3600))  # type: ignore[arg-type]
     recorder.start()
@@ -445,7 +448,8 @@ class CaptureMachine(RuleBasedStateMachine):
         import tempfile
 
         self._dir = tempfile.TemporaryDirectory()
-        self.store = SqliteTrajectoryStore(Path(self._dir.name) / "t.db")
+        self.stores = open_stores(self._dir.name)
+        self.store = self.stores.trajectories
         self.flaky = FlakyTrajectoryStore(self.store)
         self.clock = FakeClock()
         self.recorder = TrajectoryRecorder(
@@ -528,7 +532,7 @@ class CaptureMachine(RuleBasedStateMachine):
             self.flaky.failing = False
             self.recorder.close()
             self._check_shutdown()
-        self.store.close()
+        self.stores.close()
         self._dir.cleanup()
 
 

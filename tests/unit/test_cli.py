@@ -459,11 +459,42 @@ def test_demo_with_a_data_dir_that_is_a_file_is_one_line(tmp_path: Path, where: 
     assert str(data_dir) in err and file.read_text() == "mine"
 
 
-def test_notes_on_a_directory_without_notes_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["notes", "list", "--data-dir", str(tmp_path / "nowhere")], io.StringIO()) == 1
+@pytest.mark.parametrize("flag", ["--data-dir", "--stores"])
+def test_notes_on_a_directory_without_notes_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str) -> None:
+    where = str(tmp_path / "nowhere") if flag == "--data-dir" else f"sqlite:///{tmp_path / 'nowhere'}"
+    assert main(["notes", "list", flag, where], io.StringIO()) == 1
     err = capsys.readouterr().err
-    assert err.startswith(f"agentloop: {tmp_path / 'nowhere' / 'bot.notes.sqlite3'} does not exist") and len(err.splitlines()) == 1
+    assert err.startswith(f"agentloop: cannot open the stores at {where}: the bot 'bot' has no stores there yet; run the bot first")
+    assert len(err.splitlines()) == 1
     assert not (tmp_path / "nowhere").exists()
+
+
+@pytest.mark.parametrize(("where", "message"), [
+    ("postgresql://db.example/bots", "PostgreSQL backend"),
+    ("redis://cache/0", "no backend opens 'redis' URLs"),
+    ("sqlite:///{file}", "is a file, not a directory"),
+])
+def test_stores_no_backend_can_open_are_one_line(
+    templates: Path, capsys: pytest.CaptureFixture[str], where: str, message: str
+) -> None:
+    file = templates.parent / "notes.txt"
+    file.write_text("mine")
+    assert main(["tasks", "run", "report", "--input", "topic=owls", "--scripted", "--stores", where.format(file=file)], io.StringIO()) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("agentloop: cannot open the stores at ") and message in err and len(err.splitlines()) == 1, err
+    assert file.read_text() == "mine"
+
+
+def test_tasks_run_keeps_the_bot_at_its_stores_url(templates: Path) -> None:
+    status, _ = run_cli("tasks", "run", "report", "--input", "topic=owls", "--scripted", "--stores", "sqlite:///bots", "--bot", "helper")
+    assert status == 0 and (templates.parent / "bots" / "helper.sqlite3").exists()
+    assert not (templates.parent / "agentloop-data").exists()
+
+
+def test_data_dir_and_stores_are_one_choice(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit:
+        main(["notes", "list", "--data-dir", "a", "--stores", "sqlite:///b"], io.StringIO())
+    assert exit.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

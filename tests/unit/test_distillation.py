@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from agentloop import LlmReply, LlmRequest
-from agentloop.adapters import InMemoryMetrics, SqliteKnowledgeRepository, SqliteTrajectoryStore
-from agentloop.adapters.hashing_embedder import HashingEmbedder
+from agentloop.adapters import InMemoryMetrics, open_stores
 from agentloop.errors import DistillationError, LlmCallError
 from agentloop.notes import (
     INSTRUCTIONS,
@@ -26,6 +25,7 @@ from agentloop.notes import (
     parse_note,
 )
 from agentloop.outcome import FailureKind
+from agentloop.ports import TrajectoryStore
 from agentloop.testing import FakeClock
 from agentloop.testing.notes import make_execution, make_executions
 
@@ -71,12 +71,10 @@ def _trajectory(session_id: str = "s1", count: int = 3, every_s: float = 20.0) -
 
 
 @pytest.fixture
-def parts(tmp_path: Path) -> Iterator[tuple[KnowledgeBase, SqliteTrajectoryStore, InMemoryMetrics]]:
-    embedder = HashingEmbedder()
-    repository = SqliteKnowledgeRepository(tmp_path / "k.db", dim=embedder.dim)
+def parts(tmp_path: Path) -> Iterator[tuple[KnowledgeBase, TrajectoryStore, InMemoryMetrics]]:
     metrics = InMemoryMetrics()
-    yield KnowledgeBase(repository, embedder, clock=FakeClock(), metrics=metrics), SqliteTrajectoryStore(tmp_path / "t.db"), metrics
-    repository.close()
+    with open_stores(tmp_path) as stores:
+        yield KnowledgeBase(stores.knowledge, stores.embedder, clock=FakeClock(), metrics=metrics), stores.trajectories, metrics
 
 
 def test_the_reply_is_split_into_the_five_sections() -> None:
@@ -129,7 +127,7 @@ def test_the_prompt_describes_which_steps_one_reply_asked_for_and_which_ran_insi
         assert "Ran inside" not in blocks[plain] and "together" not in blocks[plain]
 
 
-def test_a_good_trajectory_becomes_a_draft_project_note(parts: tuple[KnowledgeBase, SqliteTrajectoryStore, InMemoryMetrics]) -> None:
+def test_a_good_trajectory_becomes_a_draft_project_note(parts: tuple[KnowledgeBase, TrajectoryStore, InMemoryMetrics]) -> None:
     knowledge, store, metrics = parts
     distiller = Distiller(Model(), knowledge, store, clock=FakeClock(), metrics=metrics)
     trajectory = _trajectory()
@@ -142,7 +140,7 @@ def test_a_good_trajectory_becomes_a_draft_project_note(parts: tuple[KnowledgeBa
 
 
 def test_a_reply_holding_bytes_no_store_takes_is_stored_with_them_replaced(
-    parts: tuple[KnowledgeBase, SqliteTrajectoryStore, InMemoryMetrics],
+    parts: tuple[KnowledgeBase, TrajectoryStore, InMemoryMetrics],
 ) -> None:
     knowledge, store, _ = parts
     reply = REPLY.replace("password reset", "reset of report-\udcff.txt")
@@ -152,7 +150,7 @@ def test_a_reply_holding_bytes_no_store_takes_is_stored_with_them_replaced(
     assert "report-\ufffd.txt" in stored.markdown and "\udcff" not in stored.markdown
 
 
-def test_a_distilled_trajectory_is_not_distilled_again(parts: tuple[KnowledgeBase, SqliteTrajectoryStore, InMemoryMetrics]) -> None:
+def test_a_distilled_trajectory_is_not_distilled_again(parts: tuple[KnowledgeBase, TrajectoryStore, InMemoryMetrics]) -> None:
     knowledge, store, _ = parts
     model = Model()
     distiller = Distiller(model, knowledge, store)
@@ -167,7 +165,7 @@ def test_a_distilled_trajectory_is_not_distilled_again(parts: tuple[KnowledgeBas
     [(False, 3, 20.0, "did not end successfully"), (True, 2, 60.0, "fewer than 3"), (True, 3, 10.0, "less than 30 s")],
 )
 def test_skip_rules(
-    parts: tuple[KnowledgeBase, SqliteTrajectoryStore, InMemoryMetrics], success: bool, count: int, every_s: float, reason: str
+    parts: tuple[KnowledgeBase, TrajectoryStore, InMemoryMetrics], success: bool, count: int, every_s: float, reason: str
 ) -> None:
     knowledge, store, metrics = parts
     model = Model()
@@ -182,7 +180,7 @@ def test_skip_rules(
     "reply", [LlmCallError("overloaded", kind=FailureKind.RATE_LIMIT), "## Context\nonly context"]
 )
 def test_a_failing_model_or_a_bad_reply_is_an_error_not_an_exception(
-    parts: tuple[KnowledgeBase, SqliteTrajectoryStore, InMemoryMetrics], reply: str | BaseException
+    parts: tuple[KnowledgeBase, TrajectoryStore, InMemoryMetrics], reply: str | BaseException
 ) -> None:
     knowledge, store, metrics = parts
     result = asyncio.run(Distiller(Model(reply), knowledge, store, metrics=metrics).distill(_trajectory(), success=True, owner=OWNER))
@@ -192,7 +190,7 @@ def test_a_failing_model_or_a_bad_reply_is_an_error_not_an_exception(
     assert len(metrics.observations("note_taking.distillation.duration_ms")) == 1
 
 
-def test_a_near_duplicate_raises_the_reference_count_instead(parts: tuple[KnowledgeBase, SqliteTrajectoryStore, InMemoryMetrics]) -> None:
+def test_a_near_duplicate_raises_the_reference_count_instead(parts: tuple[KnowledgeBase, TrajectoryStore, InMemoryMetrics]) -> None:
     knowledge, store, _ = parts
     distiller = Distiller(Model(), knowledge, store, settings=DistillationSettings(duplicate_above=0.95))
     first = asyncio.run(distiller.distill(_trajectory("s1"), success=True, owner=OWNER))
@@ -202,7 +200,7 @@ def test_a_near_duplicate_raises_the_reference_count_instead(parts: tuple[Knowle
     assert len(knowledge.repository) == 1
 
 
-def test_notes_of_another_project_are_not_duplicates(parts: tuple[KnowledgeBase, SqliteTrajectoryStore, InMemoryMetrics]) -> None:
+def test_notes_of_another_project_are_not_duplicates(parts: tuple[KnowledgeBase, TrajectoryStore, InMemoryMetrics]) -> None:
     knowledge, store, _ = parts
     distiller = Distiller(Model(), knowledge, store)
     asyncio.run(distiller.distill(_trajectory("s1"), success=True, owner=OWNER))
@@ -212,7 +210,7 @@ def test_notes_of_another_project_are_not_duplicates(parts: tuple[KnowledgeBase,
 
 
 def test_identical_work_of_two_tenants_is_distilled_for_each_and_twice_for_neither(
-    parts: tuple[KnowledgeBase, SqliteTrajectoryStore, InMemoryMetrics],
+    parts: tuple[KnowledgeBase, TrajectoryStore, InMemoryMetrics],
 ) -> None:
     """I11: that another chain already distilled the same tool work neither stops this
     chain's note nor tells this chain about it; the same chain is still not distilled twice."""
@@ -228,7 +226,7 @@ def test_identical_work_of_two_tenants_is_distilled_for_each_and_twice_for_neith
 
 
 def test_a_trajectory_the_earlier_release_marked_distilled_is_not_distilled_again(
-    parts: tuple[KnowledgeBase, SqliteTrajectoryStore, InMemoryMetrics],
+    parts: tuple[KnowledgeBase, TrajectoryStore, InMemoryMetrics],
 ) -> None:
     """The earlier release marked a distilled trajectory by its bare content hash."""
     knowledge, store, _ = parts

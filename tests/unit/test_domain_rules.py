@@ -58,6 +58,9 @@ class NaiveKnowledgeRepository:
     def __len__(self) -> int:
         return len(self.notes)
 
+    def add_many(self, items: Sequence[KnowledgeItem]) -> list[int]:
+        return [self.add(item).key for item in items]
+
     def add(self, item: KnowledgeItem) -> KnowledgeItem:
         stored = attrs.evolve(item, id=len(self.notes) + 1)
         self.notes[stored.key] = stored
@@ -127,6 +130,9 @@ class NaiveTrajectoryStore:
 
     def load(self, session_id: str, scope: Scope | None = None) -> Trajectory:
         return Trajectory(session_id, tuple(e for e in self.executions.values() if e.session_id == session_id))
+
+    def quarantined(self) -> list[dict[str, str]]:
+        return []
 
     def quarantine(self, execution: ToolExecution, reason: str) -> None:
         self.executions.pop(execution.id, None)

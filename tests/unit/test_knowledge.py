@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, rule
 
 from agentloop import Scope
-from agentloop.adapters import InMemoryMetrics, RecordingNotifier, SqliteKnowledgeRepository
+from agentloop.adapters import InMemoryMetrics, RecordingNotifier, open_stores
 from agentloop.adapters.hashing_embedder import HashingEmbedder
 from agentloop.errors import InvalidTransition
 from agentloop.notes import (
@@ -51,9 +51,10 @@ def _item(text: str, layer: Layer, owner: LayerIds, title: str | None = None) ->
 
 @pytest.fixture
 def knowledge(tmp_path: Path) -> Iterator[KnowledgeBase]:
-    repository = SqliteKnowledgeRepository(tmp_path / "k.db", dim=EMBEDDER.dim)
+    stores = open_stores(tmp_path, embedder=EMBEDDER)
+    repository = stores.knowledge
     yield KnowledgeBase(repository, EMBEDDER, notifier=RecordingNotifier(), clock=FakeClock(), metrics=InMemoryMetrics())
-    repository.close()
+    stores.close()
 
 
 def test_retrieval_counts_and_records_the_query_and_session(knowledge: KnowledgeBase) -> None:
@@ -149,7 +150,8 @@ texts = st.lists(st.sampled_from(WORDS), min_size=1, max_size=4).map(" ".join)
 def population() -> Iterator[KnowledgeBase]:
     """Notes of every layer in every tenant chain of ORGS x TEAMS x PROJECTS."""
     with tempfile.TemporaryDirectory() as directory:
-        repository = SqliteKnowledgeRepository(Path(directory) / "k.db", dim=EMBEDDER.dim)
+        stores = open_stores(directory, embedder=EMBEDDER)
+        repository = stores.knowledge
         knowledge = KnowledgeBase(repository, EMBEDDER, clock=FakeClock())
         words = itertools.cycle(itertools.permutations(WORDS, 3))
         for org, team, project in itertools.product(ORGS, TEAMS, PROJECTS):
@@ -157,7 +159,7 @@ def population() -> Iterator[KnowledgeBase]:
                 for _ in range(3):
                     knowledge.add(_item(" ".join(next(words)), layer, _chain(org, team, project)))
         yield knowledge
-        repository.close()
+        stores.close()
 
 
 @settings(deadline=None, max_examples=150)
@@ -190,12 +192,13 @@ def _visible(caller: LayerIds, note: KnowledgeItem) -> bool:
 def test_isolation_holds_for_any_population(notes: list[tuple[str, Layer, LayerIds]], caller: LayerIds, query: str) -> None:
     """I11: for any set of stored notes, a search returns exactly the visible ones at most."""
     with tempfile.TemporaryDirectory() as directory:
-        repository = SqliteKnowledgeRepository(Path(directory) / "k.db", dim=EMBEDDER.dim)
+        stores = open_stores(directory, embedder=EMBEDDER)
+        repository = stores.knowledge
         knowledge = KnowledgeBase(repository, EMBEDDER, clock=FakeClock())
         stored = [knowledge.add(_item(text, layer, owner)) for text, layer, owner in notes]
         visible = {n.key for n in stored if _visible(caller, n)}
         found = {r.item.key for r in knowledge.search(query, caller, k=len(stored), min_similarity=-1.0)}
-        repository.close()
+        stores.close()
     assert found == visible
 
 
@@ -212,7 +215,8 @@ class LifecycleMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self._dir = tempfile.TemporaryDirectory()
-        self.repository = SqliteKnowledgeRepository(Path(self._dir.name) / "k.db", dim=EMBEDDER.dim)
+        self.stores = open_stores(self._dir.name, embedder=EMBEDDER)
+        self.repository = self.stores.knowledge
         self.notifier = RecordingNotifier()
         self.knowledge = KnowledgeBase(self.repository, EMBEDDER, notifier=self.notifier, clock=FakeClock())
         self.rules = QualityRules()
@@ -323,7 +327,7 @@ class LifecycleMachine(RuleBasedStateMachine):
             event(f"maintainers were told: {notice.kind.value}")
 
     def teardown(self) -> None:
-        self.repository.close()
+        self.stores.close()
         self._dir.cleanup()
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agentloop.adapters import BotStores, open_note_taking
+from agentloop.adapters import open_note_taking, open_stores
 from agentloop.errors import InvalidTaskId, TemplateError
 from agentloop.names import is_safe_name
 from agentloop.tasks import load_string, validate_task_id
@@ -40,7 +40,7 @@ def test_task_ids_template_names_and_bot_names_follow_the_same_rule(name: str, t
     except TemplateError:
         accepted.append(False)
     try:
-        BotStores.open(tmp_path, name).close()
+        open_stores(tmp_path, bot=name).close()
         accepted.append(True)
     except ValueError:
         accepted.append(False)

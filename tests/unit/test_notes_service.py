@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from agentloop import LlmReply, LlmRequest, Session
-from agentloop.adapters import InMemoryMetrics, SqliteTrajectoryStore, open_note_taking
-from agentloop.adapters import notes as adapters_notes
+from agentloop.adapters import InMemoryMetrics, open_note_taking
 from agentloop.errors import CaptureDrainError
 from agentloop.notes import CaptureSettings, DistillationStatus, KnowledgeItem, Layer, LayerIds, NoteType
 from agentloop.testing import FakeClock
@@ -140,31 +139,6 @@ def test_close_closes_the_stores_and_saves_the_index_even_when_capture_cannot_dr
         notes.knowledge.repository.items()
     with pytest.raises(sqlite3.ProgrammingError, match="closed"):
         trajectories.count()
-
-
-class RecordingTrajectoryStore(SqliteTrajectoryStore):
-    """A real trajectory store that remembers every instance, to see each one closed."""
-
-    opened: list[RecordingTrajectoryStore] = []
-
-    def __init__(self, path: Path) -> None:
-        super().__init__(path)
-        self.closed = False
-        RecordingTrajectoryStore.opened.append(self)
-
-    def close(self) -> None:
-        self.closed = True
-        super().close()
-
-
-def test_a_failure_opening_the_notes_store_closes_the_trajectory_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(adapters_notes, "SqliteTrajectoryStore", RecordingTrajectoryStore)
-    RecordingTrajectoryStore.opened.clear()
-    (tmp_path / "bot.notes.sqlite3").mkdir()  # SQLite cannot open a directory
-    with pytest.raises(sqlite3.OperationalError):
-        open_note_taking(tmp_path, Model())
-    (store,) = RecordingTrajectoryStore.opened
-    assert store.closed
 
 
 def test_observed_sessions_are_bounded_and_the_least_recent_is_dropped_first(tmp_path: Path) -> None:

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from agentloop.adapters import (
-    BotStores,
     HashingEmbedder,
     SqliteKnowledgeRepository,
     SqliteMemoryStore,
@@ -18,9 +17,7 @@ from agentloop.adapters import (
     SqliteSessionStore,
     SqliteTaskStore,
     SqliteTrajectoryStore,
-    open_note_taking,
 )
-from agentloop.testing import ScriptedLLM
 
 
 def open_descriptors(path: Path) -> list[str]:
@@ -72,14 +69,3 @@ def test_a_store_that_fails_to_open_closes_its_file_at_once(tmp_path: Path, stor
     # The traceback (kept alive here) holds the frames that opened the connection:
     # only an explicit close, not garbage collection, lets go of the file.
     assert failure.value is not None and open_descriptors(path) == []
-
-
-def test_the_bot_stores_and_note_taking_close_every_file_when_one_fails_to_open(tmp_path: Path) -> None:
-    not_a_database(tmp_path / "bot.sqlite3")
-    not_a_database(tmp_path / "bot.notes.sqlite3")
-    with pytest.raises(sqlite3.DatabaseError) as stores:
-        BotStores.open(tmp_path)
-    with pytest.raises(sqlite3.DatabaseError) as notes:
-        open_note_taking(tmp_path, ScriptedLLM())
-    assert stores.value is not None and notes.value is not None
-    assert [name for name in os.listdir(tmp_path) if open_descriptors(tmp_path / name)] == []

@@ -22,7 +22,8 @@ from structlog.testing import capture_logs
 
 from agentloop import Session, history_scope, knowledge_scope, memory_scope
 from agentloop.adapters import (
-    BotStores,
+    Stores,
+    open_stores,
     HashingEmbedder,
     SqliteKnowledgeRepository,
     SqliteMemoryStore,
@@ -41,7 +42,7 @@ from agentloop.testing.notes import make_execution
 
 RELEASE_0_1 = Path(__file__).resolve().parents[1] / "fixtures" / "release-0.1"
 AT = datetime(2026, 1, 1, tzinfo=UTC)
-DIM = 16  # the embedder dim make.py wrote the notes with
+DIM = HashingEmbedder().dim  # the embedder dim make.py wrote the notes with
 ADA = Session("chat-ada", user_id="ada", project_id="shop")
 BOB = Session("chat-bob", user_id="bob")
 ANON = Session("anon")
@@ -59,7 +60,7 @@ def old_data(tmp_path: Path) -> Path:
 
 def _open_all(data: Path) -> None:
     """Open every store of the helper bot, as the current release does, and close them."""
-    BotStores.open(data, "helper").close()
+    open_stores(data, bot="helper").close()
     SqliteKnowledgeRepository(data / "helper.notes.sqlite3", dim=DIM).close()
     SqliteTrajectoryStore(data / "helper.trajectories.sqlite3").close()
     SqliteTaskStore(data / "helper.tasks.sqlite3").close()
@@ -84,7 +85,7 @@ ALL_STEPS = [("sessions", 2), ("memory", 2), ("rag", 2), ("knowledge", 2), ("tra
 # --- history, memory and RAG (one file, <bot>.sqlite3) ---------------------------------
 
 
-def _contents(stores: BotStores, session: Session) -> tuple[list[str | None], list[str], list[str]]:
+def _contents(stores: Stores, session: Session) -> tuple[list[str | None], list[str], list[str]]:
     return (
         [m.content for m in stores.sessions.recent(history_scope(session), 100)],
         [e.assistant_text for e in stores.memory.recent(memory_scope(session), 100)],
@@ -93,7 +94,7 @@ def _contents(stores: BotStores, session: Session) -> tuple[list[str | None], li
 
 
 def test_every_history_memory_and_rag_row_is_found_by_the_session_that_wrote_it(old_data: Path) -> None:
-    stores = BotStores.open(old_data, "helper")
+    stores = open_stores(old_data, bot="helper")
     assert _contents(stores, ADA) == (
         ["When does the shop open?", "The shop opens at nine in the morning.",
          "And on Sundays?", "On Sundays the shop stays closed."],
@@ -111,7 +112,7 @@ def test_every_history_memory_and_rag_row_is_found_by_the_session_that_wrote_it(
 
 
 def test_old_rows_are_not_shown_to_a_session_with_an_org_or_team(old_data: Path) -> None:
-    stores = BotStores.open(old_data, "helper")
+    stores = open_stores(old_data, bot="helper")
     assert _contents(stores, Session("chat-ada", user_id="ada", project_id="shop", org_id="acme")) == ([], [], [])
     history, memory, rag = _contents(stores, Session("chat-ada", user_id="ada", project_id="shop", team_id="web"))
     assert (history, rag) == ([], []) and len(memory) == 2, "memory is per user within the org, whatever the team"
@@ -120,7 +121,7 @@ def test_old_rows_are_not_shown_to_a_session_with_an_org_or_team(old_data: Path)
 
 def test_old_history_knows_only_its_session_id_so_any_user_of_that_id_without_org_sees_it(old_data: Path) -> None:
     """Release 0.1 history rows name no user: they stay with the session id, as they were."""
-    stores = BotStores.open(old_data, "helper")
+    stores = open_stores(old_data, bot="helper")
     assert len(stores.sessions.recent(history_scope(Session("chat-bob")), 100)) == 2
     assert stores.sessions.recent(history_scope(Session("chat-bob"), "another-company"), 100) == ()
     stores.close()
@@ -242,9 +243,9 @@ def test_a_new_file_goes_through_every_step_from_release_0_1(tmp_path: Path) -> 
 
 
 OPENERS: dict[str, tuple[str, Callable[[Path], Any]]] = {
-    "sessions": ("helper.sqlite3", lambda d: BotStores.open(d, "helper")),
-    "memory": ("helper.sqlite3", lambda d: BotStores.open(d, "helper")),
-    "rag": ("helper.sqlite3", lambda d: BotStores.open(d, "helper")),
+    "sessions": ("helper.sqlite3", lambda d: open_stores(d, bot="helper")),
+    "memory": ("helper.sqlite3", lambda d: open_stores(d, bot="helper")),
+    "rag": ("helper.sqlite3", lambda d: open_stores(d, bot="helper")),
     "knowledge": ("helper.notes.sqlite3", lambda d: SqliteKnowledgeRepository(d / "helper.notes.sqlite3", dim=DIM)),
     "trajectories": ("helper.trajectories.sqlite3", lambda d: SqliteTrajectoryStore(d / "helper.trajectories.sqlite3")),
     "tasks": ("helper.tasks.sqlite3", lambda d: SqliteTaskStore(d / "helper.tasks.sqlite3")),
@@ -340,7 +341,7 @@ def test_two_processes_opening_an_old_file_at_once_migrate_it_exactly_once(old_d
         assert process.returncode == 0, err
         applied += [tuple(step) for step in json.loads(out.strip().splitlines()[-1])]
     assert sorted(applied) == sorted(ALL_STEPS)
-    stores = BotStores.open(old_data, "helper")
+    stores = open_stores(old_data, bot="helper")
     assert len(stores.rag) == 4 and len(stores.memory.recent(memory_scope(ADA), 10)) == 2
     stores.close()
 

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from agentloop import Attachment, ChatMessage, PromptContext, SanitizedInput, Session, history_scope
-from agentloop.adapters import BotStores, HashingEmbedder
+from agentloop.adapters import HashingEmbedder, open_stores
 from agentloop.ports import MemoryEntry
 from agentloop.tasks import TaskTurn
 from agentloop.testing import make_context, run_system_sync
@@ -20,7 +20,7 @@ HISTORY = history_scope(SESSION)
 
 
 def test_prompt_has_history_window_memory_from_other_sessions_and_rag(tmp_path: Path) -> None:
-    stores = BotStores.open(tmp_path, embedder=HashingEmbedder(dim=128))
+    stores = open_stores(tmp_path, embedder=HashingEmbedder(dim=128))
     stores.sessions.append(HISTORY, [ChatMessage.user(f"m{i}") for i in range(5)])
     at = datetime(2026, 1, 1, tzinfo=UTC)
     stores.memory.add(MemoryEntry(ADA, "s1", "favourite colour?", "You said blue.", at))
@@ -50,7 +50,7 @@ def test_caller_history_wins_and_attachments_are_named() -> None:
 
 
 def _task_prompt(tmp_path: Path, fresh: bool) -> PromptContext:
-    stores = BotStores.open(tmp_path, embedder=HashingEmbedder(dim=128))
+    stores = open_stores(tmp_path, embedder=HashingEmbedder(dim=128))
     stores.sessions.append(HISTORY, [ChatMessage.user("an earlier chat message")])
     stores.memory.add(MemoryEntry(ADA, "s1", "favourite colour?", "You said blue.", datetime(2026, 1, 1, tzinfo=UTC)))
     stores.rag.add(ADA, "The office opens at eight in the morning")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agentloop import ChatMessage, FinishReason, OutgoingResponse, SanitizedInput, Session, TurnOutcome, history_scope
-from agentloop.adapters import BotStores, HashingEmbedder
+from agentloop.adapters import HashingEmbedder, open_stores
 from agentloop.tasks import TaskTurn
 from agentloop.testing import make_context, run_system_sync
 from agentloop.scopes import Scope
@@ -27,7 +27,7 @@ def answered(text: str | None, *, fallback: bool = False) -> TurnOutcome:
 
 
 def test_history_and_memory_get_the_sanitized_message_and_the_canonical_answer(tmp_path: Path) -> None:
-    stores = BotStores.open(tmp_path, embedder=HashingEmbedder(dim=32))
+    stores = open_stores(tmp_path, embedder=HashingEmbedder(dim=32))
     ctx = make_context(" hi ", session=SESSION, components=[SanitizedInput("hi"), answered("Hello!")])
     run_system_sync(MemoryPersistSystem(sessions=stores.sessions, memory=stores.memory), ctx)
     assert stores.sessions.recent(HISTORY, 10) == (ChatMessage.user("hi"), ChatMessage.assistant("Hello!"))
@@ -39,7 +39,7 @@ def test_history_and_memory_get_the_sanitized_message_and_the_canonical_answer(t
 
 def test_a_fallback_is_never_stored(tmp_path: Path) -> None:
     """I5: the fallback text a user saw is not history and not memory."""
-    stores = BotStores.open(tmp_path, embedder=HashingEmbedder(dim=32))
+    stores = open_stores(tmp_path, embedder=HashingEmbedder(dim=32))
     ctx = make_context("hi", session=SESSION, components=[answered(None, fallback=True)])
     run_system_sync(MemoryPersistSystem(sessions=stores.sessions, memory=stores.memory), ctx)
     assert stores.sessions.recent(HISTORY, 10) == (ChatMessage.user("hi"),)
@@ -48,7 +48,7 @@ def test_a_fallback_is_never_stored(tmp_path: Path) -> None:
 
 
 def test_a_task_turn_is_stored_nowhere(tmp_path: Path) -> None:
-    stores = BotStores.open(tmp_path, embedder=HashingEmbedder(dim=32))
+    stores = open_stores(tmp_path, embedder=HashingEmbedder(dim=32))
     turn = TaskTurn("summarize", "Summarize the report")
     ctx = make_context("Summarize the report", session=SESSION, auto_mode=True,
                        components=[turn.policy, TurnOutcome(FinishReason.SUCCESS, assistant_text="Done.", auto_mode=True)])

@@ -26,7 +26,7 @@ from agentloop import (
     ToolLoopStop,
     tool,
 )
-from agentloop.adapters import SqliteTrajectoryStore
+from agentloop.adapters import open_stores
 from agentloop.context import AgentContext
 from agentloop.notes import TrajectoryRecorder
 from agentloop.testing import FakeClock, RecordingChannel, ScriptedLLM, make_context, run_system_sync
@@ -269,7 +269,8 @@ def test_a_tool_output_and_model_text_that_no_store_could_take_are_made_storable
         """Names in a folder, as os.listdir gives them for bytes that are not UTF-8."""
         return "report-\udcff.txt"
 
-    store = SqliteTrajectoryStore(tmp_path / "t.db")
+    stores = open_stores(tmp_path)
+    store = stores.trajectories
     recorder = TrajectoryRecorder(store, clock=FakeClock())
     llm = ScriptedLLM([ScriptedLLM.tool_call("listing", text="let me look \udcfe"), "found report-\udcff.txt"])
     ctx = context()
@@ -279,4 +280,4 @@ def test_a_tool_output_and_model_text_that_no_store_could_take_are_made_storable
     assert recorder.flush() == 1
     (stored,) = store.load("s1").executions
     assert stored.result == "report-\ufffd.txt" and recorder.stats.quarantined == 0
-    store.close()
+    stores.close()

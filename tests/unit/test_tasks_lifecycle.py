@@ -13,7 +13,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from agentloop import AgentContext, AgentLoop, FinishReason, Session, System, TurnOutcome
-from agentloop.adapters import SqliteTaskStore
+from agentloop.adapters import open_stores
 from agentloop.errors import ClaimLostError, InvalidTaskTransition, UnknownTaskError, UnknownTemplateError
 from agentloop.scopes import history_scope
 from agentloop.testing import FakeClock
@@ -35,10 +35,9 @@ from agentloop.tasks.results import TaskResult
 
 @pytest.fixture
 def lifecycle(tmp_path: Path) -> Iterator[TaskLifecycle]:
-    store = SqliteTaskStore(tmp_path / "tasks.db")
     clock = FakeClock()
-    yield TaskLifecycle(store, AttemptNotes(tmp_path / "notes", clock=clock), clock=clock)
-    store.close()
+    with open_stores(tmp_path) as stores:
+        yield TaskLifecycle(stores.tasks, AttemptNotes(stores.attempt_notes_dir, clock=clock), clock=clock)
 
 
 def test_the_happy_path_ends_done_with_notes_removed(lifecycle: TaskLifecycle) -> None:
@@ -347,10 +346,10 @@ def test_a_task_is_seen_and_claimed_only_within_its_chain(tenants: list[tuple[st
     another company, org, team or project sharing the store, whichever ids repeat; the
     same chain still sees it."""
     with tempfile.TemporaryDirectory() as directory:
-        store = SqliteTaskStore(Path(directory) / "tasks.db")
+        stores = open_stores(directory)
         clock = FakeClock()
         lifecycles = [
-            TaskLifecycle(store, AttemptNotes(Path(directory) / "notes"), session=tenant, company_id=company, clock=clock)
+            TaskLifecycle(stores.tasks, AttemptNotes(stores.attempt_notes_dir), session=tenant, company_id=company, clock=clock)
             for company, tenant in tenants
         ]
         for index, lifecycle in enumerate(lifecycles):
@@ -370,12 +369,12 @@ def test_a_task_is_seen_and_claimed_only_within_its_chain(tenants: list[tuple[st
         while (record := first.claim_next("worker")) is not None:
             claimed.append(record.id)
         assert set(claimed) == {f"t{i}" for i, other in enumerate(lifecycles) if other.scope == first.scope}
-        store.close()
+        stores.close()
 
 
 def test_a_project_id_reused_under_another_org_is_another_queue(tmp_path: Path) -> None:
-    store = SqliteTaskStore(tmp_path / "tasks.db")
-    notes = AttemptNotes(tmp_path / "notes")
+    stores = open_stores(tmp_path)
+    store, notes = stores.tasks, AttemptNotes(stores.attempt_notes_dir)
     acme = TaskLifecycle(store, notes, session=Session("s", user_id="ann", project_id="shop", org_id="acme"))
     globex = TaskLifecycle(store, notes, session=Session("s", user_id="ann", project_id="shop", org_id="globex"))
     teammate = TaskLifecycle(store, notes, session=Session("s2", user_id="bob", project_id="shop", org_id="acme"))
@@ -383,7 +382,7 @@ def test_a_project_id_reused_under_another_org_is_another_queue(tmp_path: Path) 
     assert globex.claim_next("globex-worker") is None and globex.in_state(TaskState.INCOMING) == ()
     claimed = teammate.claim_next("acme-worker")
     assert claimed is not None and claimed.inputs == {"file": "acme-secrets.py"}
-    store.close()
+    stores.close()
 
 
 def test_the_runner_refuses_an_evaluator_of_another_chain(lifecycle: TaskLifecycle) -> None:

@@ -36,7 +36,7 @@ from agentloop import (
     resolve_finish_reason,
     tool,
 )
-from agentloop.adapters import BotStores, HashingEmbedder
+from agentloop.adapters import HashingEmbedder, Stores, open_stores
 from agentloop.testing import FakeClock, RecordingChannel, ScriptedLLM, make_context, run_system_sync
 from agentloop.testing.strategies import turn_outcomes
 from systems import (
@@ -125,8 +125,8 @@ def _faulty(system_type: type[System], order: int, name: str, ran: list[str], al
 
 
 @pytest.fixture(scope="module")
-def stores(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BotStores]:
-    opened = BotStores.open(tmp_path_factory.mktemp("invariants"), embedder=HashingEmbedder(dim=64))
+def stores(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stores]:
+    opened = open_stores(tmp_path_factory.mktemp("invariants"), embedder=HashingEmbedder(dim=64))
     yield opened
     opened.close()
 
@@ -142,7 +142,7 @@ class Ran:
     rag_texts: tuple[str, ...]
 
 
-def run(scenario: Scenario, stores: BotStores) -> Ran:
+def run(scenario: Scenario, stores: Stores) -> Ran:
     clock = FakeClock()
     remaining = list(scenario.script)
 
@@ -189,7 +189,7 @@ PROPERTY = settings(deadline=None, max_examples=120, suppress_health_check=[Heal
 
 @PROPERTY
 @given(scenario=scenarios)
-def test_i1_every_user_turn_ends_with_a_response(stores: BotStores, scenario: Scenario) -> None:
+def test_i1_every_user_turn_ends_with_a_response(stores: Stores, scenario: Scenario) -> None:
     """I1: a non-auto turn always ends with a TurnOutcome carrying a non-empty outgoing response."""
     ran = run(scenario, stores)
     outcome = ran.ctx.turn_outcome
@@ -200,7 +200,7 @@ def test_i1_every_user_turn_ends_with_a_response(stores: BotStores, scenario: Sc
 
 @PROPERTY
 @given(scenario=scenarios)
-def test_i2_routing_is_attempted_at_most_once(stores: BotStores, scenario: Scenario) -> None:
+def test_i2_routing_is_attempted_at_most_once(stores: Stores, scenario: Scenario) -> None:
     """I2: at most one delivery attempt per turn; routing_outcome is set iff the channel was used."""
     ran = run(scenario, stores)
     outcome = ran.ctx.turn_outcome
@@ -248,7 +248,7 @@ def test_i3_feedback_never_overrides_and_marks_what_it_creates(
 
 @PROPERTY
 @given(scenario=scenarios)
-def test_i4_i5_only_the_canonical_text_is_stored(stores: BotStores, scenario: Scenario) -> None:
+def test_i4_i5_only_the_canonical_text_is_stored(stores: Stores, scenario: Scenario) -> None:
     """I4, I5: history, memory and RAG hold exactly the user message and turn_outcome.assistant_text,
     never a fallback text; routing and the feedback guarantee write none of them."""
     ran = run(scenario, stores)
@@ -275,7 +275,7 @@ def test_i4_i5_only_the_canonical_text_is_stored(stores: BotStores, scenario: Sc
 
 @PROPERTY
 @given(scenario=scenarios)
-def test_i6_each_system_exception_is_one_failure_naming_it(stores: BotStores, scenario: Scenario) -> None:
+def test_i6_each_system_exception_is_one_failure_naming_it(stores: Stores, scenario: Scenario) -> None:
     """I6: every raising system yields exactly one SYSTEM failure naming it; the outcome's failures are ctx.failures."""
     ran = run(scenario, stores)
     system_failures = [f.component for f in ran.ctx.failures
@@ -289,7 +289,7 @@ def test_i6_each_system_exception_is_one_failure_naming_it(stores: BotStores, sc
 
 @PROPERTY
 @given(scenario=scenarios)
-def test_i7_transport_errors_become_a_routing_outcome(stores: BotStores, scenario: Scenario) -> None:
+def test_i7_transport_errors_become_a_routing_outcome(stores: Stores, scenario: Scenario) -> None:
     """I7: a failing channel never propagates; it gives attempted=True, an error message and a TRANSPORT failure."""
     ran = run(scenario, stores)
     transport = [f for f in ran.ctx.failures if f.source is FailureSource.TRANSPORT]
@@ -307,7 +307,7 @@ def test_i7_transport_errors_become_a_routing_outcome(stores: BotStores, scenari
 
 @PROPERTY
 @given(scenario=scenarios)
-def test_i8_finish_reason_is_the_highest_priority_observed(stores: BotStores, scenario: Scenario) -> None:
+def test_i8_finish_reason_is_the_highest_priority_observed(stores: Stores, scenario: Scenario) -> None:
     """I8: the finish reason is resolve_finish_reason over what the turn observed."""
     ran = run(scenario, stores)
     ctx, outcome = ran.ctx, ran.ctx.turn_outcome

@@ -1,0 +1,150 @@
+"""`open_stores(url)`: every store of one bot, opened together from one URL."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from contextlib import ExitStack
+from pathlib import Path
+from types import TracebackType
+
+import attrs
+
+from agentloop.adapters.hashing_embedder import HashingEmbedder
+from agentloop.adapters.sqlite_knowledge import SqliteKnowledgeRepository
+from agentloop.adapters.sqlite_memory import SqliteMemoryStore
+from agentloop.adapters.sqlite_rag import SqliteRagStore
+from agentloop.adapters.sqlite_sessions import SqliteSessionStore
+from agentloop.adapters.sqlite_tasks import SqliteTaskStore
+from agentloop.adapters.sqlite_trajectories import SqliteTrajectoryStore
+from agentloop.errors import StoreUrlError
+from agentloop.names import check_bot_name
+from agentloop.ports import (
+    Embedder,
+    KnowledgeRepository,
+    MemoryStore,
+    RagStore,
+    SessionStore,
+    TaskStore,
+    TrajectoryStore,
+)
+
+DEFAULT_STORES_URL = "sqlite:///./agentloop-data"
+"""Where a bot keeps its stores unless told: the directory `./agentloop-data`."""
+
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
+_PASSWORD = re.compile(r"(//[^/:@]*):[^/@]*@")
+_FIX = "give sqlite:///DIR (a relative DIR, or sqlite:////abs/dir) or a directory path"
+
+
+@attrs.define(eq=False)
+class Stores:
+    """The stores of one bot, each typed as its port, and how to close them all.
+
+    `attempt_notes_dir` is where the task lifecycle's per-task Markdown notes live
+    (`AttemptNotes(stores.attempt_notes_dir)`). Close with `close()` or `with`; closing
+    twice does nothing.
+    """
+
+    url: str
+    bot: str
+    embedder: Embedder
+    sessions: SessionStore
+    memory: MemoryStore
+    rag: RagStore
+    knowledge: KnowledgeRepository
+    trajectories: TrajectoryStore
+    tasks: TaskStore
+    attempt_notes_dir: Path
+    _closers: tuple[Callable[[], None], ...] = ()
+    _closed: bool = attrs.field(default=False, init=False)
+
+    def close(self) -> None:
+        """Close every store, last opened first (saving the indexes), even if closing one fails."""
+        if self._closed:
+            return
+        self._closed = True
+        with ExitStack() as closing:
+            for close in self._closers:
+                closing.callback(close)
+
+    def __enter__(self) -> Stores:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+def open_stores(
+    url: str | os.PathLike[str] = DEFAULT_STORES_URL,
+    *,
+    bot: str = "bot",
+    embedder: Embedder | None = None,
+    create: bool = True,
+) -> Stores:
+    """Open (creating on first use) every store of `bot` at `url`.
+
+    `sqlite:///DIR` or a plain directory path: `DIR/<bot>.sqlite3` (history, memory, RAG,
+    with `<bot>.rag.hnsw`), `<bot>.notes.sqlite3` (knowledge, with its `.hnsw`),
+    `<bot>.trajectories.sqlite3`, `<bot>.tasks.sqlite3` and `<bot>.attempt-notes/`.
+    `embedder` (default `HashingEmbedder()`) embeds RAG texts and notes. A URL no backend
+    can open is a `StoreUrlError`, as is a bot with no stores there yet when `create` is
+    false. If a store fails to open, those opened are closed.
+    """
+    check_bot_name(bot)
+    directory = _sqlite_directory(url, create)
+    if not create and not (directory / f"{bot}.sqlite3").exists():
+        raise StoreUrlError(os.fspath(url), f"the bot {bot!r} has no stores there yet", "run the bot first, or give its URL and name")
+    embedder = embedder or HashingEmbedder()
+    database = directory / f"{bot}.sqlite3"
+    with ExitStack() as opened:
+        sessions = SqliteSessionStore.open(database)
+        opened.callback(sessions.close)
+        memory = SqliteMemoryStore.open(database)
+        opened.callback(memory.close)
+        rag = SqliteRagStore.open(database, embedder, directory / f"{bot}.rag.hnsw")
+        opened.callback(rag.close)
+        knowledge = SqliteKnowledgeRepository(directory / f"{bot}.notes.sqlite3", dim=embedder.dim)
+        opened.callback(knowledge.close)
+        trajectories = SqliteTrajectoryStore(directory / f"{bot}.trajectories.sqlite3")
+        opened.callback(trajectories.close)
+        tasks = SqliteTaskStore(directory / f"{bot}.tasks.sqlite3")
+        opened.callback(tasks.close)
+        opened.pop_all()
+    closers = (sessions.close, memory.close, rag.close, knowledge.close, trajectories.close, tasks.close)
+    return Stores(
+        f"sqlite:///{directory}", bot, embedder, sessions, memory, rag, knowledge, trajectories, tasks,
+        directory / f"{bot}.attempt-notes", closers,
+    )
+
+
+def _sqlite_directory(url: str | os.PathLike[str], create: bool) -> Path:
+    """The data directory `url` names, created if missing and `create`; StoreUrlError if it cannot be."""
+    text = os.fspath(url)
+    shown = _PASSWORD.sub(r"\1:***@", text)
+    scheme = _SCHEME.match(text)
+    if scheme is None:
+        path = text
+    elif scheme.group(1).lower().startswith("postgres"):  # postgresql, postgres, postgresql+psycopg
+        raise StoreUrlError(shown, "PostgreSQL stores come with the PostgreSQL backend, which this release does not have", _FIX)
+    elif scheme.group(1).lower() != "sqlite":
+        raise StoreUrlError(shown, f"no backend opens {scheme.group(1)!r} URLs", _FIX)
+    elif not text[scheme.end():].startswith("/") or len(text) == scheme.end() + 1:
+        raise StoreUrlError(shown, "a sqlite URL names a directory after three slashes and no host", _FIX)
+    else:
+        path = text[scheme.end() + 1:]
+    if not path:
+        raise StoreUrlError(shown, "it names no directory", _FIX)
+    directory = Path(path)
+    if directory.exists() and not directory.is_dir():
+        raise StoreUrlError(shown, f"{directory} is a file, not a directory", "give a directory for the bot's stores")
+    if not create:
+        return directory
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise StoreUrlError(shown, f"the directory cannot be created ({error.strerror or error})", "give a directory you can write to") from error
+    return directory
