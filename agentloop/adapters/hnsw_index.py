@@ -12,8 +12,10 @@ from __future__ import annotations
 import hashlib
 import os
 import struct
+import sys
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Protocol
 
@@ -24,6 +26,9 @@ import structlog
 
 from agentloop.errors import IndexFileError
 from agentloop.ports.vectors import Vectors
+
+if sys.platform != "win32":
+    import fcntl
 
 # The fixed header of an hnswlib index file (hnswalg.h saveIndex): offsetLevel0,
 # max_elements, cur_element_count, size_data_per_element, label_offset, offsetData,
@@ -186,14 +191,24 @@ class HnswVectorIndex:
                 return self._exact_search(query[0], k, accept)
         return [(int(label), 1.0 - float(distance)) for label, distance in zip(labels[0], distances[0])]
 
-    def save(self) -> None:
+    def save(self, *, keep_larger: bool = False) -> None:
         """Write the index to its path atomically (a temporary file, then os.replace), and
-        its checksum beside it; a crash between the two leaves a mismatch, so a rebuild."""
+        its checksum beside it; a crash between the two leaves a mismatch, so a rebuild.
+
+        Saves and loads of one path by several processes take turns (a lock file beside
+        it), so none reads one save's index with another's checksum. With `keep_larger`,
+        a file holding more vectors is left in place: for an append-only source it was
+        saved by a process that had seen more rows.
+        """
         if self._path is None:
             raise ValueError("this HnswVectorIndex has no path; construct it with path=... to save it")
         self._path.parent.mkdir(parents=True, exist_ok=True)
         temporary = _temporary(self._path)
-        with self._lock:
+        with _file_lock(self._path, exclusive=True), self._lock:
+            count = self._index.get_current_count()
+            if keep_larger and (saved := _saved_count(self._path)) is not None and saved > count:
+                _logger.debug("hnsw_index_save_skipped", path=str(self._path), count=count, saved=saved)
+                return
             try:
                 self._index.save_index(str(temporary))
                 digest = _sha256(temporary)
@@ -208,15 +223,16 @@ class HnswVectorIndex:
         """Open a saved index; raises IndexFileError when it is not a sound index of `dim`
         or does not match the checksum its save recorded (checked before anything reads it)."""
         file = Path(path)
-        _verify(file)
-        labels, deleted, stored_dim = _read_labels(file)
-        if stored_dim != dim:
-            raise IndexFileError(f"index file {file} holds vectors of dim {stored_dim}, not {dim}")
         loaded = _new_hnsw(dim)
-        try:
-            loaded.load_index(str(file))
-        except RuntimeError as error:
-            raise IndexFileError(f"index file {file} is unreadable: {error}") from error
+        with _file_lock(file, exclusive=False):
+            _verify(file)
+            labels, deleted, stored_dim = _read_labels(file)
+            if stored_dim != dim:
+                raise IndexFileError(f"index file {file} holds vectors of dim {stored_dim}, not {dim}")
+            try:
+                loaded.load_index(str(file))
+            except RuntimeError as error:
+                raise IndexFileError(f"index file {file} is unreadable: {error}") from error
         loaded.set_ef(ef)
         index = cls(dim, capacity=1, ef=ef, path=file)
         index._index = loaded
@@ -306,6 +322,26 @@ class HnswVectorIndex:
 
 def _temporary(path: Path) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+
+
+@contextmanager
+def _file_lock(path: Path, *, exclusive: bool) -> Iterator[None]:
+    """Hold an advisory lock on `<index>.lock` (shared to read, exclusive to write); Windows
+    has no `flock`, and there saves and loads by several processes do not take turns."""
+    with path.with_name(path.name + ".lock").open("a") as handle:
+        if sys.platform != "win32":
+            fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        yield
+
+
+def _saved_count(path: Path) -> int | None:
+    """How many vectors (live or removed) the file at `path` holds; None if it has no sound header."""
+    try:
+        with path.open("rb") as handle:
+            header = handle.read(_HEADER.size)
+    except OSError:
+        return None
+    return int(_HEADER.unpack(header)[2]) if len(header) == _HEADER.size else None
 
 
 def _checksum_path(path: Path) -> Path:

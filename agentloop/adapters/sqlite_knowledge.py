@@ -15,7 +15,7 @@ import numpy as np
 import structlog
 
 from agentloop.adapters.hnsw_index import DEFAULT_EF, HnswVectorIndex
-from agentloop.adapters.sqlite import closing_on_error, connect, transaction
+from agentloop.adapters.sqlite import closing_on_error, connect, data_version, index_missing, transaction
 from agentloop.adapters.sqlite_schema import Schema, Step, add_missing_columns, columns, has_table, migrate, rebuild
 from agentloop.errors import UnknownNoteError
 from agentloop.notes.models import (
@@ -103,6 +103,15 @@ SCHEMA = Schema(
     (
         Step("notes, retrievals, feedback and merge suggestions (release 0.1)", _RELEASE_0_1),
         Step("retrievals and feedback name the session by its whole chain", run=_session_chains),
+        Step(
+            "every status change is logged, so other processes' indexes follow it",
+            (
+                "CREATE TABLE note_status_changes (seq INTEGER PRIMARY KEY, note_id INTEGER NOT NULL)",
+                "CREATE TRIGGER note_status_changed AFTER UPDATE OF status ON knowledge_items "
+                "WHEN old.status IS NOT new.status "
+                "BEGIN INSERT INTO note_status_changes (note_id) VALUES (new.id); END",
+            ),
+        ),
     ),
     has_table("knowledge_items"),
 )
@@ -179,16 +188,54 @@ class SqliteKnowledgeRepository:
         self._code_of: dict[int, int] = {}
         with closing_on_error(self._conn):
             migrate(self._conn, SCHEMA)
-            for row in self._conn.execute("SELECT id, company_id, org_id, team_id, project_id, status FROM knowledge_items"):
-                owner = (row["company_id"], row["org_id"], row["team_id"], row["project_id"])
-                self._track(row["id"], owner, NoteStatus(row["status"]))
+            (count,) = self._conn.execute("SELECT count(*) FROM knowledge_items").fetchone()
             self._index = HnswVectorIndex.open_or_rebuild(
                 Path(index_path) if index_path is not None else self.path.with_name(self.path.name + ".hnsw"),
                 dim,
-                len(self._code_of),
+                count,
                 self._vectors,
                 ef=ef,
             )
+            # What this process has read: another connection's commit changes `PRAGMA
+            # data_version`; notes are only appended (read above `_read_to`) and their
+            # status changes are logged (read above `_status_seq`), so catching up is two small queries.
+            self._data_version = data_version(self._conn)
+            (self._status_seq,) = self._conn.execute("SELECT coalesce(max(seq), 0) FROM note_status_changes").fetchone()
+            self._read_to = 0
+            self._read_new_notes()
+
+    def _catch_up(self) -> None:
+        """Take in the notes and status changes other processes committed since the last
+        look (caller holds the lock); when there were none this is one PRAGMA."""
+        version = data_version(self._conn)
+        if version == self._data_version:
+            return
+        self._data_version = version
+        self._read_new_notes()
+        changes = self._conn.execute(
+            "SELECT seq, id, company_id, org_id, team_id, project_id, status FROM note_status_changes "
+            "JOIN knowledge_items ON id = note_id WHERE seq > ? ORDER BY seq",
+            (self._status_seq,),
+        ).fetchall()
+        for row in changes:
+            self._track(row["id"], (row["company_id"], row["org_id"], row["team_id"], row["project_id"]), NoteStatus(row["status"]))
+        if changes:
+            self._status_seq = changes[-1]["seq"]
+
+    def _read_new_notes(self) -> None:
+        """Track the notes above `_read_to`, indexing those the index lacks (on open, only
+        those stored after the index file was read)."""
+        rows = self._conn.execute(
+            "SELECT id, company_id, org_id, team_id, project_id, status FROM knowledge_items WHERE id > ? ORDER BY id",
+            (self._read_to,),
+        ).fetchall()
+        if not rows:
+            return
+        for row in rows:
+            if row["id"] not in self._code_of:
+                self._track(row["id"], (row["company_id"], row["org_id"], row["team_id"], row["project_id"]), NoteStatus(row["status"]))
+        self._read_to = rows[-1]["id"]
+        index_missing(self._conn, self._index, "knowledge_items", "embedding", [row["id"] for row in rows])
 
     def _vectors(self) -> Iterator[tuple[int, Vectors]]:
         for row in self._conn.execute("SELECT id, embedding FROM knowledge_items ORDER BY id"):
@@ -209,7 +256,9 @@ class SqliteKnowledgeRepository:
         self._counts[code] += 1
 
     def __len__(self) -> int:
-        return len(self._code_of)
+        with self._lock:
+            self._catch_up()
+            return len(self._code_of)
 
     def add(self, item: KnowledgeItem) -> KnowledgeItem:
         (note_id,) = self.add_many([item])
@@ -288,6 +337,7 @@ class SqliteKnowledgeRepository:
         wanted = frozenset(statuses)
         owners = {_owner(ids) for ids in caller.visible_owners(layer)}
         with self._lock:  # writers change the codes and counts under this lock
+            self._catch_up()
             allowed = {code for code, (owner, status) in enumerate(self._keys) if owner in owners and status in wanted}
             visible = sum(self._counts[code] for code in allowed)
             total = len(self._code_of)
@@ -414,8 +464,11 @@ class SqliteKnowledgeRepository:
         ]
 
     def save_index(self) -> None:
-        """Write the vector index file so the next open need not rebuild it."""
-        self._index.save()
+        """Write the vector index file so the next open need not rebuild it; it first takes
+        in the notes other processes stored, and leaves a file that holds more in place."""
+        with self._lock:
+            self._catch_up()
+        self._index.save(keep_larger=True)
 
     def close(self) -> None:
         """Save the index, and close the connection even when saving fails."""
@@ -434,6 +487,8 @@ class SqliteKnowledgeRepository:
             return self._get(note_id)
 
     def _require(self, note_ids: Sequence[int]) -> None:
+        if any(note_id not in self._code_of for note_id in note_ids):
+            self._catch_up()  # another process may have stored it
         for note_id in note_ids:
             if note_id not in self._code_of:
                 raise UnknownNoteError(note_id)

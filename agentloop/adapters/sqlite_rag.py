@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from agentloop.adapters.hnsw_index import HnswVectorIndex
-from agentloop.adapters.sqlite import closing_on_error, connect
+from agentloop.adapters.sqlite import closing_on_error, connect, data_version, index_missing
 from agentloop.adapters.sqlite_schema import Schema, Step, migrate, rebuild
 from agentloop.adapters.sqlite_scopes import (
     SCOPE_COLUMNS_DDL,
@@ -93,10 +93,36 @@ class SqliteRagStore:
         self._lock = threading.Lock()
         migrate(conn, SCHEMA)
         # Each text's scope key, so the index's filter is one dict lookup per candidate.
-        self._scopes: dict[int, str] = {
-            id_: Scope(*chain).key for id_, *chain in conn.execute(f"SELECT id, {SCOPE_COLUMNS_SQL} FROM rag_documents")
-        }
-        self._scope_sizes = Counter(self._scopes.values())
+        self._scopes: dict[int, str] = {}
+        self._scope_sizes: Counter[str] = Counter()
+        # What this process has read of the table: another connection's commit changes
+        # `PRAGMA data_version`, and texts are only ever appended, so catching up reads ids above `_read_to`.
+        self._data_version = data_version(conn)
+        self._read_to = 0
+        self._read_new_rows()
+
+    def _catch_up(self) -> None:
+        """Add the texts other processes stored since the last look (caller holds the lock);
+        when nothing was committed elsewhere this is one PRAGMA."""
+        version = data_version(self._conn)
+        if version != self._data_version:
+            self._data_version = version
+            self._read_new_rows()
+
+    def _read_new_rows(self) -> None:
+        """Track the texts above `_read_to`, indexing those the index lacks (all of them
+        when catching up; on open only those stored after the index file was read)."""
+        rows = self._conn.execute(
+            f"SELECT id, {SCOPE_COLUMNS_SQL} FROM rag_documents WHERE id > ? ORDER BY id", (self._read_to,)
+        ).fetchall()
+        if not rows:
+            return
+        for id_, *chain in rows:
+            if id_ not in self._scopes:
+                key = self._scopes[id_] = Scope(*chain).key
+                self._scope_sizes[key] += 1
+        self._read_to = rows[-1][0]
+        index_missing(self._conn, self._index, "rag_documents", "vector", [id_ for id_, *_ in rows])
 
     @classmethod
     def open(cls, path: str | Path, embedder: Embedder, index_path: str | Path) -> SqliteRagStore:
@@ -144,6 +170,8 @@ class SqliteRagStore:
         return new_id
 
     def search(self, scope: Scope, query: str, k: int) -> list[RagHit]:
+        with self._lock:
+            self._catch_up()
         scopes, key = self._scopes, scope.key
         if k <= 0 or self._scope_sizes[key] == 0:
             return []
@@ -174,11 +202,16 @@ class SqliteRagStore:
         return [text for (text,) in rows]
 
     def __len__(self) -> int:
+        with self._lock:
+            self._catch_up()
         return len(self._scopes)
 
     def save(self) -> None:
-        """Write the index file so the next open need not rebuild it."""
-        self._index.save()
+        """Write the index file so the next open need not rebuild it; it first takes in the
+        texts other processes stored, and leaves a file that holds more in place."""
+        with self._lock:
+            self._catch_up()
+        self._index.save(keep_larger=True)
 
     def close(self) -> None:
         self.save()

@@ -177,7 +177,7 @@ def test_save_and_load_give_identical_results_and_keep_removals(tmp_path: Path) 
     assert 17 not in loaded and 18 in loaded
     for query in _vectors(20, seed=6):
         assert loaded.search(query, 10) == index.search(query, 10)
-    assert sorted(tmp_path.iterdir()) == [path, tmp_path / "notes.hnsw.sha256"]
+    assert sorted(tmp_path.iterdir()) == [path, tmp_path / "notes.hnsw.lock", tmp_path / "notes.hnsw.sha256"]
 
 
 def test_ef_is_set_again_after_a_load(tmp_path: Path) -> None:
@@ -427,3 +427,16 @@ def test_a_store_opens_rebuilds_and_searches_correctly_whatever_damage_its_index
     )
     assert done.returncode == 0, f"exit {done.returncode}: {done.stderr[-2000:]}"
     assert done.stdout.startswith("ok 120 tries"), done.stdout
+
+
+def test_a_save_that_keeps_the_larger_file_leaves_one_with_more_vectors_in_place(tmp_path: Path) -> None:
+    path = tmp_path / "notes.hnsw"
+    vectors = _vectors(30)
+    larger, smaller = HnswVectorIndex(DIM, path=path), HnswVectorIndex(DIM, path=path)
+    larger.add(list(range(30)), vectors)
+    smaller.add(list(range(20)), vectors[:20])
+    larger.save()
+    smaller.save(keep_larger=True)
+    assert len(HnswVectorIndex.load(path, DIM)) == 30
+    smaller.save()
+    assert len(HnswVectorIndex.load(path, DIM)) == 20

@@ -78,7 +78,7 @@ def _steps(logs: list[dict[str, Any]]) -> list[tuple[str, int]]:
     return [(log["store"], log["version"]) for log in logs if log["event"] == "stores.schema.step"]
 
 
-ALL_STEPS = [("sessions", 2), ("memory", 2), ("rag", 2), ("knowledge", 2), ("trajectories", 2), ("trajectories", 3),
+ALL_STEPS = [("sessions", 2), ("memory", 2), ("rag", 2), ("knowledge", 2), ("knowledge", 3), ("trajectories", 2), ("trajectories", 3),
              ("tasks", 2)]
 
 
