@@ -8,12 +8,12 @@ from datetime import datetime
 from pathlib import Path
 
 from agentloop.adapters.sqlite import closing_on_error, connect
-from agentloop.adapters.sqlite_schema import Schema, Step, migrate, rebuild
+from agentloop.adapters.sqlite_schema import Schema, Step, migrate
 from agentloop.adapters.sqlite_scopes import (
     SCOPE_COLUMNS_DDL,
     SCOPE_COLUMNS_SQL,
     SCOPE_MATCH,
-    copy_with_scopes,
+    scope_columns_step,
     scope_values,
     scoped_version,
 )
@@ -49,12 +49,7 @@ SCHEMA = Schema(
                 "CREATE INDEX IF NOT EXISTS memory_entries_by_scope_session ON memory_entries (scope, id, session_id)",
             ),
         ),
-        Step(
-            "each row keeps its tenant chain as columns",
-            run=lambda conn: rebuild(
-                conn, "memory_entries", _SCOPED, lambda old: copy_with_scopes(conn, old, "memory_entries", _ENTRY_COLUMNS)
-            ),
-        ),
+        scope_columns_step("memory_entries", _SCOPED, _ENTRY_COLUMNS),
     ),
     scoped_version("memory_entries"),
 )

@@ -15,12 +15,12 @@ import numpy as np
 
 from agentloop.adapters.hnsw_index import HnswVectorIndex
 from agentloop.adapters.sqlite import closing_on_error, connect, data_version, index_missing
-from agentloop.adapters.sqlite_schema import Schema, Step, migrate, rebuild
+from agentloop.adapters.sqlite_schema import Schema, Step, migrate
 from agentloop.adapters.sqlite_scopes import (
     SCOPE_COLUMNS_DDL,
     SCOPE_COLUMNS_SQL,
     SCOPE_MATCH,
-    copy_with_scopes,
+    scope_columns_step,
     scope_values,
     scoped_version,
 )
@@ -59,12 +59,7 @@ SCHEMA = Schema(
                 "CREATE INDEX IF NOT EXISTS rag_documents_by_digest ON rag_documents (scope, digest)",
             ),
         ),
-        Step(
-            "each text keeps its tenant chain as columns",
-            run=lambda conn: rebuild(
-                conn, "rag_documents", _SCOPED, lambda old: copy_with_scopes(conn, old, "rag_documents", _DOCUMENT_COLUMNS)
-            ),
-        ),
+        scope_columns_step("rag_documents", _SCOPED, _DOCUMENT_COLUMNS),
     ),
     scoped_version("rag_documents"),
 )

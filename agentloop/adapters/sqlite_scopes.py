@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 
 import structlog
 
-from agentloop.adapters.sqlite_schema import columns
+from agentloop.adapters.sqlite_schema import Step, columns, rebuild
 from agentloop.scopes import Scope
 
 SCOPE_COLUMNS = ("scope_company", "scope_org", "scope_team", "scope_project", "scope_user", "scope_session")
@@ -69,4 +69,13 @@ def copy_with_scopes(conn: sqlite3.Connection, old: str, table: str, columns: Se
     conn.executemany(
         f"INSERT INTO {table} (id, {SCOPE_COLUMNS_SQL}, {names}) VALUES ({marks})",
         [(id_, *scope_values(release_0_1_scope(scope)), *rest) for id_, scope, *rest in rows],
+    )
+
+
+def scope_columns_step(table: str, create: Sequence[str], columns: Sequence[str]) -> Step:
+    """The step that rebuilds a release 0.1 `table` (one `scope` text) as `create` makes it,
+    each row keeping its id and `columns` with its scope as columns."""
+    return Step(
+        "each row keeps its tenant chain as columns",
+        run=lambda conn: rebuild(conn, table, create, lambda old: copy_with_scopes(conn, old, table, columns)),
     )

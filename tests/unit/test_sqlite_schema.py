@@ -30,7 +30,7 @@ from agentloop.adapters import (
     SqliteTaskStore,
     SqliteTrajectoryStore,
 )
-from agentloop.adapters import sqlite_knowledge, sqlite_memory, sqlite_tasks
+from agentloop.adapters import sqlite_knowledge, sqlite_scopes, sqlite_tasks
 from agentloop.errors import NewerSchemaError
 from agentloop.notes import Layer, LayerIds, NoteStatus
 from agentloop.notes.models import trajectory_hash
@@ -281,7 +281,7 @@ def _failing_after(original: Callable[..., Any]) -> Callable[..., Any]:
     ("module", "helper", "name", "opener"),
     [
         (sqlite_knowledge, "rebuild", "helper.notes.sqlite3", OPENERS["knowledge"][1]),
-        (sqlite_memory, "copy_with_scopes", "helper.sqlite3", lambda d: SqliteMemoryStore.open(d / "helper.sqlite3")),
+        (sqlite_scopes, "copy_with_scopes", "helper.sqlite3", lambda d: SqliteMemoryStore.open(d / "helper.sqlite3")),
         (sqlite_tasks, "add_missing_columns", "helper.tasks.sqlite3", OPENERS["tasks"][1]),
     ],
     ids=["knowledge", "memory", "tasks"],

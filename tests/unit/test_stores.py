@@ -33,6 +33,7 @@ from agentloop.scopes import Scope
 from agentloop.testing import RecordingChannel, ScriptedLLM
 from agentloop.testing.notes import make_execution
 from systems import StandardOptions, standard_pipeline
+from test_sqlite import open_descriptors  # the /proc/self/fd helper of the SQLite store tests
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -227,19 +228,6 @@ def test_a_relative_sqlite_url_is_relative_to_the_working_directory(tmp_path: Pa
     with open_stores("sqlite:///data/bots", bot="b"):
         pass
     assert (tmp_path / "agentloop-data" / "bot.sqlite3").exists() and (tmp_path / "data" / "bots" / "b.sqlite3").exists()
-
-
-def open_descriptors(path: Path) -> list[str]:
-    """The descriptors of this process that point at `path` (Linux /proc)."""
-    target = os.path.realpath(path)
-    found = []
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            if os.readlink(f"/proc/self/fd/{fd}") == target:
-                found.append(fd)
-        except OSError:
-            continue
-    return found
 
 
 def refused(url: str) -> str:
