@@ -349,7 +349,8 @@ class TrajectoryRecorder:
         error it is tried again at once (a passing error seldom strikes twice in a row);
         failing again counts one round against it, and after `quarantine_after_rounds`
         such rounds it is quarantined too. Until then, and whatever failed while the store
-        looked down (nothing of the batch could be written), it is retried after backoff.
+        looked down (nothing of the batch could be written or quarantined yet), it is
+        retried after backoff.
         """
         trusted = False
         written = 0
@@ -357,7 +358,7 @@ class TrajectoryRecorder:
         struck: set[str] = set()
         error: Exception | None = None
         groups = [batch.events]
-        for second in (False, True):  # a second round once a success shows the store is up
+        for second in (False, True):  # a second round once a write or quarantine shows the store is up
             while groups:
                 group = groups.pop()
                 failure = self._append(group)
@@ -369,7 +370,9 @@ class TrajectoryRecorder:
                     continue
                 error = failure
                 if len(group) == 1:
-                    if not self._refused(group[0], failure, struck):
+                    if self._refused(group[0], failure, struck):
+                        trusted = True  # the store took it into quarantine: it is up
+                    else:
                         unresolved += group
                 elif trusted or group is batch.events or isinstance(failure, DATA_ERRORS):
                     middle = len(group) // 2

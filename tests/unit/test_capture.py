@@ -280,6 +280,23 @@ def test_a_store_that_fails_every_other_write_quarantines_no_good_execution(stor
     assert store.count() == 10 and recorder.stats.quarantined == 0 and store.quarantined() == []
 
 
+@pytest.mark.parametrize("every", [2, 3])
+def test_an_intermittent_store_quarantines_a_batch_it_cannot_take_in_one_flush(
+    store: TrajectoryStore, every: int
+) -> None:
+    """A quarantine the store takes shows it is up, so what failed beside it is split
+    and settled now, not left to backoff rounds that outlast the close timeout."""
+    flaky = FlakyTrajectoryStore(store)
+    flaky.fail_every = every
+    recorder = TrajectoryRecorder(flaky, clock=FakeClock())
+    bad = [make_execution(session_id="s1", error="bad \udcff") for _ in range(24)]
+    for execution in bad:
+        recorder.enqueue(execution)
+    assert recorder.flush() == 0
+    assert (recorder.stats.pending, recorder.stats.quarantined, recorder.stats.failed_flushes) == (0, 24, 0)
+    assert {row["id"] for row in store.quarantined()} == {e.id for e in bad}
+
+
 class GoesDown(FlakyTrajectoryStore):
     """Fails the first write, takes the second, then is down (writes and quarantine alike)
     until `failing` is cleared: the disk went away in the middle of a batch."""
@@ -454,7 +471,9 @@ class CaptureMachine(RuleBasedStateMachine):
         self.clock = FakeClock()
         self.recorder = TrajectoryRecorder(
             self.flaky, clock=self.clock, rng=random.Random(0),
-            settings=CaptureSettings(batch_size=4, sampling_threshold_per_minute=6, sampling_rate=0.5),
+            settings=CaptureSettings(
+                batch_size=4, sampling_threshold_per_minute=6, sampling_rate=0.5, close_timeout_s=3.0
+            ),
         )
         self.accepted: set[str] = set()
         self.unstorable: set[str] = set()
@@ -538,3 +557,20 @@ class CaptureMachine(RuleBasedStateMachine):
 
 TestCaptureMachine = CaptureMachine.TestCase
 TestCaptureMachine.settings = settings(deadline=None, max_examples=40, stateful_step_count=40)
+
+
+def test_capture_machine_replays_the_failing_run_hypothesis_found() -> None:
+    """I12: 24 executions the store cannot take, then a close on a store that refuses
+    every other write, quarantines them all within the close timeout. The steps, one
+    character each: a session name enqueues an unstorable execution there, a digit sets
+    `store_intermittent(every=digit)`."""
+    machine = CaptureMachine()
+    machine.nothing_is_lost()
+    for step in "aa0aaaaaaaaa20ba3baa002033aa0bbb2bb02b":
+        if step.isdigit():
+            machine.store_intermittent(every=int(step))
+        else:
+            machine.enqueue_unstorable(session=step)
+        machine.nothing_is_lost()
+    machine.teardown()
+    assert (machine.recorder.stats.quarantined, machine.recorder.stats.failed_flushes) == (24, 0)
