@@ -1,0 +1,103 @@
+"""The async storage ports on the SQLite stores: each call runs on the store's own thread.
+
+The SQLite stores stay synchronous (they are the engine, also used as they are by tools
+that have no event loop); these classes give the ports' coroutines on top of them. A
+SQLite call can take 10-30 ms (a WAL checkpoint, an index insert), far above the 5 ms
+an event loop serving many sessions can spare, so every call is handed to a
+single-thread executor per store: calls of one store keep their order, and the loop
+only waits for the answer. sqlite3 and hnswlib release the GIL while they work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import ParamSpec, TypeVar
+
+from agentloop.adapters.sqlite_memory import SqliteMemoryStore
+from agentloop.adapters.sqlite_rag import SqliteRagStore
+from agentloop.adapters.sqlite_sessions import SqliteSessionStore
+from agentloop.messages import ChatMessage
+from agentloop.ports.stores import MemoryEntry, RagHit
+from agentloop.scopes import Scope
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class OffThread:
+    """One single-thread executor that runs a store's calls in the order they came."""
+
+    def __init__(self, name: str) -> None:
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"agentloop-{name}")
+
+    async def run(self, call: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        """`call(*args, **kwargs)` on the store's thread, awaited."""
+        return await asyncio.get_running_loop().run_in_executor(self._executor, functools.partial(call, *args, **kwargs))
+
+    def shutdown(self) -> None:
+        """Let the calls already handed over finish, then stop the thread."""
+        self._executor.shutdown(wait=True)
+
+
+class AsyncSqliteSessionStore:
+    """The SessionStore port on a `SqliteSessionStore` (`engine`)."""
+
+    def __init__(self, engine: SqliteSessionStore) -> None:
+        self.engine = engine
+        self._thread = OffThread("sessions")
+
+    async def append(self, scope: Scope, messages: Sequence[ChatMessage]) -> None:
+        await self._thread.run(self.engine.append, scope, messages)
+
+    async def recent(self, scope: Scope, limit: int) -> tuple[ChatMessage, ...]:
+        return await self._thread.run(self.engine.recent, scope, limit)
+
+    def close(self) -> None:
+        self._thread.shutdown()
+        self.engine.close()
+
+
+class AsyncSqliteMemoryStore:
+    """The MemoryStore port on a `SqliteMemoryStore` (`engine`)."""
+
+    def __init__(self, engine: SqliteMemoryStore) -> None:
+        self.engine = engine
+        self._thread = OffThread("memory")
+
+    async def add(self, entry: MemoryEntry) -> None:
+        await self._thread.run(self.engine.add, entry)
+
+    async def recent(self, scope: Scope, limit: int, *, exclude_session: str | None = None) -> tuple[MemoryEntry, ...]:
+        return await self._thread.run(self.engine.recent, scope, limit, exclude_session=exclude_session)
+
+    def close(self) -> None:
+        self._thread.shutdown()
+        self.engine.close()
+
+
+class AsyncSqliteRagStore:
+    """The RagStore port on a `SqliteRagStore` (`engine`); embedding runs on its thread too."""
+
+    def __init__(self, engine: SqliteRagStore) -> None:
+        self.engine = engine
+        self._thread = OffThread("rag")
+
+    async def add(self, scope: Scope, text: str, *, session_id: str | None = None) -> int:
+        return await self._thread.run(self.engine.add, scope, text, session_id=session_id)
+
+    async def search(self, scope: Scope, query: str, k: int) -> list[RagHit]:
+        return await self._thread.run(self.engine.search, scope, query, k)
+
+    async def count(self) -> int:
+        return await self._thread.run(self.engine.__len__)
+
+    async def texts(self, scope: Scope) -> list[str]:
+        """Every text stored in `scope`, oldest first."""
+        return await self._thread.run(self.engine.texts, scope)
+
+    def close(self) -> None:
+        self._thread.shutdown()
+        self.engine.close()
