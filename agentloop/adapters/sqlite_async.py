@@ -13,15 +13,19 @@ from __future__ import annotations
 import asyncio
 import functools
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 from typing import ParamSpec, TypeVar
 
+from agentloop.adapters.sqlite_knowledge import SqliteKnowledgeRepository
 from agentloop.adapters.sqlite_memory import SqliteMemoryStore
 from agentloop.adapters.sqlite_rag import SqliteRagStore
 from agentloop.adapters.sqlite_sessions import SqliteSessionStore
 from agentloop.messages import ChatMessage
+from agentloop.notes.models import KnowledgeItem, Layer, LayerIds, MergeSuggestion, NoteStatus, Retrieval
 from agentloop.ports.stores import MemoryEntry, RagHit
+from agentloop.ports.vectors import Vectors
 from agentloop.scopes import Scope
 
 P = ParamSpec("P")
@@ -124,6 +128,75 @@ class AsyncSqliteRagStore:
     async def texts(self, scope: Scope) -> list[str]:
         """Every text stored in `scope`, oldest first."""
         return await self._thread.read(self.engine.texts, scope)
+
+    def close(self) -> None:
+        self._thread.shutdown()
+        self.engine.close()
+
+
+class AsyncSqliteKnowledgeRepository:
+    """The KnowledgeRepository port on a `SqliteKnowledgeRepository` (`engine`)."""
+
+    def __init__(self, engine: SqliteKnowledgeRepository) -> None:
+        self.engine = engine
+        self._thread = OffThread("knowledge")
+
+    async def count(self) -> int:
+        return await self._thread.read(self.engine.__len__)
+
+    async def add(self, item: KnowledgeItem) -> KnowledgeItem:
+        return await self._thread.run(self.engine.add, item)
+
+    async def add_many(self, items: Sequence[KnowledgeItem]) -> list[int]:
+        return await self._thread.run(self.engine.add_many, items)
+
+    async def get(self, note_id: int) -> KnowledgeItem:
+        return await self._thread.read(self.engine.get, note_id)
+
+    async def items(self, statuses: Collection[NoteStatus] | None = None) -> list[KnowledgeItem]:
+        return await self._thread.read(self.engine.items, statuses)
+
+    async def search(
+        self,
+        vector: Vectors,
+        k: int,
+        *,
+        caller: LayerIds,
+        layer: Layer,
+        statuses: Collection[NoteStatus],
+        min_similarity: float = 0.0,
+    ) -> list[tuple[KnowledgeItem, float]]:
+        return await self._thread.read(
+            self.engine.search, vector, k, caller=caller, layer=layer, statuses=statuses, min_similarity=min_similarity
+        )
+
+    async def record_retrievals(
+        self, note_ids: Sequence[int], query: str, session: Scope | None, at: datetime
+    ) -> list[KnowledgeItem]:
+        return await self._thread.run(self.engine.record_retrievals, note_ids, query, session, at)
+
+    async def retrievals(self, note_id: int) -> list[Retrieval]:
+        return await self._thread.read(self.engine.retrievals, note_id)
+
+    async def credit_session(self, session: Scope, at: datetime) -> list[KnowledgeItem]:
+        return await self._thread.run(self.engine.credit_session, session, at)
+
+    async def add_reference(self, note_id: int, at: datetime) -> KnowledgeItem:
+        return await self._thread.run(self.engine.add_reference, note_id, at)
+
+    async def set_flag(self, note_id: int, flagged: bool, at: datetime) -> KnowledgeItem:
+        return await self._thread.run(self.engine.set_flag, note_id, flagged, at)
+
+    async def set_status(
+        self, note_id: int, expected: NoteStatus, target: NoteStatus, at: datetime
+    ) -> KnowledgeItem | None:
+        return await self._thread.run(self.engine.set_status, note_id, expected, target, at)
+
+    async def add_merge_suggestion(self, suggestion: MergeSuggestion) -> bool:
+        return await self._thread.run(self.engine.add_merge_suggestion, suggestion)
+
+    async def merge_suggestions(self) -> list[MergeSuggestion]:
+        return await self._thread.read(self.engine.merge_suggestions)
 
     def close(self) -> None:
         self._thread.shutdown()

@@ -12,7 +12,12 @@ from types import TracebackType
 import attrs
 
 from agentloop.adapters.hashing_embedder import HashingEmbedder
-from agentloop.adapters.sqlite_async import AsyncSqliteMemoryStore, AsyncSqliteRagStore, AsyncSqliteSessionStore
+from agentloop.adapters.sqlite_async import (
+    AsyncSqliteKnowledgeRepository,
+    AsyncSqliteMemoryStore,
+    AsyncSqliteRagStore,
+    AsyncSqliteSessionStore,
+)
 from agentloop.adapters.sqlite_knowledge import SqliteKnowledgeRepository
 from agentloop.adapters.sqlite_memory import SqliteMemoryStore
 from agentloop.adapters.sqlite_rag import SqliteRagStore
@@ -110,7 +115,9 @@ def open_stores(
         opened.callback(memory.close)
         rag = AsyncSqliteRagStore(SqliteRagStore.open(database, embedder, directory / f"{bot}.rag.hnsw"))
         opened.callback(rag.close)
-        knowledge = SqliteKnowledgeRepository(directory / f"{bot}.notes.sqlite3", dim=embedder.dim)
+        knowledge = AsyncSqliteKnowledgeRepository(
+            SqliteKnowledgeRepository(directory / f"{bot}.notes.sqlite3", dim=embedder.dim)
+        )
         opened.callback(knowledge.close)
         trajectories = SqliteTrajectoryStore(directory / f"{bot}.trajectories.sqlite3")
         opened.callback(trajectories.close)

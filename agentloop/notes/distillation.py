@@ -285,10 +285,10 @@ class Distiller:
         vector = self.knowledge.embed(markdown)
         layer = owner.narrowest()
         now = self.clock.now()
-        duplicate = self.knowledge.find_duplicate(vector, owner=owner, above=settings.duplicate_above)
+        duplicate = await self.knowledge.find_duplicate(vector, owner=owner, above=settings.duplicate_above)
         if duplicate is not None:
             existing, similarity = duplicate
-            updated = self.knowledge.add_reference(existing.key)
+            updated = await self.knowledge.add_reference(existing.key)
             self.trajectories.mark_distilled(trajectory.distilled_key(owner), trajectory.session_id, existing.key, now)
             log.info("distillation.duplicate", note_id=existing.key, similarity=round(similarity, 4))
             return DistillationResult(
@@ -316,7 +316,7 @@ class Distiller:
             created_at=now,
             metadata=metadata,
         )
-        stored = self.knowledge.add(item)
+        stored = await self.knowledge.add(item)
         self.trajectories.mark_distilled(trajectory.distilled_key(owner), trajectory.session_id, stored.key, now)
         log.info("distillation.stored", note_id=stored.key, layer=layer.value, tags=list(note.tags))
         return DistillationResult(DistillationStatus.STORED, "stored as a draft pattern", trajectory.content_hash, stored)

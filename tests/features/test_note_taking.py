@@ -168,12 +168,12 @@ class World:
         item = KnowledgeItem(
             NoteType.PATTERN, layer, ids.truncated(layer), title, text, self.knowledge.embed(text), self.clock.now()
         )
-        stored = self.knowledge.add(item)
+        stored = asyncio.run(self.knowledge.add(item))
         self.notes[title] = stored
         return stored
 
     def note(self, title: str) -> KnowledgeItem:
-        return self.repository.get(self.notes[title].key)
+        return asyncio.run(self.repository.get(self.notes[title].key))
 
     def ask(self, session_id: str, question: str) -> AgentContext:
         systems: list[System] = [PromptWriter()]
@@ -352,13 +352,13 @@ def end_sessions(world: World, sids: str) -> None:
 @when(parsers.parse('session "{sid}" searches notes for "{query}" with k {k:d} above {threshold:g}'))
 def search_k(world: World, sid: str, query: str, k: int, threshold: float) -> None:
     chain = world.note_taking.chain(world.session(sid))
-    world.found = world.knowledge.retrieve(query, chain, session=world.scope(sid), k=k, min_similarity=threshold)
+    world.found = asyncio.run(world.knowledge.retrieve(query, chain, session=world.scope(sid), k=k, min_similarity=threshold))
 
 
 @when(parsers.parse('session "{sid}" searches notes for "{query}" at layer "{layer}"'))
 def search_layer(world: World, sid: str, query: str, layer: str) -> None:
     chain = world.note_taking.chain(world.session(sid))
-    world.found = world.knowledge.retrieve(query, chain, session=world.scope(sid), layer=Layer(layer))
+    world.found = asyncio.run(world.knowledge.retrieve(query, chain, session=world.scope(sid), layer=Layer(layer)))
 
 
 @when(parsers.parse('session "{sid}" of the same project asks the bot "{question}"'))
@@ -369,28 +369,28 @@ def ask_bot(world: World, sid: str, question: str) -> None:
 
 @when(parsers.parse('the user gives positive feedback on session "{sid}"'))
 def positive_feedback(world: World, sid: str) -> None:
-    world.note_taking.record_feedback(world.session(sid), positive=True)
+    asyncio.run(world.note_taking.record_feedback(world.session(sid), positive=True))
 
 
 @when(parsers.parse('session "{sid}" retrieves the best note for "{query}" {times:d} times'))
 def retrieve_best(world: World, sid: str, query: str, times: int) -> None:
     chain = world.note_taking.chain(world.session(sid))
     for _ in range(times):
-        world.picks.append(world.knowledge.retrieve(query, chain, session=world.scope(sid), k=1)[0].item.title)
+        world.picks.append(asyncio.run(world.knowledge.retrieve(query, chain, session=world.scope(sid), k=1))[0].item.title)
 
 
 @when(parsers.parse('the notes "{titles}" are proposed and accepted'))
 def accept_notes(world: World, titles: str) -> None:
     for title in _names(titles):
-        world.knowledge.transition(world.notes[title].key, NoteStatus.PROPOSED)
-        world.knowledge.transition(world.notes[title].key, NoteStatus.ACCEPTED)
+        asyncio.run(world.knowledge.transition(world.notes[title].key, NoteStatus.PROPOSED))
+        asyncio.run(world.knowledge.transition(world.notes[title].key, NoteStatus.ACCEPTED))
 
 
 @when(parsers.re(r'the stored note moves to (?P<targets>.+)'))
 def move_stored(world: World, targets: str) -> None:
     assert world.stored_note is not None
     for target in _names(targets.replace('"', "")):
-        world.knowledge.transition(world.stored_note.key, NoteStatus(target))
+        asyncio.run(world.knowledge.transition(world.stored_note.key, NoteStatus(target)))
 
 
 @when(parsers.re(r'(?P<count>\d+) (?:more )?sessions? (?:each )?asks? the bot "(?P<question>[^"]+)" and gives? positive feedback'))
@@ -400,7 +400,7 @@ def sessions_ask_and_like(world: World, count: str, question: str) -> None:
         sid = f"fan-{world.sessions_made}"
         world.session(sid)
         world.ask(sid, question)
-        world.note_taking.record_feedback(world.session(sid), positive=True)
+        asyncio.run(world.note_taking.record_feedback(world.session(sid), positive=True))
 
 
 @when(parsers.parse('session "{sid}" runs {count:d} successful tools within a minute'))
@@ -512,7 +512,7 @@ def model_not_called(world: World) -> None:
 
 @then("no note is stored")
 def no_note(world: World) -> None:
-    assert len(world.repository) == 0
+    assert asyncio.run(world.repository.count()) == 0
 
 
 @then(parsers.parse('the log says distillation was skipped because "{reason}"'))
@@ -544,7 +544,7 @@ def note_cites(world: World, sid: str) -> None:
 @then("the stored note's metadata has source_trajectory_id, distillation_timestamp and llm_model_used")
 def metadata_source(world: World) -> None:
     assert world.stored_note is not None and world.stored_note.metadata is not None
-    metadata = world.repository.get(world.stored_note.key).metadata
+    metadata = asyncio.run(world.repository.get(world.stored_note.key)).metadata
     assert metadata is not None
     assert len(metadata.source_trajectory_id) == 64
     assert metadata.distillation_timestamp == world.clock.now()
@@ -562,7 +562,7 @@ def metadata_ids(world: World, sid: str, user: str, project: str) -> None:
 @then("the stored note's embedding is the embedding of its markdown")
 def note_embedding(world: World) -> None:
     assert world.stored_note is not None
-    stored = world.repository.get(world.stored_note.key)
+    stored = asyncio.run(world.repository.get(world.stored_note.key))
     assert np.allclose(stored.embedding, world.embedder.embed([stored.markdown])[0])
 
 
@@ -599,7 +599,7 @@ def retrieved_times(world: World, title: str, times: str) -> None:
 
 @then(parsers.parse('its retrieval is recorded with the query "{query}" and session "{sid}"'))
 def retrieval_recorded(world: World, query: str, sid: str) -> None:
-    (retrieval,) = world.repository.retrievals(next(iter(world.notes.values())).key)
+    (retrieval,) = asyncio.run(world.repository.retrievals(next(iter(world.notes.values())).key))
     assert (retrieval.query, retrieval.session_id, retrieval.at) == (query, sid, world.clock.now())
 
 
@@ -623,19 +623,19 @@ def maintainer_told(world: World, title: str, what: str) -> None:
 @then(parsers.parse('the best note for "{query}" is now "{title}"'))
 def best_note(world: World, query: str, title: str) -> None:
     chain = world.note_taking.chain(world.session("s1"))
-    assert world.knowledge.search(query, chain, k=1)[0].item.title == title
+    assert asyncio.run(world.knowledge.search(query, chain, k=1))[0].item.title == title
 
 
 @then(parsers.parse("there is {count:d} note stored"))
 def notes_stored(world: World, count: int) -> None:
-    assert len(world.repository) == count
+    assert asyncio.run(world.repository.count()) == count
 
 
 @then(parsers.parse('the note distilled from session "{sid}" has reference count {count:d}'))
 def reference_count(world: World, sid: str, count: int) -> None:
     note = world.results[sid].note
     assert note is not None
-    assert world.repository.get(note.key).reference_count == count
+    assert asyncio.run(world.repository.get(note.key)).reference_count == count
 
 
 @then("the log says a duplicate was detected")
@@ -646,7 +646,7 @@ def duplicate_logged(logs: list[dict[str, Any]]) -> None:
 @then(parsers.parse('a merge of "{first}" and "{second}" is suggested to a maintainer'))
 def merge_suggested(world: World, first: str, second: str) -> None:
     pair = tuple(sorted((world.notes[first].key, world.notes[second].key)))
-    (suggestion,) = world.knowledge.merge_suggestions()
+    (suggestion,) = asyncio.run(world.knowledge.merge_suggestions())
     assert (suggestion.first_id, suggestion.second_id) == pair and suggestion.similarity > 0.9
     assert [n.note_ids for n in world.notifier.notices if n.kind is NoticeKind.MERGE_SUGGESTED] == [pair]
 
@@ -654,7 +654,7 @@ def merge_suggested(world: World, first: str, second: str) -> None:
 @then(parsers.parse('no merge with "{title}" is suggested'))
 def no_merge_with(world: World, title: str) -> None:
     key = world.notes[title].key
-    assert all(key not in (s.first_id, s.second_id) for s in world.knowledge.merge_suggestions())
+    assert all(key not in (s.first_id, s.second_id) for s in asyncio.run(world.knowledge.merge_suggestions()))
 
 
 @then(parsers.parse('the notes "{titles}" are all still stored unchanged'))
@@ -668,23 +668,23 @@ def stored_unchanged(world: World, titles: str) -> None:
 @then(parsers.parse('the stored note has status "{status}"'))
 def stored_status(world: World, status: str) -> None:
     assert world.stored_note is not None
-    assert world.repository.get(world.stored_note.key).status.value == status
+    assert asyncio.run(world.repository.get(world.stored_note.key)).status.value == status
 
 
 @then(parsers.parse('moving the stored note to "{status}" is refused as an invalid transition'))
 def refused(world: World, status: str) -> None:
     assert world.stored_note is not None
     with pytest.raises(InvalidTransition, match="cannot go from deprecated"):
-        world.knowledge.transition(world.stored_note.key, NoteStatus(status))
+        asyncio.run(world.knowledge.transition(world.stored_note.key, NoteStatus(status)))
 
 
 @then("a draft note can be rejected but a rejected note cannot be proposed")
 def reject_draft(world: World) -> None:
     chain = world.note_taking.chain(world.session("s1"))
     note = world.add_note("Half-baked idea", "an idea nobody tried", Layer.PROJECT, chain)
-    assert world.knowledge.transition(note.key, NoteStatus.REJECTED).status is NoteStatus.REJECTED
+    assert asyncio.run(world.knowledge.transition(note.key, NoteStatus.REJECTED)).status is NoteStatus.REJECTED
     with pytest.raises(InvalidTransition):
-        world.knowledge.transition(note.key, NoteStatus.PROPOSED)
+        asyncio.run(world.knowledge.transition(note.key, NoteStatus.PROPOSED))
 
 
 @then(parsers.parse('the note "{title}" has status "{status}"'))

@@ -146,7 +146,7 @@ def test_a_reply_holding_bytes_no_store_takes_is_stored_with_them_replaced(
     reply = REPLY.replace("password reset", "reset of report-\udcff.txt")
     result = asyncio.run(Distiller(Model(reply), knowledge, store).distill(_trajectory(), success=True, owner=OWNER))
     assert result.status is DistillationStatus.STORED and result.note is not None, result.reason
-    (stored,) = knowledge.repository.items()
+    (stored,) = asyncio.run(knowledge.repository.items())
     assert "report-\ufffd.txt" in stored.markdown and "\udcff" not in stored.markdown
 
 
@@ -197,7 +197,7 @@ def test_a_near_duplicate_raises_the_reference_count_instead(parts: tuple[Knowle
     second = asyncio.run(distiller.distill(_trajectory("s2", count=4), success=True, owner=OWNER))
     assert second.status is DistillationStatus.DUPLICATE and second.note is not None and first.note is not None
     assert second.note.key == first.note.key and second.note.reference_count == 1
-    assert len(knowledge.repository) == 1
+    assert asyncio.run(knowledge.repository.count()) == 1
 
 
 def test_notes_of_another_project_are_not_duplicates(parts: tuple[KnowledgeBase, TrajectoryStore, InMemoryMetrics]) -> None:
@@ -206,7 +206,7 @@ def test_notes_of_another_project_are_not_duplicates(parts: tuple[KnowledgeBase,
     asyncio.run(distiller.distill(_trajectory("s1"), success=True, owner=OWNER))
     other = LayerIds(org_id="o2", team_id="t9", project_id="p9")
     result = asyncio.run(distiller.distill(_trajectory("s2", count=4), success=True, owner=other))
-    assert result.status is DistillationStatus.STORED and len(knowledge.repository) == 2
+    assert result.status is DistillationStatus.STORED and asyncio.run(knowledge.repository.count()) == 2
 
 
 def test_identical_work_of_two_tenants_is_distilled_for_each_and_twice_for_neither(

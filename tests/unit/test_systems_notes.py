@@ -47,7 +47,7 @@ SESSION = Session("s1", user_id="u1", project_id="p1", team_id="t1", org_id="o1"
 def _seed(notes: NoteTaking, text: str, session: Session = SESSION) -> int:
     chain = notes.chain(session)
     item = KnowledgeItem(NoteType.PATTERN, Layer.PROJECT, chain, text[:20], text, notes.knowledge.embed(text), FakeClock().now())
-    return notes.knowledge.add(item).key
+    return asyncio.run(notes.knowledge.add(item)).key
 
 
 def test_retrieval_adds_a_notes_section_and_records_what_the_session_saw(notes: NoteTaking) -> None:
@@ -57,7 +57,7 @@ def test_retrieval_adds_a_notes_section_and_records_what_the_session_saw(notes: 
     assert [r.item.key for r in retrieved.notes] == [key]
     (section,) = ctx.require(PromptContext).sections
     assert section.title == NOTES_SECTION_TITLE and "page through rate-limited APIs" in section.body
-    assert [r.session_id for r in notes.knowledge.repository.retrievals(key)] == ["s1"]
+    assert [r.session_id for r in asyncio.run(notes.knowledge.repository.retrievals(key))] == ["s1"]
 
 
 def test_no_matching_note_leaves_the_prompt_alone(notes: NoteTaking) -> None:
