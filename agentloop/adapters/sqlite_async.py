@@ -22,9 +22,11 @@ from agentloop.adapters.sqlite_knowledge import SqliteKnowledgeRepository
 from agentloop.adapters.sqlite_memory import SqliteMemoryStore
 from agentloop.adapters.sqlite_rag import SqliteRagStore
 from agentloop.adapters.sqlite_sessions import SqliteSessionStore
+from agentloop.adapters.sqlite_tasks import SqliteTaskStore
 from agentloop.messages import ChatMessage
 from agentloop.notes.models import KnowledgeItem, Layer, LayerIds, MergeSuggestion, NoteStatus, Retrieval
 from agentloop.ports.stores import MemoryEntry, RagHit
+from agentloop.ports.tasks import TaskRecord, TaskState
 from agentloop.ports.vectors import Vectors
 from agentloop.scopes import Scope
 
@@ -197,6 +199,47 @@ class AsyncSqliteKnowledgeRepository:
 
     async def merge_suggestions(self) -> list[MergeSuggestion]:
         return await self._thread.read(self.engine.merge_suggestions)
+
+    def close(self) -> None:
+        self._thread.shutdown()
+        self.engine.close()
+
+
+class AsyncSqliteTaskStore:
+    """The TaskStore port on a `SqliteTaskStore` (`engine`)."""
+
+    def __init__(self, engine: SqliteTaskStore) -> None:
+        self.engine = engine
+        self._thread = OffThread("tasks")
+
+    async def add(self, record: TaskRecord) -> None:
+        await self._thread.run(self.engine.add, record)
+
+    async def get(self, task_id: str, scope: Scope) -> TaskRecord | None:
+        return await self._thread.read(self.engine.get, task_id, scope)
+
+    async def move(
+        self,
+        task_id: str,
+        scope: Scope,
+        allowed_from: tuple[TaskState, ...],
+        to: TaskState,
+        *,
+        updated_at: datetime,
+        claimed_by: str | None,
+        count_attempt: bool = False,
+        lease_expires_at: datetime | None = None,
+        held_by: str | None = None,
+        unchanged_since: datetime | None = None,
+    ) -> TaskRecord | None:
+        return await self._thread.run(
+            self.engine.move, task_id, scope, allowed_from, to, updated_at=updated_at, claimed_by=claimed_by,
+            count_attempt=count_attempt, lease_expires_at=lease_expires_at, held_by=held_by,
+            unchanged_since=unchanged_since,
+        )
+
+    async def in_state(self, state: TaskState, scope: Scope) -> tuple[TaskRecord, ...]:
+        return await self._thread.read(self.engine.in_state, state, scope)
 
     def close(self) -> None:
         self._thread.shutdown()

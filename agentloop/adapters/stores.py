@@ -17,6 +17,7 @@ from agentloop.adapters.sqlite_async import (
     AsyncSqliteMemoryStore,
     AsyncSqliteRagStore,
     AsyncSqliteSessionStore,
+    AsyncSqliteTaskStore,
 )
 from agentloop.adapters.sqlite_knowledge import SqliteKnowledgeRepository
 from agentloop.adapters.sqlite_memory import SqliteMemoryStore
@@ -121,7 +122,7 @@ def open_stores(
         opened.callback(knowledge.close)
         trajectories = SqliteTrajectoryStore(directory / f"{bot}.trajectories.sqlite3")
         opened.callback(trajectories.close)
-        tasks = SqliteTaskStore(directory / f"{bot}.tasks.sqlite3")
+        tasks = AsyncSqliteTaskStore(SqliteTaskStore(directory / f"{bot}.tasks.sqlite3"))
         opened.callback(tasks.close)
         opened.pop_all()
     closers = (sessions.close, memory.close, rag.close, knowledge.close, trajectories.close, tasks.close)

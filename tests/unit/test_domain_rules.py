@@ -153,19 +153,19 @@ class NaiveTaskStore:
     def __init__(self) -> None:
         self.tasks: dict[str, TaskRecord] = {}
 
-    def add(self, record: TaskRecord) -> None:
+    async def add(self, record: TaskRecord) -> None:
         self.tasks[record.id] = record
 
-    def get(self, task_id: str, scope: Scope) -> TaskRecord | None:
+    async def get(self, task_id: str, scope: Scope) -> TaskRecord | None:
         record = self.tasks.get(task_id)
         return record if record is not None and record.scope == scope else None
 
-    def move(
+    async def move(
         self, task_id: str, scope: Scope, allowed_from: tuple[TaskState, ...], to: TaskState, *,
         updated_at: datetime, claimed_by: str | None, count_attempt: bool = False,
         lease_expires_at: datetime | None = None, held_by: str | None = None, unchanged_since: datetime | None = None,
     ) -> TaskRecord | None:
-        record = self.get(task_id, scope)
+        record = await self.get(task_id, scope)
         if (
             record is None
             or record.state not in allowed_from
@@ -179,7 +179,7 @@ class NaiveTaskStore:
         )
         return self.tasks[task_id]
 
-    def in_state(self, state: TaskState, scope: Scope) -> tuple[TaskRecord, ...]:
+    async def in_state(self, state: TaskState, scope: Scope) -> tuple[TaskRecord, ...]:
         return tuple(r for r in self.tasks.values() if r.state is state and r.scope == scope)
 
 
@@ -289,12 +289,12 @@ def test_a_distilled_duplicate_is_referenced_not_stored_again() -> None:
 def test_task_moves_and_leases_hold_over_a_store_that_only_compares_and_sets(tmp_path: Path) -> None:
     clock = FakeClock()
     lifecycle = TaskLifecycle(NaiveTaskStore(), AttemptNotes(tmp_path, clock=clock), clock=clock, lease=timedelta(minutes=1))
-    lifecycle.create("t1", "fix")
-    lifecycle.claim("t1", "agent-1")
+    asyncio.run(lifecycle.create("t1", "fix"))
+    asyncio.run(lifecycle.claim("t1", "agent-1"))
     with pytest.raises(InvalidTaskTransition):
-        lifecycle.accept("t1")
+        asyncio.run(lifecycle.accept("t1"))
     clock.advance(61)
-    assert [r.id for r in lifecycle.expire_leases()] == ["t1"]
+    assert [r.id for r in asyncio.run(lifecycle.expire_leases())] == ["t1"]
     with pytest.raises(ClaimLostError):
-        lifecycle.renew("t1", "agent-1")
-    assert lifecycle.claim("t1", "agent-2").attempts == 2
+        asyncio.run(lifecycle.renew("t1", "agent-1"))
+    assert asyncio.run(lifecycle.claim("t1", "agent-2")).attempts == 2

@@ -32,6 +32,7 @@ from agentloop.adapters import (
     SqliteTrajectoryStore,
 )
 from agentloop.adapters import sqlite_knowledge, sqlite_memory, sqlite_tasks
+from agentloop.adapters.sqlite_async import AsyncSqliteTaskStore
 from agentloop.errors import NewerSchemaError
 from agentloop.notes import Layer, LayerIds, NoteStatus
 from agentloop.notes.models import trajectory_hash
@@ -210,15 +211,15 @@ def test_every_task_keeps_its_state_in_the_chain_without_org_team_or_project(old
 
 
 def test_a_claim_from_before_leases_holds_one_lease_from_its_last_update(old_data: Path) -> None:
-    store = SqliteTaskStore(old_data / "helper.tasks.sqlite3")
+    store = AsyncSqliteTaskStore(SqliteTaskStore(old_data / "helper.tasks.sqlite3"))
     clock = FakeClock(start=AT + timedelta(minutes=2))
     acme = TaskLifecycle(store, AttemptNotes(old_data / "notes"), session=Session("s", org_id="acme"), clock=clock)
     default = TaskLifecycle(store, AttemptNotes(old_data / "notes"), clock=clock)
     clock.advance(DEFAULT_LEASE.total_seconds())
-    assert acme.claim_next("worker") is None
-    taken = default.claim_next("worker")
+    assert asyncio.run(acme.claim_next("worker")) is None
+    taken = asyncio.run(default.claim_next("worker"))
     assert taken is not None and (taken.id, taken.attempts) == ("task-incoming", 1)
-    taken = default.claim_next("worker")
+    taken = asyncio.run(default.claim_next("worker"))
     assert taken is not None and (taken.id, taken.attempts) == ("task-claimed", 2)
     store.close()
 
