@@ -23,8 +23,10 @@ from agentloop.adapters.sqlite_memory import SqliteMemoryStore
 from agentloop.adapters.sqlite_rag import SqliteRagStore
 from agentloop.adapters.sqlite_sessions import SqliteSessionStore
 from agentloop.adapters.sqlite_tasks import SqliteTaskStore
+from agentloop.adapters.sqlite_trajectories import SqliteTrajectoryStore
+from agentloop.components import ToolExecution
 from agentloop.messages import ChatMessage
-from agentloop.notes.models import KnowledgeItem, Layer, LayerIds, MergeSuggestion, NoteStatus, Retrieval
+from agentloop.notes.models import KnowledgeItem, Layer, LayerIds, MergeSuggestion, NoteStatus, Retrieval, Trajectory
 from agentloop.ports.stores import MemoryEntry, RagHit
 from agentloop.ports.tasks import TaskRecord, TaskState
 from agentloop.ports.vectors import Vectors
@@ -48,9 +50,13 @@ class OffThread:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"agentloop-{name}")
         self._pending = 0
         self._counting = threading.Lock()
+        self._shut = False
 
     async def run(self, call: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-        """`call(*args, **kwargs)` on the store's thread, awaited."""
+        """`call(*args, **kwargs)` on the store's thread, awaited; once the thread is shut
+        down, inline, so a closed store answers with its own error."""
+        if self._shut:
+            return call(*args, **kwargs)
         with self._counting:
             self._pending += 1
         return await asyncio.get_running_loop().run_in_executor(
@@ -72,6 +78,7 @@ class OffThread:
 
     def shutdown(self) -> None:
         """Let the calls already handed over finish, then stop the thread."""
+        self._shut = True
         self._executor.shutdown(wait=True)
 
 
@@ -240,6 +247,43 @@ class AsyncSqliteTaskStore:
 
     async def in_state(self, state: TaskState, scope: Scope) -> tuple[TaskRecord, ...]:
         return await self._thread.read(self.engine.in_state, state, scope)
+
+    def close(self) -> None:
+        self._thread.shutdown()
+        self.engine.close()
+
+
+class AsyncSqliteTrajectoryStore:
+    """The TrajectoryStore port on a `SqliteTrajectoryStore` (`engine`).
+
+    Every call, reads too, runs on the store's thread: the capture writer appends from its
+    own thread at any moment, so a read on the loop could wait there for its lock.
+    """
+
+    def __init__(self, engine: SqliteTrajectoryStore) -> None:
+        self.engine = engine
+        self._thread = OffThread("trajectories")
+
+    async def append(self, executions: Sequence[ToolExecution]) -> None:
+        await self._thread.run(self.engine.append, executions)
+
+    async def load(self, session_id: str, scope: Scope | None = None) -> Trajectory:
+        return await self._thread.run(self.engine.load, session_id, scope)
+
+    async def quarantine(self, execution: ToolExecution, reason: str) -> None:
+        await self._thread.run(self.engine.quarantine, execution, reason)
+
+    async def quarantined(self) -> list[dict[str, str]]:
+        return await self._thread.run(self.engine.quarantined)
+
+    async def count(self) -> int:
+        return await self._thread.run(self.engine.count)
+
+    async def mark_distilled(self, trajectory_hash: str, session_id: str, note_id: int, at: datetime) -> None:
+        await self._thread.run(self.engine.mark_distilled, trajectory_hash, session_id, note_id, at)
+
+    async def is_distilled(self, trajectory_hash: str) -> bool:
+        return await self._thread.run(self.engine.is_distilled, trajectory_hash)
 
     def close(self) -> None:
         self._thread.shutdown()

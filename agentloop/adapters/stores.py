@@ -18,6 +18,7 @@ from agentloop.adapters.sqlite_async import (
     AsyncSqliteRagStore,
     AsyncSqliteSessionStore,
     AsyncSqliteTaskStore,
+    AsyncSqliteTrajectoryStore,
 )
 from agentloop.adapters.sqlite_knowledge import SqliteKnowledgeRepository
 from agentloop.adapters.sqlite_memory import SqliteMemoryStore
@@ -120,7 +121,7 @@ def open_stores(
             SqliteKnowledgeRepository(directory / f"{bot}.notes.sqlite3", dim=embedder.dim)
         )
         opened.callback(knowledge.close)
-        trajectories = SqliteTrajectoryStore(directory / f"{bot}.trajectories.sqlite3")
+        trajectories = AsyncSqliteTrajectoryStore(SqliteTrajectoryStore(directory / f"{bot}.trajectories.sqlite3"))
         opened.callback(trajectories.close)
         tasks = AsyncSqliteTaskStore(SqliteTaskStore(directory / f"{bot}.tasks.sqlite3"))
         opened.callback(tasks.close)

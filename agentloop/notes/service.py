@@ -118,7 +118,7 @@ class NoteTaking:
             self._log.warning("notes.end_session.capture_pending", session_id=session_id, error=failure)
             return self.distiller.report(DistillationResult(DistillationStatus.FAILED, failure, ""), 0.0)
         scope = history_scope(known, self.company_id) if known is not None else None
-        trajectory = self.recorder.store.load(session_id, scope)
+        trajectory = await self.recorder.store.load(session_id, scope)
         self.recorder.forget_session(session_id)
         if known is None:
             self._log.info("notes.end_session", session_id=session_id, status=DistillationStatus.SKIPPED.value, reason=unknown)

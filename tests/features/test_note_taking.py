@@ -93,11 +93,11 @@ class GatedStore:
         self.gate: threading.Event | None = None
         self.entered = threading.Event()
 
-    def append(self, executions: Sequence[ToolExecution]) -> None:
+    async def append(self, executions: Sequence[ToolExecution]) -> None:
         if self.gate is not None:
             self.entered.set()
             self.gate.wait()
-        self.inner.append(executions)
+        await self.inner.append(executions)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -426,19 +426,19 @@ def busier_session(world: World, sid: str, ok: int, failing: int) -> None:
 
 @then(parsers.parse('the trajectory of session "{sid}" lists "{tools}" in that order'))
 def trajectory_lists(world: World, sid: str, tools: str) -> None:
-    assert [e.tool_name for e in world.trajectories.load(sid).executions] == _names(tools)
+    assert [e.tool_name for e in asyncio.run(world.trajectories.load(sid)).executions] == _names(tools)
 
 
 @then(parsers.parse('"{child}" is recorded as a child of "{parent}"'))
 def child_of(world: World, child: str, parent: str) -> None:
-    by_name = {e.tool_name: e for e in world.trajectories.load("s1").executions}
+    by_name = {e.tool_name: e for e in asyncio.run(world.trajectories.load("s1")).executions}
     assert by_name[child].parent_id == by_name[parent].id
     assert all(e.parent_id is None for name, e in by_name.items() if name != child)
 
 
 @then("every recorded execution has its arguments, result, start time and duration")
 def complete_records(world: World) -> None:
-    executions = world.trajectories.load("s1").executions
+    executions = asyncio.run(world.trajectories.load("s1")).executions
     assert executions and all(e.arguments and e.result and e.duration_ms > 0 for e in executions)
     starts = [e.started_at for e in executions]
     assert starts == sorted(starts) and starts[-1] - starts[0] == timedelta(seconds=20)
@@ -446,28 +446,28 @@ def complete_records(world: World) -> None:
 
 @then(parsers.parse('every recorded execution belongs to session "{sid}" and user "{user}"'))
 def belongs_to(world: World, sid: str, user: str) -> None:
-    executions = world.trajectories.load(sid).executions
+    executions = asyncio.run(world.trajectories.load(sid)).executions
     assert executions and all(e.session_id == sid and e.user_id == user and e.project_id == "p1" for e in executions)
 
 
 @then(parsers.parse("the recorded \"{tool}\" execution has arguments '{arguments}' and error \"{error}\""))
 def recorded_failure(world: World, tool: str, arguments: str, error: str) -> None:
-    (execution,) = [e for e in world.trajectories.load("s1").executions if e.tool_name == tool]
+    (execution,) = [e for e in asyncio.run(world.trajectories.load("s1")).executions if e.tool_name == tool]
     assert execution.arguments == json.loads(arguments)
     assert execution.error == error and execution.result is None and not execution.succeeded
 
 
 @then(parsers.parse('the recorded "{tool}" execution has a context snapshot with the user\'s message'))
 def recorded_snapshot(world: World, tool: str) -> None:
-    (execution,) = [e for e in world.trajectories.load("s1").executions if e.tool_name == tool]
+    (execution,) = [e for e in asyncio.run(world.trajectories.load("s1")).executions if e.tool_name == tool]
     assert execution.context_snapshot == {"user_message": "please fix ticket s1"}
 
 
 @then(parsers.parse('the trajectory of session "{sid}" has the same content hash after reopening the store'))
 def stable_hash(world: World, sid: str) -> None:
-    before = world.trajectories.load(sid).content_hash
+    before = asyncio.run(world.trajectories.load(sid)).content_hash
     with open_stores(world.tmp) as reopened:
-        assert reopened.trajectories.load(sid).content_hash == before and len(before) == 64
+        assert asyncio.run(reopened.trajectories.load(sid)).content_hash == before and len(before) == 64
 
 
 @then(parsers.parse('the model was asked once to analyse the trajectory of session "{sid}"'))
@@ -536,9 +536,9 @@ def note_owner(world: World, project: str, team: str, org: str) -> None:
 @then(parsers.parse('the stored note\'s metadata cites the trajectory of session "{sid}"'))
 def note_cites(world: World, sid: str) -> None:
     assert world.stored_note is not None and world.stored_note.metadata is not None
-    trajectory = world.trajectories.load(sid)
+    trajectory = asyncio.run(world.trajectories.load(sid))
     assert world.stored_note.metadata.source_trajectory_id == trajectory.content_hash
-    assert world.trajectories.is_distilled(trajectory.distilled_key(world.stored_note.layer_ids))
+    assert asyncio.run(world.trajectories.is_distilled(trajectory.distilled_key(world.stored_note.layer_ids)))
 
 
 @then("the stored note's metadata has source_trajectory_id, distillation_timestamp and llm_model_used")
@@ -716,18 +716,18 @@ def handoffs_returned(world: World) -> None:
 
 @then("the executions wait in the buffer for a batch write")
 def waiting(world: World) -> None:
-    assert world.trajectories.count() == 0
+    assert asyncio.run(world.trajectories.count()) == 0
     assert world.recorder.stats.pending == len(world.handoffs)
 
 
 @then(parsers.parse('the trajectory of session "{sid}" holds {count:d} executions'))
 def trajectory_holds(world: World, sid: str, count: int) -> None:
-    assert len(world.trajectories.load(sid).executions) == count
+    assert len(asyncio.run(world.trajectories.load(sid)).executions) == count
 
 
 @then(parsers.parse("{count:d} executions are stored"))
 def stored_count(world: World, count: int) -> None:
-    assert world.trajectories.count() == count
+    assert asyncio.run(world.trajectories.count()) == count
 
 
 @then(parsers.parse("{count:d} executions wait in the retry queue"))
@@ -751,13 +751,13 @@ def sampling_logged(world: World, logs: list[dict[str, Any]], sid: str) -> None:
 def failing_kept(world: World, count: int) -> None:
     stored = world.recorder.stats.accepted
     world.recorder.flush()
-    failed = [e for e in world.trajectories.load("busy").executions if e.error is not None]
-    assert len(failed) == count and stored == world.trajectories.count()
+    failed = [e for e in asyncio.run(world.trajectories.load("busy")).executions if e.error is not None]
+    assert len(failed) == count and stored == asyncio.run(world.trajectories.count())
 
 
 @then(parsers.parse("between {low:d}% and {high:d}% of the {count:d} successful executions are kept"))
 def sampled_share(world: World, low: int, high: int, count: int) -> None:
-    ok = [e for e in world.trajectories.load("busy").executions if e.error is None and e.arguments["step"] >= 1000]
+    ok = [e for e in asyncio.run(world.trajectories.load("busy")).executions if e.error is None and e.arguments["step"] >= 1000]
     assert count * low / 100 <= len(ok) <= count * high / 100
 
 

@@ -135,7 +135,7 @@ def test_a_good_trajectory_becomes_a_draft_project_note(parts: tuple[KnowledgeBa
     assert result.status is DistillationStatus.STORED and result.note is not None
     assert result.note.layer is Layer.PROJECT and result.note.metadata is not None
     assert result.note.metadata.llm_model_used == "m-1" and result.note.metadata.user_id == "u1"
-    assert store.is_distilled(trajectory.distilled_key(OWNER))
+    assert asyncio.run(store.is_distilled(trajectory.distilled_key(OWNER)))
     assert metrics.counter("note_taking.distillation.total", {"status": "success"}) == 1
 
 
@@ -185,7 +185,7 @@ def test_a_failing_model_or_a_bad_reply_is_an_error_not_an_exception(
     knowledge, store, metrics = parts
     result = asyncio.run(Distiller(Model(reply), knowledge, store, metrics=metrics).distill(_trajectory(), success=True, owner=OWNER))
     assert result.status is DistillationStatus.FAILED and result.note is None
-    assert not store.is_distilled(_trajectory().distilled_key(OWNER))
+    assert not asyncio.run(store.is_distilled(_trajectory().distilled_key(OWNER)))
     assert metrics.counter("note_taking.distillation.total", {"status": "error"}) == 1
     assert len(metrics.observations("note_taking.distillation.duration_ms")) == 1
 
@@ -230,6 +230,6 @@ def test_a_trajectory_the_earlier_release_marked_distilled_is_not_distilled_agai
 ) -> None:
     """The earlier release marked a distilled trajectory by its bare content hash."""
     knowledge, store, _ = parts
-    store.mark_distilled(_trajectory().content_hash, "s1", 1, datetime(2026, 1, 1, tzinfo=UTC))
+    asyncio.run(store.mark_distilled(_trajectory().content_hash, "s1", 1, datetime(2026, 1, 1, tzinfo=UTC)))
     result = asyncio.run(Distiller(Model(), knowledge, store, clock=FakeClock()).distill(_trajectory(), success=True, owner=OWNER))
     assert result.status is DistillationStatus.SKIPPED and "already distilled" in result.reason

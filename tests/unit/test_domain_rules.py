@@ -125,25 +125,25 @@ class NaiveTrajectoryStore:
         self.executions: dict[str, ToolExecution] = {}
         self.distilled: set[str] = set()
 
-    def append(self, executions: Sequence[ToolExecution]) -> None:
+    async def append(self, executions: Sequence[ToolExecution]) -> None:
         self.executions.update({e.id: e for e in executions})
 
-    def load(self, session_id: str, scope: Scope | None = None) -> Trajectory:
+    async def load(self, session_id: str, scope: Scope | None = None) -> Trajectory:
         return Trajectory(session_id, tuple(e for e in self.executions.values() if e.session_id == session_id))
 
-    def quarantined(self) -> list[dict[str, str]]:
+    async def quarantined(self) -> list[dict[str, str]]:
         return []
 
-    def quarantine(self, execution: ToolExecution, reason: str) -> None:
+    async def quarantine(self, execution: ToolExecution, reason: str) -> None:
         self.executions.pop(execution.id, None)
 
-    def count(self) -> int:
+    async def count(self) -> int:
         return len(self.executions)
 
-    def mark_distilled(self, trajectory_hash: str, session_id: str, note_id: int, at: datetime) -> None:
+    async def mark_distilled(self, trajectory_hash: str, session_id: str, note_id: int, at: datetime) -> None:
         self.distilled.add(trajectory_hash)
 
-    def is_distilled(self, trajectory_hash: str) -> bool:
+    async def is_distilled(self, trajectory_hash: str) -> bool:
         return trajectory_hash in self.distilled
 
 

@@ -88,7 +88,7 @@ def test_a_store_that_cannot_take_the_trajectory_fails_the_distillation(tmp_path
     assert result.status is DistillationStatus.FAILED and "could not be written" in result.reason
     assert model.requests == [] and metrics.counter("note_taking.distillation.total", {"status": "error"}) == 1
     flaky.failing = False
-    assert notes.recorder.drain() == 3 and flaky.count() == 3
+    assert notes.recorder.drain() == 3 and asyncio.run(flaky.count()) == 3
     notes.close()
 
 
@@ -138,7 +138,7 @@ def test_close_closes_the_stores_and_saves_the_index_even_when_capture_cannot_dr
     with pytest.raises(sqlite3.ProgrammingError, match="closed"):
         asyncio.run(notes.knowledge.repository.items())
     with pytest.raises(sqlite3.ProgrammingError, match="closed"):
-        trajectories.count()
+        asyncio.run(trajectories.count())
 
 
 def test_observed_sessions_are_bounded_and_the_least_recent_is_dropped_first(tmp_path: Path) -> None:

@@ -189,7 +189,7 @@ def fill(stores: Stores) -> None:
     asyncio.run(stores.rag.add(Scope(user_id="ada"), "Lunch is at noon."))
     asyncio.run(stores.knowledge.add(KnowledgeItem(NoteType.PATTERN, Layer.COMPANY, LayerIds("default"), "lunch", "Lunch is at noon.",
                                        stores.embedder.embed(["Lunch is at noon."])[0], AT)))
-    stores.trajectories.append([make_execution("search", session_id="s1")])
+    asyncio.run(stores.trajectories.append([make_execution("search", session_id="s1")]))
     asyncio.run(stores.tasks.add(TaskRecord("t1", "report", {}, TaskState.INCOMING, AT, AT)))
 
 
@@ -216,7 +216,7 @@ def test_a_sqlite_url_and_a_plain_path_open_the_same_stores_and_reopening_sees_t
         assert [e.assistant_text for e in asyncio.run(again.memory.recent(Scope(user_id="ada"), 5))] == ["At noon."]
         assert [h.text for h in asyncio.run(again.rag.search(Scope(user_id="ada"), "lunch", 1))] == ["Lunch is at noon."]
         assert [item.title for item in asyncio.run(again.knowledge.items())] == ["lunch"]
-        assert again.trajectories.count() == 1
+        assert asyncio.run(again.trajectories.count()) == 1
         assert asyncio.run(again.tasks.get("t1", Scope())) is not None
         assert again.attempt_notes_dir == tmp_path / "helper.attempt-notes"
 

@@ -125,7 +125,7 @@ def test_add_note_taking_edits_the_standard_pipeline(notes: NoteTaking, tmp_path
     execution = make_execution("lint", session_id="s-standard")
     hook(execution)
     assert notes.recorder.stats.accepted == 1 and notes.recorder.drain() == 1
-    assert [e.id for e in notes.recorder.store.load("s-standard").executions] == [execution.id]
+    assert [e.id for e in asyncio.run(notes.recorder.store.load("s-standard")).executions] == [execution.id]
     orders = [(s.order, type(s).__name__) for s in pipeline.systems]
     assert (25, "NoteRetrievalSystem") in orders and orders[-1] == (80, "TrajectoryCaptureSystem")
     pipeline.build()
@@ -171,7 +171,7 @@ def test_a_bot_learns_from_one_session_and_the_next_session_gets_the_note(tmp_pa
         assert result.status is DistillationStatus.STORED, result.reason
         assert result.note is not None and result.note.layer_ids == LayerIds("default", "o1", "t1", "p1")
         assert result.note.metadata is not None and result.note.metadata.llm_model_used == "distiller"
-        trajectory = notes.recorder.store.load("s1")
+        trajectory = asyncio.run(notes.recorder.store.load("s1"))
         assert [e.tool_name for e in trajectory.executions] == ["fetch_page", "fetch_page", "count_rows"]
         assert trajectory.duration_s >= 30
 
