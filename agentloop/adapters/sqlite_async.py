@@ -1,4 +1,4 @@
-"""The async storage ports on the SQLite stores: each call runs on the store's own thread.
+"""The async storage ports on the SQLite stores, with a thread per store for what could stall the loop.
 
 The SQLite stores stay synchronous (they are the engine, also used as they are by tools
 that have no event loop); these classes give the ports' coroutines on top of them. A
