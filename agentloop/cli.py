@@ -255,7 +255,7 @@ def _notes_list(args: argparse.Namespace, out: TextIO) -> int:
     statuses = None if args.status is None else frozenset({NoteStatus(args.status)})
     chained = any(value is not None for value in (args.company, args.org, args.team, args.project))
     with _knowledge(args, out) as knowledge:
-        items = knowledge.repository.items(statuses)
+        items = asyncio.run(knowledge.repository.items(statuses))
     if chained:
         visible = _caller(args).visible_owners()
         items = [item for item in items if item.layer_ids in visible]
@@ -269,7 +269,7 @@ def _notes_list(args: argparse.Namespace, out: TextIO) -> int:
 
 def _notes_show(args: argparse.Namespace, out: TextIO) -> int:
     with _knowledge(args, out) as knowledge:
-        item = knowledge.get(args.id)
+        item = asyncio.run(knowledge.get(args.id))
     print(_note_line(item), file=out)
     owner = ", ".join(f"{layer.value}={item.layer_ids.id_at(layer)}" for layer in Layer if item.layer_ids.id_at(layer))
     print(f"owner: {owner}; created {item.created_at.isoformat()}; referenced {item.reference_count}", file=out)
@@ -280,7 +280,7 @@ def _notes_show(args: argparse.Namespace, out: TextIO) -> int:
 def _notes_search(args: argparse.Namespace, out: TextIO) -> int:
     caller = _caller(args)
     with _knowledge(args, out) as knowledge:
-        found = knowledge.search(args.query, caller, k=args.k)
+        found = asyncio.run(knowledge.search(args.query, caller, k=args.k))
     for retrieved in found:
         print(f"{retrieved.similarity:.2f}  {_note_line(retrieved.item)}", file=out)
     if not found:
@@ -290,17 +290,17 @@ def _notes_search(args: argparse.Namespace, out: TextIO) -> int:
 
 def _notes_transition(args: argparse.Namespace, out: TextIO) -> int:
     with _knowledge(args, out) as knowledge:
-        before = knowledge.get(args.id).status
-        after = knowledge.transition(args.id, args.target)
+        before = asyncio.run(knowledge.get(args.id)).status
+        after = asyncio.run(knowledge.transition(args.id, args.target))
     print(f"note #{after.id}: {before.value} -> {after.status.value}", file=out)
     return 0
 
 
 def _notes_merges(args: argparse.Namespace, out: TextIO) -> int:
     with _knowledge(args, out) as knowledge:
-        suggestions = knowledge.merge_suggestions()
+        suggestions = asyncio.run(knowledge.merge_suggestions())
         for suggestion in suggestions:
-            first, second = knowledge.get(suggestion.first_id), knowledge.get(suggestion.second_id)
+            first, second = asyncio.run(knowledge.get(suggestion.first_id)), asyncio.run(knowledge.get(suggestion.second_id))
             print(f"#{first.id} {first.title!r} + #{second.id} {second.title!r}: similarity {suggestion.similarity:.2f}", file=out)
     if not suggestions:
         print("no merge suggestions", file=out)

@@ -305,7 +305,7 @@ class _Run:
             self.say(f"  note #{result.note.id} stored as {result.note.status.value}: {result.note.title!r}")
         self.check(where, result.status is demo.distillation, f"distillation {demo.distillation.value}", result.status.value)
         if demo.feedback:
-            credited = self.bot.note_taking.record_feedback(demo.session, positive=True)
+            credited = await self.bot.note_taking.record_feedback(demo.session, positive=True)
             for item in credited:
                 self.say(f"  positive feedback credited note #{item.id} (useful {item.usefulness_score}x in {item.retrieval_count} retrieval(s))")
             self.check(where, bool(credited), "feedback crediting the note the session was shown", "nothing credited")
@@ -350,7 +350,7 @@ async def run_demo(
         run.say("\n== notes the bot keeps")
         for result in notes:
             if result.note is not None:
-                note = bot.note_taking.knowledge.get(result.note.key)
+                note = await bot.note_taking.knowledge.get(result.note.key)
                 run.say(f"#{note.id} [{note.status.value}] {note.title} — retrieved {note.retrieval_count}x, "
                         f"useful {note.usefulness_score}x")
                 run.say("\n".join(f"    {line}" for line in note.markdown.strip().splitlines()))

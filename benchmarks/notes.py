@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import argparse
 import random
 import statistics
@@ -72,9 +73,13 @@ def bench_writes(events: int) -> None:
         directory, bot="t2"
     ) as second:
         store = first.trajectories
+
+        async def append_all() -> None:
+            for start in range(0, events, 10):
+                await store.append(executions[start : start + 10])
+
         started = time.perf_counter()
-        for start in range(0, events, 10):
-            store.append(executions[start : start + 10])
+        asyncio.run(append_all())
         rate = events / (time.perf_counter() - started)
         _row("batch writes: store.append, batches of 10", f"{rate:,.0f} ev/s", ">= 20,000 events/s")
 
@@ -120,21 +125,25 @@ def bench_retrieval(notes: int, queries: int, dim: int, corpus: str) -> None:
         repository = stores.knowledge
         started = time.perf_counter()
         for start in range(0, notes, 5000):
-            repository.add_many([
+            asyncio.run(repository.add_many([
                 KnowledgeItem(NoteType.PATTERN, Layer.PROJECT, caller if visible[i] else other, texts[i][:20], texts[i], matrix[i], at)
                 for i in range(start, min(start + 5000, notes))
-            ])
+            ]))
         build_s = time.perf_counter() - started
         label = f"{notes:,} {corpus}"
         _row(f"retrieval: build {label} notes (dim {dim})", f"{build_s:.1f} s", "-")
 
-        latencies = []
-        found = []
-        for vector in query_vectors:
-            t0 = time.perf_counter()
-            hits = repository.search(vector, 10, caller=caller, layer=Layer.PROJECT, statuses=RETRIEVABLE, min_similarity=-1.0)
-            latencies.append((time.perf_counter() - t0) * 1000.0)
-            found.append({item.key for item, _ in hits})
+        latencies: list[float] = []
+        found: list[set[int]] = []
+
+        async def search_all() -> None:  # one event loop for every query, as a bot has
+            for vector in query_vectors:
+                t0 = time.perf_counter()
+                hits = await repository.search(vector, 10, caller=caller, layer=Layer.PROJECT, statuses=RETRIEVABLE, min_similarity=-1.0)
+                latencies.append((time.perf_counter() - t0) * 1000.0)
+                found.append({item.key for item, _ in hits})
+
+        asyncio.run(search_all())
         # Exact search runs afterwards: a 100,000 x 384 product between queries would evict
         # the index from the CPU caches and time that instead.
         recalls = []
@@ -147,11 +156,15 @@ def bench_retrieval(notes: int, queries: int, dim: int, corpus: str) -> None:
 
         if query_texts:
             knowledge = KnowledgeBase(repository, embedder)
-            full = []
-            for text in query_texts:
-                t0 = time.perf_counter()
-                knowledge.retrieve(text, caller, session=Scope(session_id="bench"), k=5, min_similarity=0.0)
-                full.append((time.perf_counter() - t0) * 1000.0)
+            full: list[float] = []
+
+            async def retrieve_all() -> None:
+                for text in query_texts:
+                    t0 = time.perf_counter()
+                    await knowledge.retrieve(text, caller, session=Scope(session_id="bench"), k=5, min_similarity=0.0)
+                    full.append((time.perf_counter() - t0) * 1000.0)
+
+            asyncio.run(retrieve_all())
             _row(f"retrieval: KnowledgeBase.retrieve p50, {label}", f"{statistics.median(full):.3f} ms", "-")
 
 

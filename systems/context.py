@@ -69,30 +69,30 @@ class ContextBuildingSystem(System):
         self.rag_min_score = rag_min_score
         self.company_id = company_id
 
-    def process(self, ctx: AgentContext) -> None:
+    async def process(self, ctx: AgentContext) -> None:
         sanitized = ctx.require(SanitizedInput)
         policy = TurnPolicy.of(ctx)
         history = ctx.history
         if not history and policy.persist and self.sessions is not None and self.history_window:
-            history = self.sessions.recent(history_scope(ctx.session, self.company_id), self.history_window)
+            history = await self.sessions.recent(history_scope(ctx.session, self.company_id), self.history_window)
         window = history[-self.history_window :] if self.history_window else ()
-        sections = self.retrieve(ctx, sanitized) if policy.fresh_retrieval else ()
+        sections = await self.retrieve(ctx, sanitized) if policy.fresh_retrieval else ()
         messages = (*window, ChatMessage.user(user_message_text(sanitized)))
         ctx.set(PromptContext(self.system_prompt, messages, sections))
 
-    def retrieve(self, ctx: AgentContext, sanitized: SanitizedInput) -> tuple[PromptSection, ...]:
+    async def retrieve(self, ctx: AgentContext, sanitized: SanitizedInput) -> tuple[PromptSection, ...]:
         """Memory of this user's other sessions and RAG hits for the message."""
         sections: list[PromptSection] = []
         if self.memory is not None and self.memory_limit:
             scope = memory_scope(ctx.session, self.company_id)
-            entries = self.memory.recent(scope, self.memory_limit, exclude_session=ctx.session.id)
+            entries = await self.memory.recent(scope, self.memory_limit, exclude_session=ctx.session.id)
             if entries:
                 body = "\n".join(f"- User: {e.user_text}\n  You: {e.assistant_text}" for e in entries)
                 sections.append(PromptSection("What you told this user before", body, "memory"))
         if self.rag is not None and self.rag_k and sanitized.text:
             hits = [
                 hit
-                for hit in self.rag.search(knowledge_scope(ctx.session, self.company_id), sanitized.text, self.rag_k)
+                for hit in await self.rag.search(knowledge_scope(ctx.session, self.company_id), sanitized.text, self.rag_k)
                 if hit.score >= self.rag_min_score
             ]
             if hits:

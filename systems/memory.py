@@ -52,7 +52,7 @@ class MemoryPersistSystem(System):
     def should_process(self, ctx: AgentContext) -> bool:
         return ctx.turn_outcome is not None and TurnPolicy.of(ctx).persist
 
-    def process(self, ctx: AgentContext) -> None:
+    async def process(self, ctx: AgentContext) -> None:
         outcome = ctx.require(TurnOutcome)
         user_text = turn_user_text(ctx)
         assistant_text = outcome.assistant_text
@@ -60,10 +60,10 @@ class MemoryPersistSystem(System):
             messages = [ChatMessage.user(user_text)]
             if assistant_text:
                 messages.append(ChatMessage.assistant(assistant_text))
-            self.sessions.append(history_scope(ctx.session, self.company_id), messages)
+            await self.sessions.append(history_scope(ctx.session, self.company_id), messages)
             ctx.set(attrs.evolve(outcome, raw_history_written=True))
         if self.memory is not None and assistant_text:
-            self.memory.add(
+            await self.memory.add(
                 MemoryEntry(
                     memory_scope(ctx.session, self.company_id), ctx.session.id, user_text, assistant_text, ctx.clock.now()
                 )

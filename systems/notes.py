@@ -52,8 +52,8 @@ class NoteRetrievalSystem(System):
     def should_process(self, ctx: AgentContext) -> bool:
         return ctx.has(PromptContext) and TurnPolicy.of(ctx).fresh_retrieval
 
-    def process(self, ctx: AgentContext) -> None:
-        notes = self.note_taking.retrieve(turn_user_text(ctx), ctx.session, layer=self.layer, k=self.k)
+    async def process(self, ctx: AgentContext) -> None:
+        notes = await self.note_taking.retrieve(turn_user_text(ctx), ctx.session, layer=self.layer, k=self.k)
         ctx.set(RetrievedNotes(tuple(notes)))
         if notes:
             section = PromptSection(NOTES_SECTION_TITLE, render_notes(notes), source="notes")

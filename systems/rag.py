@@ -25,7 +25,7 @@ class RagIndexingSystem(System):
         outcome = ctx.turn_outcome
         return outcome is not None and bool(outcome.assistant_text) and TurnPolicy.of(ctx).persist
 
-    def process(self, ctx: AgentContext) -> None:
+    async def process(self, ctx: AgentContext) -> None:
         text = ctx.require(TurnOutcome).assistant_text
         if text:
-            self.rag.add(knowledge_scope(ctx.session, self.company_id), text, session_id=ctx.session.id)
+            await self.rag.add(knowledge_scope(ctx.session, self.company_id), text, session_id=ctx.session.id)

@@ -12,6 +12,14 @@ from types import TracebackType
 import attrs
 
 from agentloop.adapters.hashing_embedder import HashingEmbedder
+from agentloop.adapters.sqlite_async import (
+    AsyncSqliteKnowledgeRepository,
+    AsyncSqliteMemoryStore,
+    AsyncSqliteRagStore,
+    AsyncSqliteSessionStore,
+    AsyncSqliteTaskStore,
+    AsyncSqliteTrajectoryStore,
+)
 from agentloop.adapters.sqlite_knowledge import SqliteKnowledgeRepository
 from agentloop.adapters.sqlite_memory import SqliteMemoryStore
 from agentloop.adapters.sqlite_rag import SqliteRagStore
@@ -42,6 +50,8 @@ _FIX = "give sqlite:///DIR (a relative DIR, or sqlite:////abs/dir) or a director
 class Stores:
     """The stores of one bot, each typed as its port, and how to close them all.
 
+    The stores' calls are coroutines (await them); opening and closing are not, so a
+    `with` block or `close()` works inside or outside an event loop.
     `attempt_notes_dir` is where the task lifecycle's per-task Markdown notes live
     (`AttemptNotes(stores.attempt_notes_dir)`). Close with `close()` or `with`; closing
     twice does nothing.
@@ -101,17 +111,19 @@ def open_stores(
     embedder = embedder or HashingEmbedder()
     database = directory / f"{bot}.sqlite3"
     with ExitStack() as opened:
-        sessions = SqliteSessionStore.open(database)
+        sessions = AsyncSqliteSessionStore(SqliteSessionStore.open(database))
         opened.callback(sessions.close)
-        memory = SqliteMemoryStore.open(database)
+        memory = AsyncSqliteMemoryStore(SqliteMemoryStore.open(database))
         opened.callback(memory.close)
-        rag = SqliteRagStore.open(database, embedder, directory / f"{bot}.rag.hnsw")
+        rag = AsyncSqliteRagStore(SqliteRagStore.open(database, embedder, directory / f"{bot}.rag.hnsw"))
         opened.callback(rag.close)
-        knowledge = SqliteKnowledgeRepository(directory / f"{bot}.notes.sqlite3", dim=embedder.dim)
+        knowledge = AsyncSqliteKnowledgeRepository(
+            SqliteKnowledgeRepository(directory / f"{bot}.notes.sqlite3", dim=embedder.dim)
+        )
         opened.callback(knowledge.close)
-        trajectories = SqliteTrajectoryStore(directory / f"{bot}.trajectories.sqlite3")
+        trajectories = AsyncSqliteTrajectoryStore(SqliteTrajectoryStore(directory / f"{bot}.trajectories.sqlite3"))
         opened.callback(trajectories.close)
-        tasks = SqliteTaskStore(directory / f"{bot}.tasks.sqlite3")
+        tasks = AsyncSqliteTaskStore(SqliteTaskStore(directory / f"{bot}.tasks.sqlite3"))
         opened.callback(tasks.close)
         opened.pop_all()
     closers = (sessions.close, memory.close, rag.close, knowledge.close, trajectories.close, tasks.close)

@@ -10,10 +10,15 @@ A failed batch is split so its good executions are written; one the store refuse
 what it holds is quarantined (kept, counted, logged), so no single execution blocks the
 others, while one that failed on a passing store error waits for a retry.
 `close()` stops the writer and drains everything accepted to the store (I12).
+
+The store's port is async; writes happen on the writer's own thread (or the thread that
+flushes or drains), never on the bot's event loop, so each write runs to completion on
+a private event loop there (`asyncio.run`), and enqueue stays a plain, non-blocking call.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
 import random
@@ -389,7 +394,7 @@ class TrajectoryRecorder:
     def _append(self, group: list[ToolExecution]) -> Exception | None:
         """Write `group` to the store; None once it is in (and counted), else the store's error."""
         try:
-            self.store.append(group)
+            asyncio.run(self.store.append(group))
         except Exception as exc:
             return exc
         with self._lock:
@@ -434,7 +439,7 @@ class TrajectoryRecorder:
             "execution_id": storable(execution.id), "error": storable(reason),
         }
         try:
-            self.store.quarantine(execution, reason)
+            asyncio.run(self.store.quarantine(execution, reason))
         except Exception as failure:
             failed = storable(f"{type(failure).__name__}: {failure}")
             self._log.warning("capture.quarantine_failed", **who, quarantine_error=failed)

@@ -226,7 +226,7 @@ class Distiller:
         self.metrics = metrics
         self._log = logger if logger is not None else structlog.get_logger("agentloop.notes.distillation")
 
-    def skip_reason(self, trajectory: Trajectory, *, success: bool, owner: LayerIds) -> str | None:
+    async def skip_reason(self, trajectory: Trajectory, *, success: bool, owner: LayerIds) -> str | None:
         """Why this trajectory is not worth distilling for `owner`, or None when it is."""
         settings = self.settings
         count = len(trajectory.executions)
@@ -237,7 +237,7 @@ class Distiller:
         if trajectory.duration_s < settings.min_duration_s:
             return f"the trajectory lasted {trajectory.duration_s:.1f} s, less than {settings.min_duration_s:g} s"
         # The earlier release marked a trajectory by its bare content hash, for any chain.
-        if self.trajectories.is_distilled(trajectory.distilled_key(owner)) or self.trajectories.is_distilled(
+        if await self.trajectories.is_distilled(trajectory.distilled_key(owner)) or await self.trajectories.is_distilled(
             trajectory.content_hash
         ):
             return "a trajectory with this content hash was already distilled for this chain"
@@ -253,7 +253,7 @@ class Distiller:
         """
         started = perf_counter()
         log = self._log.bind(session_id=trajectory.session_id, trajectory_hash=trajectory.content_hash[:16])
-        reason = self.skip_reason(trajectory, success=success, owner=owner)
+        reason = await self.skip_reason(trajectory, success=success, owner=owner)
         if reason is not None:
             log.info("distillation.skipped", reason=reason)
             result = DistillationResult(DistillationStatus.SKIPPED, reason, trajectory.content_hash)
@@ -285,11 +285,11 @@ class Distiller:
         vector = self.knowledge.embed(markdown)
         layer = owner.narrowest()
         now = self.clock.now()
-        duplicate = self.knowledge.find_duplicate(vector, owner=owner, above=settings.duplicate_above)
+        duplicate = await self.knowledge.find_duplicate(vector, owner=owner, above=settings.duplicate_above)
         if duplicate is not None:
             existing, similarity = duplicate
-            updated = self.knowledge.add_reference(existing.key)
-            self.trajectories.mark_distilled(trajectory.distilled_key(owner), trajectory.session_id, existing.key, now)
+            updated = await self.knowledge.add_reference(existing.key)
+            await self.trajectories.mark_distilled(trajectory.distilled_key(owner), trajectory.session_id, existing.key, now)
             log.info("distillation.duplicate", note_id=existing.key, similarity=round(similarity, 4))
             return DistillationResult(
                 DistillationStatus.DUPLICATE,
@@ -316,7 +316,7 @@ class Distiller:
             created_at=now,
             metadata=metadata,
         )
-        stored = self.knowledge.add(item)
-        self.trajectories.mark_distilled(trajectory.distilled_key(owner), trajectory.session_id, stored.key, now)
+        stored = await self.knowledge.add(item)
+        await self.trajectories.mark_distilled(trajectory.distilled_key(owner), trajectory.session_id, stored.key, now)
         log.info("distillation.stored", note_id=stored.key, layer=layer.value, tags=list(note.tags))
         return DistillationResult(DistillationStatus.STORED, "stored as a draft pattern", trajectory.content_hash, stored)

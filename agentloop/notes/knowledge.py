@@ -80,26 +80,26 @@ class KnowledgeBase:
         vector: Vectors = self.embedder.embed([text])[0]
         return vector
 
-    def add(self, item: KnowledgeItem) -> KnowledgeItem:
+    async def add(self, item: KnowledgeItem) -> KnowledgeItem:
         """Store a new item as it is (its content is never changed afterwards, I10)."""
-        return self.repository.add(item)
+        return await self.repository.add(item)
 
-    def get(self, note_id: int) -> KnowledgeItem:
-        return self.repository.get(note_id)
+    async def get(self, note_id: int) -> KnowledgeItem:
+        return await self.repository.get(note_id)
 
-    def find_duplicate(
+    async def find_duplicate(
         self, vector: Vectors, *, owner: LayerIds, above: float
     ) -> tuple[KnowledgeItem, float] | None:
         """The most similar non-rejected item the owner can see, if more than `above` similar."""
-        hits = self.repository.search(
+        hits = await self.repository.search(
             vector, 1, caller=owner, layer=owner.narrowest(), statuses=_NOT_REJECTED, min_similarity=above
         )
         return hits[0] if hits and hits[0][1] > above else None
 
-    def add_reference(self, note_id: int) -> KnowledgeItem:
-        return self.repository.add_reference(note_id, self.clock.now())
+    async def add_reference(self, note_id: int) -> KnowledgeItem:
+        return await self.repository.add_reference(note_id, self.clock.now())
 
-    def search(
+    async def search(
         self,
         query: str,
         caller: LayerIds,
@@ -118,7 +118,7 @@ class KnowledgeBase:
         vector = self.embed(query)
         if k <= 0 or not np.any(vector):
             return []
-        hits = self.repository.search(
+        hits = await self.repository.search(
             vector,
             k * settings.overfetch,
             caller=caller,
@@ -130,7 +130,7 @@ class KnowledgeBase:
         ranked.sort(key=lambda r: (-round(r.score, 6), r.item.layer.precedence, r.item.key))
         return ranked[:k]
 
-    def retrieve(
+    async def retrieve(
         self,
         query: str,
         caller: LayerIds,
@@ -143,59 +143,59 @@ class KnowledgeBase:
         """`search`, then count the retrieval (query and session, by its `history_scope`,
         recorded) and apply the quality rules; emits the retrieval metrics (docs/notes.md)."""
         started = perf_counter()
-        results = self.search(query, caller, layer=layer, k=k, min_similarity=min_similarity)
+        results = await self.search(query, caller, layer=layer, k=k, min_similarity=min_similarity)
         if results:
-            updated = self.repository.record_retrievals(
+            updated = await self.repository.record_retrievals(
                 [r.item.key for r in results], query, session, self.clock.now()
             )
-            by_id = {item.key: self._apply_rules(item) for item in updated}
+            by_id = {item.key: await self._apply_rules(item) for item in updated}
             results = [attrs.evolve(r, item=by_id.get(r.item.key, r.item)) for r in results]
         if self.metrics is not None:
             self.metrics.observe(RESULTS_METRIC, float(len(results)))
             self.metrics.observe(LATENCY_METRIC, (perf_counter() - started) * 1000.0)
         return results
 
-    def record_feedback(self, session: Scope, *, positive: bool) -> list[KnowledgeItem]:
+    async def record_feedback(self, session: Scope, *, positive: bool) -> list[KnowledgeItem]:
         """Positive feedback on a session (its `history_scope`) adds one to the usefulness of
         every note that session was shown (once per session); the credited notes after the rules ran."""
         if not positive:
             self._log.info("notes.feedback", session_id=session.session_id, positive=False)
             return []
-        credited = self.repository.credit_session(session, self.clock.now())
+        credited = await self.repository.credit_session(session, self.clock.now())
         self._log.info(
             "notes.feedback", session_id=session.session_id, positive=True, credited=[i.key for i in credited]
         )
-        return [self._apply_rules(item) for item in credited]
+        return [await self._apply_rules(item) for item in credited]
 
-    def transition(self, note_id: int, target: NoteStatus) -> KnowledgeItem:
+    async def transition(self, note_id: int, target: NoteStatus) -> KnowledgeItem:
         """Move a note along its lifecycle (`InvalidTransition` otherwise); accepting one
         looks for accepted notes to suggest merging with."""
-        item = self._move(note_id, target)
+        item = await self._move(note_id, target)
         self._log.info("notes.transition", note_id=note_id, status=target.value)
         if target is NoteStatus.ACCEPTED:
-            self._suggest_merges(item)
+            await self._suggest_merges(item)
         return item
 
-    def _move(self, note_id: int, target: NoteStatus) -> KnowledgeItem:
+    async def _move(self, note_id: int, target: NoteStatus) -> KnowledgeItem:
         """Set the note's status to `target` if the lifecycle allows the move from the status
         it is in; the store only compares and sets, so every backend keeps the lifecycle."""
         # Each lost race means another writer moved the note on, and the lifecycle has no
         # cycles, so this ends: moved, or refused from the status it reached.
         while True:
-            current = self.repository.get(note_id)
+            current = await self.repository.get(note_id)
             check_transition(note_id, current.status, target)
-            moved = self.repository.set_status(note_id, current.status, target, self.clock.now())
+            moved = await self.repository.set_status(note_id, current.status, target, self.clock.now())
             if moved is not None:
                 return moved
 
-    def merge_suggestions(self) -> list[MergeSuggestion]:
-        return self.repository.merge_suggestions()
+    async def merge_suggestions(self) -> list[MergeSuggestion]:
+        return await self.repository.merge_suggestions()
 
-    def _apply_rules(self, item: KnowledgeItem) -> KnowledgeItem:
+    async def _apply_rules(self, item: KnowledgeItem) -> KnowledgeItem:
         rules = self.rules
         flag = rules.should_flag(item)
         if flag != item.flagged_for_review:
-            item = self.repository.set_flag(item.key, flag, self.clock.now())
+            item = await self.repository.set_flag(item.key, flag, self.clock.now())
             if flag:
                 self._notify(
                     NoticeKind.NOTE_FLAGGED, (item.key,),
@@ -203,7 +203,7 @@ class KnowledgeBase:
                     f"{item.retrieval_count} retrievals; review or deprecate it",
                 )
         if rules.should_propose(item):
-            item = self._move(item.key, NoteStatus.PROPOSED)
+            item = await self._move(item.key, NoteStatus.PROPOSED)
             self._notify(
                 NoticeKind.NOTE_PROPOSED, (item.key,),
                 f"draft note {item.key} ({item.title!r}) was useful in {item.usefulness_score} of "
@@ -211,20 +211,20 @@ class KnowledgeBase:
             )
         return item
 
-    def _suggest_merges(self, item: KnowledgeItem) -> None:
+    async def _suggest_merges(self, item: KnowledgeItem) -> None:
         """Suggest merging `item` with every accepted note above `merge_above` cosine that
         shares its tenant chain, above or below its layer, so the suggestions do not depend
         on which of the two was accepted first. Acceptance is a rare maintainer step, so
         an exact pass over the accepted notes is affordable."""
         above = self.settings.merge_above
-        for other in self.repository.items(frozenset({NoteStatus.ACCEPTED})):
+        for other in await self.repository.items(frozenset({NoteStatus.ACCEPTED})):
             if other.key == item.key or not _share_chain(item, other):
                 continue
             similarity = _cosine(item.embedding, other.embedding)
             if similarity <= above:
                 continue
             first, second = sorted((item.key, other.key))
-            if self.repository.add_merge_suggestion(MergeSuggestion(first, second, similarity, self.clock.now())):
+            if await self.repository.add_merge_suggestion(MergeSuggestion(first, second, similarity, self.clock.now())):
                 self._notify(
                     NoticeKind.MERGE_SUGGESTED, (first, second),
                     f"accepted notes {first} and {second} are {similarity:.3f} similar; consider merging them "

@@ -81,11 +81,11 @@ class NoteTaking:
             execution = attrs.evolve(execution, company_id=self.company_id)
         return self.recorder.enqueue(execution)
 
-    def retrieve(self, query: str, session: Session, *, layer: Layer | None = None, k: int | None = None) -> list[RetrievedNote]:
+    async def retrieve(self, query: str, session: Session, *, layer: Layer | None = None, k: int | None = None) -> list[RetrievedNote]:
         """Notes for `query` within the session's chain; the session (by its whole chain) is
         recorded as having seen them."""
         self.observe_session(session)
-        return self.knowledge.retrieve(
+        return await self.knowledge.retrieve(
             query, self.chain(session), session=history_scope(session, self.company_id), layer=layer, k=k
         )
 
@@ -118,7 +118,7 @@ class NoteTaking:
             self._log.warning("notes.end_session.capture_pending", session_id=session_id, error=failure)
             return self.distiller.report(DistillationResult(DistillationStatus.FAILED, failure, ""), 0.0)
         scope = history_scope(known, self.company_id) if known is not None else None
-        trajectory = self.recorder.store.load(session_id, scope)
+        trajectory = await self.recorder.store.load(session_id, scope)
         self.recorder.forget_session(session_id)
         if known is None:
             self._log.info("notes.end_session", session_id=session_id, status=DistillationStatus.SKIPPED.value, reason=unknown)
@@ -127,7 +127,7 @@ class NoteTaking:
         self._log.info("notes.end_session", session_id=session_id, status=result.status.value, reason=result.reason)
         return result
 
-    def record_feedback(self, session: Session, *, positive: bool = True) -> list[KnowledgeItem]:
+    async def record_feedback(self, session: Session, *, positive: bool = True) -> list[KnowledgeItem]:
         """The user's verdict on a session; positive credits the notes that session (the
         same id within the same chain) was shown, never those of a namesake elsewhere."""
         if not isinstance(session, Session):
@@ -135,7 +135,7 @@ class NoteTaking:
                 f"record_feedback takes the Session, not {type(session).__name__} {session!r}: "
                 "a session id alone cannot say which tenant's session it is"
             )
-        return self.knowledge.record_feedback(history_scope(session, self.company_id), positive=positive)
+        return await self.knowledge.record_feedback(history_scope(session, self.company_id), positive=positive)
 
     def _observed(self, session_id: str) -> tuple[Session | None, str]:
         """The one observed session with this id (forgotten now), or None and why not."""

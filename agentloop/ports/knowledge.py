@@ -24,26 +24,29 @@ if TYPE_CHECKING:
 class KnowledgeRepository(Protocol):
     """Stored knowledge items with cosine search, usage counters and lifecycle.
 
-    Every method that takes a note id raises `UnknownNoteError` for an id never stored.
+    Every call is a coroutine. Every method that takes a note id raises `UnknownNoteError`
+    for an id never stored.
     """
 
-    def __len__(self) -> int: ...
+    async def count(self) -> int:
+        """How many items are stored, whatever their status."""
+        ...
 
-    def add(self, item: KnowledgeItem) -> KnowledgeItem:
+    async def add(self, item: KnowledgeItem) -> KnowledgeItem:
         """Store a new item (its `id` must be None) and return it with its id."""
         ...
 
-    def add_many(self, items: Sequence[KnowledgeItem]) -> list[int]:
+    async def add_many(self, items: Sequence[KnowledgeItem]) -> list[int]:
         """Store new items at once (a bulk import) and return their ids, in order."""
         ...
 
-    def get(self, note_id: int) -> KnowledgeItem: ...
+    async def get(self, note_id: int) -> KnowledgeItem: ...
 
-    def items(self, statuses: Collection[NoteStatus] | None = None) -> list[KnowledgeItem]:
+    async def items(self, statuses: Collection[NoteStatus] | None = None) -> list[KnowledgeItem]:
         """Every stored item, or those with one of `statuses`, in id order (for review tools)."""
         ...
 
-    def search(
+    async def search(
         self,
         vector: Vectors,
         k: int,
@@ -57,32 +60,32 @@ class KnowledgeRepository(Protocol):
         most similar first, of `layer` or its parents and visible to `caller` (I11)."""
         ...
 
-    def record_retrievals(
+    async def record_retrievals(
         self, note_ids: Sequence[int], query: str, session: Scope | None, at: datetime
     ) -> list[KnowledgeItem]:
         """Add one to each note's retrieval_count, log the query and the session with its
         whole chain (its `history_scope`); the updated items."""
         ...
 
-    def retrievals(self, note_id: int) -> list[Retrieval]:
+    async def retrievals(self, note_id: int) -> list[Retrieval]:
         """Every recorded retrieval of the note, oldest first."""
         ...
 
-    def credit_session(self, session: Scope, at: datetime) -> list[KnowledgeItem]:
+    async def credit_session(self, session: Scope, at: datetime) -> list[KnowledgeItem]:
         """Add one to usefulness_score of each note shown to this session (this id within
         this chain, never a namesake in another chain), once per session; the items
         credited now (none on a repeated call)."""
         ...
 
-    def add_reference(self, note_id: int, at: datetime) -> KnowledgeItem:
+    async def add_reference(self, note_id: int, at: datetime) -> KnowledgeItem:
         """Add one to the note's reference_count (a duplicate pointed at it)."""
         ...
 
-    def set_flag(self, note_id: int, flagged: bool, at: datetime) -> KnowledgeItem:
+    async def set_flag(self, note_id: int, flagged: bool, at: datetime) -> KnowledgeItem:
         """Store the review flag as given; when a note deserves it is `QualityRules`' decision."""
         ...
 
-    def set_status(
+    async def set_status(
         self, note_id: int, expected: NoteStatus, target: NoteStatus, at: datetime
     ) -> KnowledgeItem | None:
         """Compare-and-set: move the note to `target` if its status is still `expected`, and
@@ -90,11 +93,11 @@ class KnowledgeRepository(Protocol):
         lifecycle allows is not the store's to decide (`KnowledgeBase.transition` does)."""
         ...
 
-    def add_merge_suggestion(self, suggestion: MergeSuggestion) -> bool:
+    async def add_merge_suggestion(self, suggestion: MergeSuggestion) -> bool:
         """Store a suggestion; False if this pair (as given, in this order) was already suggested."""
         ...
 
-    def merge_suggestions(self) -> list[MergeSuggestion]: ...
+    async def merge_suggestions(self) -> list[MergeSuggestion]: ...
 
 
 @runtime_checkable

@@ -1,5 +1,8 @@
 """The storage ports of a bot: session history, long-term memory and the RAG index.
 
+Every call is a coroutine, so a backend that waits on disk or a network does so off the
+event loop that runs the turns.
+
 Every store keeps each row in the `Scope` it was written in and reads only the rows of
 the scope it is asked for (`agentloop.scopes` says which scope a session uses).
 """
@@ -42,11 +45,11 @@ class RagHit:
 class SessionStore(Protocol):
     """The conversation history of each session (its history scope), oldest message first."""
 
-    def append(self, scope: Scope, messages: Sequence[ChatMessage]) -> None:
+    async def append(self, scope: Scope, messages: Sequence[ChatMessage]) -> None:
         """Add `messages` at the end of the history of `scope`, atomically."""
         ...
 
-    def recent(self, scope: Scope, limit: int) -> tuple[ChatMessage, ...]:
+    async def recent(self, scope: Scope, limit: int) -> tuple[ChatMessage, ...]:
         """The last `limit` messages of `scope`, oldest first."""
         ...
 
@@ -55,9 +58,9 @@ class SessionStore(Protocol):
 class MemoryStore(Protocol):
     """What a bot remembers about a scope (a user) across sessions."""
 
-    def add(self, entry: MemoryEntry) -> None: ...
+    async def add(self, entry: MemoryEntry) -> None: ...
 
-    def recent(self, scope: Scope, limit: int, *, exclude_session: str | None = None) -> tuple[MemoryEntry, ...]:
+    async def recent(self, scope: Scope, limit: int, *, exclude_session: str | None = None) -> tuple[MemoryEntry, ...]:
         """The last `limit` entries of `scope`, oldest first, optionally without one session's."""
         ...
 
@@ -66,13 +69,15 @@ class MemoryStore(Protocol):
 class RagStore(Protocol):
     """Texts indexed for retrieval by meaning, each within one scope."""
 
-    def add(self, scope: Scope, text: str, *, session_id: str | None = None) -> int:
+    async def add(self, scope: Scope, text: str, *, session_id: str | None = None) -> int:
         """Store and index `text`; returns its id. A text already stored in `scope` is not
         stored again: its id is returned (storage idempotence, so a retried write is harmless)."""
         ...
 
-    def search(self, scope: Scope, query: str, k: int) -> list[RagHit]:
+    async def search(self, scope: Scope, query: str, k: int) -> list[RagHit]:
         """Up to `k` texts of `scope` most similar to `query`, best first."""
         ...
 
-    def __len__(self) -> int: ...
+    async def count(self) -> int:
+        """How many texts are stored, in every scope."""
+        ...

@@ -45,15 +45,17 @@ class TaskRecord:
 
 @runtime_checkable
 class TaskStore(Protocol):
-    def add(self, record: TaskRecord) -> None:
+    """Task records by id within a scope; every call is a coroutine."""
+
+    async def add(self, record: TaskRecord) -> None:
         """Store a new task; `ValueError` if one with that id exists."""
         ...
 
-    def get(self, task_id: str, scope: Scope) -> TaskRecord | None:
+    async def get(self, task_id: str, scope: Scope) -> TaskRecord | None:
         """The task with that id if it belongs to `scope`, else None."""
         ...
 
-    def move(
+    async def move(
         self,
         task_id: str,
         scope: Scope,
@@ -77,6 +79,6 @@ class TaskStore(Protocol):
         """
         ...
 
-    def in_state(self, state: TaskState, scope: Scope) -> tuple[TaskRecord, ...]:
+    async def in_state(self, state: TaskState, scope: Scope) -> tuple[TaskRecord, ...]:
         """Tasks of `scope` in `state`, oldest first."""
         ...

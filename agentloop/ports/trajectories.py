@@ -14,7 +14,9 @@ if TYPE_CHECKING:
 
 @runtime_checkable
 class TrajectoryStore(Protocol):
-    def append(self, executions: Sequence[ToolExecution]) -> None:
+    """Captured tool executions and distilled trajectory hashes; every call is a coroutine."""
+
+    async def append(self, executions: Sequence[ToolExecution]) -> None:
         """Write a batch all-or-nothing; an execution whose id is already stored is skipped.
 
         Raises on failure so the caller can retry the batch, or split it to find an
@@ -23,28 +25,28 @@ class TrajectoryStore(Protocol):
         """
         ...
 
-    def load(self, session_id: str, scope: Scope | None = None) -> Trajectory:
+    async def load(self, session_id: str, scope: Scope | None = None) -> Trajectory:
         """The session's executions, in the order they started (empty if none); with
         `scope`, only those recorded under its company, org, team, project and user (I11)."""
         ...
 
-    def quarantine(self, execution: ToolExecution, reason: str) -> None:
+    async def quarantine(self, execution: ToolExecution, reason: str) -> None:
         """Keep an execution `append` refused, in a form that cannot be refused (escaped)."""
         ...
 
-    def quarantined(self) -> list[dict[str, str]]:
+    async def quarantined(self) -> list[dict[str, str]]:
         """The kept executions the store refused, oldest first: id, session, tool and reason
         backslash-escaped to ASCII, and the whole execution as ASCII JSON."""
         ...
 
-    def count(self) -> int:
+    async def count(self) -> int:
         """How many executions are stored."""
         ...
 
-    def mark_distilled(self, trajectory_hash: str, session_id: str, note_id: int, at: datetime) -> None:
+    async def mark_distilled(self, trajectory_hash: str, session_id: str, note_id: int, at: datetime) -> None:
         """Remember that a trajectory with this content hash produced (or matched) `note_id`."""
         ...
 
-    def is_distilled(self, trajectory_hash: str) -> bool:
+    async def is_distilled(self, trajectory_hash: str) -> bool:
         """Whether a trajectory with this content hash was already distilled."""
         ...

@@ -75,39 +75,39 @@ class TaskLifecycle:
         self.scope = task_scope(self.session, company_id)
         self.lease = lease
 
-    def create(self, task_id: str, template: str, inputs: Mapping[str, str] | None = None) -> TaskRecord:
+    async def create(self, task_id: str, template: str, inputs: Mapping[str, str] | None = None) -> TaskRecord:
         """A new incoming task that will run `template` with `inputs`, carrying the session's chain."""
         validate_task_id(task_id)
         now = self.clock.now()
         record = TaskRecord(
             task_id, template, dict(inputs or {}), _I, now, now, scope=self.scope, chain=history_scope(self.session, self.company_id)
         )
-        self.store.add(record)
+        await self.store.add(record)
         _log.info("task.created", task_id=task_id, template=template)
         return record
 
-    def get(self, task_id: str) -> TaskRecord:
+    async def get(self, task_id: str) -> TaskRecord:
         """The task, if it is this chain's; `UnknownTaskError` otherwise."""
-        record = self.store.get(validate_task_id(task_id), self.scope)
+        record = await self.store.get(validate_task_id(task_id), self.scope)
         if record is None:
             raise UnknownTaskError(task_id)
         return record
 
-    def in_state(self, state: TaskState) -> tuple[TaskRecord, ...]:
+    async def in_state(self, state: TaskState) -> tuple[TaskRecord, ...]:
         """This chain's tasks in `state`, oldest first."""
-        return self.store.in_state(state, self.scope)
+        return await self.store.in_state(state, self.scope)
 
-    def claim(self, task_id: str, agent: str) -> TaskRecord:
+    async def claim(self, task_id: str, agent: str) -> TaskRecord:
         """Claim an incoming task for `agent`, holding it for one lease."""
-        self.expire_leases()
-        return self._move(task_id, (_I,), _C, claimed_by=agent, count_attempt=True)
+        await self.expire_leases()
+        return await self._move(task_id, (_I,), _C, claimed_by=agent, count_attempt=True)
 
-    def claim_next(self, agent: str) -> TaskRecord | None:
+    async def claim_next(self, agent: str) -> TaskRecord | None:
         """Claim the oldest incoming task, or None if there is none."""
-        self.expire_leases()
-        for record in self.in_state(_I):
+        await self.expire_leases()
+        for record in await self.in_state(_I):
             now = self.clock.now()
-            moved = self.store.move(
+            moved = await self.store.move(
                 record.id, self.scope, (_I,), _C,
                 updated_at=now, claimed_by=agent, count_attempt=True, lease_expires_at=now + self.lease,
             )
@@ -115,11 +115,11 @@ class TaskLifecycle:
                 return moved
         return None
 
-    def renew(self, task_id: str, agent: str) -> TaskRecord:
+    async def renew(self, task_id: str, agent: str) -> TaskRecord:
         """Extend `agent`'s claim by a full lease; `ClaimLostError` if it no longer holds the task."""
-        return self._move(task_id, (_C,), _C, claimed_by=agent, held_by=agent)
+        return await self._move(task_id, (_C,), _C, claimed_by=agent, held_by=agent)
 
-    def expire_leases(self) -> tuple[TaskRecord, ...]:
+    async def expire_leases(self) -> tuple[TaskRecord, ...]:
         """Return every claim whose lease ran out to incoming, its notes intact.
 
         A claim recorded before leases existed (no expiry stored) holds for one lease
@@ -127,11 +127,11 @@ class TaskLifecycle:
         """
         now = self.clock.now()
         returned: list[TaskRecord] = []
-        for record in self.in_state(_C):
+        for record in await self.in_state(_C):
             expires = record.lease_expires_at or record.updated_at + self.lease
             if expires > now:
                 continue
-            moved = self.store.move(
+            moved = await self.store.move(
                 record.id, self.scope, (_C,), _I, updated_at=now, claimed_by=None, unchanged_since=record.updated_at
             )
             if moved is not None:
@@ -141,35 +141,35 @@ class TaskLifecycle:
                 returned.append(moved)
         return tuple(returned)
 
-    def submit(self, task_id: str, *, agent: str | None = None) -> TaskRecord:
+    async def submit(self, task_id: str, *, agent: str | None = None) -> TaskRecord:
         """The attempt produced a result; it waits for acceptance. With `agent`, only if it still holds the claim."""
-        return self._move(task_id, (_C,), _P, held_by=agent)
+        return await self._move(task_id, (_C,), _P, held_by=agent)
 
-    def release(self, task_id: str, *, agent: str | None = None) -> TaskRecord:
+    async def release(self, task_id: str, *, agent: str | None = None) -> TaskRecord:
         """The attempt failed; the task goes back to incoming with its notes. With `agent`, only if it still holds the claim."""
-        return self._move(task_id, (_C,), _I, held_by=agent)
+        return await self._move(task_id, (_C,), _I, held_by=agent)
 
-    def reject(self, task_id: str) -> TaskRecord:
+    async def reject(self, task_id: str) -> TaskRecord:
         """The provisional result was not good enough; retry, keeping the notes."""
-        return self._move(task_id, (_P,), _I)
+        return await self._move(task_id, (_P,), _I)
 
-    def accept(self, task_id: str) -> TaskRecord:
+    async def accept(self, task_id: str) -> TaskRecord:
         """The provisional result is accepted: done, and the notes are removed."""
-        record = self._move(task_id, (_P,), _D)
+        record = await self._move(task_id, (_P,), _D)
         self.notes.remove(task_id)
         return record
 
-    def complete(self, task_id: str) -> TaskRecord:
+    async def complete(self, task_id: str) -> TaskRecord:
         """Finish a claimed task directly: done, and the notes are removed."""
-        record = self._move(task_id, (_C,), _D)
+        record = await self._move(task_id, (_C,), _D)
         self.notes.remove(task_id)
         return record
 
-    def fail(self, task_id: str) -> TaskRecord:
+    async def fail(self, task_id: str) -> TaskRecord:
         """Give up on the task; its notes stay for whoever looks at it."""
-        return self._move(task_id, (_I, _C, _P), _F)
+        return await self._move(task_id, (_I, _C, _P), _F)
 
-    def _move(
+    async def _move(
         self,
         task_id: str,
         allowed: tuple[TaskState, ...],
@@ -180,15 +180,15 @@ class TaskLifecycle:
         held_by: str | None = None,
     ) -> TaskRecord:
         """Move the task; a move to claimed starts a fresh lease for `claimed_by`."""
-        current = self.get(task_id)
+        current = await self.get(task_id)
         now = self.clock.now()
-        moved = self.store.move(
+        moved = await self.store.move(
             task_id, self.scope, allowed, to,
             updated_at=now, claimed_by=claimed_by, count_attempt=count_attempt,
             lease_expires_at=now + self.lease if to is _C else None, held_by=held_by,
         )
         if moved is None:
-            latest = self.store.get(task_id, self.scope) or current
+            latest = await self.store.get(task_id, self.scope) or current
             if held_by is not None and (latest.state is not _C or latest.claimed_by != held_by):
                 raise ClaimLostError(task_id, held_by, latest.state.value, latest.claimed_by)
             raise InvalidTaskTransition(task_id, latest.state.value, to.value, tuple(s.value for s in allowed))
@@ -244,8 +244,8 @@ class AttemptRunner:
 
     async def run(self, task_id: str) -> AttemptOutcome:
         """Run the task once; an unknown template raises before the task is claimed."""
-        self.evaluator.registry.get(self.lifecycle.get(task_id).template)
-        record = self.lifecycle.claim(task_id, self.agent)
+        self.evaluator.registry.get((await self.lifecycle.get(task_id)).template)
+        record = await self.lifecycle.claim(task_id, self.agent)
         notes = self.lifecycle.notes
         commits_before = self.count_commits() if self.count_commits else 0
         trace = TaskTrace()
@@ -271,7 +271,7 @@ class AttemptRunner:
                     self._save(task_id, trace, commits_before, f"ABORTED ({type(exc).__name__}){detail}")
             finally:
                 with contextlib.suppress(ClaimLostError):
-                    self.lifecycle.release(task_id, agent=self.agent)
+                    await self.lifecycle.release(task_id, agent=self.agent)
             if lost is not None:
                 raise lost from None
             raise
@@ -279,9 +279,9 @@ class AttemptRunner:
             renewal.cancel()
         attempt = self._save(task_id, trace, commits_before, None if error is None else f"FAILED: {error}")
         if error is not None:
-            moved = self.lifecycle.release(task_id, agent=self.agent)
+            moved = await self.lifecycle.release(task_id, agent=self.agent)
         else:
-            moved = self.lifecycle.submit(task_id, agent=self.agent)
+            moved = await self.lifecycle.submit(task_id, agent=self.agent)
         return AttemptOutcome(task_id, attempt, moved.state, result, error)
 
     async def _keep_claim(self, task_id: str, work: asyncio.Task[TaskResult]) -> ClaimLostError:
@@ -290,7 +290,7 @@ class AttemptRunner:
         while True:
             await asyncio.sleep(self.renew_every)
             try:
-                self.lifecycle.renew(task_id, self.agent)
+                await self.lifecycle.renew(task_id, self.agent)
             except ClaimLostError as exc:
                 _log.warning("task.claim_lost", task_id=task_id, agent=self.agent, error=str(exc))
                 work.cancel()

@@ -68,6 +68,7 @@ request the model got (its system prompt with every section, and the messages).
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -114,7 +115,7 @@ class BotUnderTest:
 
     def history(self) -> tuple[ChatMessage, ...]:
         """The stored history of the current session, oldest first."""
-        return self.require_stores().sessions.recent(history_scope(self.session, self.company_id), 1_000_000)
+        return asyncio.run(self.require_stores().sessions.recent(history_scope(self.session, self.company_id), 1_000_000))
 
     def history_added(self) -> tuple[ChatMessage, ...]:
         """What the last turn added to the session's history."""
@@ -343,7 +344,7 @@ def then_history_empty(bot: BotUnderTest) -> None:
 
 def _memory(bot: BotUnderTest) -> list[str]:
     scope = memory_scope(bot.session, bot.company_id)
-    return [e.assistant_text for e in bot.require_stores().memory.recent(scope, 1000)]
+    return [e.assistant_text for e in asyncio.run(bot.require_stores().memory.recent(scope, 1000))]
 
 
 @then(parsers.parse('memory holds "{text}"'))
@@ -358,13 +359,13 @@ def then_memory_empty(bot: BotUnderTest) -> None:
 
 @then(parsers.parse('the RAG index finds "{text}" for "{query}"'))
 def then_rag_finds(bot: BotUnderTest, text: str, query: str) -> None:
-    hits = bot.require_stores().rag.search(knowledge_scope(bot.session, bot.company_id), query, 5)
+    hits = asyncio.run(bot.require_stores().rag.search(knowledge_scope(bot.session, bot.company_id), query, 5))
     assert text in [h.text for h in hits], hits
 
 
 @then("the RAG index is empty")
 def then_rag_empty(bot: BotUnderTest) -> None:
-    assert len(bot.require_stores().rag) == 0
+    assert asyncio.run(bot.require_stores().rag.count()) == 0
 
 
 __all__ = [

@@ -84,31 +84,31 @@ class FlakyTrajectoryStore:
         self.failures = 0
         self.calls = 0
 
-    def append(self, executions: Sequence[ToolExecution]) -> None:
+    async def append(self, executions: Sequence[ToolExecution]) -> None:
         self.calls += 1
         intermittent = self.fail_every > 0 and (self.calls - 1) % self.fail_every == 0
         if self.failing or self.fail_next > 0 or intermittent:
             self.fail_next = max(0, self.fail_next - 1)
             self.failures += 1
             raise OSError("injected trajectory store failure")
-        self.inner.append(executions)
+        await self.inner.append(executions)
 
-    def load(self, session_id: str, scope: Scope | None = None) -> Trajectory:
-        return self.inner.load(session_id, scope)
+    async def load(self, session_id: str, scope: Scope | None = None) -> Trajectory:
+        return await self.inner.load(session_id, scope)
 
-    def quarantine(self, execution: ToolExecution, reason: str) -> None:
+    async def quarantine(self, execution: ToolExecution, reason: str) -> None:
         if self.failing:
             raise OSError("injected trajectory store failure")
-        self.inner.quarantine(execution, reason)
+        await self.inner.quarantine(execution, reason)
 
-    def quarantined(self) -> list[dict[str, str]]:
-        return self.inner.quarantined()
+    async def quarantined(self) -> list[dict[str, str]]:
+        return await self.inner.quarantined()
 
-    def count(self) -> int:
-        return self.inner.count()
+    async def count(self) -> int:
+        return await self.inner.count()
 
-    def mark_distilled(self, trajectory_hash: str, session_id: str, note_id: int, at: datetime) -> None:
-        self.inner.mark_distilled(trajectory_hash, session_id, note_id, at)
+    async def mark_distilled(self, trajectory_hash: str, session_id: str, note_id: int, at: datetime) -> None:
+        await self.inner.mark_distilled(trajectory_hash, session_id, note_id, at)
 
-    def is_distilled(self, trajectory_hash: str) -> bool:
-        return self.inner.is_distilled(trajectory_hash)
+    async def is_distilled(self, trajectory_hash: str) -> bool:
+        return await self.inner.is_distilled(trajectory_hash)

@@ -1,5 +1,6 @@
 """Properties of the welcome bot, for any answers the model gives."""
 
+import asyncio
 import tempfile
 
 from hypothesis import given, settings
@@ -25,8 +26,8 @@ def test_only_the_first_answer_is_welcomed_and_only_answers_are_stored(replies: 
             for _ in replies:
                 loop.run_turn_sync(session, IncomingMessage("Tell me something"))
             assert pipeline.stores is not None
-            history = pipeline.stores.sessions.recent(history_scope(session), 100)
-            memory = pipeline.stores.memory.recent(memory_scope(session), 100)
+            history = asyncio.run(pipeline.stores.sessions.recent(history_scope(session), 100))
+            memory = asyncio.run(pipeline.stores.memory.recent(memory_scope(session), 100))
     assert channel.texts == [f"Hi! {replies[0]}", *replies[1:]]
     assert [m.content for m in history if m.role is Role.ASSISTANT] == replies
     assert [entry.assistant_text for entry in memory] == replies

@@ -67,7 +67,7 @@ def template(desk: Desk, name: str, instruction: str) -> None:
 
 @given(parsers.parse('a task "{task_id}" for "{name}" in the task store'))
 def task(desk: Desk, task_id: str, name: str) -> None:
-    desk.lifecycle.create(task_id, name)
+    asyncio.run(desk.lifecycle.create(task_id, name))
 
 
 @given(parsers.parse("the model fails attempts {first:d} and {second:d} and succeeds afterwards"))
@@ -82,12 +82,12 @@ def fails_once(desk: Desk, number: int) -> None:
 
 @when(parsers.parse('agent "{agent}" claims "{task_id}" and dies'))
 def claims_and_dies(desk: Desk, agent: str, task_id: str) -> None:
-    desk.lifecycle.claim(task_id, agent)
+    asyncio.run(desk.lifecycle.claim(task_id, agent))
 
 
 @then(parsers.parse('agent "{agent}" finds nothing to claim'))
 def nothing_to_claim(desk: Desk, agent: str) -> None:
-    assert desk.lifecycle.claim_next(agent) is None
+    assert asyncio.run(desk.lifecycle.claim_next(agent)) is None
 
 
 @when(parsers.parse("{minutes:d} minutes pass"))
@@ -124,18 +124,18 @@ def make_attempts(desk: Desk, agent: str, count: int, task_id: str) -> None:
 
 @when(parsers.parse('"{task_id}" is rejected'))
 def reject(desk: Desk, task_id: str) -> None:
-    desk.lifecycle.reject(task_id)
+    asyncio.run(desk.lifecycle.reject(task_id))
 
 
 @when(parsers.parse('"{task_id}" is accepted'))
 def accept(desk: Desk, task_id: str) -> None:
-    desk.lifecycle.accept(task_id)
+    asyncio.run(desk.lifecycle.accept(task_id))
 
 
 @when(parsers.parse('a task "{task_id}" is created'))
 def create(desk: Desk, task_id: str) -> None:
     try:
-        desk.lifecycle.create(task_id, "fix-login")
+        asyncio.run(desk.lifecycle.create(task_id, "fix-login"))
     except InvalidTaskId as exc:
         desk.error = exc
 
@@ -191,7 +191,7 @@ def prompt_says(desk: Desk, number: int, text: str) -> None:
 
 @then(parsers.parse('"{task_id}" is {state}'))
 def state_is(desk: Desk, task_id: str, state: str) -> None:
-    assert desk.lifecycle.get(task_id).state is TaskState(state)
+    assert asyncio.run(desk.lifecycle.get(task_id)).state is TaskState(state)
 
 
 @then(parsers.parse('"{task_id}" has no notes'))

@@ -93,11 +93,11 @@ class GatedStore:
         self.gate: threading.Event | None = None
         self.entered = threading.Event()
 
-    def append(self, executions: Sequence[ToolExecution]) -> None:
+    async def append(self, executions: Sequence[ToolExecution]) -> None:
         if self.gate is not None:
             self.entered.set()
             self.gate.wait()
-        self.inner.append(executions)
+        await self.inner.append(executions)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -168,12 +168,12 @@ class World:
         item = KnowledgeItem(
             NoteType.PATTERN, layer, ids.truncated(layer), title, text, self.knowledge.embed(text), self.clock.now()
         )
-        stored = self.knowledge.add(item)
+        stored = asyncio.run(self.knowledge.add(item))
         self.notes[title] = stored
         return stored
 
     def note(self, title: str) -> KnowledgeItem:
-        return self.repository.get(self.notes[title].key)
+        return asyncio.run(self.repository.get(self.notes[title].key))
 
     def ask(self, session_id: str, question: str) -> AgentContext:
         systems: list[System] = [PromptWriter()]
@@ -352,13 +352,13 @@ def end_sessions(world: World, sids: str) -> None:
 @when(parsers.parse('session "{sid}" searches notes for "{query}" with k {k:d} above {threshold:g}'))
 def search_k(world: World, sid: str, query: str, k: int, threshold: float) -> None:
     chain = world.note_taking.chain(world.session(sid))
-    world.found = world.knowledge.retrieve(query, chain, session=world.scope(sid), k=k, min_similarity=threshold)
+    world.found = asyncio.run(world.knowledge.retrieve(query, chain, session=world.scope(sid), k=k, min_similarity=threshold))
 
 
 @when(parsers.parse('session "{sid}" searches notes for "{query}" at layer "{layer}"'))
 def search_layer(world: World, sid: str, query: str, layer: str) -> None:
     chain = world.note_taking.chain(world.session(sid))
-    world.found = world.knowledge.retrieve(query, chain, session=world.scope(sid), layer=Layer(layer))
+    world.found = asyncio.run(world.knowledge.retrieve(query, chain, session=world.scope(sid), layer=Layer(layer)))
 
 
 @when(parsers.parse('session "{sid}" of the same project asks the bot "{question}"'))
@@ -369,28 +369,28 @@ def ask_bot(world: World, sid: str, question: str) -> None:
 
 @when(parsers.parse('the user gives positive feedback on session "{sid}"'))
 def positive_feedback(world: World, sid: str) -> None:
-    world.note_taking.record_feedback(world.session(sid), positive=True)
+    asyncio.run(world.note_taking.record_feedback(world.session(sid), positive=True))
 
 
 @when(parsers.parse('session "{sid}" retrieves the best note for "{query}" {times:d} times'))
 def retrieve_best(world: World, sid: str, query: str, times: int) -> None:
     chain = world.note_taking.chain(world.session(sid))
     for _ in range(times):
-        world.picks.append(world.knowledge.retrieve(query, chain, session=world.scope(sid), k=1)[0].item.title)
+        world.picks.append(asyncio.run(world.knowledge.retrieve(query, chain, session=world.scope(sid), k=1))[0].item.title)
 
 
 @when(parsers.parse('the notes "{titles}" are proposed and accepted'))
 def accept_notes(world: World, titles: str) -> None:
     for title in _names(titles):
-        world.knowledge.transition(world.notes[title].key, NoteStatus.PROPOSED)
-        world.knowledge.transition(world.notes[title].key, NoteStatus.ACCEPTED)
+        asyncio.run(world.knowledge.transition(world.notes[title].key, NoteStatus.PROPOSED))
+        asyncio.run(world.knowledge.transition(world.notes[title].key, NoteStatus.ACCEPTED))
 
 
 @when(parsers.re(r'the stored note moves to (?P<targets>.+)'))
 def move_stored(world: World, targets: str) -> None:
     assert world.stored_note is not None
     for target in _names(targets.replace('"', "")):
-        world.knowledge.transition(world.stored_note.key, NoteStatus(target))
+        asyncio.run(world.knowledge.transition(world.stored_note.key, NoteStatus(target)))
 
 
 @when(parsers.re(r'(?P<count>\d+) (?:more )?sessions? (?:each )?asks? the bot "(?P<question>[^"]+)" and gives? positive feedback'))
@@ -400,7 +400,7 @@ def sessions_ask_and_like(world: World, count: str, question: str) -> None:
         sid = f"fan-{world.sessions_made}"
         world.session(sid)
         world.ask(sid, question)
-        world.note_taking.record_feedback(world.session(sid), positive=True)
+        asyncio.run(world.note_taking.record_feedback(world.session(sid), positive=True))
 
 
 @when(parsers.parse('session "{sid}" runs {count:d} successful tools within a minute'))
@@ -426,19 +426,19 @@ def busier_session(world: World, sid: str, ok: int, failing: int) -> None:
 
 @then(parsers.parse('the trajectory of session "{sid}" lists "{tools}" in that order'))
 def trajectory_lists(world: World, sid: str, tools: str) -> None:
-    assert [e.tool_name for e in world.trajectories.load(sid).executions] == _names(tools)
+    assert [e.tool_name for e in asyncio.run(world.trajectories.load(sid)).executions] == _names(tools)
 
 
 @then(parsers.parse('"{child}" is recorded as a child of "{parent}"'))
 def child_of(world: World, child: str, parent: str) -> None:
-    by_name = {e.tool_name: e for e in world.trajectories.load("s1").executions}
+    by_name = {e.tool_name: e for e in asyncio.run(world.trajectories.load("s1")).executions}
     assert by_name[child].parent_id == by_name[parent].id
     assert all(e.parent_id is None for name, e in by_name.items() if name != child)
 
 
 @then("every recorded execution has its arguments, result, start time and duration")
 def complete_records(world: World) -> None:
-    executions = world.trajectories.load("s1").executions
+    executions = asyncio.run(world.trajectories.load("s1")).executions
     assert executions and all(e.arguments and e.result and e.duration_ms > 0 for e in executions)
     starts = [e.started_at for e in executions]
     assert starts == sorted(starts) and starts[-1] - starts[0] == timedelta(seconds=20)
@@ -446,28 +446,28 @@ def complete_records(world: World) -> None:
 
 @then(parsers.parse('every recorded execution belongs to session "{sid}" and user "{user}"'))
 def belongs_to(world: World, sid: str, user: str) -> None:
-    executions = world.trajectories.load(sid).executions
+    executions = asyncio.run(world.trajectories.load(sid)).executions
     assert executions and all(e.session_id == sid and e.user_id == user and e.project_id == "p1" for e in executions)
 
 
 @then(parsers.parse("the recorded \"{tool}\" execution has arguments '{arguments}' and error \"{error}\""))
 def recorded_failure(world: World, tool: str, arguments: str, error: str) -> None:
-    (execution,) = [e for e in world.trajectories.load("s1").executions if e.tool_name == tool]
+    (execution,) = [e for e in asyncio.run(world.trajectories.load("s1")).executions if e.tool_name == tool]
     assert execution.arguments == json.loads(arguments)
     assert execution.error == error and execution.result is None and not execution.succeeded
 
 
 @then(parsers.parse('the recorded "{tool}" execution has a context snapshot with the user\'s message'))
 def recorded_snapshot(world: World, tool: str) -> None:
-    (execution,) = [e for e in world.trajectories.load("s1").executions if e.tool_name == tool]
+    (execution,) = [e for e in asyncio.run(world.trajectories.load("s1")).executions if e.tool_name == tool]
     assert execution.context_snapshot == {"user_message": "please fix ticket s1"}
 
 
 @then(parsers.parse('the trajectory of session "{sid}" has the same content hash after reopening the store'))
 def stable_hash(world: World, sid: str) -> None:
-    before = world.trajectories.load(sid).content_hash
+    before = asyncio.run(world.trajectories.load(sid)).content_hash
     with open_stores(world.tmp) as reopened:
-        assert reopened.trajectories.load(sid).content_hash == before and len(before) == 64
+        assert asyncio.run(reopened.trajectories.load(sid)).content_hash == before and len(before) == 64
 
 
 @then(parsers.parse('the model was asked once to analyse the trajectory of session "{sid}"'))
@@ -512,7 +512,7 @@ def model_not_called(world: World) -> None:
 
 @then("no note is stored")
 def no_note(world: World) -> None:
-    assert len(world.repository) == 0
+    assert asyncio.run(world.repository.count()) == 0
 
 
 @then(parsers.parse('the log says distillation was skipped because "{reason}"'))
@@ -536,15 +536,15 @@ def note_owner(world: World, project: str, team: str, org: str) -> None:
 @then(parsers.parse('the stored note\'s metadata cites the trajectory of session "{sid}"'))
 def note_cites(world: World, sid: str) -> None:
     assert world.stored_note is not None and world.stored_note.metadata is not None
-    trajectory = world.trajectories.load(sid)
+    trajectory = asyncio.run(world.trajectories.load(sid))
     assert world.stored_note.metadata.source_trajectory_id == trajectory.content_hash
-    assert world.trajectories.is_distilled(trajectory.distilled_key(world.stored_note.layer_ids))
+    assert asyncio.run(world.trajectories.is_distilled(trajectory.distilled_key(world.stored_note.layer_ids)))
 
 
 @then("the stored note's metadata has source_trajectory_id, distillation_timestamp and llm_model_used")
 def metadata_source(world: World) -> None:
     assert world.stored_note is not None and world.stored_note.metadata is not None
-    metadata = world.repository.get(world.stored_note.key).metadata
+    metadata = asyncio.run(world.repository.get(world.stored_note.key)).metadata
     assert metadata is not None
     assert len(metadata.source_trajectory_id) == 64
     assert metadata.distillation_timestamp == world.clock.now()
@@ -562,7 +562,7 @@ def metadata_ids(world: World, sid: str, user: str, project: str) -> None:
 @then("the stored note's embedding is the embedding of its markdown")
 def note_embedding(world: World) -> None:
     assert world.stored_note is not None
-    stored = world.repository.get(world.stored_note.key)
+    stored = asyncio.run(world.repository.get(world.stored_note.key))
     assert np.allclose(stored.embedding, world.embedder.embed([stored.markdown])[0])
 
 
@@ -599,7 +599,7 @@ def retrieved_times(world: World, title: str, times: str) -> None:
 
 @then(parsers.parse('its retrieval is recorded with the query "{query}" and session "{sid}"'))
 def retrieval_recorded(world: World, query: str, sid: str) -> None:
-    (retrieval,) = world.repository.retrievals(next(iter(world.notes.values())).key)
+    (retrieval,) = asyncio.run(world.repository.retrievals(next(iter(world.notes.values())).key))
     assert (retrieval.query, retrieval.session_id, retrieval.at) == (query, sid, world.clock.now())
 
 
@@ -623,19 +623,19 @@ def maintainer_told(world: World, title: str, what: str) -> None:
 @then(parsers.parse('the best note for "{query}" is now "{title}"'))
 def best_note(world: World, query: str, title: str) -> None:
     chain = world.note_taking.chain(world.session("s1"))
-    assert world.knowledge.search(query, chain, k=1)[0].item.title == title
+    assert asyncio.run(world.knowledge.search(query, chain, k=1))[0].item.title == title
 
 
 @then(parsers.parse("there is {count:d} note stored"))
 def notes_stored(world: World, count: int) -> None:
-    assert len(world.repository) == count
+    assert asyncio.run(world.repository.count()) == count
 
 
 @then(parsers.parse('the note distilled from session "{sid}" has reference count {count:d}'))
 def reference_count(world: World, sid: str, count: int) -> None:
     note = world.results[sid].note
     assert note is not None
-    assert world.repository.get(note.key).reference_count == count
+    assert asyncio.run(world.repository.get(note.key)).reference_count == count
 
 
 @then("the log says a duplicate was detected")
@@ -646,7 +646,7 @@ def duplicate_logged(logs: list[dict[str, Any]]) -> None:
 @then(parsers.parse('a merge of "{first}" and "{second}" is suggested to a maintainer'))
 def merge_suggested(world: World, first: str, second: str) -> None:
     pair = tuple(sorted((world.notes[first].key, world.notes[second].key)))
-    (suggestion,) = world.knowledge.merge_suggestions()
+    (suggestion,) = asyncio.run(world.knowledge.merge_suggestions())
     assert (suggestion.first_id, suggestion.second_id) == pair and suggestion.similarity > 0.9
     assert [n.note_ids for n in world.notifier.notices if n.kind is NoticeKind.MERGE_SUGGESTED] == [pair]
 
@@ -654,7 +654,7 @@ def merge_suggested(world: World, first: str, second: str) -> None:
 @then(parsers.parse('no merge with "{title}" is suggested'))
 def no_merge_with(world: World, title: str) -> None:
     key = world.notes[title].key
-    assert all(key not in (s.first_id, s.second_id) for s in world.knowledge.merge_suggestions())
+    assert all(key not in (s.first_id, s.second_id) for s in asyncio.run(world.knowledge.merge_suggestions()))
 
 
 @then(parsers.parse('the notes "{titles}" are all still stored unchanged'))
@@ -668,23 +668,23 @@ def stored_unchanged(world: World, titles: str) -> None:
 @then(parsers.parse('the stored note has status "{status}"'))
 def stored_status(world: World, status: str) -> None:
     assert world.stored_note is not None
-    assert world.repository.get(world.stored_note.key).status.value == status
+    assert asyncio.run(world.repository.get(world.stored_note.key)).status.value == status
 
 
 @then(parsers.parse('moving the stored note to "{status}" is refused as an invalid transition'))
 def refused(world: World, status: str) -> None:
     assert world.stored_note is not None
     with pytest.raises(InvalidTransition, match="cannot go from deprecated"):
-        world.knowledge.transition(world.stored_note.key, NoteStatus(status))
+        asyncio.run(world.knowledge.transition(world.stored_note.key, NoteStatus(status)))
 
 
 @then("a draft note can be rejected but a rejected note cannot be proposed")
 def reject_draft(world: World) -> None:
     chain = world.note_taking.chain(world.session("s1"))
     note = world.add_note("Half-baked idea", "an idea nobody tried", Layer.PROJECT, chain)
-    assert world.knowledge.transition(note.key, NoteStatus.REJECTED).status is NoteStatus.REJECTED
+    assert asyncio.run(world.knowledge.transition(note.key, NoteStatus.REJECTED)).status is NoteStatus.REJECTED
     with pytest.raises(InvalidTransition):
-        world.knowledge.transition(note.key, NoteStatus.PROPOSED)
+        asyncio.run(world.knowledge.transition(note.key, NoteStatus.PROPOSED))
 
 
 @then(parsers.parse('the note "{title}" has status "{status}"'))
@@ -716,18 +716,18 @@ def handoffs_returned(world: World) -> None:
 
 @then("the executions wait in the buffer for a batch write")
 def waiting(world: World) -> None:
-    assert world.trajectories.count() == 0
+    assert asyncio.run(world.trajectories.count()) == 0
     assert world.recorder.stats.pending == len(world.handoffs)
 
 
 @then(parsers.parse('the trajectory of session "{sid}" holds {count:d} executions'))
 def trajectory_holds(world: World, sid: str, count: int) -> None:
-    assert len(world.trajectories.load(sid).executions) == count
+    assert len(asyncio.run(world.trajectories.load(sid)).executions) == count
 
 
 @then(parsers.parse("{count:d} executions are stored"))
 def stored_count(world: World, count: int) -> None:
-    assert world.trajectories.count() == count
+    assert asyncio.run(world.trajectories.count()) == count
 
 
 @then(parsers.parse("{count:d} executions wait in the retry queue"))
@@ -751,13 +751,13 @@ def sampling_logged(world: World, logs: list[dict[str, Any]], sid: str) -> None:
 def failing_kept(world: World, count: int) -> None:
     stored = world.recorder.stats.accepted
     world.recorder.flush()
-    failed = [e for e in world.trajectories.load("busy").executions if e.error is not None]
-    assert len(failed) == count and stored == world.trajectories.count()
+    failed = [e for e in asyncio.run(world.trajectories.load("busy")).executions if e.error is not None]
+    assert len(failed) == count and stored == asyncio.run(world.trajectories.count())
 
 
 @then(parsers.parse("between {low:d}% and {high:d}% of the {count:d} successful executions are kept"))
 def sampled_share(world: World, low: int, high: int, count: int) -> None:
-    ok = [e for e in world.trajectories.load("busy").executions if e.error is None and e.arguments["step"] >= 1000]
+    ok = [e for e in asyncio.run(world.trajectories.load("busy")).executions if e.error is None and e.arguments["step"] >= 1000]
     assert count * low / 100 <= len(ok) <= count * high / 100
 
 

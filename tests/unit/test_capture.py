@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
 import sqlite3
 import threading
@@ -42,10 +43,10 @@ def store(tmp_path: Path) -> Iterator[TrajectoryStore]:
 def test_enqueue_only_buffers_until_a_flush(store: TrajectoryStore) -> None:
     recorder = TrajectoryRecorder(store, clock=FakeClock())
     assert recorder.enqueue(make_execution("read_file"))
-    assert store.count() == 0
+    assert asyncio.run(store.count()) == 0
     assert recorder.stats.pending == 1
     assert recorder.flush() == 1
-    assert store.count() == 1
+    assert asyncio.run(store.count()) == 1
 
 
 def test_a_full_batch_wakes_the_background_writer(store: TrajectoryStore) -> None:
@@ -56,9 +57,9 @@ def test_a_full_batch_wakes_the_background_writer(store: TrajectoryStore) -> Non
         for _ in range(9):
             recorder.enqueue(make_execution())
         time.sleep(0.05)
-        assert store.count() == 0
+        assert asyncio.run(store.count()) == 0
         recorder.enqueue(make_execution())
-        assert _wait_for(lambda: store.count() == 10)
+        assert _wait_for(lambda: asyncio.run(store.count()) == 10)
         assert metrics.observations("note_taking.capture.batch_size") == [10.0]
     finally:
         recorder.close()
@@ -74,7 +75,7 @@ def test_the_interval_flushes_a_partial_batch_on_the_injected_clock(store: Traje
     assert recorder.tick() == 0
     clock.advance(0.1)
     assert recorder.tick() == 3
-    assert store.count() == 3
+    assert asyncio.run(store.count()) == 3
 
 
 def test_the_interval_flushes_in_real_time_too(store: TrajectoryStore) -> None:
@@ -82,7 +83,7 @@ def test_the_interval_flushes_in_real_time_too(store: TrajectoryStore) -> None:
     with recorder:
         recorder.enqueue(make_execution())
         recorder.enqueue(make_execution())
-        assert _wait_for(lambda: store.count() == 2, timeout=2.0)
+        assert _wait_for(lambda: asyncio.run(store.count()) == 2, timeout=2.0)
 
 
 def test_a_failed_flush_is_retried_after_backoff(store: TrajectoryStore) -> None:
@@ -106,7 +107,7 @@ def test_a_failed_flush_is_retried_after_backoff(store: TrajectoryStore) -> None
     assert recorder.tick() == 0
     clock.advance(0.1)
     assert recorder.tick() == 4
-    assert store.count() == 4 and recorder.stats.pending == 0 and recorder.stats.quarantined == 0
+    assert asyncio.run(store.count()) == 4 and recorder.stats.pending == 0 and recorder.stats.quarantined == 0
 
 
 def test_a_write_that_fails_once_is_split_and_written_in_the_same_flush(store: TrajectoryStore) -> None:
@@ -116,7 +117,7 @@ def test_a_write_that_fails_once_is_split_and_written_in_the_same_flush(store: T
         recorder.enqueue(make_execution())
     flaky.fail_next = 1
     assert recorder.flush() == 4
-    assert store.count() == 4 and recorder.stats.quarantined == 0
+    assert asyncio.run(store.count()) == 4 and recorder.stats.quarantined == 0
 
 
 def test_close_drains_everything_and_refuses_later_events(store: TrajectoryStore) -> None:
@@ -129,7 +130,7 @@ def test_close_drains_everything_and_refuses_later_events(store: TrajectoryStore
     recorder.flush()
     recorder.enqueue(make_execution())
     recorder.close()
-    assert store.count() == 6
+    assert asyncio.run(store.count()) == 6
     with pytest.raises(RecorderClosedError, match="after the trajectory recorder was closed"):
         recorder.enqueue(make_execution())
 
@@ -148,7 +149,7 @@ def test_a_store_that_stays_down_at_shutdown_is_reported_not_hidden(store: Traje
     assert recorder.stats.pending == 3 and recorder.stats.quarantined == 0
     flaky.failing = False
     recorder.drain()
-    assert store.count() == 3 and recorder.stats.pending == 0
+    assert asyncio.run(store.count()) == 3 and recorder.stats.pending == 0
 
 
 def test_the_same_execution_is_captured_once(store: TrajectoryStore) -> None:
@@ -157,7 +158,7 @@ def test_the_same_execution_is_captured_once(store: TrajectoryStore) -> None:
     assert recorder.enqueue(execution)
     assert not recorder.enqueue(execution)
     recorder.flush()
-    assert store.count() == 1 and recorder.stats.duplicates == 1
+    assert asyncio.run(store.count()) == 1 and recorder.stats.duplicates == 1
 
 
 def test_sampling_starts_above_the_rate_and_keeps_every_failure(store: TrajectoryStore) -> None:
@@ -203,11 +204,11 @@ class GatedStore:
         self.entered = threading.Event()
         self.release = threading.Event()
 
-    def append(self, executions: Sequence[ToolExecution]) -> None:
+    async def append(self, executions: Sequence[ToolExecution]) -> None:
         if self.gated:
             self.entered.set()
             assert self.release.wait(5.0)
-        self.inner.append(executions)
+        await self.inner.append(executions)
 
 
 def test_stats_count_batches_taken_for_writing_as_pending(store: TrajectoryStore) -> None:
@@ -240,11 +241,11 @@ class RefusingStore(FlakyTrajectoryStore):
         super().__init__(inner)
         self.poisoned = poisoned
 
-    def append(self, executions: Sequence[ToolExecution]) -> None:
+    async def append(self, executions: Sequence[ToolExecution]) -> None:
         if any(e.id == self.poisoned for e in executions):
             self.calls += 1
             raise OSError("disk I/O error")
-        super().append(executions)
+        await super().append(executions)
 
 
 def test_an_execution_that_keeps_failing_alone_on_a_store_error_is_quarantined_after_some_rounds_not_retried_forever(
@@ -263,10 +264,10 @@ def test_an_execution_that_keeps_failing_alone_on_a_store_error_is_quarantined_a
         clock.advance(60)
         assert recorder.tick() == 0
     assert [q.execution.id for q in recorder.quarantined] == [executions[7].id]
-    assert [row["id"] for row in store.quarantined()] == [executions[7].id]
+    assert [row["id"] for row in asyncio.run(store.quarantined())] == [executions[7].id]
     more = make_execution(session_id="s1")
     recorder.enqueue(more)
-    assert recorder.flush() == 1 and store.count() == 10
+    assert recorder.flush() == 1 and asyncio.run(store.count()) == 10
     assert recorder.close().pending == 0
 
 
@@ -277,7 +278,7 @@ def test_a_store_that_fails_every_other_write_quarantines_no_good_execution(stor
     for _ in range(10):
         recorder.enqueue(make_execution(session_id="s1"))
     assert recorder.flush() == 10
-    assert store.count() == 10 and recorder.stats.quarantined == 0 and store.quarantined() == []
+    assert asyncio.run(store.count()) == 10 and recorder.stats.quarantined == 0 and asyncio.run(store.quarantined()) == []
 
 
 @pytest.mark.parametrize("every", [2, 3])
@@ -294,7 +295,7 @@ def test_an_intermittent_store_quarantines_a_batch_it_cannot_take_in_one_flush(
         recorder.enqueue(execution)
     assert recorder.flush() == 0
     assert (recorder.stats.pending, recorder.stats.quarantined, recorder.stats.failed_flushes) == (0, 24, 0)
-    assert {row["id"] for row in store.quarantined()} == {e.id for e in bad}
+    assert {row["id"] for row in asyncio.run(store.quarantined())} == {e.id for e in bad}
 
 
 class GoesDown(FlakyTrajectoryStore):
@@ -305,10 +306,10 @@ class GoesDown(FlakyTrajectoryStore):
         super().__init__(inner)
         self.fail_next = 1
 
-    def append(self, executions: Sequence[ToolExecution]) -> None:
+    async def append(self, executions: Sequence[ToolExecution]) -> None:
         if self.calls == 2:
             self.failing = True
-        super().append(executions)
+        await super().append(executions)
 
 
 def test_executions_that_failed_while_the_store_went_down_mid_batch_stay_pending_and_are_written_later(
@@ -322,7 +323,7 @@ def test_executions_that_failed_while_the_store_went_down_mid_batch_stay_pending
     assert (recorder.stats.pending, recorder.stats.quarantined) == (5, 0)
     flaky.failing = False
     stats = recorder.close(timeout=5.0)
-    assert (stats.written, stats.quarantined, stats.pending) == (10, 0, 0) and store.count() == 10
+    assert (stats.written, stats.quarantined, stats.pending) == (10, 0, 0) and asyncio.run(store.count()) == 10
 
 
 def test_an_execution_whose_quarantine_fails_stays_pending_until_the_store_keeps_it(
@@ -346,13 +347,13 @@ def test_an_execution_whose_quarantine_fails_stays_pending_until_the_store_keeps
     del flaky.quarantine
     recorder.drain()
     assert (recorder.stats.pending, recorder.stats.quarantined) == (0, 1)
-    assert [row["id"] for row in store.quarantined()] == [bad.id]
+    assert [row["id"] for row in asyncio.run(store.quarantined())] == [bad.id]
 
 
 def test_an_execution_too_large_for_the_store_is_quarantined_at_once_and_kept_cut(
     store: TrajectoryStore,
 ) -> None:
-    store._conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 100_000)  # stands in for SQLite's 1 GB cap
+    store.engine._conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 100_000)  # stands in for SQLite's 1 GB cap
     recorder = TrajectoryRecorder(store, clock=FakeClock())
     big = make_execution(session_id="s1", arguments={"blob": "x" * 200_000})
     small = make_execution(session_id="s1")
@@ -360,7 +361,7 @@ def test_an_execution_too_large_for_the_store_is_quarantined_at_once_and_kept_cu
     assert recorder.flush() == 0
     assert (recorder.stats.pending, recorder.stats.quarantined) == (0, 1)
     assert "ExecutionRefusedError" in recorder.quarantined[0].reason
-    (kept,) = store.quarantined()
+    (kept,) = asyncio.run(store.quarantined())
     assert kept["id"] == big.id and kept["execution"].endswith("characters]") and "[cut: " in kept["execution"]
     recorder.enqueue(small)
     assert recorder.close(timeout=1.0).written == 1
@@ -376,7 +377,7 @@ def test_recorder_keeps_only_the_most_recent_quarantined_executions_in_memory(
         recorder.enqueue(execution)
     recorder.flush()
     assert [q.execution.id for q in recorder.quarantined] == [e.id for e in bad[2:]]
-    assert recorder.stats.quarantined == 5 and len(store.quarantined()) == 5
+    assert recorder.stats.quarantined == 5 and len(asyncio.run(store.quarantined())) == 5
 
 
 def test_enqueue_from_eight_threads_counts_every_event_exactly(tmp_path: Path) -> None:
@@ -405,7 +406,7 @@ def test_enqueue_from_eight_threads_counts_every_event_exactly(tmp_path: Path) -
     assert 8 * per_thread == stats.written + stats.quarantined + stats.sampled_out
     assert stats.accepted == sum(accepted) == stats.written + stats.quarantined and stats.pending == 0
     assert stats.quarantined == 8 * 4 and stats.sampled_out > 0 and stats.duplicates == 0
-    assert store.count() == stats.written
+    assert asyncio.run(store.count()) == stats.written
     stores.close()
 
 
@@ -421,7 +422,7 @@ def test_a_failing_metrics_sink_never_stops_the_writer(store: TrajectoryStore) -
         for expected in (2, 4):
             recorder.enqueue(make_execution())
             recorder.enqueue(make_execution())
-            assert _wait_for(lambda: store.count() == expected)  # noqa: B023
+            assert _wait_for(lambda: asyncio.run(store.count()) == expected)  # noqa: B023
     assert recorder.stats.written == 4
 
 
@@ -432,7 +433,7 @@ def test_drain_at_close_retries_with_backoff_until_the_store_recovers(store: Tra
         recorder.enqueue(make_execution())
     flaky.fail_next = 8  # more failures than one round of bisection makes
     stats = recorder.close(timeout=5.0)
-    assert stats.written == 3 and store.count() == 3 and flaky.failures == 8
+    assert stats.written == 3 and asyncio.run(store.count()) == 3 and flaky.failures == 8
 
 
 def test_close_returns_within_its_timeout_on_a_store_that_hangs_and_loses_nothing(store: TrajectoryStore) -> None:
@@ -451,7 +452,7 @@ def test_close_returns_within_its_timeout_on_a_store_that_hangs_and_loses_nothin
     gated.gated = False
     gated.release.set()
     recorder.drain()
-    assert store.count() == 3 and recorder.stats.pending == 0
+    assert asyncio.run(store.count()) == 3 and recorder.stats.pending == 0
 
 
 class CaptureMachine(RuleBasedStateMachine):
@@ -534,13 +535,13 @@ class CaptureMachine(RuleBasedStateMachine):
         stats = self.recorder.stats
         assert stats.accepted == len(self.accepted) == stats.written + stats.quarantined + stats.pending
         assert stats.accepted + stats.sampled_out + stats.duplicates == self.offered
-        assert stats.written == self.store.count()
+        assert stats.written == asyncio.run(self.store.count())
         quarantined = {q.execution.id for q in self.recorder.quarantined}
         assert quarantined <= self.unstorable and len(quarantined) == stats.quarantined
-        assert {row["id"] for row in self.store.quarantined()} == quarantined
+        assert {row["id"] for row in asyncio.run(self.store.quarantined())} == quarantined
 
     def _stored_ids(self) -> set[str]:
-        return {e.id for s in ("a", "b") for e in self.store.load(s).executions}
+        return {e.id for s in ("a", "b") for e in asyncio.run(self.store.load(s)).executions}
 
     def _check_shutdown(self) -> None:
         assert self._stored_ids() == self.accepted - self.unstorable

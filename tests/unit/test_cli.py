@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import os
 import shutil
@@ -420,9 +421,9 @@ def test_notes_merges_lists_similar_accepted_notes(notes_dir: Path) -> None:
     assert run_cli("notes", "merges", *data) == (0, "no merge suggestions\n")
     with open_bot(notes_dir, ScriptedLLM(), RecordingChannel()) as bot:
         knowledge = bot.note_taking.knowledge
-        first = knowledge.get(1)
+        first = asyncio.run(knowledge.get(1))
         twin = attrs.evolve(first, id=None, title="Weekend city trips", retrieval_count=0, usefulness_score=0)
-        knowledge.add(twin)
+        asyncio.run(knowledge.add(twin))
     for note in ("1", "2"):
         run_cli("notes", "propose", note, *data)
         run_cli("notes", "accept", note, *data)
@@ -435,12 +436,12 @@ def test_accepting_a_note_without_an_org_after_an_org_note_is_clean(notes_dir: P
     data = ("--data-dir", str(notes_dir))
     with open_bot(notes_dir, ScriptedLLM(), RecordingChannel()) as bot:
         knowledge = bot.note_taking.knowledge
-        first = knowledge.get(1)
+        first = asyncio.run(knowledge.get(1))
         org_note = attrs.evolve(
             first, id=None, layer=Layer.ORG, layer_ids=LayerIds("default", "acme"), title="Acme trips",
             retrieval_count=0, usefulness_score=0,
         )
-        knowledge.add(org_note)
+        asyncio.run(knowledge.add(org_note))
     for note in ("2", "1"):
         assert run_cli("notes", "propose", note, *data)[0] == 0
         assert run_cli("notes", "accept", note, *data) == (0, f"note #{note}: proposed -> accepted\n")

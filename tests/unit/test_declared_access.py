@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 from unittest import mock
@@ -238,7 +239,7 @@ def note_taking(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NoteTaking
     item = KnowledgeItem(
         NoteType.PATTERN, Layer.PROJECT, opened.chain(SESSION), "Paging", NOTE, opened.knowledge.embed(NOTE), FakeClock().now()
     )
-    opened.knowledge.add(item)
+    asyncio.run(opened.knowledge.add(item))
     yield opened
     opened.close()
 

@@ -135,7 +135,7 @@ def test_a_good_trajectory_becomes_a_draft_project_note(parts: tuple[KnowledgeBa
     assert result.status is DistillationStatus.STORED and result.note is not None
     assert result.note.layer is Layer.PROJECT and result.note.metadata is not None
     assert result.note.metadata.llm_model_used == "m-1" and result.note.metadata.user_id == "u1"
-    assert store.is_distilled(trajectory.distilled_key(OWNER))
+    assert asyncio.run(store.is_distilled(trajectory.distilled_key(OWNER)))
     assert metrics.counter("note_taking.distillation.total", {"status": "success"}) == 1
 
 
@@ -146,7 +146,7 @@ def test_a_reply_holding_bytes_no_store_takes_is_stored_with_them_replaced(
     reply = REPLY.replace("password reset", "reset of report-\udcff.txt")
     result = asyncio.run(Distiller(Model(reply), knowledge, store).distill(_trajectory(), success=True, owner=OWNER))
     assert result.status is DistillationStatus.STORED and result.note is not None, result.reason
-    (stored,) = knowledge.repository.items()
+    (stored,) = asyncio.run(knowledge.repository.items())
     assert "report-\ufffd.txt" in stored.markdown and "\udcff" not in stored.markdown
 
 
@@ -185,7 +185,7 @@ def test_a_failing_model_or_a_bad_reply_is_an_error_not_an_exception(
     knowledge, store, metrics = parts
     result = asyncio.run(Distiller(Model(reply), knowledge, store, metrics=metrics).distill(_trajectory(), success=True, owner=OWNER))
     assert result.status is DistillationStatus.FAILED and result.note is None
-    assert not store.is_distilled(_trajectory().distilled_key(OWNER))
+    assert not asyncio.run(store.is_distilled(_trajectory().distilled_key(OWNER)))
     assert metrics.counter("note_taking.distillation.total", {"status": "error"}) == 1
     assert len(metrics.observations("note_taking.distillation.duration_ms")) == 1
 
@@ -197,7 +197,7 @@ def test_a_near_duplicate_raises_the_reference_count_instead(parts: tuple[Knowle
     second = asyncio.run(distiller.distill(_trajectory("s2", count=4), success=True, owner=OWNER))
     assert second.status is DistillationStatus.DUPLICATE and second.note is not None and first.note is not None
     assert second.note.key == first.note.key and second.note.reference_count == 1
-    assert len(knowledge.repository) == 1
+    assert asyncio.run(knowledge.repository.count()) == 1
 
 
 def test_notes_of_another_project_are_not_duplicates(parts: tuple[KnowledgeBase, TrajectoryStore, InMemoryMetrics]) -> None:
@@ -206,7 +206,7 @@ def test_notes_of_another_project_are_not_duplicates(parts: tuple[KnowledgeBase,
     asyncio.run(distiller.distill(_trajectory("s1"), success=True, owner=OWNER))
     other = LayerIds(org_id="o2", team_id="t9", project_id="p9")
     result = asyncio.run(distiller.distill(_trajectory("s2", count=4), success=True, owner=other))
-    assert result.status is DistillationStatus.STORED and len(knowledge.repository) == 2
+    assert result.status is DistillationStatus.STORED and asyncio.run(knowledge.repository.count()) == 2
 
 
 def test_identical_work_of_two_tenants_is_distilled_for_each_and_twice_for_neither(
@@ -230,6 +230,6 @@ def test_a_trajectory_the_earlier_release_marked_distilled_is_not_distilled_agai
 ) -> None:
     """The earlier release marked a distilled trajectory by its bare content hash."""
     knowledge, store, _ = parts
-    store.mark_distilled(_trajectory().content_hash, "s1", 1, datetime(2026, 1, 1, tzinfo=UTC))
+    asyncio.run(store.mark_distilled(_trajectory().content_hash, "s1", 1, datetime(2026, 1, 1, tzinfo=UTC)))
     result = asyncio.run(Distiller(Model(), knowledge, store, clock=FakeClock()).distill(_trajectory(), success=True, owner=OWNER))
     assert result.status is DistillationStatus.SKIPPED and "already distilled" in result.reason

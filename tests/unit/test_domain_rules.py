@@ -55,24 +55,24 @@ class NaiveKnowledgeRepository:
         self.credited: set[tuple[int, Scope]] = set()
         self.suggestions: dict[tuple[int, int], MergeSuggestion] = {}
 
-    def __len__(self) -> int:
+    async def count(self) -> int:
         return len(self.notes)
 
-    def add_many(self, items: Sequence[KnowledgeItem]) -> list[int]:
-        return [self.add(item).key for item in items]
+    async def add_many(self, items: Sequence[KnowledgeItem]) -> list[int]:
+        return [(await self.add(item)).key for item in items]
 
-    def add(self, item: KnowledgeItem) -> KnowledgeItem:
+    async def add(self, item: KnowledgeItem) -> KnowledgeItem:
         stored = attrs.evolve(item, id=len(self.notes) + 1)
         self.notes[stored.key] = stored
         return stored
 
-    def get(self, note_id: int) -> KnowledgeItem:
+    async def get(self, note_id: int) -> KnowledgeItem:
         return self.notes[note_id]
 
-    def items(self, statuses: Collection[NoteStatus] | None = None) -> list[KnowledgeItem]:
+    async def items(self, statuses: Collection[NoteStatus] | None = None) -> list[KnowledgeItem]:
         return [i for i in self.notes.values() if statuses is None or i.status in statuses]
 
-    def search(
+    async def search(
         self, vector: Vectors, k: int, *, caller: LayerIds, layer: Layer, statuses: Collection[NoteStatus],
         min_similarity: float = 0.0,
     ) -> list[tuple[KnowledgeItem, float]]:
@@ -80,36 +80,36 @@ class NaiveKnowledgeRepository:
         hits = [(i, _cosine(vector, i.embedding)) for i in self.notes.values() if i.status in statuses and i.layer_ids in owners]
         return sorted([h for h in hits if h[1] >= min_similarity], key=lambda h: -h[1])[:k]
 
-    def record_retrievals(self, note_ids: Sequence[int], query: str, session: Scope | None, at: datetime) -> list[KnowledgeItem]:
+    async def record_retrievals(self, note_ids: Sequence[int], query: str, session: Scope | None, at: datetime) -> list[KnowledgeItem]:
         self.seen += [(i, session) for i in note_ids]
         return [self._bump(i, "retrieval_count") for i in note_ids]
 
-    def retrievals(self, note_id: int) -> list[Retrieval]:
+    async def retrievals(self, note_id: int) -> list[Retrieval]:
         return []
 
-    def credit_session(self, session: Scope, at: datetime) -> list[KnowledgeItem]:
+    async def credit_session(self, session: Scope, at: datetime) -> list[KnowledgeItem]:
         fresh = sorted({i for i, s in self.seen if s == session and (i, session) not in self.credited})
         self.credited |= {(i, session) for i in fresh}
         return [self._bump(i, "usefulness_score") for i in fresh]
 
-    def add_reference(self, note_id: int, at: datetime) -> KnowledgeItem:
+    async def add_reference(self, note_id: int, at: datetime) -> KnowledgeItem:
         return self._bump(note_id, "reference_count")
 
-    def set_flag(self, note_id: int, flagged: bool, at: datetime) -> KnowledgeItem:
+    async def set_flag(self, note_id: int, flagged: bool, at: datetime) -> KnowledgeItem:
         self.notes[note_id] = attrs.evolve(self.notes[note_id], flagged_for_review=flagged)
         return self.notes[note_id]
 
-    def set_status(self, note_id: int, expected: NoteStatus, target: NoteStatus, at: datetime) -> KnowledgeItem | None:
+    async def set_status(self, note_id: int, expected: NoteStatus, target: NoteStatus, at: datetime) -> KnowledgeItem | None:
         if self.notes[note_id].status is not expected:
             return None
         self.notes[note_id] = attrs.evolve(self.notes[note_id], status=target)
         return self.notes[note_id]
 
-    def add_merge_suggestion(self, suggestion: MergeSuggestion) -> bool:
+    async def add_merge_suggestion(self, suggestion: MergeSuggestion) -> bool:
         pair = (suggestion.first_id, suggestion.second_id)
         return self.suggestions.setdefault(pair, suggestion) is suggestion
 
-    def merge_suggestions(self) -> list[MergeSuggestion]:
+    async def merge_suggestions(self) -> list[MergeSuggestion]:
         return list(self.suggestions.values())
 
     def _bump(self, note_id: int, counter: str) -> KnowledgeItem:
@@ -125,25 +125,25 @@ class NaiveTrajectoryStore:
         self.executions: dict[str, ToolExecution] = {}
         self.distilled: set[str] = set()
 
-    def append(self, executions: Sequence[ToolExecution]) -> None:
+    async def append(self, executions: Sequence[ToolExecution]) -> None:
         self.executions.update({e.id: e for e in executions})
 
-    def load(self, session_id: str, scope: Scope | None = None) -> Trajectory:
+    async def load(self, session_id: str, scope: Scope | None = None) -> Trajectory:
         return Trajectory(session_id, tuple(e for e in self.executions.values() if e.session_id == session_id))
 
-    def quarantined(self) -> list[dict[str, str]]:
+    async def quarantined(self) -> list[dict[str, str]]:
         return []
 
-    def quarantine(self, execution: ToolExecution, reason: str) -> None:
+    async def quarantine(self, execution: ToolExecution, reason: str) -> None:
         self.executions.pop(execution.id, None)
 
-    def count(self) -> int:
+    async def count(self) -> int:
         return len(self.executions)
 
-    def mark_distilled(self, trajectory_hash: str, session_id: str, note_id: int, at: datetime) -> None:
+    async def mark_distilled(self, trajectory_hash: str, session_id: str, note_id: int, at: datetime) -> None:
         self.distilled.add(trajectory_hash)
 
-    def is_distilled(self, trajectory_hash: str) -> bool:
+    async def is_distilled(self, trajectory_hash: str) -> bool:
         return trajectory_hash in self.distilled
 
 
@@ -153,19 +153,19 @@ class NaiveTaskStore:
     def __init__(self) -> None:
         self.tasks: dict[str, TaskRecord] = {}
 
-    def add(self, record: TaskRecord) -> None:
+    async def add(self, record: TaskRecord) -> None:
         self.tasks[record.id] = record
 
-    def get(self, task_id: str, scope: Scope) -> TaskRecord | None:
+    async def get(self, task_id: str, scope: Scope) -> TaskRecord | None:
         record = self.tasks.get(task_id)
         return record if record is not None and record.scope == scope else None
 
-    def move(
+    async def move(
         self, task_id: str, scope: Scope, allowed_from: tuple[TaskState, ...], to: TaskState, *,
         updated_at: datetime, claimed_by: str | None, count_attempt: bool = False,
         lease_expires_at: datetime | None = None, held_by: str | None = None, unchanged_since: datetime | None = None,
     ) -> TaskRecord | None:
-        record = self.get(task_id, scope)
+        record = await self.get(task_id, scope)
         if (
             record is None
             or record.state not in allowed_from
@@ -179,7 +179,7 @@ class NaiveTaskStore:
         )
         return self.tasks[task_id]
 
-    def in_state(self, state: TaskState, scope: Scope) -> tuple[TaskRecord, ...]:
+    async def in_state(self, state: TaskState, scope: Scope) -> tuple[TaskRecord, ...]:
         return tuple(r for r in self.tasks.values() if r.state is state and r.scope == scope)
 
 
@@ -205,14 +205,14 @@ def test_the_naive_stores_are_backends_of_the_ports() -> None:
 
 def test_the_lifecycle_refuses_a_move_the_store_would_make() -> None:
     knowledge, _ = _knowledge()
-    note = knowledge.add(_note("retry the upload with backoff"))
+    note = asyncio.run(knowledge.add(_note("retry the upload with backoff")))
     with pytest.raises(InvalidTransition, match="from draft it may go to proposed, rejected"):
-        knowledge.transition(note.key, NoteStatus.ACCEPTED)
-    assert knowledge.get(note.key).status is NoteStatus.DRAFT
-    knowledge.transition(note.key, NoteStatus.PROPOSED)
-    assert knowledge.transition(note.key, NoteStatus.ACCEPTED).status is NoteStatus.ACCEPTED
+        asyncio.run(knowledge.transition(note.key, NoteStatus.ACCEPTED))
+    assert asyncio.run(knowledge.get(note.key)).status is NoteStatus.DRAFT
+    asyncio.run(knowledge.transition(note.key, NoteStatus.PROPOSED))
+    assert asyncio.run(knowledge.transition(note.key, NoteStatus.ACCEPTED)).status is NoteStatus.ACCEPTED
     with pytest.raises(InvalidTransition, match="cannot go from accepted to draft"):
-        knowledge.transition(note.key, NoteStatus.DRAFT)
+        asyncio.run(knowledge.transition(note.key, NoteStatus.DRAFT))
 
 
 class RacingRepository(NaiveKnowledgeRepository):
@@ -222,47 +222,47 @@ class RacingRepository(NaiveKnowledgeRepository):
         super().__init__()
         self.meanwhile: NoteStatus | None = meanwhile
 
-    def set_status(self, note_id: int, expected: NoteStatus, target: NoteStatus, at: datetime) -> KnowledgeItem | None:
+    async def set_status(self, note_id: int, expected: NoteStatus, target: NoteStatus, at: datetime) -> KnowledgeItem | None:
         if self.meanwhile is not None:
             self.notes[note_id] = attrs.evolve(self.notes[note_id], status=self.meanwhile)
             self.meanwhile = None
-        return super().set_status(note_id, expected, target, at)
+        return await super().set_status(note_id, expected, target, at)
 
 
 def test_a_move_that_lost_a_race_is_judged_again_from_where_the_note_went() -> None:
     knowledge, _ = _knowledge(RacingRepository(meanwhile=NoteStatus.REJECTED))
-    note = knowledge.add(_note("rotate the token"))
+    note = asyncio.run(knowledge.add(_note("rotate the token")))
     with pytest.raises(InvalidTransition, match="cannot go from rejected to proposed"):
-        knowledge.transition(note.key, NoteStatus.PROPOSED)
+        asyncio.run(knowledge.transition(note.key, NoteStatus.PROPOSED))
     knowledge, _ = _knowledge(RacingRepository(meanwhile=NoteStatus.PROPOSED))
-    note = knowledge.add(_note("rotate the token"))
-    assert knowledge.transition(note.key, NoteStatus.REJECTED).status is NoteStatus.REJECTED
+    note = asyncio.run(knowledge.add(_note("rotate the token")))
+    assert asyncio.run(knowledge.transition(note.key, NoteStatus.REJECTED)).status is NoteStatus.REJECTED
 
 
 def test_usage_flags_a_useless_note_and_proposes_a_useful_draft() -> None:
     knowledge, notifier = _knowledge()
-    useless = knowledge.add(_note("bake sourdough bread"))
+    useless = asyncio.run(knowledge.add(_note("bake sourdough bread")))
     for _ in range(11):
-        (found,) = knowledge.retrieve("bake sourdough bread", OWNER, k=1)
-    assert found.item.flagged_for_review and knowledge.get(useless.key).flagged_for_review
-    useful = knowledge.add(_note("invalidate session tokens on password change"))
+        (found,) = asyncio.run(knowledge.retrieve("bake sourdough bread", OWNER, k=1))
+    assert found.item.flagged_for_review and asyncio.run(knowledge.get(useless.key)).flagged_for_review
+    useful = asyncio.run(knowledge.add(_note("invalidate session tokens on password change")))
     for n in range(6):
         session = Scope(session_id=f"s{n}")
-        knowledge.retrieve("invalidate session tokens on password change", OWNER, session=session, k=1)
-        knowledge.record_feedback(session, positive=True)
-    assert knowledge.get(useful.key).status is NoteStatus.PROPOSED
+        asyncio.run(knowledge.retrieve("invalidate session tokens on password change", OWNER, session=session, k=1))
+        asyncio.run(knowledge.record_feedback(session, positive=True))
+    assert asyncio.run(knowledge.get(useful.key)).status is NoteStatus.PROPOSED
     assert [n.kind for n in notifier.notices] == [NoticeKind.NOTE_FLAGGED, NoticeKind.NOTE_PROPOSED]
 
 
 def test_accepting_similar_notes_suggests_a_merge_once() -> None:
     knowledge, notifier = _knowledge()
-    a = knowledge.add(_note("retry network calls with backoff"))
-    b = knowledge.add(_note("retry network calls with backoff"))
-    c = knowledge.add(_note("bake sourdough bread"))
+    a = asyncio.run(knowledge.add(_note("retry network calls with backoff")))
+    b = asyncio.run(knowledge.add(_note("retry network calls with backoff")))
+    c = asyncio.run(knowledge.add(_note("bake sourdough bread")))
     for note in (a, b, c):
-        knowledge.transition(note.key, NoteStatus.PROPOSED)
-        knowledge.transition(note.key, NoteStatus.ACCEPTED)
-    assert [(s.first_id, s.second_id) for s in knowledge.merge_suggestions()] == [(a.key, b.key)]
+        asyncio.run(knowledge.transition(note.key, NoteStatus.PROPOSED))
+        asyncio.run(knowledge.transition(note.key, NoteStatus.ACCEPTED))
+    assert [(s.first_id, s.second_id) for s in asyncio.run(knowledge.merge_suggestions())] == [(a.key, b.key)]
     assert [n.kind for n in notifier.notices] == [NoticeKind.MERGE_SUGGESTED]
 
 
@@ -283,18 +283,18 @@ def test_a_distilled_duplicate_is_referenced_not_stored_again() -> None:
         for s, tools in work
     ]
     assert [r.status for r in results] == [DistillationStatus.STORED, DistillationStatus.DUPLICATE]
-    assert len(knowledge.repository) == 1 and knowledge.get(1).reference_count == 1
+    assert asyncio.run(knowledge.repository.count()) == 1 and asyncio.run(knowledge.get(1)).reference_count == 1
 
 
 def test_task_moves_and_leases_hold_over_a_store_that_only_compares_and_sets(tmp_path: Path) -> None:
     clock = FakeClock()
     lifecycle = TaskLifecycle(NaiveTaskStore(), AttemptNotes(tmp_path, clock=clock), clock=clock, lease=timedelta(minutes=1))
-    lifecycle.create("t1", "fix")
-    lifecycle.claim("t1", "agent-1")
+    asyncio.run(lifecycle.create("t1", "fix"))
+    asyncio.run(lifecycle.claim("t1", "agent-1"))
     with pytest.raises(InvalidTaskTransition):
-        lifecycle.accept("t1")
+        asyncio.run(lifecycle.accept("t1"))
     clock.advance(61)
-    assert [r.id for r in lifecycle.expire_leases()] == ["t1"]
+    assert [r.id for r in asyncio.run(lifecycle.expire_leases())] == ["t1"]
     with pytest.raises(ClaimLostError):
-        lifecycle.renew("t1", "agent-1")
-    assert lifecycle.claim("t1", "agent-2").attempts == 2
+        asyncio.run(lifecycle.renew("t1", "agent-1"))
+    assert asyncio.run(lifecycle.claim("t1", "agent-2")).attempts == 2

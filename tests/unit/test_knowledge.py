@@ -3,6 +3,7 @@ the lifecycle, with stored content never modified (I10)."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import tempfile
 from collections.abc import Iterator
@@ -59,10 +60,10 @@ def knowledge(tmp_path: Path) -> Iterator[KnowledgeBase]:
 
 def test_retrieval_counts_and_records_the_query_and_session(knowledge: KnowledgeBase) -> None:
     owner = _chain("o1", "t1", "p1")
-    note = knowledge.add(_item("rotate the api token every month", Layer.PROJECT, owner))
-    (found,) = knowledge.retrieve("when to rotate the api token", owner, session=Scope(session_id="s9"))
+    note = asyncio.run(knowledge.add(_item("rotate the api token every month", Layer.PROJECT, owner)))
+    (found,) = asyncio.run(knowledge.retrieve("when to rotate the api token", owner, session=Scope(session_id="s9")))
     assert found.item.key == note.key and found.item.retrieval_count == 1
-    (retrieval,) = knowledge.repository.retrievals(note.key)
+    (retrieval,) = asyncio.run(knowledge.repository.retrievals(note.key))
     assert (retrieval.query, retrieval.session_id) == ("when to rotate the api token", "s9")
     assert retrieval.session == Scope(session_id="s9")
 
@@ -70,39 +71,39 @@ def test_retrieval_counts_and_records_the_query_and_session(knowledge: Knowledge
 def test_results_stay_above_the_threshold_and_within_k(knowledge: KnowledgeBase) -> None:
     owner = _chain("o1", "t1", "p1")
     for text in ["retry network calls", "retry network calls with backoff", "retry network calls twice", "bake bread"]:
-        knowledge.add(_item(text, Layer.PROJECT, owner))
-    found = knowledge.search("retry network calls", owner, k=2, min_similarity=0.3)
+        asyncio.run(knowledge.add(_item(text, Layer.PROJECT, owner)))
+    found = asyncio.run(knowledge.search("retry network calls", owner, k=2, min_similarity=0.3))
     assert len(found) == 2 and all(r.similarity >= 0.3 for r in found)
     assert found[0].item.title == "retry network calls"
-    assert knowledge.search("", owner) == []
+    assert asyncio.run(knowledge.search("", owner)) == []
 
 
 def test_deprecated_and_rejected_notes_are_not_offered(knowledge: KnowledgeBase) -> None:
     owner = _chain("o1", "t1", "p1")
-    gone = knowledge.add(_item("old deploy steps", Layer.PROJECT, owner))
-    knowledge.transition(gone.key, NoteStatus.REJECTED)
-    assert knowledge.search("old deploy steps", owner) == []
+    gone = asyncio.run(knowledge.add(_item("old deploy steps", Layer.PROJECT, owner)))
+    asyncio.run(knowledge.transition(gone.key, NoteStatus.REJECTED))
+    assert asyncio.run(knowledge.search("old deploy steps", owner)) == []
 
 
 def test_negative_feedback_credits_nothing(knowledge: KnowledgeBase) -> None:
     owner = _chain("o1", "t1", "p1")
-    note = knowledge.add(_item("rotate the api token", Layer.PROJECT, owner))
-    knowledge.retrieve("rotate the api token", owner, session=Scope(session_id="s1"))
-    assert knowledge.record_feedback(Scope(session_id="s1"), positive=False) == []
-    assert knowledge.get(note.key).usefulness_score == 0
+    note = asyncio.run(knowledge.add(_item("rotate the api token", Layer.PROJECT, owner)))
+    asyncio.run(knowledge.retrieve("rotate the api token", owner, session=Scope(session_id="s1")))
+    assert asyncio.run(knowledge.record_feedback(Scope(session_id="s1"), positive=False)) == []
+    assert asyncio.run(knowledge.get(note.key)).usefulness_score == 0
 
 
 def test_accepting_a_note_suggests_merges_only_with_accepted_similar_notes(knowledge: KnowledgeBase) -> None:
     owner = _chain("o1", "t1", "p1")
-    a = knowledge.add(_item("cache the schema lookups per request", Layer.PROJECT, owner, "a"))
-    b = knowledge.add(_item("cache the schema lookups per request", Layer.PROJECT, owner, "b"))
-    c = knowledge.add(_item("cache the schema lookups per request", Layer.PROJECT, _chain("o2", "t2", "p2"), "c"))
+    a = asyncio.run(knowledge.add(_item("cache the schema lookups per request", Layer.PROJECT, owner, "a")))
+    b = asyncio.run(knowledge.add(_item("cache the schema lookups per request", Layer.PROJECT, owner, "b")))
+    c = asyncio.run(knowledge.add(_item("cache the schema lookups per request", Layer.PROJECT, _chain("o2", "t2", "p2"), "c")))
     for note in (a, b, c):
-        knowledge.transition(note.key, NoteStatus.PROPOSED)
-        knowledge.transition(note.key, NoteStatus.ACCEPTED)
-    (suggestion,) = knowledge.merge_suggestions()
+        asyncio.run(knowledge.transition(note.key, NoteStatus.PROPOSED))
+        asyncio.run(knowledge.transition(note.key, NoteStatus.ACCEPTED))
+    (suggestion,) = asyncio.run(knowledge.merge_suggestions())
     assert (suggestion.first_id, suggestion.second_id) == (a.key, b.key)
-    assert [knowledge.get(n.key).status for n in (a, b)] == [NoteStatus.ACCEPTED] * 2
+    assert [asyncio.run(knowledge.get(n.key)).status for n in (a, b)] == [NoteStatus.ACCEPTED] * 2
     notifier = knowledge.notifier
     assert isinstance(notifier, RecordingNotifier)
     assert [n.kind for n in notifier.notices] == [NoticeKind.MERGE_SUGGESTED]
@@ -111,14 +112,14 @@ def test_accepting_a_note_suggests_merges_only_with_accepted_similar_notes(knowl
 @pytest.mark.parametrize("order", ["project first", "company first"])
 def test_a_merge_is_suggested_whichever_of_two_layers_is_accepted_first(knowledge: KnowledgeBase, order: str) -> None:
     text = "cache the schema lookups per request"
-    project = knowledge.add(_item(text, Layer.PROJECT, _chain("o1", "t1", "p1"), "project"))
-    company = knowledge.add(_item(text, Layer.COMPANY, _chain("o1", "t1", "p1"), "company"))
-    elsewhere = knowledge.add(_item(text, Layer.TEAM, _chain("o2", "t2", "p2"), "other team"))
+    project = asyncio.run(knowledge.add(_item(text, Layer.PROJECT, _chain("o1", "t1", "p1"), "project")))
+    company = asyncio.run(knowledge.add(_item(text, Layer.COMPANY, _chain("o1", "t1", "p1"), "company")))
+    elsewhere = asyncio.run(knowledge.add(_item(text, Layer.TEAM, _chain("o2", "t2", "p2"), "other team")))
     notes = [project, company] if order == "project first" else [company, project]
     for note in notes + [elsewhere]:
-        knowledge.transition(note.key, NoteStatus.PROPOSED)
-        knowledge.transition(note.key, NoteStatus.ACCEPTED)
-    pairs = {(s.first_id, s.second_id) for s in knowledge.merge_suggestions()}
+        asyncio.run(knowledge.transition(note.key, NoteStatus.PROPOSED))
+        asyncio.run(knowledge.transition(note.key, NoteStatus.ACCEPTED))
+    pairs = {(s.first_id, s.second_id) for s in asyncio.run(knowledge.merge_suggestions())}
     assert pairs == {tuple(sorted((project.key, company.key))), tuple(sorted((company.key, elsewhere.key)))}
 
 
@@ -128,14 +129,14 @@ def test_accepting_a_note_without_an_org_after_an_org_note_commits_and_compares_
     """A chain with no org cannot see an org note, so the two are never a merge pair, and
     accepting it neither raises nor skips the merge pass for the notes it can see."""
     text = "cache the schema lookups per request"
-    org_note = knowledge.add(_item(text, Layer.ORG, _chain("o1", "t1", "p1"), "org"))
+    org_note = asyncio.run(knowledge.add(_item(text, Layer.ORG, _chain("o1", "t1", "p1"), "org")))
     no_org = LayerIds("default", project_id="p1")
-    company = knowledge.add(_item(text, Layer.COMPANY, no_org, "company"))
-    project = knowledge.add(_item(text, Layer.PROJECT, no_org, "project without an org"))
+    company = asyncio.run(knowledge.add(_item(text, Layer.COMPANY, no_org, "company")))
+    project = asyncio.run(knowledge.add(_item(text, Layer.PROJECT, no_org, "project without an org")))
     for note in (org_note, company, project):
-        knowledge.transition(note.key, NoteStatus.PROPOSED)
-        assert knowledge.transition(note.key, NoteStatus.ACCEPTED).status is NoteStatus.ACCEPTED
-    pairs = {(s.first_id, s.second_id) for s in knowledge.merge_suggestions()}
+        asyncio.run(knowledge.transition(note.key, NoteStatus.PROPOSED))
+        assert asyncio.run(knowledge.transition(note.key, NoteStatus.ACCEPTED)).status is NoteStatus.ACCEPTED
+    pairs = {(s.first_id, s.second_id) for s in asyncio.run(knowledge.merge_suggestions())}
     assert pairs == {tuple(sorted((org_note.key, company.key))), tuple(sorted((company.key, project.key)))}
 
 
@@ -157,7 +158,7 @@ def population() -> Iterator[KnowledgeBase]:
         for org, team, project in itertools.product(ORGS, TEAMS, PROJECTS):
             for layer in Layer:
                 for _ in range(3):
-                    knowledge.add(_item(" ".join(next(words)), layer, _chain(org, team, project)))
+                    asyncio.run(knowledge.add(_item(" ".join(next(words)), layer, _chain(org, team, project))))
         yield knowledge
         stores.close()
 
@@ -167,7 +168,7 @@ def population() -> Iterator[KnowledgeBase]:
 def test_retrieval_never_leaves_the_callers_chain(population: KnowledgeBase, caller: LayerIds, layer: Layer, query: str, k: int) -> None:
     """I11: whatever the query, layer and k, every result is of the requested layer or a
     parent and belongs to the caller's own org/team/project chain."""
-    found = population.retrieve(query, caller, layer=layer, k=k, min_similarity=0.0, session=Scope(session_id="prop"))
+    found = asyncio.run(population.retrieve(query, caller, layer=layer, k=k, min_similarity=0.0, session=Scope(session_id="prop")))
     assert len(found) <= k
     for result in found:
         item = result.item
@@ -195,9 +196,9 @@ def test_isolation_holds_for_any_population(notes: list[tuple[str, Layer, LayerI
         stores = open_stores(directory, embedder=EMBEDDER)
         repository = stores.knowledge
         knowledge = KnowledgeBase(repository, EMBEDDER, clock=FakeClock())
-        stored = [knowledge.add(_item(text, layer, owner)) for text, layer, owner in notes]
+        stored = [asyncio.run(knowledge.add(_item(text, layer, owner))) for text, layer, owner in notes]
         visible = {n.key for n in stored if _visible(caller, n)}
-        found = {r.item.key for r in knowledge.search(query, caller, k=len(stored), min_similarity=-1.0)}
+        found = {r.item.key for r in asyncio.run(knowledge.search(query, caller, k=len(stored), min_similarity=-1.0))}
         stores.close()
     assert found == visible
 
@@ -234,7 +235,7 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     @rule(target=notes)
     def add(self) -> int:
-        item = self.knowledge.add(_item(" ".join(next(self.texts)), Layer.PROJECT, self.owner))
+        item = asyncio.run(self.knowledge.add(_item(" ".join(next(self.texts)), Layer.PROJECT, self.owner)))
         self.originals[item.key] = item
         self.status[item.key] = NoteStatus.DRAFT
         self.retrieved[item.key] = 0
@@ -245,9 +246,9 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     def _retrieve(self, note: int, session: str) -> None:
         retrievable = self.status[note] in RETRIEVABLE
-        found = self.knowledge.retrieve(
+        found = asyncio.run(self.knowledge.retrieve(
             self.originals[note].markdown, self.owner, session=Scope(session_id=session), k=1, min_similarity=0.99
-        )
+        ))
         for result in found:
             self.retrieved[result.item.key] += 1
             self.seen.setdefault(session, set()).add(result.item.key)
@@ -282,10 +283,10 @@ class LifecycleMachine(RuleBasedStateMachine):
         if positive:
             self._like(session)
         else:
-            assert self.knowledge.record_feedback(Scope(session_id=session), positive=False) == []
+            assert asyncio.run(self.knowledge.record_feedback(Scope(session_id=session), positive=False)) == []
 
     def _like(self, session: str) -> None:
-        self.knowledge.record_feedback(Scope(session_id=session), positive=True)
+        asyncio.run(self.knowledge.record_feedback(Scope(session_id=session), positive=True))
         for key in self.seen.get(session, ()):
             self.credited[key].add(session)
             self._maybe_proposed(key)
@@ -293,16 +294,16 @@ class LifecycleMachine(RuleBasedStateMachine):
     @rule(note=notes, status=st.sampled_from(list(NoteStatus)))
     def transition(self, note: int, status: NoteStatus) -> None:
         if status in TRANSITIONS[self.status[note]]:
-            assert self.knowledge.transition(note, status).status is status
+            assert asyncio.run(self.knowledge.transition(note, status)).status is status
             self.status[note] = status
         else:
             with pytest.raises(InvalidTransition):
-                self.knowledge.transition(note, status)
+                asyncio.run(self.knowledge.transition(note, status))
 
     @rule(note=notes)
     def reference(self, note: int) -> None:
-        before = self.repository.get(note).reference_count
-        assert self.knowledge.add_reference(note).reference_count == before + 1
+        before = asyncio.run(self.repository.get(note)).reference_count
+        assert asyncio.run(self.knowledge.add_reference(note)).reference_count == before + 1
 
     def _maybe_proposed(self, key: int) -> None:
         retrieved, useful = self.retrieved[key], len(self.credited[key])
@@ -313,7 +314,7 @@ class LifecycleMachine(RuleBasedStateMachine):
     @invariant()
     def rules_hold_and_content_is_untouched(self) -> None:
         for key, original in self.originals.items():
-            item = self.repository.get(key)
+            item = asyncio.run(self.repository.get(key))
             assert item.flagged_for_review == self.rules.should_flag(item)
             assert not self.rules.should_propose(item)
             assert item.status is self.status[key]

@@ -42,7 +42,7 @@ def test_a_session_end_distills_what_was_captured(tmp_path: Path) -> None:
         result = asyncio.run(notes.end_session("s1", success=True))
         assert result.status is DistillationStatus.STORED and result.note is not None
         assert result.note.layer_ids == LayerIds("default", "o1", "t1", "p1")
-        found = notes.retrieve("pin tool versions in CI", session)
+        found = asyncio.run(notes.retrieve("pin tool versions in CI", session))
         assert [r.item.key for r in found] == [result.note.key]
     assert (tmp_path / "bot.notes.sqlite3").exists() and (tmp_path / "bot.notes.sqlite3.hnsw").exists()
     assert (tmp_path / "bot.trajectories.sqlite3").exists()
@@ -71,7 +71,7 @@ def test_the_session_itself_may_be_passed_when_it_was_never_observed(tmp_path: P
     assert result.note is not None and result.note.metadata is not None
     assert result.note.layer is Layer.PROJECT and result.note.layer_ids == LayerIds("acme", "o7", "t7", "p7")
     assert result.note.metadata.user_id == "u7"
-    assert [r.item.key for r in notes.retrieve("pin tool versions in CI", session)] == [result.note.key]
+    assert [r.item.key for r in asyncio.run(notes.retrieve("pin tool versions in CI", session))] == [result.note.key]
     notes.close()
 
 
@@ -88,7 +88,7 @@ def test_a_store_that_cannot_take_the_trajectory_fails_the_distillation(tmp_path
     assert result.status is DistillationStatus.FAILED and "could not be written" in result.reason
     assert model.requests == [] and metrics.counter("note_taking.distillation.total", {"status": "error"}) == 1
     flaky.failing = False
-    assert notes.recorder.drain() == 3 and flaky.count() == 3
+    assert notes.recorder.drain() == 3 and asyncio.run(flaky.count()) == 3
     notes.close()
 
 
@@ -136,9 +136,9 @@ def test_close_closes_the_stores_and_saves_the_index_even_when_capture_cannot_dr
         notes.close()
     assert (tmp_path / "bot.notes.sqlite3.hnsw").exists()
     with pytest.raises(sqlite3.ProgrammingError, match="closed"):
-        notes.knowledge.repository.items()
+        asyncio.run(notes.knowledge.repository.items())
     with pytest.raises(sqlite3.ProgrammingError, match="closed"):
-        trajectories.count()
+        asyncio.run(trajectories.count())
 
 
 def test_observed_sessions_are_bounded_and_the_least_recent_is_dropped_first(tmp_path: Path) -> None:
@@ -198,16 +198,16 @@ def test_feedback_credits_only_the_notes_the_same_chain_was_shown(tmp_path: Path
         acme, globex = Session("s1", org_id="acme"), Session("s1", org_id="globex")
         owner = LayerIds("default", "acme")
         text = "acme deploys on fridays"
-        item = notes.knowledge.add(
+        item = asyncio.run(notes.knowledge.add(
             KnowledgeItem(NoteType.PATTERN, Layer.ORG, owner, "acme deploy", text, notes.knowledge.embed(text), AT)
-        )
-        assert [r.item.key for r in notes.retrieve(text, acme)] == [item.key]
-        assert notes.retrieve(text, globex) == []
-        assert notes.record_feedback(globex, positive=True) == []
-        assert notes.knowledge.get(item.key).usefulness_score == 0
-        assert [i.key for i in notes.record_feedback(acme, positive=True)] == [item.key]
+        ))
+        assert [r.item.key for r in asyncio.run(notes.retrieve(text, acme))] == [item.key]
+        assert asyncio.run(notes.retrieve(text, globex)) == []
+        assert asyncio.run(notes.record_feedback(globex, positive=True)) == []
+        assert asyncio.run(notes.knowledge.get(item.key)).usefulness_score == 0
+        assert [i.key for i in asyncio.run(notes.record_feedback(acme, positive=True))] == [item.key]
         with pytest.raises(TypeError, match="takes the Session"):
-            notes.record_feedback("s1", positive=True)  # type: ignore[arg-type]
+            asyncio.run(notes.record_feedback("s1", positive=True))  # type: ignore[arg-type]
 
 
 def test_an_id_observed_under_two_chains_is_skipped_rather_than_guessed(tmp_path: Path) -> None:

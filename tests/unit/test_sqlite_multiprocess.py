@@ -3,6 +3,7 @@ without a restart, may act on notes another created, and no save loses another's
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -16,6 +17,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from agentloop.adapters import HashingEmbedder, SqliteKnowledgeRepository, SqliteRagStore
+from agentloop.adapters.sqlite_async import AsyncSqliteKnowledgeRepository
 from agentloop.notes import KnowledgeBase, KnowledgeItem, Layer, LayerIds, NoteStatus, NoteType
 from agentloop.scopes import Scope
 
@@ -28,10 +30,11 @@ DIM = 64
 # The other process: opens both stores on the data directory given as argv[1], then
 # answers one JSON command per stdin line with one JSON line on stdout.
 PEER = """
-import json, sys
+import asyncio, json, sys
 from datetime import UTC, datetime
 from pathlib import Path
 from agentloop.adapters import HashingEmbedder, SqliteKnowledgeRepository, SqliteRagStore
+from agentloop.adapters.sqlite_async import AsyncSqliteKnowledgeRepository
 from agentloop.logging import configure_logging
 from agentloop.notes import KnowledgeBase, KnowledgeItem, Layer, LayerIds, NoteStatus, NoteType
 from agentloop.scopes import Scope
@@ -40,7 +43,8 @@ configure_logging("WARNING", stream=sys.stderr)
 data = Path(sys.argv[1])
 embedder = HashingEmbedder(dim=int(sys.argv[2]))
 rag = SqliteRagStore.open(data / "bot.sqlite3", embedder, data / "bot.rag.hnsw")
-notes = KnowledgeBase(SqliteKnowledgeRepository(data / "bot.notes.sqlite3", dim=embedder.dim), embedder)
+repository = AsyncSqliteKnowledgeRepository(SqliteKnowledgeRepository(data / "bot.notes.sqlite3", dim=embedder.dim))
+notes = KnowledgeBase(repository, embedder)
 owner, scope = LayerIds("acme", "o1", "t1", "p1"), Scope(project_id="p1")
 print(json.dumps("ready"), flush=True)
 for line in sys.stdin:
@@ -51,16 +55,16 @@ for line in sys.stdin:
         answer = [hit.text for hit in rag.search(scope, arg, 3)]
     elif op == "add_note":
         item = KnowledgeItem(NoteType.PATTERN, Layer.PROJECT, owner, arg, arg, notes.embed(arg), datetime.now(UTC))
-        answer = notes.add(item).key
+        answer = asyncio.run(notes.add(item)).key
     elif op == "search_notes":
-        answer = [hit.item.title for hit in notes.search(arg, owner, min_similarity=0.0)]
+        answer = [hit.item.title for hit in asyncio.run(notes.search(arg, owner, min_similarity=0.0))]
     elif op == "transition":
-        answer = notes.transition(arg[0], NoteStatus(arg[1])).status.value
+        answer = asyncio.run(notes.transition(arg[0], NoteStatus(arg[1]))).status.value
     elif op == "add_reference":
-        answer = notes.add_reference(arg).reference_count
+        answer = asyncio.run(notes.add_reference(arg)).reference_count
     else:
         rag.close()
-        notes.repository.close()
+        repository.close()
         answer = "closed"
     print(json.dumps(answer), flush=True)
 """
@@ -108,11 +112,19 @@ def peer(tmp_path: Path) -> Iterator[Peer]:
 def _open(data: Path) -> tuple[SqliteRagStore, KnowledgeBase]:
     embedder = HashingEmbedder(dim=DIM)
     rag = SqliteRagStore.open(data / "bot.sqlite3", embedder, data / "bot.rag.hnsw")
-    return rag, KnowledgeBase(SqliteKnowledgeRepository(data / "bot.notes.sqlite3", dim=DIM), embedder)
+    repository = AsyncSqliteKnowledgeRepository(SqliteKnowledgeRepository(data / "bot.notes.sqlite3", dim=DIM))
+    return rag, KnowledgeBase(repository, embedder)
+
+
+def _engine(notes: KnowledgeBase) -> SqliteKnowledgeRepository:
+    """The SQLite repository under the note-taking's async port."""
+    repository = notes.repository
+    assert isinstance(repository, AsyncSqliteKnowledgeRepository)
+    return repository.engine
 
 
 def _note(notes: KnowledgeBase, text: str) -> KnowledgeItem:
-    return notes.add(KnowledgeItem(NoteType.PATTERN, Layer.PROJECT, OWNER, text, text, notes.embed(text), AT))
+    return asyncio.run(notes.add(KnowledgeItem(NoteType.PATTERN, Layer.PROJECT, OWNER, text, text, notes.embed(text), AT)))
 
 
 def test_this_process_finds_and_acts_on_what_another_process_stored_after_it_opened(tmp_path: Path, peer: Peer) -> None:
@@ -122,13 +134,13 @@ def test_this_process_finds_and_acts_on_what_another_process_stored_after_it_ope
     peer("add_text", "the deployment runs every night at two")
     note_id = peer("add_note", "deployments run at night")
     assert rag.search(SCOPE, "when does the deployment run", 1)[0].text == "the deployment runs every night at two"
-    assert [hit.item.key for hit in notes.search("deployments run at night", OWNER, k=1)] == [note_id]
-    assert notes.add_reference(note_id).reference_count == 1
-    assert notes.transition(note_id, NoteStatus.PROPOSED).status is NoteStatus.PROPOSED
+    assert [hit.item.key for hit in asyncio.run(notes.search("deployments run at night", OWNER, k=1))] == [note_id]
+    assert asyncio.run(notes.add_reference(note_id)).reference_count == 1
+    assert asyncio.run(notes.transition(note_id, NoteStatus.PROPOSED)).status is NoteStatus.PROPOSED
     assert peer("add_reference", note_id) == 2
     peer.close()
     rag.close()
-    notes.repository.close()
+    _engine(notes).close()
 
 
 def test_another_process_finds_and_acts_on_what_this_process_stored_after_it_opened(tmp_path: Path, peer: Peer) -> None:
@@ -141,12 +153,12 @@ def test_another_process_finds_and_acts_on_what_this_process_stored_after_it_ope
     assert peer("add_reference", note.key) == 1
     peer.close()
     rag.close()
-    notes.repository.close()
+    _engine(notes).close()
 
 
 def test_a_status_changed_by_another_process_moves_the_note_in_and_out_of_searches(tmp_path: Path, peer: Peer) -> None:
     repository = SqliteKnowledgeRepository(tmp_path / "bot.notes.sqlite3", dim=DIM)
-    notes = KnowledgeBase(repository, HashingEmbedder(dim=DIM))
+    notes = KnowledgeBase(AsyncSqliteKnowledgeRepository(repository), HashingEmbedder(dim=DIM))
     note = _note(notes, "backups are kept for thirty days")
     accepted = frozenset({NoteStatus.ACCEPTED})
 
@@ -174,10 +186,10 @@ def test_closing_a_process_that_opened_earlier_keeps_the_rows_another_saved_in_t
     peer("add_note", "the office closes at six")
     peer.close()
     rag.close()
-    notes.repository.close()
+    _engine(notes).close()
     with capture_logs() as logs:
         rag, notes = _open(tmp_path)
     assert [log["event"] for log in logs if log["event"].startswith("hnsw_index_")] == ["hnsw_index_loaded"] * 2
-    assert len(rag) == 1 and len(notes.repository) == 1
+    assert len(rag) == 1 and len(_engine(notes)) == 1
     rag.close()
-    notes.repository.close()
+    _engine(notes).close()

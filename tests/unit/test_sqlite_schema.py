@@ -5,6 +5,7 @@ as it was."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -31,6 +32,7 @@ from agentloop.adapters import (
     SqliteTrajectoryStore,
 )
 from agentloop.adapters import sqlite_knowledge, sqlite_scopes, sqlite_tasks
+from agentloop.adapters.sqlite_async import AsyncSqliteTaskStore
 from agentloop.errors import NewerSchemaError
 from agentloop.notes import Layer, LayerIds, NoteStatus
 from agentloop.notes.models import trajectory_hash
@@ -87,9 +89,9 @@ ALL_STEPS = [("sessions", 2), ("memory", 2), ("rag", 2), ("knowledge", 2), ("kno
 
 def _contents(stores: Stores, session: Session) -> tuple[list[str | None], list[str], list[str]]:
     return (
-        [m.content for m in stores.sessions.recent(history_scope(session), 100)],
-        [e.assistant_text for e in stores.memory.recent(memory_scope(session), 100)],
-        stores.rag.texts(knowledge_scope(session)),
+        [m.content for m in asyncio.run(stores.sessions.recent(history_scope(session), 100))],
+        [e.assistant_text for e in asyncio.run(stores.memory.recent(memory_scope(session), 100))],
+        asyncio.run(stores.rag.texts(knowledge_scope(session))),
     )
 
 
@@ -105,9 +107,9 @@ def test_every_history_memory_and_rag_row_is_found_by_the_session_that_wrote_it(
     assert _contents(stores, BOB) == (["What is my favourite colour?", bob_said], [bob_said], [bob_said])
     anon_said = "Hello from an anonymous session."
     assert _contents(stores, ANON) == (["Say hello", anon_said], [anon_said], [anon_said])
-    hits = stores.rag.search(knowledge_scope(ADA), "when does the shop open", 1)
+    hits = asyncio.run(stores.rag.search(knowledge_scope(ADA), "when does the shop open", 1))
     assert [h.text for h in hits] == ["The shop opens at nine in the morning."]
-    assert len(stores.rag) == 4
+    assert asyncio.run(stores.rag.count()) == 4
     stores.close()
 
 
@@ -122,8 +124,8 @@ def test_old_rows_are_not_shown_to_a_session_with_an_org_or_team(old_data: Path)
 def test_old_history_knows_only_its_session_id_so_any_user_of_that_id_without_org_sees_it(old_data: Path) -> None:
     """Release 0.1 history rows name no user: they stay with the session id, as they were."""
     stores = open_stores(old_data, bot="helper")
-    assert len(stores.sessions.recent(history_scope(Session("chat-bob")), 100)) == 2
-    assert stores.sessions.recent(history_scope(Session("chat-bob"), "another-company"), 100) == ()
+    assert len(asyncio.run(stores.sessions.recent(history_scope(Session("chat-bob")), 100))) == 2
+    assert asyncio.run(stores.sessions.recent(history_scope(Session("chat-bob"), "another-company"), 100)) == ()
     stores.close()
 
 
@@ -209,15 +211,15 @@ def test_every_task_keeps_its_state_in_the_chain_without_org_team_or_project(old
 
 
 def test_a_claim_from_before_leases_holds_one_lease_from_its_last_update(old_data: Path) -> None:
-    store = SqliteTaskStore(old_data / "helper.tasks.sqlite3")
+    store = AsyncSqliteTaskStore(SqliteTaskStore(old_data / "helper.tasks.sqlite3"))
     clock = FakeClock(start=AT + timedelta(minutes=2))
     acme = TaskLifecycle(store, AttemptNotes(old_data / "notes"), session=Session("s", org_id="acme"), clock=clock)
     default = TaskLifecycle(store, AttemptNotes(old_data / "notes"), clock=clock)
     clock.advance(DEFAULT_LEASE.total_seconds())
-    assert acme.claim_next("worker") is None
-    taken = default.claim_next("worker")
+    assert asyncio.run(acme.claim_next("worker")) is None
+    taken = asyncio.run(default.claim_next("worker"))
     assert taken is not None and (taken.id, taken.attempts) == ("task-incoming", 1)
-    taken = default.claim_next("worker")
+    taken = asyncio.run(default.claim_next("worker"))
     assert taken is not None and (taken.id, taken.attempts) == ("task-claimed", 2)
     store.close()
 
@@ -342,7 +344,7 @@ def test_two_processes_opening_an_old_file_at_once_migrate_it_exactly_once(old_d
         applied += [tuple(step) for step in json.loads(out.strip().splitlines()[-1])]
     assert sorted(applied) == sorted(ALL_STEPS)
     stores = open_stores(old_data, bot="helper")
-    assert len(stores.rag) == 4 and len(stores.memory.recent(memory_scope(ADA), 10)) == 2
+    assert asyncio.run(stores.rag.count()) == 4 and len(asyncio.run(stores.memory.recent(memory_scope(ADA), 10))) == 2
     stores.close()
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -65,8 +66,8 @@ def test_insert_replace_remove_by_class(tmp_path: Path) -> None:
             pipeline.insert(Greeting())
         ctx = pipeline.build().run_turn_sync(Session("s"), IncomingMessage("hi"))
         assert isinstance(ctx.turn_outcome, TurnOutcome) and channel.texts == ["hello"]
-        assert pipeline.stores is not None and pipeline.stores.memory.recent(memory_scope(Session("s")), 5) == ()
-        assert len(pipeline.stores.rag) == 0
+        assert pipeline.stores is not None and asyncio.run(pipeline.stores.memory.recent(memory_scope(Session("s")), 5)) == ()
+        assert asyncio.run(pipeline.stores.rag.count()) == 0
 
 
 def test_a_broken_edit_is_a_pipeline_error_at_build(tmp_path: Path) -> None:
@@ -152,10 +153,10 @@ def answer_by_itself(tmp_path: Path, system: System) -> Answered:
     with standard_pipeline(llm, channel, data_dir=tmp_path, tools=[charge]) as pipeline:
         ctx = pipeline.insert(system).build().run_turn_sync(session, IncomingMessage("Open?"))
         assert pipeline.stores is not None and ctx.turn_outcome is not None
-        memory = pipeline.stores.memory.recent(memory_scope(session), 10)
+        memory = asyncio.run(pipeline.stores.memory.recent(memory_scope(session), 10))
         return Answered(
-            ctx.turn_outcome, channel.texts, pipeline.stores.sessions.recent(history_scope(session), 10),
-            tuple(entry.assistant_text for entry in memory), len(pipeline.stores.rag), len(llm.requests), charged,
+            ctx.turn_outcome, channel.texts, asyncio.run(pipeline.stores.sessions.recent(history_scope(session), 10)),
+            tuple(entry.assistant_text for entry in memory), asyncio.run(pipeline.stores.rag.count()), len(llm.requests), charged,
         )
 
 

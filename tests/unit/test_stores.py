@@ -3,6 +3,7 @@ a restarted bot sees the same history, memory and RAG results."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sqlite3
@@ -40,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # Runs turns through a standard pipeline, then either closes cleanly or dies without
 # saving the index ("crash"), or only reads back what the stores hold ("read").
 SCRIPT = r"""
-import json, os, sys
+import asyncio, json, os, sys
 from agentloop import IncomingMessage, Session
 from agentloop.adapters import HashingEmbedder, open_stores
 from agentloop.scopes import Scope
@@ -58,9 +59,9 @@ queries = ["deployment schedule", "invoice day", "lunch time"]
 
 def snapshot(stores):
     return {
-        "history": [[m.role.value, m.content] for m in stores.sessions.recent(history_scope(session), 100)],
-        "memory": [[e.user_text, e.assistant_text] for e in stores.memory.recent(ADA, 100)],
-        "rag": [[[h.id, h.text, round(h.score, 5)] for h in stores.rag.search(ADA, q, 3)] for q in queries],
+        "history": [[m.role.value, m.content] for m in asyncio.run(stores.sessions.recent(history_scope(session), 100))],
+        "memory": [[e.user_text, e.assistant_text] for e in asyncio.run(stores.memory.recent(ADA, 100))],
+        "rag": [[[h.id, h.text, round(h.score, 5)] for h in asyncio.run(stores.rag.search(ADA, q, 3))] for q in queries],
     }
 
 if mode == "read":
@@ -159,7 +160,7 @@ def assert_all_closed(connections: list[sqlite3.Connection], count: int = len(MO
 
 def test_a_failed_open_leaves_no_connection_behind(tmp_path: Path, connections: list[sqlite3.Connection]) -> None:
     stores = open_stores(tmp_path, embedder=HashingEmbedder(dim=64))
-    stores.rag.add(Scope(), "a text indexed at dim 64")
+    asyncio.run(stores.rag.add(Scope(), "a text indexed at dim 64"))
     stores.close()
     connections.clear()
     with pytest.raises(ValueError, match="dim 64 but the embedder makes dim 32"):
@@ -184,13 +185,13 @@ AT = datetime(2026, 3, 1, tzinfo=UTC)
 
 def fill(stores: Stores) -> None:
     """One row in every store."""
-    stores.sessions.append(Scope(session_id="s1"), [])
-    stores.memory.add(MemoryEntry(Scope(user_id="ada"), "s1", "When is lunch?", "At noon.", AT))
-    stores.rag.add(Scope(user_id="ada"), "Lunch is at noon.")
-    stores.knowledge.add(KnowledgeItem(NoteType.PATTERN, Layer.COMPANY, LayerIds("default"), "lunch", "Lunch is at noon.",
-                                       stores.embedder.embed(["Lunch is at noon."])[0], AT))
-    stores.trajectories.append([make_execution("search", session_id="s1")])
-    stores.tasks.add(TaskRecord("t1", "report", {}, TaskState.INCOMING, AT, AT))
+    asyncio.run(stores.sessions.append(Scope(session_id="s1"), []))
+    asyncio.run(stores.memory.add(MemoryEntry(Scope(user_id="ada"), "s1", "When is lunch?", "At noon.", AT)))
+    asyncio.run(stores.rag.add(Scope(user_id="ada"), "Lunch is at noon."))
+    asyncio.run(stores.knowledge.add(KnowledgeItem(NoteType.PATTERN, Layer.COMPANY, LayerIds("default"), "lunch", "Lunch is at noon.",
+                                       stores.embedder.embed(["Lunch is at noon."])[0], AT)))
+    asyncio.run(stores.trajectories.append([make_execution("search", session_id="s1")]))
+    asyncio.run(stores.tasks.add(TaskRecord("t1", "report", {}, TaskState.INCOMING, AT, AT)))
 
 
 def test_every_store_field_is_typed_as_its_port() -> None:
@@ -213,11 +214,11 @@ def test_a_sqlite_url_and_a_plain_path_open_the_same_stores_and_reopening_sees_t
             "helper.trajectories.sqlite3", "helper.tasks.sqlite3"} <= names  # the layout of earlier releases
     assert all(name.startswith("helper.") for name in names)
     with open_stores(f"sqlite:///{tmp_path}", bot="helper", embedder=HashingEmbedder(dim=32)) as again:
-        assert [e.assistant_text for e in again.memory.recent(Scope(user_id="ada"), 5)] == ["At noon."]
-        assert [h.text for h in again.rag.search(Scope(user_id="ada"), "lunch", 1)] == ["Lunch is at noon."]
-        assert [item.title for item in again.knowledge.items()] == ["lunch"]
-        assert again.trajectories.count() == 1
-        assert again.tasks.get("t1", Scope()) is not None
+        assert [e.assistant_text for e in asyncio.run(again.memory.recent(Scope(user_id="ada"), 5))] == ["At noon."]
+        assert [h.text for h in asyncio.run(again.rag.search(Scope(user_id="ada"), "lunch", 1))] == ["Lunch is at noon."]
+        assert [item.title for item in asyncio.run(again.knowledge.items())] == ["lunch"]
+        assert asyncio.run(again.trajectories.count()) == 1
+        assert asyncio.run(again.tasks.get("t1", Scope())) is not None
         assert again.attempt_notes_dir == tmp_path / "helper.attempt-notes"
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -21,12 +22,12 @@ HISTORY = history_scope(SESSION)
 
 def test_prompt_has_history_window_memory_from_other_sessions_and_rag(tmp_path: Path) -> None:
     stores = open_stores(tmp_path, embedder=HashingEmbedder(dim=128))
-    stores.sessions.append(HISTORY, [ChatMessage.user(f"m{i}") for i in range(5)])
+    asyncio.run(stores.sessions.append(HISTORY, [ChatMessage.user(f"m{i}") for i in range(5)]))
     at = datetime(2026, 1, 1, tzinfo=UTC)
-    stores.memory.add(MemoryEntry(ADA, "s1", "favourite colour?", "You said blue.", at))
-    stores.memory.add(MemoryEntry(ADA, "s2", "same session", "not repeated", at))
-    stores.rag.add(ADA, "The office opens at eight in the morning")
-    stores.rag.add(Scope(user_id="bob"), "The office of bob opens at nine")
+    asyncio.run(stores.memory.add(MemoryEntry(ADA, "s1", "favourite colour?", "You said blue.", at)))
+    asyncio.run(stores.memory.add(MemoryEntry(ADA, "s2", "same session", "not repeated", at)))
+    asyncio.run(stores.rag.add(ADA, "The office opens at eight in the morning"))
+    asyncio.run(stores.rag.add(Scope(user_id="bob"), "The office of bob opens at nine"))
     system = ContextBuildingSystem("You help.", sessions=stores.sessions, history_window=3, memory=stores.memory,
                                    rag=stores.rag)
     ctx = make_context(session=SESSION, components=[SanitizedInput("when does the office open")])
@@ -51,9 +52,9 @@ def test_caller_history_wins_and_attachments_are_named() -> None:
 
 def _task_prompt(tmp_path: Path, fresh: bool) -> PromptContext:
     stores = open_stores(tmp_path, embedder=HashingEmbedder(dim=128))
-    stores.sessions.append(HISTORY, [ChatMessage.user("an earlier chat message")])
-    stores.memory.add(MemoryEntry(ADA, "s1", "favourite colour?", "You said blue.", datetime(2026, 1, 1, tzinfo=UTC)))
-    stores.rag.add(ADA, "The office opens at eight in the morning")
+    asyncio.run(stores.sessions.append(HISTORY, [ChatMessage.user("an earlier chat message")]))
+    asyncio.run(stores.memory.add(MemoryEntry(ADA, "s1", "favourite colour?", "You said blue.", datetime(2026, 1, 1, tzinfo=UTC))))
+    asyncio.run(stores.rag.add(ADA, "The office opens at eight in the morning"))
     system = ContextBuildingSystem("sys", sessions=stores.sessions, memory=stores.memory, rag=stores.rag)
     turn = TaskTurn("opening-hours", "when does the office open", fresh_context=fresh)
     ctx = make_context(session=SESSION, components=[turn.policy, SanitizedInput("when does the office open")])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from agentloop import ChatMessage, FinishReason, OutgoingResponse, SanitizedInput, Session, TurnOutcome, history_scope
@@ -30,8 +31,8 @@ def test_history_and_memory_get_the_sanitized_message_and_the_canonical_answer(t
     stores = open_stores(tmp_path, embedder=HashingEmbedder(dim=32))
     ctx = make_context(" hi ", session=SESSION, components=[SanitizedInput("hi"), answered("Hello!")])
     run_system_sync(MemoryPersistSystem(sessions=stores.sessions, memory=stores.memory), ctx)
-    assert stores.sessions.recent(HISTORY, 10) == (ChatMessage.user("hi"), ChatMessage.assistant("Hello!"))
-    (entry,) = stores.memory.recent(ADA, 10)
+    assert asyncio.run(stores.sessions.recent(HISTORY, 10)) == (ChatMessage.user("hi"), ChatMessage.assistant("Hello!"))
+    (entry,) = asyncio.run(stores.memory.recent(ADA, 10))
     assert (entry.user_text, entry.assistant_text) == ("hi", "Hello!")
     assert ctx.require(TurnOutcome).raw_history_written
     stores.close()
@@ -42,8 +43,8 @@ def test_a_fallback_is_never_stored(tmp_path: Path) -> None:
     stores = open_stores(tmp_path, embedder=HashingEmbedder(dim=32))
     ctx = make_context("hi", session=SESSION, components=[answered(None, fallback=True)])
     run_system_sync(MemoryPersistSystem(sessions=stores.sessions, memory=stores.memory), ctx)
-    assert stores.sessions.recent(HISTORY, 10) == (ChatMessage.user("hi"),)
-    assert stores.memory.recent(ADA, 10) == ()
+    assert asyncio.run(stores.sessions.recent(HISTORY, 10)) == (ChatMessage.user("hi"),)
+    assert asyncio.run(stores.memory.recent(ADA, 10)) == ()
     stores.close()
 
 
@@ -53,5 +54,5 @@ def test_a_task_turn_is_stored_nowhere(tmp_path: Path) -> None:
     ctx = make_context("Summarize the report", session=SESSION, auto_mode=True,
                        components=[turn.policy, TurnOutcome(FinishReason.SUCCESS, assistant_text="Done.", auto_mode=True)])
     assert run_system_sync(MemoryPersistSystem(sessions=stores.sessions, memory=stores.memory), ctx) is False
-    assert stores.sessions.recent(HISTORY, 10) == () and stores.memory.recent(ADA, 10) == ()
+    assert asyncio.run(stores.sessions.recent(HISTORY, 10)) == () and asyncio.run(stores.memory.recent(ADA, 10)) == ()
     stores.close()

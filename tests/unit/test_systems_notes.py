@@ -47,7 +47,7 @@ SESSION = Session("s1", user_id="u1", project_id="p1", team_id="t1", org_id="o1"
 def _seed(notes: NoteTaking, text: str, session: Session = SESSION) -> int:
     chain = notes.chain(session)
     item = KnowledgeItem(NoteType.PATTERN, Layer.PROJECT, chain, text[:20], text, notes.knowledge.embed(text), FakeClock().now())
-    return notes.knowledge.add(item).key
+    return asyncio.run(notes.knowledge.add(item)).key
 
 
 def test_retrieval_adds_a_notes_section_and_records_what_the_session_saw(notes: NoteTaking) -> None:
@@ -57,7 +57,7 @@ def test_retrieval_adds_a_notes_section_and_records_what_the_session_saw(notes: 
     assert [r.item.key for r in retrieved.notes] == [key]
     (section,) = ctx.require(PromptContext).sections
     assert section.title == NOTES_SECTION_TITLE and "page through rate-limited APIs" in section.body
-    assert [r.session_id for r in notes.knowledge.repository.retrievals(key)] == ["s1"]
+    assert [r.session_id for r in asyncio.run(notes.knowledge.repository.retrievals(key))] == ["s1"]
 
 
 def test_no_matching_note_leaves_the_prompt_alone(notes: NoteTaking) -> None:
@@ -125,7 +125,7 @@ def test_add_note_taking_edits_the_standard_pipeline(notes: NoteTaking, tmp_path
     execution = make_execution("lint", session_id="s-standard")
     hook(execution)
     assert notes.recorder.stats.accepted == 1 and notes.recorder.drain() == 1
-    assert [e.id for e in notes.recorder.store.load("s-standard").executions] == [execution.id]
+    assert [e.id for e in asyncio.run(notes.recorder.store.load("s-standard")).executions] == [execution.id]
     orders = [(s.order, type(s).__name__) for s in pipeline.systems]
     assert (25, "NoteRetrievalSystem") in orders and orders[-1] == (80, "TrajectoryCaptureSystem")
     pipeline.build()
@@ -171,7 +171,7 @@ def test_a_bot_learns_from_one_session_and_the_next_session_gets_the_note(tmp_pa
         assert result.status is DistillationStatus.STORED, result.reason
         assert result.note is not None and result.note.layer_ids == LayerIds("default", "o1", "t1", "p1")
         assert result.note.metadata is not None and result.note.metadata.llm_model_used == "distiller"
-        trajectory = notes.recorder.store.load("s1")
+        trajectory = asyncio.run(notes.recorder.store.load("s1"))
         assert [e.tool_name for e in trajectory.executions] == ["fetch_page", "fetch_page", "count_rows"]
         assert trajectory.duration_s >= 30
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -278,6 +279,6 @@ def test_a_tool_output_and_model_text_that_no_store_could_take_are_made_storable
     assert ctx.require(LlmResponse).text == "found report-\ufffd.txt"
     assert llm.requests[-1].messages[-2].content == "let me look \ufffd"
     assert recorder.flush() == 1
-    (stored,) = store.load("s1").executions
+    (stored,) = asyncio.run(store.load("s1")).executions
     assert stored.result == "report-\ufffd.txt" and recorder.stats.quarantined == 0
     stores.close()

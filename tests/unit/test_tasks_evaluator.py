@@ -458,9 +458,9 @@ def test_task_turns_in_the_standard_pipeline_are_stored_nowhere_and_retrieve_onl
         assert evaluator.run_sync("plain").content == "plain done"
         assert evaluator.run_sync("fresh").content == "fresh done"
         assert pipeline.stores is not None
-        task_history = pipeline.stores.sessions.recent(history_scope(tasks), 10)
-        memory = pipeline.stores.memory.recent(memory_scope(chat), 10)
-        indexed = pipeline.stores.rag.texts(knowledge_scope(tasks))
+        task_history = asyncio.run(pipeline.stores.sessions.recent(history_scope(tasks), 10))
+        memory = asyncio.run(pipeline.stores.memory.recent(memory_scope(chat), 10))
+        indexed = asyncio.run(pipeline.stores.rag.texts(knowledge_scope(tasks)))
     shown = [request.messages[0].content or "" for request in llm.requests[1:]]
     assert [m.role for m in llm.requests[1].messages] == [Role.SYSTEM, Role.USER]
     assert ["What you told this user before" in prompt for prompt in shown] == [False, True]

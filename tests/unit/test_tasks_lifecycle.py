@@ -41,42 +41,42 @@ def lifecycle(tmp_path: Path) -> Iterator[TaskLifecycle]:
 
 
 def test_the_happy_path_ends_done_with_notes_removed(lifecycle: TaskLifecycle) -> None:
-    lifecycle.create("t1", "fix", {"file": "a.py"})
-    claimed = lifecycle.claim("t1", "agent-1")
+    asyncio.run(lifecycle.create("t1", "fix", {"file": "a.py"}))
+    claimed = asyncio.run(lifecycle.claim("t1", "agent-1"))
     assert (claimed.state, claimed.claimed_by, claimed.attempts) == (TaskState.CLAIMED, "agent-1", 1)
     lifecycle.notes.save("t1", agent="agent-1", output="did it", turns=1)
-    assert lifecycle.submit("t1").state is TaskState.PROVISIONAL
+    assert asyncio.run(lifecycle.submit("t1")).state is TaskState.PROVISIONAL
     assert lifecycle.notes.read("t1") is not None
-    assert lifecycle.accept("t1").state is TaskState.DONE
+    assert asyncio.run(lifecycle.accept("t1")).state is TaskState.DONE
     assert lifecycle.notes.read("t1") is None
-    assert lifecycle.get("t1").inputs == {"file": "a.py"}
+    assert asyncio.run(lifecycle.get("t1")).inputs == {"file": "a.py"}
 
 
 def test_reject_and_release_go_back_to_incoming_keeping_notes(lifecycle: TaskLifecycle) -> None:
-    lifecycle.create("t1", "fix")
-    lifecycle.claim("t1", "a")
+    asyncio.run(lifecycle.create("t1", "fix"))
+    asyncio.run(lifecycle.claim("t1", "a"))
     lifecycle.notes.save("t1", agent="a", output="x", turns=1)
-    assert lifecycle.release("t1").state is TaskState.INCOMING
-    lifecycle.claim("t1", "b")
-    lifecycle.submit("t1")
-    assert lifecycle.reject("t1").state is TaskState.INCOMING
+    assert asyncio.run(lifecycle.release("t1")).state is TaskState.INCOMING
+    asyncio.run(lifecycle.claim("t1", "b"))
+    asyncio.run(lifecycle.submit("t1"))
+    assert asyncio.run(lifecycle.reject("t1")).state is TaskState.INCOMING
     assert lifecycle.notes.read("t1") is not None
-    assert lifecycle.get("t1").attempts == 2
+    assert asyncio.run(lifecycle.get("t1")).attempts == 2
 
 
 def test_complete_is_the_direct_path_to_done(lifecycle: TaskLifecycle) -> None:
-    lifecycle.create("t1", "fix")
-    lifecycle.claim("t1", "a")
+    asyncio.run(lifecycle.create("t1", "fix"))
+    asyncio.run(lifecycle.claim("t1", "a"))
     lifecycle.notes.save("t1", agent="a", output="x", turns=1)
-    assert lifecycle.complete("t1").state is TaskState.DONE
+    assert asyncio.run(lifecycle.complete("t1")).state is TaskState.DONE
     assert lifecycle.notes.read("t1") is None
 
 
 def test_failed_keeps_notes(lifecycle: TaskLifecycle) -> None:
-    lifecycle.create("t1", "fix")
-    lifecycle.claim("t1", "a")
+    asyncio.run(lifecycle.create("t1", "fix"))
+    asyncio.run(lifecycle.claim("t1", "a"))
     lifecycle.notes.save("t1", agent="a", output="x", turns=1)
-    assert lifecycle.fail("t1").state is TaskState.FAILED
+    assert asyncio.run(lifecycle.fail("t1")).state is TaskState.FAILED
     assert lifecycle.notes.read("t1") is not None
 
 
@@ -89,27 +89,27 @@ def test_failed_keeps_notes(lifecycle: TaskLifecycle) -> None:
     ],
 )
 def test_a_move_the_state_does_not_allow_is_refused(lifecycle: TaskLifecycle, move: str, message: str) -> None:
-    lifecycle.create("t1", "fix")
+    asyncio.run(lifecycle.create("t1", "fix"))
     with pytest.raises(InvalidTaskTransition, match=message):
-        getattr(lifecycle, move)("t1")
-    assert lifecycle.get("t1").state is TaskState.INCOMING
+        asyncio.run(getattr(lifecycle, move)("t1"))
+    assert asyncio.run(lifecycle.get("t1")).state is TaskState.INCOMING
 
 
 def test_unknown_and_duplicate_tasks(lifecycle: TaskLifecycle) -> None:
     with pytest.raises(UnknownTaskError, match="no task with id 'nope'"):
-        lifecycle.claim("nope", "a")
-    lifecycle.create("t1", "fix")
+        asyncio.run(lifecycle.claim("nope", "a"))
+    asyncio.run(lifecycle.create("t1", "fix"))
     with pytest.raises(ValueError, match="already exists"):
-        lifecycle.create("t1", "fix")
+        asyncio.run(lifecycle.create("t1", "fix"))
 
 
 def test_claim_next_takes_the_oldest_incoming_task(lifecycle: TaskLifecycle) -> None:
     for task_id in ("t1", "t2"):
-        lifecycle.create(task_id, "fix")
-    first = lifecycle.claim_next("a")
-    second = lifecycle.claim_next("b")
+        asyncio.run(lifecycle.create(task_id, "fix"))
+    first = asyncio.run(lifecycle.claim_next("a"))
+    second = asyncio.run(lifecycle.claim_next("b"))
     assert (first and first.id, second and second.id) == ("t1", "t2")
-    assert lifecycle.claim_next("c") is None
+    assert asyncio.run(lifecycle.claim_next("c")) is None
 
 
 def test_the_runner_saves_notes_on_failure_and_success(lifecycle: TaskLifecycle) -> None:
@@ -119,7 +119,7 @@ def test_the_runner_saves_notes_on_failure_and_success(lifecycle: TaskLifecycle)
     loop, system = task_loop(replies)
     commits = iter([0, 0, 5, 7])
     runner = AttemptRunner(lifecycle, Evaluator(registry, loop), agent="impl", count_commits=lambda: next(commits))
-    lifecycle.create("t1", "fix", {"file": "a.py"})
+    asyncio.run(lifecycle.create("t1", "fix", {"file": "a.py"}))
     first = asyncio.run(runner.run("t1"))
     assert (first.attempt, first.state, first.result) == (1, TaskState.INCOMING, None)
     assert first.error is not None and "red" in str(first.error)
@@ -134,11 +134,11 @@ def test_the_runner_saves_notes_on_failure_and_success(lifecycle: TaskLifecycle)
 
 
 def test_the_runner_refuses_an_unknown_template_without_claiming(lifecycle: TaskLifecycle) -> None:
-    lifecycle.create("t1", "missing")
+    asyncio.run(lifecycle.create("t1", "missing"))
     runner = AttemptRunner(lifecycle, Evaluator(TemplateRegistry(), task_loop([])[0]), agent="a")
     with pytest.raises(UnknownTemplateError):
         asyncio.run(runner.run("t1"))
-    assert lifecycle.get("t1").state is TaskState.INCOMING
+    assert asyncio.run(lifecycle.get("t1")).state is TaskState.INCOMING
 
 
 class _AbortingEvaluator(Evaluator):
@@ -194,10 +194,10 @@ def test_an_aborted_attempt_saves_its_notes_and_releases_the_task(
     registry = TemplateRegistry()
     registry.register_string('<task name="fix" type="atomic"><description>Fix {{file}}</description></task>')
     runner = AttemptRunner(lifecycle, _AbortingEvaluator(registry, ["half done"], abort), agent="impl")
-    lifecycle.create("t1", "fix", {"file": "a.py"})
+    asyncio.run(lifecycle.create("t1", "fix", {"file": "a.py"}))
     with pytest.raises(exception):
         asyncio.run(runner.run("t1"))
-    record = lifecycle.get("t1")
+    record = asyncio.run(lifecycle.get("t1"))
     assert (record.state, record.attempts) == (TaskState.INCOMING, 1)
     notes = lifecycle.notes.read("t1") or ""
     assert "## Attempt 1 — impl" in notes and "Turns: 1 | Commits: 0" in notes
@@ -229,32 +229,32 @@ def _fix_registry() -> TemplateRegistry:
 def test_a_claim_held_by_a_worker_that_died_returns_to_the_queue_with_its_notes(lifecycle: TaskLifecycle) -> None:
     clock = lifecycle.clock
     assert isinstance(clock, FakeClock)
-    lifecycle.create("t1", "fix", {"file": "a.py"})
-    lifecycle.claim("t1", "worker-a")
+    asyncio.run(lifecycle.create("t1", "fix", {"file": "a.py"}))
+    asyncio.run(lifecycle.claim("t1", "worker-a"))
     lifecycle.notes.save("t1", agent="worker-a", output="found the bug in a.py", turns=1)
     notes = lifecycle.notes.read("t1")
     # worker-a dies here: it never renews, submits or releases.
     clock.advance(DEFAULT_LEASE.total_seconds() - 1)
-    assert lifecycle.claim_next("worker-b") is None
+    assert asyncio.run(lifecycle.claim_next("worker-b")) is None
     clock.advance(1)
     loop, system = task_loop(["fixed"])
     outcome = asyncio.run(AttemptRunner(lifecycle, Evaluator(_fix_registry(), loop), agent="worker-b").run("t1"))
     assert (outcome.state, outcome.attempt) == (TaskState.PROVISIONAL, 2)
-    assert lifecycle.get("t1").attempts == 2
+    assert asyncio.run(lifecycle.get("t1")).attempts == 2
     assert system.turns[0].previous_notes == notes
     assert (lifecycle.notes.read("t1") or "").startswith(notes or "missing")
 
 
 def test_claim_next_takes_over_an_expired_claim(lifecycle: TaskLifecycle) -> None:
-    lifecycle.create("t1", "fix")
-    lifecycle.claim("t1", "worker-a")
+    asyncio.run(lifecycle.create("t1", "fix"))
+    asyncio.run(lifecycle.claim("t1", "worker-a"))
     assert isinstance(lifecycle.clock, FakeClock)
     lifecycle.clock.advance(DEFAULT_LEASE.total_seconds())
-    taken = lifecycle.claim_next("worker-b")
+    taken = asyncio.run(lifecycle.claim_next("worker-b"))
     assert taken is not None and (taken.id, taken.claimed_by, taken.attempts) == ("t1", "worker-b", 2)
     assert taken.lease_expires_at == lifecycle.clock.now() + DEFAULT_LEASE
     with pytest.raises(ClaimLostError, match="no longer claimed by 'worker-a' .it is claimed, claimed by 'worker-b'"):
-        lifecycle.submit("t1", agent="worker-a")
+        asyncio.run(lifecycle.submit("t1", agent="worker-a"))
 
 
 def test_a_long_attempt_that_keeps_renewing_is_not_reclaimed(lifecycle: TaskLifecycle) -> None:
@@ -266,9 +266,9 @@ def test_a_long_attempt_that_keeps_renewing_is_not_reclaimed(lifecycle: TaskLife
         for _ in range(4):
             clock.advance(180)
             await asyncio.sleep(0.03)  # the renewal (every 0.005 s) runs meanwhile
-            taken.append(lifecycle.claim_next("worker-b"))
+            taken.append(await lifecycle.claim_next("worker-b"))
 
-    lifecycle.create("t1", "fix", {"file": "a.py"})
+    asyncio.run(lifecycle.create("t1", "fix", {"file": "a.py"}))
     runner = AttemptRunner(
         lifecycle, Evaluator(_fix_registry(), AgentLoop([_Turn(twelve_minutes_of_work)])), agent="worker-a",
         renew_every=0.005,
@@ -276,7 +276,7 @@ def test_a_long_attempt_that_keeps_renewing_is_not_reclaimed(lifecycle: TaskLife
     outcome = asyncio.run(runner.run("t1"))
     assert taken == [None] * 4
     assert (outcome.state, outcome.result and outcome.result.content) == (TaskState.PROVISIONAL, "done")
-    assert lifecycle.get("t1").attempts == 1
+    assert asyncio.run(lifecycle.get("t1")).attempts == 1
 
 
 def test_an_attempt_that_lost_its_claim_is_stopped_keeps_its_notes_and_says_so(lifecycle: TaskLifecycle) -> None:
@@ -288,11 +288,11 @@ def test_an_attempt_that_lost_its_claim_is_stopped_keeps_its_notes_and_says_so(l
 
     async def stall_past_the_lease() -> None:
         clock.advance(DEFAULT_LEASE.total_seconds() + 1)  # no renewal came in time
-        assert lifecycle.claim_next("worker-b") is not None
+        assert await lifecycle.claim_next("worker-b") is not None
         await asyncio.sleep(10)  # worker-a's model call or script, still running
         went_on.append(True)
 
-    lifecycle.create("t1", "fix", {"file": "a.py"})
+    asyncio.run(lifecycle.create("t1", "fix", {"file": "a.py"}))
     runner = AttemptRunner(
         lifecycle, Evaluator(_fix_registry(), AgentLoop([_Turn(stall_past_the_lease)])), agent="worker-a",
         renew_every=0.01,
@@ -301,7 +301,7 @@ def test_an_attempt_that_lost_its_claim_is_stopped_keeps_its_notes_and_says_so(l
     with pytest.raises(ClaimLostError, match="no longer claimed by 'worker-a'"):
         asyncio.run(runner.run("t1"))
     assert time.monotonic() - started < 5 and went_on == []
-    record = lifecycle.get("t1")
+    record = asyncio.run(lifecycle.get("t1"))
     assert (record.state, record.claimed_by) == (TaskState.CLAIMED, "worker-b")
     notes = lifecycle.notes.read("t1") or ""
     assert "## Attempt 1 — worker-a" in notes and "ABORTED (claim lost): task 't1' is no longer claimed" in notes
@@ -313,15 +313,15 @@ def test_an_attempt_that_lost_its_claim_unnoticed_cannot_submit(lifecycle: TaskL
 
     async def stall_past_the_lease() -> None:
         clock.advance(DEFAULT_LEASE.total_seconds() + 1)  # finished before any renewal was due
-        assert lifecycle.claim_next("worker-b") is not None
+        assert await lifecycle.claim_next("worker-b") is not None
 
-    lifecycle.create("t1", "fix", {"file": "a.py"})
+    asyncio.run(lifecycle.create("t1", "fix", {"file": "a.py"}))
     runner = AttemptRunner(
         lifecycle, Evaluator(_fix_registry(), AgentLoop([_Turn(stall_past_the_lease)])), agent="worker-a",
     )
     with pytest.raises(ClaimLostError, match="no longer claimed by 'worker-a'"):
         asyncio.run(runner.run("t1"))
-    assert lifecycle.get("t1").claimed_by == "worker-b"
+    assert asyncio.run(lifecycle.get("t1")).claimed_by == "worker-b"
     assert "## Attempt 1 — worker-a" in (lifecycle.notes.read("t1") or "")
 
 
@@ -353,20 +353,20 @@ def test_a_task_is_seen_and_claimed_only_within_its_chain(tenants: list[tuple[st
             for company, tenant in tenants
         ]
         for index, lifecycle in enumerate(lifecycles):
-            created = lifecycle.create(f"t{index}", "fix", {"secret": f"of tenant {index}"})
+            created = asyncio.run(lifecycle.create(f"t{index}", "fix", {"secret": f"of tenant {index}"}))
             assert created.chain == history_scope(tenants[index][1], tenants[index][0])
         for reader in lifecycles:
             own = {f"t{i}" for i, writer in enumerate(lifecycles) if writer.scope == reader.scope}
-            assert {r.id for r in reader.in_state(TaskState.INCOMING)} == own
+            assert {r.id for r in asyncio.run(reader.in_state(TaskState.INCOMING))} == own
             for index in range(len(lifecycles)):
                 if f"t{index}" not in own:
                     with pytest.raises(UnknownTaskError):
-                        reader.get(f"t{index}")
+                        asyncio.run(reader.get(f"t{index}"))
                     with pytest.raises(UnknownTaskError):
-                        reader.claim(f"t{index}", "intruder")
+                        asyncio.run(reader.claim(f"t{index}", "intruder"))
         first = lifecycles[0]
         claimed = []
-        while (record := first.claim_next("worker")) is not None:
+        while (record := asyncio.run(first.claim_next("worker"))) is not None:
             claimed.append(record.id)
         assert set(claimed) == {f"t{i}" for i, other in enumerate(lifecycles) if other.scope == first.scope}
         stores.close()
@@ -378,9 +378,9 @@ def test_a_project_id_reused_under_another_org_is_another_queue(tmp_path: Path) 
     acme = TaskLifecycle(store, notes, session=Session("s", user_id="ann", project_id="shop", org_id="acme"))
     globex = TaskLifecycle(store, notes, session=Session("s", user_id="ann", project_id="shop", org_id="globex"))
     teammate = TaskLifecycle(store, notes, session=Session("s2", user_id="bob", project_id="shop", org_id="acme"))
-    acme.create("t1", "fix", {"file": "acme-secrets.py"})
-    assert globex.claim_next("globex-worker") is None and globex.in_state(TaskState.INCOMING) == ()
-    claimed = teammate.claim_next("acme-worker")
+    asyncio.run(acme.create("t1", "fix", {"file": "acme-secrets.py"}))
+    assert asyncio.run(globex.claim_next("globex-worker")) is None and asyncio.run(globex.in_state(TaskState.INCOMING)) == ()
+    claimed = asyncio.run(teammate.claim_next("acme-worker"))
     assert claimed is not None and claimed.inputs == {"file": "acme-secrets.py"}
     stores.close()
 

@@ -185,12 +185,12 @@ def check(data_dir: Path, tenants: Sequence[Tenant]) -> None:
         with open_company(data_dir, t.company, []) as (pipeline, note_taking):
             stores = pipeline.stores
             assert stores is not None
-            assert markers([m.content for m in stores.sessions.recent(history_scope(t.session(), t.company), 100)]) == {t.marker}
-            remembered = stores.memory.recent(memory_scope(t.session(), t.company), 100)
+            assert markers([m.content for m in asyncio.run(stores.sessions.recent(history_scope(t.session(), t.company), 100))]) == {t.marker}
+            remembered = asyncio.run(stores.memory.recent(memory_scope(t.session(), t.company), 100))
             assert markers([e.assistant_text for e in remembered]) == same_person
-            assert markers([h.text for h in stores.rag.search(knowledge_scope(t.session(), t.company), QUESTION, 50)]) == same_place
+            assert markers([h.text for h in asyncio.run(stores.rag.search(knowledge_scope(t.session(), t.company), QUESTION, 50))]) == same_place
             chain = LayerIds.of_session(t.session(), t.company)
-            found = note_taking.knowledge.search(QUESTION, chain, k=50, min_similarity=-1.0)
+            found = asyncio.run(note_taking.knowledge.search(QUESTION, chain, k=50, min_similarity=-1.0))
             assert markers([r.item.markdown for r in found]) == noted
         assert notes_listed(data_dir, t, "list") == noted
         assert notes_listed(data_dir, t, "search", QUESTION, "-k", "50") <= noted

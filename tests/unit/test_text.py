@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from hypothesis import given
@@ -34,9 +35,9 @@ def test_a_user_message_with_a_lone_surrogate_and_a_nul_is_kept_in_history_and_m
         ctx = pipeline.build().run_turn_sync(session, IncomingMessage("file \udcff.txt\x00 is gone"))
         stores = pipeline.stores
         assert stores is not None
-        (user, answer) = stores.sessions.recent(history_scope(session), 10)
+        (user, answer) = asyncio.run(stores.sessions.recent(history_scope(session), 10))
         assert user.content == "file \ufffd.txt is gone" and answer.content == "Noted."
-        (entry,) = stores.memory.recent(memory_scope(session), 10)
+        (entry,) = asyncio.run(stores.memory.recent(memory_scope(session), 10))
         assert entry.user_text == "file \ufffd.txt is gone"
     assert ctx.failures == ()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -171,12 +172,12 @@ def run(scenario: Scenario, stores: Stores) -> Ran:
     for order in scenario.extra_faults:
         pipeline.insert(_faulty(System, order, f"Fault{order}", ran))
     session = Session(uuid.uuid4().hex, user_id=uuid.uuid4().hex)
-    rag_before = len(stores.rag)
+    rag_before = asyncio.run(stores.rag.count())
     ctx = pipeline.build().run_turn_sync(session, IncomingMessage(scenario.text, auto_mode=scenario.auto_mode))
     return Ran(
-        ctx, channel, tuple(ran), stores.sessions.recent(history_scope(session), 100),
-        tuple(e.assistant_text for e in stores.memory.recent(memory_scope(session), 100)),
-        len(stores.rag) - rag_before, tuple(stores.rag.texts(knowledge_scope(session))),
+        ctx, channel, tuple(ran), asyncio.run(stores.sessions.recent(history_scope(session), 100)),
+        tuple(e.assistant_text for e in asyncio.run(stores.memory.recent(memory_scope(session), 100))),
+        asyncio.run(stores.rag.count()) - rag_before, tuple(asyncio.run(stores.rag.texts(knowledge_scope(session)))),
     )
 
 
