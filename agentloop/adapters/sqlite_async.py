@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
-from typing import ParamSpec, TypeVar
+from typing import Generic, ParamSpec, Protocol, TypeVar
 
 from agentloop.adapters.sqlite_knowledge import SqliteKnowledgeRepository
 from agentloop.adapters.sqlite_memory import SqliteMemoryStore
@@ -82,12 +82,28 @@ class OffThread:
         self._executor.shutdown(wait=True)
 
 
-class AsyncSqliteSessionStore:
-    """The SessionStore port on a `SqliteSessionStore` (`engine`)."""
+class _Closable(Protocol):
+    def close(self) -> None: ...
 
-    def __init__(self, engine: SqliteSessionStore) -> None:
+
+E = TypeVar("E", bound=_Closable)
+
+
+class _OnItsThread(Generic[E]):
+    """A port on a synchronous SQLite store (`engine`) with the store's own `OffThread`."""
+
+    def __init__(self, engine: E) -> None:
         self.engine = engine
-        self._thread = OffThread("sessions")
+        self._thread = OffThread(type(engine).__name__)
+
+    def close(self) -> None:
+        """Let the calls already handed over finish, then close the store."""
+        self._thread.shutdown()
+        self.engine.close()
+
+
+class AsyncSqliteSessionStore(_OnItsThread[SqliteSessionStore]):
+    """The SessionStore port on a `SqliteSessionStore` (`engine`)."""
 
     async def append(self, scope: Scope, messages: Sequence[ChatMessage]) -> None:
         await self._thread.run(self.engine.append, scope, messages)
@@ -95,17 +111,9 @@ class AsyncSqliteSessionStore:
     async def recent(self, scope: Scope, limit: int) -> tuple[ChatMessage, ...]:
         return await self._thread.read(self.engine.recent, scope, limit)
 
-    def close(self) -> None:
-        self._thread.shutdown()
-        self.engine.close()
 
-
-class AsyncSqliteMemoryStore:
+class AsyncSqliteMemoryStore(_OnItsThread[SqliteMemoryStore]):
     """The MemoryStore port on a `SqliteMemoryStore` (`engine`)."""
-
-    def __init__(self, engine: SqliteMemoryStore) -> None:
-        self.engine = engine
-        self._thread = OffThread("memory")
 
     async def add(self, entry: MemoryEntry) -> None:
         await self._thread.run(self.engine.add, entry)
@@ -113,17 +121,9 @@ class AsyncSqliteMemoryStore:
     async def recent(self, scope: Scope, limit: int, *, exclude_session: str | None = None) -> tuple[MemoryEntry, ...]:
         return await self._thread.read(self.engine.recent, scope, limit, exclude_session=exclude_session)
 
-    def close(self) -> None:
-        self._thread.shutdown()
-        self.engine.close()
 
-
-class AsyncSqliteRagStore:
+class AsyncSqliteRagStore(_OnItsThread[SqliteRagStore]):
     """The RagStore port on a `SqliteRagStore` (`engine`); embedding runs on its thread too."""
-
-    def __init__(self, engine: SqliteRagStore) -> None:
-        self.engine = engine
-        self._thread = OffThread("rag")
 
     async def add(self, scope: Scope, text: str, *, session_id: str | None = None) -> int:
         return await self._thread.run(self.engine.add, scope, text, session_id=session_id)
@@ -138,17 +138,9 @@ class AsyncSqliteRagStore:
         """Every text stored in `scope`, oldest first."""
         return await self._thread.read(self.engine.texts, scope)
 
-    def close(self) -> None:
-        self._thread.shutdown()
-        self.engine.close()
 
-
-class AsyncSqliteKnowledgeRepository:
+class AsyncSqliteKnowledgeRepository(_OnItsThread[SqliteKnowledgeRepository]):
     """The KnowledgeRepository port on a `SqliteKnowledgeRepository` (`engine`)."""
-
-    def __init__(self, engine: SqliteKnowledgeRepository) -> None:
-        self.engine = engine
-        self._thread = OffThread("knowledge")
 
     async def count(self) -> int:
         return await self._thread.read(self.engine.__len__)
@@ -207,17 +199,9 @@ class AsyncSqliteKnowledgeRepository:
     async def merge_suggestions(self) -> list[MergeSuggestion]:
         return await self._thread.read(self.engine.merge_suggestions)
 
-    def close(self) -> None:
-        self._thread.shutdown()
-        self.engine.close()
 
-
-class AsyncSqliteTaskStore:
+class AsyncSqliteTaskStore(_OnItsThread[SqliteTaskStore]):
     """The TaskStore port on a `SqliteTaskStore` (`engine`)."""
-
-    def __init__(self, engine: SqliteTaskStore) -> None:
-        self.engine = engine
-        self._thread = OffThread("tasks")
 
     async def add(self, record: TaskRecord) -> None:
         await self._thread.run(self.engine.add, record)
@@ -248,21 +232,13 @@ class AsyncSqliteTaskStore:
     async def in_state(self, state: TaskState, scope: Scope) -> tuple[TaskRecord, ...]:
         return await self._thread.read(self.engine.in_state, state, scope)
 
-    def close(self) -> None:
-        self._thread.shutdown()
-        self.engine.close()
 
-
-class AsyncSqliteTrajectoryStore:
+class AsyncSqliteTrajectoryStore(_OnItsThread[SqliteTrajectoryStore]):
     """The TrajectoryStore port on a `SqliteTrajectoryStore` (`engine`).
 
     Every call, reads too, runs on the store's thread: the capture writer appends from its
     own thread at any moment, so a read on the loop could wait there for its lock.
     """
-
-    def __init__(self, engine: SqliteTrajectoryStore) -> None:
-        self.engine = engine
-        self._thread = OffThread("trajectories")
 
     async def append(self, executions: Sequence[ToolExecution]) -> None:
         await self._thread.run(self.engine.append, executions)
@@ -284,7 +260,3 @@ class AsyncSqliteTrajectoryStore:
 
     async def is_distilled(self, trajectory_hash: str) -> bool:
         return await self._thread.run(self.engine.is_distilled, trajectory_hash)
-
-    def close(self) -> None:
-        self._thread.shutdown()
-        self.engine.close()
