@@ -315,8 +315,7 @@ class TrajectoryRecorder:
                     if attempt >= self.settings.drain_attempts:
                         break
                     continue
-                delay = min(self.settings.retry_backoff_s * 2 ** (attempt - 1), self.settings.max_backoff_s)
-                delay = min(delay, deadline - time.monotonic())
+                delay = min(self._backoff(attempt), deadline - time.monotonic())
                 if delay <= 0:
                     break
                 time.sleep(delay)
@@ -417,9 +416,13 @@ class TrajectoryRecorder:
                 return False
         return self._quarantine(execution, error)
 
+    def _backoff(self, attempts: int) -> float:
+        """Seconds to wait after `attempts` failed tries: doubling from `retry_backoff_s`, capped."""
+        return min(self.settings.retry_backoff_s * 2.0 ** (attempts - 1), self.settings.max_backoff_s)
+
     def _retry_later(self, batch: _Batch, now: float, error: Exception | None) -> None:
         batch.attempts += 1
-        delay = min(self.settings.retry_backoff_s * 2 ** (batch.attempts - 1), self.settings.max_backoff_s)
+        delay = self._backoff(batch.attempts)
         batch.due_at = now + delay
         with self._lock:
             self._retry.append(batch)
