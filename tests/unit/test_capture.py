@@ -60,7 +60,8 @@ def test_a_full_batch_wakes_the_background_writer(store: TrajectoryStore) -> Non
         assert asyncio.run(store.count()) == 0
         recorder.enqueue(make_execution())
         assert _wait_for(lambda: asyncio.run(store.count()) == 10)
-        assert metrics.observations("note_taking.capture.batch_size") == [10.0]
+        # the writer reports the batch just after the store took it
+        assert _wait_for(lambda: metrics.observations("note_taking.capture.batch_size") == [10.0])
     finally:
         recorder.close()
 
