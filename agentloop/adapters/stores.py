@@ -133,10 +133,15 @@ def open_stores(
     )
 
 
+def masked_url(url: str | os.PathLike[str]) -> str:
+    """`url` with any password shown as `***`, fit for messages and logs."""
+    return _PASSWORD.sub(r"\1:***@", os.fspath(url))
+
+
 def _sqlite_directory(url: str | os.PathLike[str], create: bool) -> Path:
     """The data directory `url` names, created if missing and `create`; StoreUrlError if it cannot be."""
     text = os.fspath(url)
-    shown = _PASSWORD.sub(r"\1:***@", text)
+    shown = masked_url(text)
     scheme = _SCHEME.match(text)
     if scheme is None:
         path = text

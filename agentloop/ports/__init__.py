@@ -16,3 +16,7 @@ __all__ += ["TaskRecord", "TaskState", "TaskStore"]
 from agentloop.ports.stores import MemoryEntry, MemoryStore, RagHit, RagStore, SessionStore  # noqa: E402
 
 __all__ += ["MemoryEntry", "MemoryStore", "RagHit", "RagStore", "SessionStore"]
+
+from agentloop.ports.inbox import DeliveryLedger  # noqa: E402
+
+__all__ += ["DeliveryLedger"]
