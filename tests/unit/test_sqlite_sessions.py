@@ -59,3 +59,21 @@ def test_new_history_of_a_repeated_session_id_stays_with_its_user(tmp_path: Path
         assert store.recent(history_scope(other), 10) == ()
     assert store.recent(history_scope(Session("s", user_id="ada")), 10) == (ChatMessage.user("ada's secret"),)
     store.close()
+
+
+def test_a_keyed_append_is_applied_once_per_history_scope(tmp_path: Path) -> None:
+    """I13: a turn run again with the same message id writes its history once, in its own chain only."""
+    store = SqliteSessionStore.open(tmp_path / "bot.sqlite3")
+    turn = [ChatMessage.user("hi"), ChatMessage.assistant("hello")]
+    other_org = Scope(org_id="globex", user_id="ada", session_id="s1")
+    assert store.append(S1, turn, key="m1") is True
+    assert store.append(S1, turn, key="m1") is False
+    assert store.append(other_org, turn, key="m1") is True, "the same id in another chain is another message"
+    assert store.append(S1, [ChatMessage.user("again")], key="m2") is True
+    assert store.append(S1, [ChatMessage.user("unkeyed")]) is True
+    store.close()
+    reopened = SqliteSessionStore.open(tmp_path / "bot.sqlite3")
+    assert reopened.append(S1, turn, key="m1") is False, "keys outlive the process"
+    assert [m.content for m in reopened.recent(S1, 10)] == ["hi", "hello", "again", "unkeyed"]
+    assert [m.content for m in reopened.recent(other_org, 10)] == ["hi", "hello"]
+    reopened.close()
