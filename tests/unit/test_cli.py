@@ -66,6 +66,9 @@ FACTORIES = textwrap.dedent(
 
     def needs_arguments(llm, channel):
         return []
+
+    def for_worker(stores):
+        return AgentLoop([Drafter()])
     """
 )
 
@@ -501,7 +504,8 @@ def test_data_dir_and_stores_are_one_choice(capsys: pytest.CaptureFixture[str]) 
 @pytest.mark.parametrize(
     "command",
     [[], ["demo"], ["chat"], ["pipeline", "show"], ["templates", "validate"], ["tasks", "run"],
-     *(["notes", action] for action in ("list", "show", "search", "propose", "accept", "reject", "deprecate", "merges"))],
+     *(["notes", action] for action in ("list", "show", "search", "propose", "accept", "reject", "deprecate", "merges")),
+     ["stores", "migrate"], ["worker"]],
     ids=lambda command: " ".join(command) or "agentloop",
 )
 def test_every_command_documents_its_exit_status(command: list[str], capsys: pytest.CaptureFixture[str]) -> None:
@@ -515,3 +519,26 @@ def test_tasks_run_refuses_a_malformed_template_with_file_and_line(templates: Pa
     assert main(["tasks", "run", "report", "--input", "topic=owls", "--scripted"], io.StringIO()) == 1
     assert capsys.readouterr().err.startswith("agentloop: template templates/broken.xml line 3: is not well-formed XML")
     assert not (templates.parent / "agentloop-data").exists(), "nothing runs when a template does not load"
+
+
+def test_stores_migrate_opens_and_closes_a_sqlite_bot(tmp_path: Path) -> None:
+    out = io.StringIO()
+    assert main(["stores", "migrate", f"sqlite:///{tmp_path}/data", "--bot", "helper"], out) == 0
+    assert out.getvalue() == f"stores of bot 'helper' at sqlite:///{tmp_path}/data: up to date\n"
+    assert (tmp_path / "data" / "helper.sqlite3").exists()
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--data-dir", "data"], "the inbox lives in PostgreSQL: give --inbox postgresql://"),
+    (["--inbox", "postgresql://me@/db?host=/nowhere", "--concurrency", "0"], "bad worker setting: 'concurrency' must be >= 1"),
+    (["--inbox", "postgresql://me@/db?host=/nowhere", "--pipeline", "no_such_module_xyz:f"], "cannot import 'no_such_module_xyz'"),
+    (["--inbox", "postgresql://me:secret@/db?host=/nowhere"], "cannot open the inbox at postgresql://me:***@/db"),
+])
+def test_worker_problems_are_one_line(
+    user_module: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    pipeline = [] if "--pipeline" in argv else ["--pipeline", f"{user_module}:for_worker"]
+    data = [] if "--data-dir" in argv else ["--data-dir", str(tmp_path / "data")]
+    assert main(["worker", *data, *pipeline, *argv], io.StringIO()) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("agentloop: ") and message in err and len(err.splitlines()) == 1, err
