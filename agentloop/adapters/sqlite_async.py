@@ -105,8 +105,8 @@ class _OnItsThread(Generic[E]):
 class AsyncSqliteSessionStore(_OnItsThread[SqliteSessionStore]):
     """The SessionStore port on a `SqliteSessionStore` (`engine`)."""
 
-    async def append(self, scope: Scope, messages: Sequence[ChatMessage]) -> None:
-        await self._thread.run(self.engine.append, scope, messages)
+    async def append(self, scope: Scope, messages: Sequence[ChatMessage], *, key: str | None = None) -> bool:
+        return await self._thread.run(self.engine.append, scope, messages, key=key)
 
     async def recent(self, scope: Scope, limit: int) -> tuple[ChatMessage, ...]:
         return await self._thread.read(self.engine.recent, scope, limit)

@@ -69,6 +69,13 @@ SCHEMA = Schema(
             ),
         ),
         Step("each row keeps its session's tenant chain as columns", run=_scope_columns),
+        Step(
+            "keyed appends remember their key, so a re-run turn writes its history once",
+            (
+                f"CREATE TABLE session_append_keys ({SCOPE_COLUMNS_DDL}, append_key TEXT NOT NULL)",
+                "CREATE INDEX session_append_keys_by_key ON session_append_keys (append_key, scope_session)",
+            ),
+        ),
     ),
     scoped_version("session_messages"),
 )
@@ -87,7 +94,7 @@ class SqliteSessionStore:
         with closing_on_error(connect(path)) as conn:
             return cls(conn)
 
-    def append(self, scope: Scope, messages: Sequence[ChatMessage]) -> None:
+    def append(self, scope: Scope, messages: Sequence[ChatMessage], *, key: str | None = None) -> bool:
         chain = scope_values(scope)
         rows = [
             (
@@ -101,11 +108,21 @@ class SqliteSessionStore:
             for m in messages
         ]
         with self._lock, transaction(self._conn):
+            if key is not None:
+                if self._conn.execute(
+                    f"SELECT 1 FROM session_append_keys WHERE append_key = ? AND {SCOPE_MATCH}", (key, *chain)
+                ).fetchone():
+                    return False
+                self._conn.execute(
+                    f"INSERT INTO session_append_keys ({SCOPE_COLUMNS_SQL}, append_key) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (*chain, key),
+                )
             self._conn.executemany(
                 f"INSERT INTO session_messages ({SCOPE_COLUMNS_SQL}, {_MESSAGE_COLUMNS}) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 rows,
             )
+        return True
 
     def recent(self, scope: Scope, limit: int) -> tuple[ChatMessage, ...]:
         with self._lock:

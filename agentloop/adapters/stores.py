@@ -11,6 +11,7 @@ from types import TracebackType
 
 import attrs
 
+from agentloop.adapters.attempt_notes_files import FileAttemptNotes
 from agentloop.adapters.hashing_embedder import HashingEmbedder
 from agentloop.adapters.sqlite_async import (
     AsyncSqliteKnowledgeRepository,
@@ -29,6 +30,7 @@ from agentloop.adapters.sqlite_trajectories import SqliteTrajectoryStore
 from agentloop.errors import StoreUrlError
 from agentloop.names import check_bot_name
 from agentloop.ports import (
+    AttemptNotesStore,
     Embedder,
     KnowledgeRepository,
     MemoryStore,
@@ -52,9 +54,7 @@ class Stores:
 
     The stores' calls are coroutines (await them); opening and closing are not, so a
     `with` block or `close()` works inside or outside an event loop.
-    `attempt_notes_dir` is where the task lifecycle's per-task Markdown notes live
-    (`AttemptNotes(stores.attempt_notes_dir)`). Close with `close()` or `with`; closing
-    twice does nothing.
+    Close with `close()` or `with`; closing twice does nothing.
     """
 
     url: str
@@ -66,7 +66,7 @@ class Stores:
     knowledge: KnowledgeRepository
     trajectories: TrajectoryStore
     tasks: TaskStore
-    attempt_notes_dir: Path
+    attempt_notes: AttemptNotesStore
     _closers: tuple[Callable[[], None], ...] = ()
     _closed: bool = attrs.field(default=False, init=False)
 
@@ -129,7 +129,7 @@ def open_stores(
     closers = (sessions.close, memory.close, rag.close, knowledge.close, trajectories.close, tasks.close)
     return Stores(
         f"sqlite:///{directory}", bot, embedder, sessions, memory, rag, knowledge, trajectories, tasks,
-        directory / f"{bot}.attempt-notes", closers,
+        FileAttemptNotes(directory / f"{bot}.attempt-notes"), closers,
     )
 
 

@@ -45,8 +45,11 @@ class RagHit:
 class SessionStore(Protocol):
     """The conversation history of each session (its history scope), oldest message first."""
 
-    async def append(self, scope: Scope, messages: Sequence[ChatMessage]) -> None:
-        """Add `messages` at the end of the history of `scope`, atomically."""
+    async def append(self, scope: Scope, messages: Sequence[ChatMessage], *, key: str | None = None) -> bool:
+        """Add `messages` at the end of the history of `scope`, atomically; True.
+
+        With a `key` (a message id) already applied to this scope, nothing is appended and
+        the answer is False: a turn run again after a crash writes its history once."""
         ...
 
     async def recent(self, scope: Scope, limit: int) -> tuple[ChatMessage, ...]:

@@ -1,4 +1,4 @@
-"""Notes kept across attempts of one task: one append-only Markdown file per task.
+"""Notes kept across attempts of one task: one append-only Markdown text per task.
 
 Each attempt appends a section
 
@@ -8,18 +8,19 @@ Each attempt appends a section
 followed by the last 3,000 characters of the attempt's output in a code fence (longer
 than any run of backticks in it, so output can never fake a section). The file is read
 back into the next attempt's prompt as `## Previous Agent Notes` and deleted only when
-the task is accepted as done.
+the task is accepted as done. Where the text lives is the `AttemptNotesStore`'s
+business (by default one file `TASK-<id>.md` per task in the bot's data directory).
 """
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import structlog
 
 from agentloop.errors import InvalidTaskId
 from agentloop.names import is_safe_name
+from agentloop.ports.attempt_notes import AttemptNotesStore
 from agentloop.ports.clock import Clock, SystemClock
 
 TAIL_CHARS = 3000
@@ -71,41 +72,29 @@ def format_attempt(number: int, agent: str, when: str, output: str, turns: int, 
 
 
 class AttemptNotes:
-    """The notes directory: `TASK-<id>.md` per task, appended after every attempt."""
+    """A task's attempt notes: numbered sections appended after every attempt, kept in `store`."""
 
-    def __init__(self, directory: str | Path, *, clock: Clock | None = None) -> None:
-        self.directory = Path(directory)
+    def __init__(self, store: AttemptNotesStore, *, clock: Clock | None = None) -> None:
+        self.store = store
         self.clock: Clock = clock or SystemClock()
 
-    def path(self, task_id: str) -> Path:
-        return self.directory / f"TASK-{validate_task_id(task_id)}.md"
-
-    def read(self, task_id: str) -> str | None:
+    async def read(self, task_id: str) -> str | None:
         """The task's notes, or None if it has none."""
-        try:
-            return self.path(task_id).read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return None
+        return await self.store.read(validate_task_id(task_id))
 
-    def save(self, task_id: str, *, agent: str, output: str, turns: int, commits: int = 0) -> int:
+    async def save(self, task_id: str, *, agent: str, output: str, turns: int, commits: int = 0) -> int:
         """Append this attempt (success or failure) and return its number."""
         if not agent or any(ch in agent for ch in "\r\n"):
             raise ValueError(f"agent name {agent!r} must be one non-empty line")
-        path = self.path(task_id)
-        self.directory.mkdir(parents=True, exist_ok=True)
-        number = count_attempts(self.read(task_id) or "") + 1
+        number = count_attempts(await self.read(task_id) or "") + 1
         when = self.clock.now().isoformat(timespec="seconds")
-        with path.open("a", encoding="utf-8") as handle:
-            handle.write(format_attempt(number, agent, when, output, turns, commits))
+        await self.store.append(task_id, format_attempt(number, agent, when, output, turns, commits))
         _log.info("attempt_notes.saved", task_id=task_id, attempt=number, agent=agent, output_chars=len(output))
         return number
 
-    def remove(self, task_id: str) -> bool:
+    async def remove(self, task_id: str) -> bool:
         """Delete the task's notes; True if there were any."""
-        path = self.path(task_id)
-        try:
-            path.unlink()
-        except FileNotFoundError:
-            return False
-        _log.info("attempt_notes.removed", task_id=task_id)
-        return True
+        removed = await self.store.remove(validate_task_id(task_id))
+        if removed:
+            _log.info("attempt_notes.removed", task_id=task_id)
+        return removed

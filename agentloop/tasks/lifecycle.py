@@ -156,13 +156,13 @@ class TaskLifecycle:
     async def accept(self, task_id: str) -> TaskRecord:
         """The provisional result is accepted: done, and the notes are removed."""
         record = await self._move(task_id, (_P,), _D)
-        self.notes.remove(task_id)
+        await self.notes.remove(task_id)
         return record
 
     async def complete(self, task_id: str) -> TaskRecord:
         """Finish a claimed task directly: done, and the notes are removed."""
         record = await self._move(task_id, (_C,), _D)
-        self.notes.remove(task_id)
+        await self.notes.remove(task_id)
         return record
 
     async def fail(self, task_id: str) -> TaskRecord:
@@ -251,9 +251,8 @@ class AttemptRunner:
         trace = TaskTrace()
         result: TaskResult | None = None
         error: TaskError | None = None
-        work = asyncio.create_task(
-            self.evaluator.run(record.template, record.inputs, previous_notes=notes.read(task_id), trace=trace)
-        )
+        previous = await notes.read(task_id)
+        work = asyncio.create_task(self.evaluator.run(record.template, record.inputs, previous_notes=previous, trace=trace))
         renewal = asyncio.create_task(self._keep_claim(task_id, work))
         try:
             result = await work
@@ -265,10 +264,10 @@ class AttemptRunner:
             lost = renewal.result() if renewal.done() and not renewal.cancelled() else None
             try:
                 if lost is not None:
-                    self._save(task_id, trace, commits_before, f"ABORTED (claim lost): {lost}")
+                    await self._save(task_id, trace, commits_before, f"ABORTED (claim lost): {lost}")
                 else:
                     detail = f": {exc}" if str(exc) else ""
-                    self._save(task_id, trace, commits_before, f"ABORTED ({type(exc).__name__}){detail}")
+                    await self._save(task_id, trace, commits_before, f"ABORTED ({type(exc).__name__}){detail}")
             finally:
                 with contextlib.suppress(ClaimLostError):
                     await self.lifecycle.release(task_id, agent=self.agent)
@@ -277,7 +276,7 @@ class AttemptRunner:
             raise
         finally:
             renewal.cancel()
-        attempt = self._save(task_id, trace, commits_before, None if error is None else f"FAILED: {error}")
+        attempt = await self._save(task_id, trace, commits_before, None if error is None else f"FAILED: {error}")
         if error is not None:
             moved = await self.lifecycle.release(task_id, agent=self.agent)
         else:
@@ -298,10 +297,10 @@ class AttemptRunner:
             except Exception:
                 _log.exception("task.renew_failed", task_id=task_id, agent=self.agent)
 
-    def _save(self, task_id: str, trace: TaskTrace, commits_before: int, ending: str | None) -> int:
+    async def _save(self, task_id: str, trace: TaskTrace, commits_before: int, ending: str | None) -> int:
         """Append the attempt's notes: what it answered, then how it ended unless it succeeded."""
         commits = (self.count_commits() - commits_before) if self.count_commits else 0
         output = trace.render()
         if ending is not None:
             output = f"{output}\n\n{ending}".lstrip()
-        return self.lifecycle.notes.save(task_id, agent=self.agent, output=output, turns=trace.turns, commits=commits)
+        return await self.lifecycle.notes.save(task_id, agent=self.agent, output=output, turns=trace.turns, commits=commits)

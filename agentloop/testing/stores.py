@@ -22,7 +22,8 @@ rely on texts sharing words being similar, and on a text with no words embedding
 nothing. Each test closes the stores it opens.
 
 Each port has its own class (`SessionStoreTests`, `MemoryStoreTests`, `RagStoreTests`,
-`KnowledgeRepositoryTests`, `TrajectoryStoreTests`, `TaskStoreTests`) for a backend of
+`KnowledgeRepositoryTests`, `TrajectoryStoreTests`, `TaskStoreTests`,
+`AttemptNotesStoreTests`) for a backend of
 some ports only; `StoresTests` inherits them all. The tests are plain synchronous tests
 that run each store call with `asyncio.run` (no async plugin needed); the concurrency
 tests call from several threads at once, each with its own event loop.
@@ -50,6 +51,7 @@ from agentloop.errors import UnknownNoteError
 from agentloop.messages import ChatMessage, ToolCall
 from agentloop.notes.models import KnowledgeItem, Layer, LayerIds, MergeSuggestion, NoteMetadata, NoteStatus, NoteType
 from agentloop.ports import (
+    AttemptNotesStore,
     Embedder,
     KnowledgeRepository,
     MemoryStore,
@@ -65,6 +67,7 @@ from agentloop.scopes import Scope
 from agentloop.testing.notes import make_execution, make_executions
 
 __all__ = [
+    "AttemptNotesStoreTests",
     "KnowledgeRepositoryTests",
     "MemoryStoreTests",
     "RagStoreTests",
@@ -203,6 +206,31 @@ class SessionStoreTests(_Backend):
         stored = [m.content for m in run(stores.sessions.recent(CHAIN, 100))]
         runs = sorted(tuple(stored[i : i + 3]) for i in range(0, len(stored), 3))
         assert runs == sorted(tuple(m.content for m in batch) for batch in batches)
+
+    def test_a_keyed_append_is_applied_once_per_history_scope(
+        self, stores: Stores, open_backend: Callable[[], Stores]
+    ) -> None:
+        """I13: a turn run again with the same message id writes its history once, and the
+        same id in another chain is another message."""
+        turn = [ChatMessage.user("hi"), ChatMessage.assistant("hello")]
+        other = attrs.evolve(CHAIN, org_id="other")
+        assert run(stores.sessions.append(CHAIN, turn, key="m1")) is True
+        assert run(stores.sessions.append(CHAIN, turn, key="m1")) is False
+        assert run(stores.sessions.append(other, turn, key="m1")) is True
+        assert run(stores.sessions.append(CHAIN, [ChatMessage.user("again")], key="m2")) is True
+        assert run(stores.sessions.append(CHAIN, [ChatMessage.user("unkeyed")])) is True
+        assert run(stores.sessions.append(CHAIN, [ChatMessage.user("unkeyed")])) is True
+        stores.close()
+        with open_backend() as again:
+            assert run(again.sessions.append(CHAIN, turn, key="m1")) is False  # keys outlive the process
+            assert [m.content for m in run(again.sessions.recent(CHAIN, 10))] == ["hi", "hello", "again", "unkeyed", "unkeyed"]
+            assert [m.content for m in run(again.sessions.recent(other, 10))] == ["hi", "hello"]
+
+    def test_of_writers_appending_one_key_at_once_exactly_one_applies_it(self, stores: Stores) -> None:
+        """I13: two workers finishing the same message's turn at once write its history once."""
+        turn = [ChatMessage.user("hi"), ChatMessage.assistant("hello")]
+        applied = at_once(lambda key: stores.sessions.append(CHAIN, turn, key=key), ["m1"] * 8)
+        assert applied.count(True) == 1 and run(stores.sessions.recent(CHAIN, 10)) == tuple(turn)
 
 
 class MemoryStoreTests(_Backend):
@@ -709,15 +737,42 @@ class TaskStoreTests(_Backend):
         assert sorted(listed, key=lambda r: r.created_at) == records
 
 
+class AttemptNotesStoreTests(_Backend):
+    """`AttemptNotesStore`: one growing text per task, appended to atomically and forgotten on request."""
+
+    def test_a_tasks_text_grows_by_each_append_and_is_forgotten_on_remove(self, stores: Stores) -> None:
+        assert run(stores.attempt_notes.read("t1")) is None
+        run(stores.attempt_notes.append("t1", "## Attempt 1\n"))
+        run(stores.attempt_notes.append("t2", "other task\n"))
+        run(stores.attempt_notes.append("t1", "## Attempt 2 \u2014 \u00e9\n"))
+        assert run(stores.attempt_notes.read("t1")) == "## Attempt 1\n## Attempt 2 \u2014 \u00e9\n"
+        assert run(stores.attempt_notes.remove("t1")) is True
+        assert run(stores.attempt_notes.read("t1")) is None and run(stores.attempt_notes.remove("t1")) is False
+        assert run(stores.attempt_notes.read("t2")) == "other task\n"
+
+    def test_texts_survive_a_reopen(self, stores: Stores, open_backend: Callable[[], Stores]) -> None:
+        run(stores.attempt_notes.append("t1", "kept\n"))
+        stores.close()
+        with open_backend() as again:
+            assert run(again.attempt_notes.read("t1")) == "kept\n"
+
+    def test_concurrent_appends_keep_every_text_whole(self, stores: Stores) -> None:
+        pieces = [f"[piece {n}: {'x' * 200}]\n" for n in range(16)]
+        at_once(lambda piece: stores.attempt_notes.append("t1", piece), pieces)
+        text = run(stores.attempt_notes.read("t1")) or ""
+        assert sorted(text.splitlines(keepends=True)) == sorted(pieces)
+
+
 class StoresTests(
-    SessionStoreTests, MemoryStoreTests, RagStoreTests, KnowledgeRepositoryTests, TrajectoryStoreTests, TaskStoreTests
+    SessionStoreTests, MemoryStoreTests, RagStoreTests, KnowledgeRepositoryTests, TrajectoryStoreTests, TaskStoreTests,
+    AttemptNotesStoreTests,
 ):
     """Every port of a bot's `Stores`: subclass this with an `open_backend` fixture."""
 
     def test_every_store_is_a_backend_of_its_port(self, stores: Stores) -> None:
         ports = {
             "sessions": SessionStore, "memory": MemoryStore, "rag": RagStore, "knowledge": KnowledgeRepository,
-            "trajectories": TrajectoryStore, "tasks": TaskStore,
+            "trajectories": TrajectoryStore, "tasks": TaskStore, "attempt_notes": AttemptNotesStore,
         }
         assert {name: isinstance(getattr(stores, name), port) for name, port in ports.items()} == dict.fromkeys(ports, True)
         assert isinstance(stores.embedder, Embedder) and stores.url and stores.bot

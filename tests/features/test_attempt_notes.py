@@ -57,7 +57,7 @@ class Desk:
 def desk(tmp_path: Path) -> Desk:
     clock = FakeClock()
     with open_stores(tmp_path) as stores:
-        yield Desk(TaskLifecycle(stores.tasks, AttemptNotes(stores.attempt_notes_dir, clock=clock), clock=clock))
+        yield Desk(TaskLifecycle(stores.tasks, AttemptNotes(stores.attempt_notes, clock=clock), clock=clock))
 
 
 @given(parsers.parse('the template "{name}" asking the model to "{instruction}"'))
@@ -147,7 +147,7 @@ def refused(desk: Desk) -> None:
 
 
 def _notes(desk: Desk, task_id: str) -> str:
-    notes = desk.lifecycle.notes.read(task_id)
+    notes = asyncio.run(desk.lifecycle.notes.read(task_id))
     assert notes is not None
     return notes
 
@@ -196,8 +196,7 @@ def state_is(desk: Desk, task_id: str, state: str) -> None:
 
 @then(parsers.parse('"{task_id}" has no notes'))
 def no_notes(desk: Desk, task_id: str) -> None:
-    assert desk.lifecycle.notes.read(task_id) is None
-    assert not desk.lifecycle.notes.path(task_id).exists()
+    assert asyncio.run(desk.lifecycle.notes.read(task_id)) is None
 
 
 @then(parsers.parse('the notes of "{task_id}" keep only the last {limit:d} characters of the output after a truncation marker'))

@@ -13,7 +13,6 @@ import itertools
 import threading
 from collections.abc import Collection, Sequence
 from datetime import datetime
-from pathlib import Path
 
 import attrs
 import numpy as np
@@ -39,6 +38,7 @@ class MemoryData:
     lock: threading.Lock = attrs.field(factory=threading.Lock)
     ids: itertools.count[int] = attrs.field(factory=lambda: itertools.count(1))
     history: list[tuple[Scope, ChatMessage]] = attrs.Factory(list)
+    history_keys: set[tuple[Scope, str]] = attrs.Factory(set)
     memory: list[MemoryEntry] = attrs.Factory(list)
     rag: dict[int, tuple[Scope, str, Vectors]] = attrs.Factory(dict)
     notes: dict[int, KnowledgeItem] = attrs.Factory(dict)
@@ -49,15 +49,21 @@ class MemoryData:
     quarantined: list[dict[str, str]] = attrs.Factory(list)
     distilled: set[str] = attrs.Factory(set)
     tasks: dict[str, TaskRecord] = attrs.Factory(dict)
+    attempt_notes: dict[str, str] = attrs.Factory(dict)
 
 
 class MemorySessionStore:
     def __init__(self, data: MemoryData) -> None:
         self.data = data
 
-    async def append(self, scope: Scope, messages: Sequence[ChatMessage]) -> None:
+    async def append(self, scope: Scope, messages: Sequence[ChatMessage], *, key: str | None = None) -> bool:
         with self.data.lock:
+            if key is not None:
+                if (scope, key) in self.data.history_keys:
+                    return False
+                self.data.history_keys.add((scope, key))
             self.data.history.extend((scope, message) for message in messages)
+        return True
 
     async def recent(self, scope: Scope, limit: int) -> tuple[ChatMessage, ...]:
         with self.data.lock:
@@ -282,11 +288,27 @@ class MemoryTaskStore:
             return tuple(r for r in self.data.tasks.values() if r.state is state and r.scope == scope)
 
 
-def open_memory_stores(data: MemoryData, attempt_notes_dir: Path, *, embedder: Embedder | None = None) -> Stores:
+class MemoryAttemptNotes:
+    def __init__(self, data: MemoryData) -> None:
+        self.data = data
+
+    async def read(self, task_id: str) -> str | None:
+        return self.data.attempt_notes.get(task_id)
+
+    async def append(self, task_id: str, text: str) -> None:
+        with self.data.lock:
+            self.data.attempt_notes[task_id] = self.data.attempt_notes.get(task_id, "") + text
+
+    async def remove(self, task_id: str) -> bool:
+        with self.data.lock:
+            return self.data.attempt_notes.pop(task_id, None) is not None
+
+
+def open_memory_stores(data: MemoryData, *, embedder: Embedder | None = None) -> Stores:
     """A `Stores` over `data`: what `open_stores` gives for a URL, for this backend."""
     embedder = embedder or HashingEmbedder(dim=64)
     return Stores(
         "memory://", "bot", embedder, MemorySessionStore(data), MemoryMemoryStore(data), MemoryRagStore(data, embedder),
-        MemoryKnowledgeRepository(data, embedder.dim), MemoryTrajectoryStore(data), MemoryTaskStore(data), attempt_notes_dir,
+        MemoryKnowledgeRepository(data, embedder.dim), MemoryTrajectoryStore(data), MemoryTaskStore(data),
+        MemoryAttemptNotes(data),
     )
-

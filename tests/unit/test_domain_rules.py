@@ -36,6 +36,7 @@ from agentloop.ports.knowledge import KnowledgeRepository
 from agentloop.ports.tasks import TaskRecord, TaskState, TaskStore
 from agentloop.ports.trajectories import TrajectoryStore
 from agentloop.ports.vectors import Vectors
+from agentloop.adapters import FileAttemptNotes
 from agentloop.tasks import AttemptNotes, TaskLifecycle
 from agentloop.testing import FakeClock
 from agentloop.testing.notes import make_executions
@@ -288,7 +289,7 @@ def test_a_distilled_duplicate_is_referenced_not_stored_again() -> None:
 
 def test_task_moves_and_leases_hold_over_a_store_that_only_compares_and_sets(tmp_path: Path) -> None:
     clock = FakeClock()
-    lifecycle = TaskLifecycle(NaiveTaskStore(), AttemptNotes(tmp_path, clock=clock), clock=clock, lease=timedelta(minutes=1))
+    lifecycle = TaskLifecycle(NaiveTaskStore(), AttemptNotes(FileAttemptNotes(tmp_path), clock=clock), clock=clock, lease=timedelta(minutes=1))
     asyncio.run(lifecycle.create("t1", "fix"))
     asyncio.run(lifecycle.claim("t1", "agent-1"))
     with pytest.raises(InvalidTaskTransition):

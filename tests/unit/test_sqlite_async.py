@@ -22,9 +22,9 @@ def test_a_slow_write_runs_off_the_event_loop(tmp_path: Path) -> None:
         engine = stores.sessions.engine  # type: ignore[attr-defined]
         write = engine.append
 
-        def slow_append(scope: Scope, messages: Sequence[ChatMessage]) -> None:
+        def slow_append(scope: Scope, messages: Sequence[ChatMessage], key: str | None = None) -> bool:
             time.sleep(0.2)
-            write(scope, messages)
+            return write(scope, messages, key=key)
 
         engine.append = slow_append
 
@@ -51,9 +51,9 @@ def test_a_read_issued_while_a_write_is_pending_sees_that_write(tmp_path: Path) 
         engine = stores.sessions.engine  # type: ignore[attr-defined]
         write, release = engine.append, threading.Event()
 
-        def gated_append(scope: Scope, messages: Sequence[ChatMessage]) -> None:
+        def gated_append(scope: Scope, messages: Sequence[ChatMessage], key: str | None = None) -> bool:
             release.wait(5)
-            write(scope, messages)
+            return write(scope, messages, key=key)
 
         engine.append = gated_append
 

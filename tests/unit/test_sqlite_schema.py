@@ -38,6 +38,7 @@ from agentloop.notes import Layer, LayerIds, NoteStatus
 from agentloop.notes.models import trajectory_hash
 from agentloop.ports import MemoryEntry, TaskRecord, TaskState
 from agentloop.scopes import Scope
+from agentloop.adapters import FileAttemptNotes
 from agentloop.tasks import DEFAULT_LEASE, AttemptNotes, TaskLifecycle
 from agentloop.testing import FakeClock
 from agentloop.testing.notes import make_execution
@@ -80,7 +81,7 @@ def _steps(logs: list[dict[str, Any]]) -> list[tuple[str, int]]:
     return [(log["store"], log["version"]) for log in logs if log["event"] == "stores.schema.step"]
 
 
-ALL_STEPS = [("sessions", 2), ("memory", 2), ("rag", 2), ("knowledge", 2), ("knowledge", 3), ("trajectories", 2), ("trajectories", 3),
+ALL_STEPS = [("sessions", 2), ("sessions", 3), ("memory", 2), ("rag", 2), ("knowledge", 2), ("knowledge", 3), ("trajectories", 2), ("trajectories", 3),
              ("tasks", 2)]
 
 
@@ -213,8 +214,8 @@ def test_every_task_keeps_its_state_in_the_chain_without_org_team_or_project(old
 def test_a_claim_from_before_leases_holds_one_lease_from_its_last_update(old_data: Path) -> None:
     store = AsyncSqliteTaskStore(SqliteTaskStore(old_data / "helper.tasks.sqlite3"))
     clock = FakeClock(start=AT + timedelta(minutes=2))
-    acme = TaskLifecycle(store, AttemptNotes(old_data / "notes"), session=Session("s", org_id="acme"), clock=clock)
-    default = TaskLifecycle(store, AttemptNotes(old_data / "notes"), clock=clock)
+    acme = TaskLifecycle(store, AttemptNotes(FileAttemptNotes(old_data / "notes")), session=Session("s", org_id="acme"), clock=clock)
+    default = TaskLifecycle(store, AttemptNotes(FileAttemptNotes(old_data / "notes")), clock=clock)
     clock.advance(DEFAULT_LEASE.total_seconds())
     assert asyncio.run(acme.claim_next("worker")) is None
     taken = asyncio.run(default.claim_next("worker"))

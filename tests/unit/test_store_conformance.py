@@ -21,6 +21,6 @@ class TestSqliteStores(StoresTests):
 
 class TestMemoryStores(StoresTests):
     @pytest.fixture
-    def open_backend(self, tmp_path: Path) -> Callable[[], Stores]:
+    def open_backend(self) -> Callable[[], Stores]:
         data = MemoryData()
-        return lambda: open_memory_stores(data, tmp_path / "attempt-notes")
+        return lambda: open_memory_stores(data)

@@ -20,6 +20,7 @@ from agentloop.adapters import DEFAULT_STORES_URL, HashingEmbedder, Stores, open
 from agentloop.errors import StoreUrlError
 from agentloop.notes import KnowledgeItem, Layer, LayerIds, NoteType
 from agentloop.ports import (
+    AttemptNotesStore,
     KnowledgeRepository,
     MemoryEntry,
     MemoryStore,
@@ -178,7 +179,7 @@ def test_standard_pipeline_closes_the_stores_it_opened_when_building_fails(
 
 PORTS = {
     "sessions": SessionStore, "memory": MemoryStore, "rag": RagStore, "knowledge": KnowledgeRepository,
-    "trajectories": TrajectoryStore, "tasks": TaskStore,
+    "trajectories": TrajectoryStore, "tasks": TaskStore, "attempt_notes": AttemptNotesStore,
 }
 AT = datetime(2026, 3, 1, tzinfo=UTC)
 
@@ -192,12 +193,13 @@ def fill(stores: Stores) -> None:
                                        stores.embedder.embed(["Lunch is at noon."])[0], AT)))
     asyncio.run(stores.trajectories.append([make_execution("search", session_id="s1")]))
     asyncio.run(stores.tasks.add(TaskRecord("t1", "report", {}, TaskState.INCOMING, AT, AT)))
+    asyncio.run(stores.attempt_notes.append("t1", "## Attempt 1\n"))
 
 
 def test_every_store_field_is_typed_as_its_port() -> None:
     hints = typing.get_type_hints(Stores)
     assert {name: hints[name] for name in PORTS} == PORTS
-    assert {"url", "bot", "embedder", "attempt_notes_dir"} <= {f.name for f in attrs.fields(Stores)}
+    assert {"url", "bot", "embedder"} <= {f.name for f in attrs.fields(Stores)}
 
 
 @pytest.mark.parametrize("form", ["url", "path", "pathlike"])
@@ -219,7 +221,8 @@ def test_a_sqlite_url_and_a_plain_path_open_the_same_stores_and_reopening_sees_t
         assert [item.title for item in asyncio.run(again.knowledge.items())] == ["lunch"]
         assert asyncio.run(again.trajectories.count()) == 1
         assert asyncio.run(again.tasks.get("t1", Scope())) is not None
-        assert again.attempt_notes_dir == tmp_path / "helper.attempt-notes"
+        assert asyncio.run(again.attempt_notes.read("t1")) == "## Attempt 1\n"
+    assert (tmp_path / "helper.attempt-notes" / "TASK-t1.md").is_file()
 
 
 def test_a_relative_sqlite_url_is_relative_to_the_working_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

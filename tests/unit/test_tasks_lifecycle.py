@@ -37,47 +37,47 @@ from agentloop.tasks.results import TaskResult
 def lifecycle(tmp_path: Path) -> Iterator[TaskLifecycle]:
     clock = FakeClock()
     with open_stores(tmp_path) as stores:
-        yield TaskLifecycle(stores.tasks, AttemptNotes(stores.attempt_notes_dir, clock=clock), clock=clock)
+        yield TaskLifecycle(stores.tasks, AttemptNotes(stores.attempt_notes, clock=clock), clock=clock)
 
 
 def test_the_happy_path_ends_done_with_notes_removed(lifecycle: TaskLifecycle) -> None:
     asyncio.run(lifecycle.create("t1", "fix", {"file": "a.py"}))
     claimed = asyncio.run(lifecycle.claim("t1", "agent-1"))
     assert (claimed.state, claimed.claimed_by, claimed.attempts) == (TaskState.CLAIMED, "agent-1", 1)
-    lifecycle.notes.save("t1", agent="agent-1", output="did it", turns=1)
+    asyncio.run(lifecycle.notes.save("t1", agent="agent-1", output="did it", turns=1))
     assert asyncio.run(lifecycle.submit("t1")).state is TaskState.PROVISIONAL
-    assert lifecycle.notes.read("t1") is not None
+    assert asyncio.run(lifecycle.notes.read("t1")) is not None
     assert asyncio.run(lifecycle.accept("t1")).state is TaskState.DONE
-    assert lifecycle.notes.read("t1") is None
+    assert asyncio.run(lifecycle.notes.read("t1")) is None
     assert asyncio.run(lifecycle.get("t1")).inputs == {"file": "a.py"}
 
 
 def test_reject_and_release_go_back_to_incoming_keeping_notes(lifecycle: TaskLifecycle) -> None:
     asyncio.run(lifecycle.create("t1", "fix"))
     asyncio.run(lifecycle.claim("t1", "a"))
-    lifecycle.notes.save("t1", agent="a", output="x", turns=1)
+    asyncio.run(lifecycle.notes.save("t1", agent="a", output="x", turns=1))
     assert asyncio.run(lifecycle.release("t1")).state is TaskState.INCOMING
     asyncio.run(lifecycle.claim("t1", "b"))
     asyncio.run(lifecycle.submit("t1"))
     assert asyncio.run(lifecycle.reject("t1")).state is TaskState.INCOMING
-    assert lifecycle.notes.read("t1") is not None
+    assert asyncio.run(lifecycle.notes.read("t1")) is not None
     assert asyncio.run(lifecycle.get("t1")).attempts == 2
 
 
 def test_complete_is_the_direct_path_to_done(lifecycle: TaskLifecycle) -> None:
     asyncio.run(lifecycle.create("t1", "fix"))
     asyncio.run(lifecycle.claim("t1", "a"))
-    lifecycle.notes.save("t1", agent="a", output="x", turns=1)
+    asyncio.run(lifecycle.notes.save("t1", agent="a", output="x", turns=1))
     assert asyncio.run(lifecycle.complete("t1")).state is TaskState.DONE
-    assert lifecycle.notes.read("t1") is None
+    assert asyncio.run(lifecycle.notes.read("t1")) is None
 
 
 def test_failed_keeps_notes(lifecycle: TaskLifecycle) -> None:
     asyncio.run(lifecycle.create("t1", "fix"))
     asyncio.run(lifecycle.claim("t1", "a"))
-    lifecycle.notes.save("t1", agent="a", output="x", turns=1)
+    asyncio.run(lifecycle.notes.save("t1", agent="a", output="x", turns=1))
     assert asyncio.run(lifecycle.fail("t1")).state is TaskState.FAILED
-    assert lifecycle.notes.read("t1") is not None
+    assert asyncio.run(lifecycle.notes.read("t1")) is not None
 
 
 @pytest.mark.parametrize(
@@ -126,7 +126,7 @@ def test_the_runner_saves_notes_on_failure_and_success(lifecycle: TaskLifecycle)
     second = asyncio.run(runner.run("t1"))
     assert (second.attempt, second.state) == (2, TaskState.PROVISIONAL)
     assert second.result is not None and second.result.content == "fixed"
-    notes = lifecycle.notes.read("t1") or ""
+    notes = asyncio.run(lifecycle.notes.read("t1")) or ""
     assert "Turns: 1 | Commits: 0" in notes and "Turns: 1 | Commits: 2" in notes
     assert "FAILED (task_reported_failure): red" in notes
     assert system.turns[0].previous_notes is None
@@ -199,7 +199,7 @@ def test_an_aborted_attempt_saves_its_notes_and_releases_the_task(
         asyncio.run(runner.run("t1"))
     record = asyncio.run(lifecycle.get("t1"))
     assert (record.state, record.attempts) == (TaskState.INCOMING, 1)
-    notes = lifecycle.notes.read("t1") or ""
+    notes = asyncio.run(lifecycle.notes.read("t1")) or ""
     assert "## Attempt 1 — impl" in notes and "Turns: 1 | Commits: 0" in notes
     assert "half done" in notes and ending in notes
 
@@ -231,8 +231,8 @@ def test_a_claim_held_by_a_worker_that_died_returns_to_the_queue_with_its_notes(
     assert isinstance(clock, FakeClock)
     asyncio.run(lifecycle.create("t1", "fix", {"file": "a.py"}))
     asyncio.run(lifecycle.claim("t1", "worker-a"))
-    lifecycle.notes.save("t1", agent="worker-a", output="found the bug in a.py", turns=1)
-    notes = lifecycle.notes.read("t1")
+    asyncio.run(lifecycle.notes.save("t1", agent="worker-a", output="found the bug in a.py", turns=1))
+    notes = asyncio.run(lifecycle.notes.read("t1"))
     # worker-a dies here: it never renews, submits or releases.
     clock.advance(DEFAULT_LEASE.total_seconds() - 1)
     assert asyncio.run(lifecycle.claim_next("worker-b")) is None
@@ -242,7 +242,7 @@ def test_a_claim_held_by_a_worker_that_died_returns_to_the_queue_with_its_notes(
     assert (outcome.state, outcome.attempt) == (TaskState.PROVISIONAL, 2)
     assert asyncio.run(lifecycle.get("t1")).attempts == 2
     assert system.turns[0].previous_notes == notes
-    assert (lifecycle.notes.read("t1") or "").startswith(notes or "missing")
+    assert (asyncio.run(lifecycle.notes.read("t1")) or "").startswith(notes or "missing")
 
 
 def test_claim_next_takes_over_an_expired_claim(lifecycle: TaskLifecycle) -> None:
@@ -303,7 +303,7 @@ def test_an_attempt_that_lost_its_claim_is_stopped_keeps_its_notes_and_says_so(l
     assert time.monotonic() - started < 5 and went_on == []
     record = asyncio.run(lifecycle.get("t1"))
     assert (record.state, record.claimed_by) == (TaskState.CLAIMED, "worker-b")
-    notes = lifecycle.notes.read("t1") or ""
+    notes = asyncio.run(lifecycle.notes.read("t1")) or ""
     assert "## Attempt 1 — worker-a" in notes and "ABORTED (claim lost): task 't1' is no longer claimed" in notes
 
 
@@ -322,7 +322,7 @@ def test_an_attempt_that_lost_its_claim_unnoticed_cannot_submit(lifecycle: TaskL
     with pytest.raises(ClaimLostError, match="no longer claimed by 'worker-a'"):
         asyncio.run(runner.run("t1"))
     assert asyncio.run(lifecycle.get("t1")).claimed_by == "worker-b"
-    assert "## Attempt 1 — worker-a" in (lifecycle.notes.read("t1") or "")
+    assert "## Attempt 1 — worker-a" in (asyncio.run(lifecycle.notes.read("t1")) or "")
 
 
 # --- tenancy ----------------------------------------------------------------------------
@@ -349,7 +349,7 @@ def test_a_task_is_seen_and_claimed_only_within_its_chain(tenants: list[tuple[st
         stores = open_stores(directory)
         clock = FakeClock()
         lifecycles = [
-            TaskLifecycle(stores.tasks, AttemptNotes(stores.attempt_notes_dir), session=tenant, company_id=company, clock=clock)
+            TaskLifecycle(stores.tasks, AttemptNotes(stores.attempt_notes), session=tenant, company_id=company, clock=clock)
             for company, tenant in tenants
         ]
         for index, lifecycle in enumerate(lifecycles):
@@ -374,7 +374,7 @@ def test_a_task_is_seen_and_claimed_only_within_its_chain(tenants: list[tuple[st
 
 def test_a_project_id_reused_under_another_org_is_another_queue(tmp_path: Path) -> None:
     stores = open_stores(tmp_path)
-    store, notes = stores.tasks, AttemptNotes(stores.attempt_notes_dir)
+    store, notes = stores.tasks, AttemptNotes(stores.attempt_notes)
     acme = TaskLifecycle(store, notes, session=Session("s", user_id="ann", project_id="shop", org_id="acme"))
     globex = TaskLifecycle(store, notes, session=Session("s", user_id="ann", project_id="shop", org_id="globex"))
     teammate = TaskLifecycle(store, notes, session=Session("s2", user_id="bob", project_id="shop", org_id="acme"))
