@@ -539,7 +539,9 @@ class KnowledgeRepositoryTests(_Backend):
         before = run(stores.knowledge.items())
         stores.close()
         with open_backend() as again:
-            assert run(again.knowledge.items()) == before and run(again.knowledge.count()) == 5
+            after = run(again.knowledge.items())
+            assert after == before and run(again.knowledge.count()) == 5
+            assert all(np.array_equal(a.embedding, b.embedding) for a, b in zip(after, before, strict=True))
             assert [r.query for r in run(again.knowledge.retrievals(stored[0].key))] == ["q"]
             assert len(run(again.knowledge.merge_suggestions())) == 1
             (hit, similarity), *_ = run(again.knowledge.search(
