@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -37,16 +38,16 @@ def run(coro: Awaitable[Any]) -> Any:
 
 
 async def with_worker(
-    url: str, data: Path, body: Callable[[Inbox, RecordingChannel], Awaitable[Any]], *, llm: ScriptedLLM | None = None
+    url: str, data: Path, body: Callable[[Inbox, RecordingChannel], Awaitable[Any]], *, poll_interval: float = 0.2
 ) -> Any:
     """Run `body` against a bot's inbox while one in-process worker answers it."""
     channel = RecordingChannel()
-    llm = llm or ScriptedLLM(lambda request: f"echo: {request.messages[-1].content}")
+    llm = ScriptedLLM(lambda request: f"echo: {request.messages[-1].content}")
     with open_stores(data, bot="helper") as stores, standard_pipeline(llm, channel, stores=stores) as pipeline:
         loop = pipeline.build()
         async with open_inbox(url, bot="helper") as inbox:
             worker = asyncio.create_task(
-                run_worker(inbox, loop, WorkerSettings(concurrency=2, poll_interval=0.2), install_signal_handlers=False)
+                run_worker(inbox, loop, WorkerSettings(concurrency=2, poll_interval=poll_interval), install_signal_handlers=False)
             )
             try:
                 return await body(inbox, channel)
@@ -75,6 +76,19 @@ def test_messages_of_one_session_are_answered_in_submission_order(postgres_url: 
         return channel.texts
 
     assert run(with_worker(postgres_url, tmp_path, body)) == [f"echo: m{i}" for i in range(6)]
+
+
+def test_a_sessions_next_message_starts_when_its_turn_ends_not_at_the_next_poll(postgres_url: str, tmp_path: Path) -> None:
+    """Finishing a session's turn wakes the workers, so its queued messages never wait for a poll (here 60 s)."""
+
+    async def body(inbox: Inbox, channel: RecordingChannel) -> float:
+        ids = [await inbox.submit(SESSION, IncomingMessage(f"m{i}")) for i in range(4)]
+        started = time.monotonic()
+        for message_id in ids:
+            await inbox.wait(message_id, timeout=20)
+        return time.monotonic() - started
+
+    assert run(with_worker(postgres_url, tmp_path, body, poll_interval=60)) < 5
 
 
 def test_resubmitting_a_message_id_keeps_one_message_and_another_text_under_it_is_refused(postgres_url: str) -> None:
