@@ -183,6 +183,8 @@ def test_workers_killed_mid_run_lose_no_message_and_repeat_no_effect(workers: Wo
 
     lost = [(pid, text) for intervals in turns.values() for (_, end, text, pid) in intervals if pid in deaths and end == deaths[pid]]
     assert lost, "a kill found no turn in flight; the test proved nothing"
+    unsent = {message_text(s, m) for s, m in ids.values()} - {text.removeprefix("echo: ") for text in sent}
+    assert unsent <= {text for _, text in lost}  # only a kill between claiming and sending leaves a reply unsent
     bound = SETTINGS.recovery_bound + 1.0
     for pid, text in lost:
         finished = [r["at"] for r in records if r["event"] == "end" and r["text"] == text and r["pid"] != pid]
