@@ -13,7 +13,7 @@ from agentloop.workers.inbox import (
     queue_name,
     session_lock,
 )
-from agentloop.workers.worker import WorkerSettings, reclaim_stalled, rerun_failure, run_worker
+from agentloop.workers.worker import WorkerSettings, reclaim_stalled, run_worker
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -29,6 +29,5 @@ __all__ = [
     "open_inbox",
     "queue_name",
     "reclaim_stalled",
-    "rerun_failure",
     "run_worker",
 ]

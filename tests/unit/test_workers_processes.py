@@ -27,7 +27,7 @@ from tests.pg import postgres_url  # noqa: F401  (a fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
 SESSIONS, MESSAGES = 50, 10
-STALL_TIMEOUT = 2.0
+STALL_TIMEOUT = 3.0
 SETTINGS = WorkerSettings(concurrency=4, stall_timeout=STALL_TIMEOUT)
 
 
