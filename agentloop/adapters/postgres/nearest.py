@@ -1,0 +1,39 @@
+"""Cosine search through pgvector with the caller's filter inside the query."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+
+from agentloop.ports.vectors import Vectors
+
+
+async def nearest(
+    conn: psycopg.AsyncConnection[Any],
+    columns: str,
+    table: str,
+    vector_column: str,
+    where: str,
+    params: Sequence[object],
+    vector: Vectors,
+    k: int,
+) -> list[tuple[Any, ...]]:
+    """Up to `k` rows of `table` matching `where`, nearest `vector` first: `columns` then
+    the cosine similarity.
+
+    The HNSW index answers first. It visits a bounded number of candidates and the
+    filter drops those of other tenants, so when it returns fewer than `k` rows (a small
+    tenant in a large table) the same query runs again as an exact scan of the rows the
+    filter selects; the `+ 0` keeps the planner off the vector index.
+    """
+    query = (
+        f"SELECT {columns}, 1 - ({vector_column} <=> %s) FROM {table} WHERE {where} "
+        f"ORDER BY ({vector_column} <=> %s){{}} LIMIT %s"
+    )
+    values = (vector, *params, vector, k)
+    rows: list[tuple[Any, ...]] = await (await conn.execute(query.format(""), values)).fetchall()
+    if len(rows) < k:
+        rows = await (await conn.execute(query.format(" + 0"), values)).fetchall()
+    return rows
