@@ -3,7 +3,6 @@ hnswlib index derived from the rows and rebuilt from them when missing or stale.
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import threading
@@ -15,6 +14,7 @@ import numpy as np
 import structlog
 
 from agentloop.adapters.hnsw_index import DEFAULT_EF, HnswVectorIndex
+from agentloop.adapters.rows import knowledge_item, knowledge_row
 from agentloop.adapters.sqlite import closing_on_error, connect, data_version, index_missing, transaction
 from agentloop.adapters.sqlite_schema import Schema, Step, add_missing_columns, columns, has_table, migrate, rebuild
 from agentloop.errors import UnknownNoteError
@@ -23,12 +23,9 @@ from agentloop.notes.models import (
     Layer,
     LayerIds,
     MergeSuggestion,
-    NoteMetadata,
     NoteStatus,
-    NoteType,
     Retrieval,
 )
-from agentloop.outcome import converter
 from agentloop.ports.vectors import Vectors
 from agentloop.scopes import Scope, sees_unchained_history
 
@@ -120,6 +117,8 @@ _COLUMNS = (
     "id, type, layer, company_id, org_id, team_id, project_id, status, title, markdown, embedding, metadata, "
     "retrieval_count, usefulness_score, reference_count, flagged_for_review, created_at, updated_at"
 )
+_INSERTED = _COLUMNS.split(", ")[1:]
+"""The columns `add_many` writes: all but the id, which SQLite gives."""
 
 _Owner = tuple[str, str | None, str | None, str | None]
 # Retrievals and feedback name the session by its whole chain (`Scope.key`) in
@@ -134,27 +133,6 @@ _SQLITE_INTEGERS = range(-(2**63), 2**63)
 
 def _owner(ids: LayerIds) -> _Owner:
     return (ids.company_id, ids.org_id, ids.team_id, ids.project_id)
-
-
-def _item(row: sqlite3.Row) -> KnowledgeItem:
-    metadata = None if row["metadata"] is None else converter.structure(json.loads(row["metadata"]), NoteMetadata)
-    return KnowledgeItem(
-        type=NoteType(row["type"]),
-        layer=Layer(row["layer"]),
-        layer_ids=LayerIds(row["company_id"], row["org_id"], row["team_id"], row["project_id"]),
-        title=row["title"],
-        markdown=row["markdown"],
-        embedding=np.frombuffer(row["embedding"], dtype=np.float32),
-        created_at=datetime.fromisoformat(row["created_at"]),
-        metadata=metadata,
-        status=NoteStatus(row["status"]),
-        id=row["id"],
-        retrieval_count=row["retrieval_count"],
-        usefulness_score=row["usefulness_score"],
-        reference_count=row["reference_count"],
-        flagged_for_review=bool(row["flagged_for_review"]),
-        updated_at=None if row["updated_at"] is None else datetime.fromisoformat(row["updated_at"]),
-    )
 
 
 class SqliteKnowledgeRepository:
@@ -274,25 +252,16 @@ class SqliteKnowledgeRepository:
             vector = np.ascontiguousarray(item.embedding, dtype=np.float32)
             if vector.shape != (self.dim,):
                 raise ValueError(f"the embedding has shape {vector.shape}, but this repository holds dim {self.dim}")
-            ids = item.layer_ids
-            metadata = None if item.metadata is None else json.dumps(converter.unstructure(item.metadata))
             vectors.append(vector)
-            rows.append((
-                item.type.value, item.layer.value, ids.company_id, ids.org_id, ids.team_id, ids.project_id,
-                item.status.value, item.title, item.markdown, vector.tobytes(), metadata, item.retrieval_count,
-                item.usefulness_score, item.reference_count, int(item.flagged_for_review),
-                item.created_at.isoformat(), None if item.updated_at is None else item.updated_at.isoformat(),
-            ))
+            values = knowledge_row(item)
+            rows.append(tuple(values[name] for name in _INSERTED))
         if not rows:
             return []
         note_ids = []
         with self._lock, transaction(self._conn):
             for row in rows:
                 cursor = self._conn.execute(
-                    "INSERT INTO knowledge_items (type, layer, company_id, org_id, team_id, project_id, status, title, "
-                    "markdown, embedding, metadata, retrieval_count, usefulness_score, reference_count, "
-                    "flagged_for_review, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                    row,
+                    f"INSERT INTO knowledge_items ({', '.join(_INSERTED)}) VALUES ({', '.join('?' * len(_INSERTED))})", row
                 )
                 note_ids.append(int(cursor.lastrowid or 0))
             for note_id, item in zip(note_ids, items, strict=True):
@@ -309,7 +278,7 @@ class SqliteKnowledgeRepository:
         if statuses is not None:
             query += f" WHERE status IN ({','.join('?' * len(values))})"
         with self._lock:
-            return [_item(row) for row in self._conn.execute(query + " ORDER BY id", values)]
+            return [knowledge_item(row) for row in self._conn.execute(query + " ORDER BY id", values)]
 
     def _get(self, note_id: int) -> KnowledgeItem:
         if note_id not in _SQLITE_INTEGERS:
@@ -317,12 +286,12 @@ class SqliteKnowledgeRepository:
         row = self._conn.execute(f"SELECT {_COLUMNS} FROM knowledge_items WHERE id = ?", (note_id,)).fetchone()
         if row is None:
             raise UnknownNoteError(note_id)
-        return _item(row)
+        return knowledge_item(row)
 
     def _many(self, note_ids: Sequence[int]) -> dict[int, KnowledgeItem]:
         marks = ",".join("?" * len(note_ids))
         rows = self._conn.execute(f"SELECT {_COLUMNS} FROM knowledge_items WHERE id IN ({marks})", tuple(note_ids))
-        return {row["id"]: _item(row) for row in rows}
+        return {row["id"]: knowledge_item(row) for row in rows}
 
     def search(
         self,

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import threading
 from datetime import datetime
 from pathlib import Path
 
+from agentloop.adapters.rows import rows
 from agentloop.adapters.sqlite import closing_on_error, connect
 from agentloop.adapters.sqlite_schema import Schema, Step, add_missing_columns, has_table, migrate
 from agentloop.ports.tasks import TaskRecord, TaskState
@@ -55,6 +55,7 @@ SCHEMA = Schema(
     has_table("tasks"),
 )
 _COLUMNS = "id, template, inputs, state, created_at, updated_at, claimed_by, attempts, scope, chain, lease_expires_at"
+_COLUMN_NAMES = _COLUMNS.split(", ")
 _Row = tuple[str, str, str, str, str, str, str | None, int, str, str, str | None]
 
 
@@ -78,19 +79,7 @@ class SqliteTaskStore:
                 self._db.execute(
                     f"INSERT INTO tasks ({_COLUMNS}, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
                     f"(SELECT COALESCE(MAX(seq), 0) + 1 FROM tasks))",
-                    (
-                        record.id,
-                        record.template,
-                        json.dumps(record.inputs),
-                        record.state.value,
-                        record.created_at.isoformat(),
-                        record.updated_at.isoformat(),
-                        record.claimed_by,
-                        record.attempts,
-                        record.scope.key,
-                        record.chain.key,
-                        _when(record.lease_expires_at),
-                    ),
+                    tuple(rows.unstructure(record)[name] for name in _COLUMN_NAMES),
                 )
             except sqlite3.IntegrityError:
                 raise ValueError(f"a task with id {record.id!r} already exists") from None
@@ -149,17 +138,4 @@ def _when(moment: datetime | None) -> str | None:
 
 
 def _record(row: _Row) -> TaskRecord:
-    task_id, template, inputs, state, created, updated, claimed_by, attempts, scope, chain, lease = row
-    return TaskRecord(
-        id=task_id,
-        template=template,
-        inputs=json.loads(inputs),
-        state=TaskState(state),
-        created_at=datetime.fromisoformat(created),
-        updated_at=datetime.fromisoformat(updated),
-        claimed_by=claimed_by,
-        attempts=attempts,
-        scope=Scope.from_key(scope),
-        chain=Scope.from_key(chain),
-        lease_expires_at=None if lease is None else datetime.fromisoformat(lease),
-    )
+    return rows.structure(dict(zip(_COLUMN_NAMES, row, strict=True)), TaskRecord)

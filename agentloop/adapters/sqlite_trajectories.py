@@ -11,6 +11,7 @@ from pathlib import Path
 
 import attrs
 
+from agentloop.adapters.rows import rows
 from agentloop.adapters.sqlite import closing_on_error, connect, transaction
 from agentloop.adapters.sqlite_schema import Schema, Step, add_missing_columns, has_table, migrate
 from agentloop.components import ToolExecution
@@ -79,38 +80,16 @@ _COLUMNS = (
     "id, session_id, parent_id, user_id, project_id, tool_name, arguments, result, error, "
     "started_at, started_ts, duration_ms, context_snapshot, org_id, team_id, step_id, company_id"
 )
-_json = json.JSONEncoder(default=str).encode
+_COLUMN_NAMES = _COLUMNS.split(", ")
 
 
 def _row(e: ToolExecution) -> tuple[object, ...]:
-    return (
-        e.id, e.session_id, e.parent_id, e.user_id, e.project_id, e.tool_name,
-        _json(e.arguments), e.result, e.error,
-        e.started_at.isoformat(), e.started_at.timestamp(), e.duration_ms,
-        _json(e.context_snapshot) if e.context_snapshot else "{}",
-        e.org_id, e.team_id, e.step_id, e.company_id,
-    )
+    values = rows.unstructure(e) | {"started_ts": e.started_at.timestamp()}
+    return tuple(values[name] for name in _COLUMN_NAMES)
 
 
 def _execution(row: sqlite3.Row) -> ToolExecution:
-    return ToolExecution(
-        id=row["id"],
-        tool_name=row["tool_name"],
-        arguments=json.loads(row["arguments"]),
-        started_at=datetime.fromisoformat(row["started_at"]),
-        duration_ms=row["duration_ms"],
-        session_id=row["session_id"],
-        result=row["result"],
-        error=row["error"],
-        parent_id=row["parent_id"],
-        user_id=row["user_id"],
-        project_id=row["project_id"],
-        context_snapshot=json.loads(row["context_snapshot"]),
-        org_id=row["org_id"],
-        team_id=row["team_id"],
-        step_id=row["step_id"],
-        company_id=row["company_id"],
-    )
+    return rows.structure(dict(row), ToolExecution)
 
 
 _QUARANTINE_KEEP = 65_536

@@ -1,0 +1,80 @@
+"""Rows ↔ objects for the SQL stores: the shared converter, taught how a row spells what JSON does not.
+
+`rows.structure(mapping, Cls)` builds an object from a row whose column names are its
+field names (extra columns are ignored); `rows.unstructure(obj)` gives the column values.
+On top of the shared converter: a dict field is one JSON text column, a `Scope` is its
+key text, a vector is float32 bytes, a bool is 0/1, and a field of an attrs class (not a
+collection) is a JSON text. A value that already has the target type (a driver that
+decodes JSON or timestamps itself) is taken as it is.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+import cattrs
+import numpy as np
+
+from agentloop.components import ToolExecution
+from agentloop.notes.models import KnowledgeItem, NoteMetadata
+from agentloop.outcome import converter
+from agentloop.ports.tasks import TaskRecord
+from agentloop.ports.vectors import Vectors
+from agentloop.scopes import Scope
+
+_json = json.JSONEncoder(default=str).encode
+
+
+def _parsed(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str | bytes) else value
+
+
+def _make_rows() -> cattrs.Converter:
+    rows = converter.copy()
+    rows.register_structure_hook(
+        datetime, lambda value, _: value if isinstance(value, datetime) else datetime.fromisoformat(value)
+    )
+    rows.register_unstructure_hook(Scope, lambda scope: scope.key)
+    rows.register_structure_hook(Scope, lambda value, _: Scope.from_key(value))
+    rows.register_unstructure_hook(bool, int)
+    rows.register_structure_hook(bool, lambda value, _: bool(value))
+    rows.register_unstructure_hook(NoteMetadata, lambda metadata: _json(converter.unstructure(metadata)))
+    rows.register_structure_hook(NoteMetadata, lambda value, _: converter.structure(_parsed(value), NoteMetadata))
+    as_json = cattrs.gen.override(unstruct_hook=_json, struct_hook=lambda value, _: _parsed(value))
+    as_bytes = cattrs.gen.override(unstruct_hook=_vector_bytes, struct_hook=lambda value, _: np.frombuffer(value, np.float32))
+    special: dict[type, dict[str, Any]] = {
+        ToolExecution: {"arguments": as_json, "context_snapshot": as_json},
+        TaskRecord: {"inputs": as_json},
+        KnowledgeItem: {"embedding": as_bytes},
+    }
+    for cls, fields in special.items():
+        rows.register_unstructure_hook(cls, cattrs.gen.make_dict_unstructure_fn(cls, rows, **fields))
+        rows.register_structure_hook(cls, cattrs.gen.make_dict_structure_fn(cls, rows, **fields))
+    return rows
+
+
+def _vector_bytes(vector: Vectors) -> bytes:
+    return np.ascontiguousarray(vector, dtype=np.float32).tobytes()
+
+
+rows: cattrs.Converter = _make_rows()
+"""The converter between the SQL stores' rows and the objects of the ports."""
+
+
+def knowledge_row(item: KnowledgeItem) -> dict[str, Any]:
+    """The columns of a stored note: its fields, with the owning ids spread into four columns."""
+    values: dict[str, Any] = rows.unstructure(item)
+    del values["layer_ids"]
+    return values | {name: getattr(item.layer_ids, name) for name in _LAYER_ID_COLUMNS}
+
+
+def knowledge_item(row: Any) -> KnowledgeItem:
+    """The note a row of `knowledge_row`'s columns holds."""
+    values = dict(row)
+    values["layer_ids"] = {name: values.pop(name) for name in _LAYER_ID_COLUMNS}
+    return rows.structure(values, KnowledgeItem)
+
+
+_LAYER_ID_COLUMNS = ("company_id", "org_id", "team_id", "project_id")

@@ -1,0 +1,50 @@
+"""agentloop.adapters.rows: one converter maps rows to the ports' objects and back."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import numpy as np
+
+from agentloop.adapters.rows import knowledge_item, knowledge_row, rows
+from agentloop.components import ToolExecution
+from agentloop.notes.models import KnowledgeItem, Layer, LayerIds, NoteMetadata, NoteType
+from agentloop.ports import TaskRecord, TaskState
+from agentloop.scopes import Scope
+from agentloop.testing.notes import make_execution
+
+AT = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def test_an_execution_is_text_columns_and_comes_back_equal() -> None:
+    execution = make_execution("search", arguments={"q": "ü", "n": [1, 2]}, session_id="s1")
+    row = rows.unstructure(execution)
+    assert json.loads(row["arguments"]) == {"q": "ü", "n": [1, 2]} and row["started_at"] == execution.started_at.isoformat()
+    assert rows.structure(row, ToolExecution) == execution
+
+
+def test_a_task_keeps_its_scopes_as_key_texts_and_inputs_as_json() -> None:
+    task = TaskRecord("t1", "report", {"topic": "cats"}, TaskState.CLAIMED, AT, AT, "agent", 2,
+                      Scope(org_id="acme"), Scope(org_id="acme", session_id="s"), AT)
+    row = rows.unstructure(task)
+    assert (row["state"], row["scope"], row["attempts"]) == ("claimed", Scope(org_id="acme").key, 2)
+    assert rows.structure(row, TaskRecord) == task
+
+
+def test_a_note_spreads_its_owner_and_stores_its_vector_as_float32_bytes() -> None:
+    item = KnowledgeItem(NoteType.PATTERN, Layer.PROJECT, LayerIds("acme", "o", None, "shop"), "title", "body",
+                         np.array([0.5, -1.0], dtype=np.float32), AT,
+                         NoteMetadata("traj-1", AT, "m", "s1", None, "shop", ("faq",)), flagged_for_review=True, id=7)
+    row = knowledge_row(item)
+    assert (row["company_id"], row["project_id"], row["flagged_for_review"]) == ("acme", "shop", 1)
+    assert row["embedding"] == np.array([0.5, -1.0], dtype=np.float32).tobytes()
+    back = knowledge_item(row)
+    assert back == item and back.embedding.tolist() == [0.5, -1.0]
+
+
+def test_values_a_driver_already_decoded_are_taken_as_they_are() -> None:
+    """A driver that returns timestamps and JSON decoded (as PostgreSQL's does) maps through the same converter."""
+    execution = make_execution("search", session_id="s1")
+    row = rows.unstructure(execution) | {"arguments": dict(execution.arguments), "started_at": execution.started_at}
+    assert rows.structure(row, ToolExecution) == execution
