@@ -204,11 +204,26 @@ def test_a_note_search_sees_only_the_callers_chain_however_near_the_others_are(s
     assert [item.title for item, _ in hits] == ["mine"]
 
 
-def test_an_execution_holding_a_nul_is_refused_for_good_and_can_be_quarantined(stores: Stores) -> None:
-    execution = make_execution(result="a\x00b", execution_id="exec-nul")
+def test_text_with_nul_characters_comes_back_as_it_was_stored(stores: Stores) -> None:
+    """PostgreSQL text cannot hold NUL, and a user may type one: history, memory, RAG texts,
+    attempt notes and tool results store it escaped and give it back unchanged."""
+    text = "a\x00b \x01 \x010 \\0"
+    asyncio.run(stores.sessions.append(ADA, [said(text)]))
+    asyncio.run(stores.rag.add(ADA, text))
+    asyncio.run(stores.attempt_notes.append("t1", text))
+    asyncio.run(stores.attempt_notes.append("t1", text))
+    asyncio.run(stores.trajectories.append([make_execution(result=text, session_id="s1")]))
+    assert asyncio.run(stores.sessions.recent(ADA, 1))[0].content == text
+    assert asyncio.run(stores.rag.texts(ADA)) == [text]
+    assert asyncio.run(stores.attempt_notes.read("t1")) == text + text
+    assert asyncio.run(stores.trajectories.load("s1")).executions[0].result == text
+
+
+def test_an_execution_no_utf8_database_holds_is_refused_for_good_and_can_be_quarantined(stores: Stores) -> None:
+    execution = make_execution(result="a\ud800b", execution_id="exec-\x00")
     with pytest.raises(ExecutionRefusedError, match="will never take that execution"):
         asyncio.run(stores.trajectories.append([execution]))
-    asyncio.run(stores.trajectories.quarantine(execution, "refused: \x00"))
+    asyncio.run(stores.trajectories.quarantine(execution, "refused: \ud800"))
     (kept,) = asyncio.run(stores.trajectories.quarantined())
-    assert kept["id"] == "exec-nul" and kept["reason"] == "refused: \\x00" and "a\\u0000b" in kept["execution"]
+    assert kept["id"] == "exec-\\x00" and kept["reason"] == "refused: \\ud800" and "a\\ud800b" in kept["execution"]
     assert asyncio.run(stores.trajectories.count()) == 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from agentloop.adapters.postgres.database import Database, on_database
 from agentloop.adapters.postgres.schema import Schema, Step
+from agentloop.adapters.postgres.text import loaded, stored
 
 SCHEMA = Schema(
     "attempt_notes",
@@ -21,7 +22,7 @@ class PostgresAttemptNotes:
     async def read(self, task_id: str) -> str | None:
         async with self._db.pool.connection() as conn:
             row = await (await conn.execute("SELECT text FROM attempt_notes WHERE task_id = %s", (task_id,))).fetchone()
-        return None if row is None else str(row[0])
+        return None if row is None else loaded(row[0])
 
     @on_database
     async def append(self, task_id: str, text: str) -> None:
@@ -29,7 +30,7 @@ class PostgresAttemptNotes:
             await conn.execute(
                 "INSERT INTO attempt_notes (task_id, text) VALUES (%s, %s) "
                 "ON CONFLICT (task_id) DO UPDATE SET text = attempt_notes.text || excluded.text",
-                (task_id, text),
+                (task_id, stored(text)),  # escaping is per character, so appending escaped texts escapes the whole
             )
 
     @on_database

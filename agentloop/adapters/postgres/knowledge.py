@@ -11,25 +11,15 @@ from typing import Any
 import numpy as np
 import psycopg
 from psycopg.rows import dict_row
-from psycopg.types.json import Jsonb
 
 from agentloop.adapters.postgres.database import Database, on_database
 from agentloop.adapters.postgres.nearest import nearest
 from agentloop.adapters.postgres.schema import Schema, Step
 from agentloop.adapters.postgres.scopes import SCOPE_COLUMNS_SQL, SCOPE_MARKS, columns_match, row_scope, scope_match
+from agentloop.adapters.rows import knowledge_item, knowledge_row
 from agentloop.adapters.sqlite_scopes import scope_values
 from agentloop.errors import UnknownNoteError
-from agentloop.notes.models import (
-    KnowledgeItem,
-    Layer,
-    LayerIds,
-    MergeSuggestion,
-    NoteMetadata,
-    NoteStatus,
-    NoteType,
-    Retrieval,
-)
-from agentloop.outcome import converter
+from agentloop.notes.models import KnowledgeItem, Layer, LayerIds, MergeSuggestion, NoteStatus, Retrieval
 from agentloop.ports.vectors import Vectors
 from agentloop.scopes import Scope
 
@@ -52,7 +42,7 @@ SCHEMA = Schema(
                     title text NOT NULL,
                     markdown text NOT NULL,
                     embedding vector({dim}) NOT NULL,
-                    metadata jsonb,
+                    metadata text,
                     retrieval_count integer NOT NULL DEFAULT 0,
                     usefulness_score integer NOT NULL DEFAULT 0,
                     reference_count integer NOT NULL DEFAULT 0,
@@ -97,24 +87,7 @@ _BIGINT = range(-(2**63), 2**63)
 
 
 def _item(row: dict[str, Any]) -> KnowledgeItem:
-    metadata = row["metadata"]
-    return KnowledgeItem(
-        type=NoteType(row["type"]),
-        layer=Layer(row["layer"]),
-        layer_ids=LayerIds(row["company_id"], row["org_id"], row["team_id"], row["project_id"]),
-        title=row["title"],
-        markdown=row["markdown"],
-        embedding=row["embedding"].to_numpy(),
-        created_at=row["created_at"],
-        metadata=None if metadata is None else converter.structure(metadata, NoteMetadata),
-        status=NoteStatus(row["status"]),
-        id=row["id"],
-        retrieval_count=row["retrieval_count"],
-        usefulness_score=row["usefulness_score"],
-        reference_count=row["reference_count"],
-        flagged_for_review=row["flagged_for_review"],
-        updated_at=row["updated_at"],
-    )
+    return knowledge_item(row | {"embedding": row["embedding"].to_numpy().tobytes()})
 
 
 def _owner_match(owners: Collection[LayerIds]) -> tuple[str, list[str]]:
@@ -151,33 +124,31 @@ class PostgresKnowledgeRepository:
 
     @on_database
     async def add_many(self, items: Sequence[KnowledgeItem]) -> list[int]:
-        rows = []
+        values = []
         for item in items:
             if item.id is not None:
                 raise ValueError(f"item {item.id} is already stored; add() takes new items (id None)")
             vector = np.ascontiguousarray(item.embedding, dtype=np.float32)
             if vector.shape != (self.dim,):
                 raise ValueError(f"the embedding has shape {vector.shape}, but this repository holds dim {self.dim}")
-            metadata = None if item.metadata is None else Jsonb(converter.unstructure(item.metadata))
-            rows.append((
-                item.type.value, item.layer.value, *_owner(item.layer_ids), item.status.value, item.title,
-                item.markdown, vector, metadata, item.retrieval_count, item.usefulness_score, item.reference_count,
-                item.flagged_for_review, item.created_at, item.updated_at,
-            ))
+            row = knowledge_row(item) | {"embedding": vector, "flagged_for_review": item.flagged_for_review}
+            del row["id"]
+            values.append(row)
+        if not values:
+            return []
+        columns = list(values[0])
         note_ids: list[int] = []
         async with self._db.pool.connection() as conn, conn.transaction(), conn.cursor() as cursor:
             await cursor.executemany(
-                "INSERT INTO knowledge_items (type, layer, company_id, org_id, team_id, project_id, status, title, "
-                "markdown, embedding, metadata, retrieval_count, usefulness_score, reference_count, "
-                "flagged_for_review, created_at, updated_at) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) "
-                "RETURNING id",
-                rows,
+                f"INSERT INTO knowledge_items ({', '.join(columns)}) "
+                f"VALUES ({', '.join(f'%({column})s' for column in columns)}) RETURNING id",
+                values,
                 returning=True,
             )
             while True:
-                row = await cursor.fetchone()
-                if row is not None:
-                    note_ids.append(int(row[0]))
+                returned = await cursor.fetchone()
+                if returned is not None:
+                    note_ids.append(int(returned[0]))
                 if not cursor.nextset():
                     break
         return note_ids
@@ -349,12 +320,14 @@ async def _require(conn: psycopg.AsyncConnection[Any], note_ids: Sequence[int]) 
 
 async def _bump(conn: psycopg.AsyncConnection[Any], counts: Counter[int], column: str, at: datetime) -> None:
     """Add `counts[id]` to `column` of each note, locking the rows in id order first so
-    two writers bumping the same notes never deadlock (inside the caller's transaction)."""
+    two writers bumping the same notes never deadlock (inside the caller's transaction).
+    The lock is the one an UPDATE takes, which lets rows that refer to the notes (retrievals,
+    feedback) be inserted meanwhile."""
     ids = sorted(counts)
     if not ids:
         return
     await _require(conn, ids)
-    await conn.execute("SELECT id FROM knowledge_items WHERE id = ANY(%s) ORDER BY id FOR UPDATE", (ids,))
+    await conn.execute("SELECT id FROM knowledge_items WHERE id = ANY(%s) ORDER BY id FOR NO KEY UPDATE", (ids,))
     async with conn.cursor() as cursor:
         await cursor.executemany(
             f"UPDATE knowledge_items SET {column} = {column} + %s, updated_at = %s WHERE id = %s",

@@ -8,6 +8,7 @@ from typing import Any
 from agentloop.adapters.postgres.database import Database, on_database
 from agentloop.adapters.postgres.schema import Schema, Step
 from agentloop.adapters.postgres.scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQL, SCOPE_MARKS, scope_match
+from agentloop.adapters.postgres.text import loaded, stored
 from agentloop.adapters.sqlite_scopes import scope_values
 from agentloop.ports.stores import MemoryEntry
 from agentloop.scopes import Scope
@@ -45,7 +46,8 @@ class PostgresMemoryStore:
         async with self._db.pool.connection() as conn:
             await conn.execute(
                 f"INSERT INTO memory_entries ({SCOPE_COLUMNS_SQL}, {_ENTRY_COLUMNS}) VALUES ({SCOPE_MARKS}, %s, %s, %s, %s)",
-                (*scope_values(entry.scope), entry.session_id, entry.user_text, entry.assistant_text, entry.created_at),
+                (*scope_values(entry.scope), entry.session_id, stored(entry.user_text), stored(entry.assistant_text),
+                 entry.created_at),
             )
 
     @on_database
@@ -59,6 +61,6 @@ class PostgresMemoryStore:
             )
             rows: list[tuple[Any, ...]] = await cursor.fetchall()
         return tuple(
-            MemoryEntry(scope, session_id, user_text, assistant_text, created_at)
+            MemoryEntry(scope, session_id, loaded(user_text), loaded(assistant_text), created_at)
             for session_id, user_text, assistant_text, created_at in reversed(rows)
         )

@@ -10,6 +10,7 @@ from agentloop.adapters.postgres.database import Database, on_database
 from agentloop.adapters.postgres.nearest import nearest
 from agentloop.adapters.postgres.schema import Schema, Step
 from agentloop.adapters.postgres.scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQL, SCOPE_MARKS, scope_match
+from agentloop.adapters.postgres.text import loaded, stored
 from agentloop.adapters.sqlite_scopes import scope_values
 from agentloop.ports.stores import RagHit
 from agentloop.ports.vectors import Embedder
@@ -56,7 +57,7 @@ class PostgresRagStore:
                 await conn.execute(
                     f"INSERT INTO rag_documents ({SCOPE_COLUMNS_SQL}, session_id, text, digest, vector) "
                     f"VALUES ({SCOPE_MARKS}, %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING id",
-                    (*chain, session_id, text, digest, vector),
+                    (*chain, session_id, stored(text), digest, vector),
                 )
             ).fetchone()
             if row is None:
@@ -78,7 +79,7 @@ class PostgresRagStore:
         where, params = scope_match(scope)
         async with self._db.pool.connection() as conn:
             rows = await nearest(conn, "id, text", "rag_documents", "vector", where, params, vector, k)
-        return [RagHit(int(id_), text, float(score), scope) for id_, text, score in rows]
+        return [RagHit(int(id_), loaded(text), float(score), scope) for id_, text, score in rows]
 
     @on_database
     async def count(self) -> int:
@@ -94,4 +95,4 @@ class PostgresRagStore:
             rows: list[tuple[Any, ...]] = await (
                 await conn.execute(f"SELECT text FROM rag_documents WHERE {where} ORDER BY id", params)
             ).fetchall()
-        return [text for (text,) in rows]
+        return [loaded(text) for (text,) in rows]

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
-
-from psycopg.types.json import Jsonb
 
 from agentloop.adapters.postgres.database import Database, on_database
 from agentloop.adapters.postgres.schema import Schema, Step
 from agentloop.adapters.postgres.scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQL, SCOPE_MARKS, scope_match
+from agentloop.adapters.postgres.text import loaded, stored
 from agentloop.adapters.sqlite_scopes import scope_values
 from agentloop.messages import ChatMessage, Role, ToolCall
 from agentloop.outcome import converter
@@ -28,7 +28,7 @@ SCHEMA = Schema(
                     content text,
                     tool_call_id text,
                     name text,
-                    tool_calls jsonb
+                    tool_calls text
                 )""",
                 "CREATE INDEX session_messages_by_scope ON session_messages "
                 "(scope_session, scope_user, scope_project, scope_team, scope_org, scope_company, id)",
@@ -55,11 +55,13 @@ class PostgresSessionStore:
         applied in `scope`, add nothing and return False."""
         chain = scope_values(scope)
         rows = [
-            (*chain, m.role.value, m.content, m.tool_call_id, m.name,
-             Jsonb(converter.unstructure(m.tool_calls)) if m.tool_calls else None)
+            (*chain, m.role.value, None if m.content is None else stored(m.content), m.tool_call_id, m.name,
+             json.dumps(converter.unstructure(m.tool_calls)) if m.tool_calls else None)
             for m in messages
         ]
         async with self._db.pool.connection() as conn, conn.transaction():
+            # Appends to one history take turns, so each batch's ids are consecutive within it.
+            await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"history {scope.key}",))
             if key is not None:
                 cursor = await conn.execute(
                     f"INSERT INTO session_appends ({SCOPE_COLUMNS_SQL}, key) VALUES ({SCOPE_MARKS}, %s) "
@@ -87,7 +89,11 @@ class PostgresSessionStore:
             rows: list[tuple[Any, ...]] = await cursor.fetchall()
         return tuple(
             ChatMessage(
-                _ROLES[role], content, converter.structure(calls, tuple[ToolCall, ...]) if calls else (), tool_call_id, name
+                _ROLES[role],
+                None if content is None else loaded(content),
+                converter.structure(json.loads(calls), tuple[ToolCall, ...]) if calls else (),
+                tool_call_id,
+                name,
             )
             for role, content, tool_call_id, name, calls in reversed(rows)
         )

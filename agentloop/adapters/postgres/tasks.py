@@ -8,11 +8,11 @@ from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
-from psycopg.types.json import Jsonb
 
 from agentloop.adapters.postgres.database import Database, on_database
 from agentloop.adapters.postgres.schema import Schema, Step
 from agentloop.adapters.postgres.scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQL, SCOPE_MARKS, row_scope, scope_match
+from agentloop.adapters.rows import rows
 from agentloop.adapters.sqlite_scopes import SCOPE_COLUMNS, scope_values
 from agentloop.ports.tasks import TaskRecord, TaskState
 from agentloop.scopes import Scope
@@ -29,7 +29,7 @@ SCHEMA = Schema(
                     seq bigint GENERATED ALWAYS AS IDENTITY,
                     id text PRIMARY KEY,
                     template text NOT NULL,
-                    inputs jsonb NOT NULL,
+                    inputs text NOT NULL,
                     state text NOT NULL,
                     created_at timestamptz NOT NULL,
                     updated_at timestamptz NOT NULL,
@@ -51,19 +51,10 @@ _COLUMNS = (
 
 
 def _record(row: dict[str, Any]) -> TaskRecord:
-    return TaskRecord(
-        id=row["id"],
-        template=row["template"],
-        inputs=row["inputs"],
-        state=TaskState(row["state"]),
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-        claimed_by=row["claimed_by"],
-        attempts=row["attempts"],
-        scope=row_scope([row[column] for column in SCOPE_COLUMNS]),
-        chain=row_scope([row[column] for column in _CHAIN_COLUMNS]),
-        lease_expires_at=row["lease_expires_at"],
-    )
+    """The task a row holds: its scope and chain are read from their six columns each."""
+    scope = row_scope([row[column] for column in SCOPE_COLUMNS])
+    chain = row_scope([row[column] for column in _CHAIN_COLUMNS])
+    return rows.structure(row | {"scope": scope.key, "chain": chain.key}, TaskRecord)
 
 
 class PostgresTaskStore:
@@ -76,13 +67,12 @@ class PostgresTaskStore:
     async def add(self, record: TaskRecord) -> None:
         async with self._db.pool.connection() as conn:
             try:
+                values = rows.unstructure(record)
+                del values["scope"], values["chain"]
                 await conn.execute(
-                    f"INSERT INTO tasks ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, {SCOPE_MARKS}, {SCOPE_MARKS})",
-                    (
-                        record.id, record.template, Jsonb(record.inputs), record.state.value, record.created_at,
-                        record.updated_at, record.claimed_by, record.attempts, record.lease_expires_at,
-                        *scope_values(record.scope), *scope_values(record.chain),
-                    ),
+                    f"INSERT INTO tasks ({', '.join(values)}, {SCOPE_COLUMNS_SQL}, {_CHAIN_COLUMNS_SQL}) "
+                    f"VALUES ({', '.join(['%s'] * len(values))}, {SCOPE_MARKS}, {SCOPE_MARKS})",
+                    (*values.values(), *scope_values(record.scope), *scope_values(record.chain)),
                 )
             except psycopg.errors.UniqueViolation:
                 raise ValueError(f"a task with id {record.id!r} already exists") from None

@@ -4,7 +4,7 @@ distilled trajectory hashes and the executions the store refused."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,7 +15,9 @@ from psycopg.rows import dict_row
 from agentloop.adapters.postgres.database import Database, on_database
 from agentloop.adapters.postgres.schema import Schema, Step
 from agentloop.adapters.postgres.scopes import columns_match
-from agentloop.adapters.sqlite_trajectories import _QUARANTINE_KEEP, _escaped, _json
+from agentloop.adapters.postgres.text import loaded, stored
+from agentloop.adapters.rows import rows
+from agentloop.adapters.sqlite_trajectories import _QUARANTINE_KEEP, _escaped
 from agentloop.components import ToolExecution
 from agentloop.errors import ExecutionRefusedError
 from agentloop.notes.models import Trajectory
@@ -74,20 +76,9 @@ _COLUMNS = (
 _CHAIN = ("company_id", "org_id", "team_id", "project_id", "user_id")
 
 
-def _row(e: ToolExecution) -> tuple[object, ...]:
-    return (
-        e.id, e.session_id, e.company_id, e.org_id, e.team_id, e.project_id, e.user_id, e.parent_id, e.step_id,
-        e.tool_name, _json(e.arguments), e.result, e.error, e.started_at, e.duration_ms,
-        _json(e.context_snapshot) if e.context_snapshot else "{}",
-    )
-
-
-def _execution(row: dict[str, Any]) -> ToolExecution:
-    return ToolExecution(
-        **{name: row[name] for name in _COLUMNS.split(", ") if name not in ("arguments", "context_snapshot")},
-        arguments=json.loads(row["arguments"]),
-        context_snapshot=json.loads(row["context_snapshot"]),
-    )
+def _free_text(values: dict[str, Any], codec: Callable[[str], str]) -> dict[str, Any]:
+    """`values` with the tool's result and error passed through `codec` (`stored` or `loaded`)."""
+    return values | {name: None if values[name] is None else codec(values[name]) for name in ("result", "error")}
 
 
 def _kept(text: str) -> str:
@@ -109,11 +100,12 @@ class PostgresTrajectoryStore:
     @on_database
     async def append(self, executions: Sequence[ToolExecution]) -> None:
         try:
-            rows = [_row(e) for e in executions]
+            values = [_free_text(rows.unstructure(e), stored) for e in executions]
             async with self._db.pool.connection() as conn, conn.transaction(), conn.cursor() as cursor:
                 await cursor.executemany(
-                    f"INSERT INTO tool_executions ({_COLUMNS}) VALUES ({', '.join(['%s'] * 16)}) ON CONFLICT (id) DO NOTHING",
-                    rows,
+                    f"INSERT INTO tool_executions ({_COLUMNS}) VALUES ({', '.join(f'%({c})s' for c in _COLUMNS.split(', '))}) "
+                    "ON CONFLICT (id) DO NOTHING",
+                    values,
                 )
         except (psycopg.DataError, UnicodeEncodeError) as exc:
             raise ExecutionRefusedError(
@@ -131,8 +123,8 @@ class PostgresTrajectoryStore:
             where, params = f"{where} AND {chain}", params + values
         async with self._db.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cursor:
             await cursor.execute(f"SELECT {_COLUMNS} FROM tool_executions WHERE {where} ORDER BY started_at, seq", params)
-            rows = await cursor.fetchall()
-        return Trajectory(session_id, tuple(_execution(row) for row in rows))
+            found = await cursor.fetchall()
+        return Trajectory(session_id, tuple(rows.structure(_free_text(row, loaded), ToolExecution) for row in found))
 
     @on_database
     async def quarantine(self, execution: ToolExecution, reason: str) -> None:
