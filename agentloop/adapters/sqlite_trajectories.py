@@ -9,13 +9,12 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-import attrs
-
 from agentloop.adapters.rows import rows
 from agentloop.adapters.sqlite import closing_on_error, connect, transaction
 from agentloop.adapters.sqlite_schema import Schema, Step, add_missing_columns, has_table, migrate
 from agentloop.components import ToolExecution
 from agentloop.errors import ExecutionRefusedError
+from agentloop.notes.capture import quarantine_record
 from agentloop.notes.models import Trajectory
 from agentloop.scopes import Scope
 
@@ -96,11 +95,6 @@ _QUARANTINE_KEEP = 65_536
 """How much of a quarantined execution's JSON is kept when the whole is too large to store."""
 
 
-def _escaped(text: str) -> str:
-    """`text` in pure ASCII (backslash escapes), so even text the store refused can be kept."""
-    return text.encode("ascii", "backslashreplace").decode("ascii")
-
-
 class SqliteTrajectoryStore:
     """Tool executions and distilled-trajectory hashes; the schema is made on first use.
 
@@ -146,20 +140,21 @@ class SqliteTrajectoryStore:
         return Trajectory(session_id, tuple(_execution(row) for row in rows))
 
     def quarantine(self, execution: ToolExecution, reason: str) -> None:
-        kept = json.dumps(attrs.asdict(execution), default=str)
+        record = quarantine_record(execution, reason)
         try:
-            self._keep(execution, reason, kept)
+            self._keep(record)
         except sqlite3.DataError:  # too large for the store: keep its start, marked as cut
-            self._keep(execution, reason, f"{kept[:_QUARANTINE_KEEP]}...[cut: {len(kept):,} characters]")
+            kept = record["execution"]
+            self._keep({**record, "execution": f"{kept[:_QUARANTINE_KEEP]}...[cut: {len(kept):,} characters]"})
 
-    def _keep(self, execution: ToolExecution, reason: str, kept: str) -> None:
+    def _keep(self, record: dict[str, str]) -> None:
         with self._lock:
             self._conn.execute(
                 "INSERT INTO quarantined_executions (id, session_id, tool_name, reason, execution, quarantined_at) "
                 "VALUES (?,?,?,?,?,?)",
                 (
-                    _escaped(execution.id), _escaped(execution.session_id), _escaped(execution.tool_name),
-                    _escaped(reason), kept, datetime.now(UTC).isoformat(),
+                    record["id"], record["session_id"], record["tool_name"], record["reason"], record["execution"],
+                    datetime.now(UTC).isoformat(),
                 ),
             )
 

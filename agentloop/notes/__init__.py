@@ -1,7 +1,7 @@
 """Note-taking: capture tool trajectories, distill them into notes at session
 end, and offer the notes back as context in later sessions; unhelpful notes fade out."""
 
-from agentloop.notes.capture import CaptureSettings, CaptureStats, TrajectoryRecorder
+from agentloop.notes.capture import CaptureSettings, CaptureStats, TrajectoryRecorder, quarantine_record
 from agentloop.notes.distillation import (
     INSTRUCTIONS,
     SECTIONS,
@@ -70,5 +70,6 @@ __all__ = [
     "build_prompt",
     "check_transition",
     "parse_note",
+    "quarantine_record",
     "trajectory_hash",
 ]

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import json
 import random
 import threading
 import time
@@ -51,6 +52,23 @@ most recent); the store keeps them all and `stats` counts them all."""
 RATE_WINDOW_S = 60.0
 """The span over which a session's tool-run rate is measured; a window whose newest run
 is older than this is dropped, so the rate state holds only recently active sessions."""
+
+
+def quarantine_record(execution: ToolExecution, reason: str) -> dict[str, str]:
+    """What a trajectory store keeps of an execution it refused (`TrajectoryStore.quarantined`):
+    id, session, tool and reason backslash-escaped to ASCII, and the whole execution as ASCII JSON,
+    a form no store can refuse for what it holds."""
+
+    def escaped(text: str) -> str:
+        return text.encode("ascii", "backslashreplace").decode("ascii")
+
+    return {
+        "id": escaped(execution.id),
+        "session_id": escaped(execution.session_id),
+        "tool_name": escaped(execution.tool_name),
+        "reason": escaped(reason),
+        "execution": json.dumps(attrs.asdict(execution), default=str),
+    }
 
 
 @attrs.frozen

@@ -33,7 +33,8 @@ class KnowledgeRepository(Protocol):
         ...
 
     async def add(self, item: KnowledgeItem) -> KnowledgeItem:
-        """Store a new item (its `id` must be None) and return it with its id."""
+        """Store a new item (its `id` must be None) and return it with its id; `ValueError`
+        for a stored item or an embedding of another dimension than the repository holds."""
         ...
 
     async def add_many(self, items: Sequence[KnowledgeItem]) -> list[int]:
