@@ -1,6 +1,7 @@
 """A real PostgreSQL (16, with pgvector) for the tests that need one, started at most once per run.
 
-`pgserver` runs it from a temporary directory with no system install; the server starts
+The fixtures are `postgres_server` (the server, `tests/postgres_server.py`) and
+`postgres_url` (an empty database for one test). `pgserver` runs it from a temporary directory with no system install; the server starts
 when the first test asks for it and stops when the run ends. Each test gets an empty
 database of its own, copied from a template that already has the vector extension (about
 0.06 s with fsync off, which a throwaway server can afford).
@@ -8,48 +9,13 @@ database of its own, copied from a template that already has the vector extensio
 
 from __future__ import annotations
 
-import itertools
 import tempfile
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import psycopg
 import pytest
-from psycopg import sql
-
-_TEMPLATE = "agentloop_template"
-
-
-class PostgresServer:
-    """The running server: `new_database()` makes an empty database and returns its URL."""
-
-    def __init__(self, server: Any) -> None:
-        self._server = server
-        self._numbers = itertools.count(1)
-        self.admin_url: str = server.get_uri("postgres")
-        with psycopg.connect(self.admin_url, autocommit=True) as conn:
-            for setting in ("fsync", "synchronous_commit", "full_page_writes"):  # a throwaway server need not survive a crash
-                conn.execute(sql.SQL("ALTER SYSTEM SET {} = off").format(sql.Identifier(setting)))
-            conn.execute("SELECT pg_reload_conf()")
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(_TEMPLATE)))
-        with psycopg.connect(self.url_of(_TEMPLATE), autocommit=True) as conn:
-            conn.execute("CREATE EXTENSION vector")
-
-    def url_of(self, database: str) -> str:
-        return str(self._server.get_uri(database))
-
-    def new_database(self) -> str:
-        name = f"test_{next(self._numbers)}"
-        with psycopg.connect(self.admin_url, autocommit=True) as conn:
-            conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {} STRATEGY FILE_COPY").format(sql.Identifier(name), sql.Identifier(_TEMPLATE)))
-        return self.url_of(name)
-
-    def drop_database(self, url: str) -> None:
-        name = url.rsplit("/", 1)[1].split("?", 1)[0]
-        with psycopg.connect(self.admin_url, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+from postgres_server import PostgresServer
 
 
 @pytest.fixture(scope="session")

@@ -22,7 +22,7 @@ from agentloop.adapters import HashingEmbedder, Stores, open_stores
 from agentloop.adapters.postgres import database
 from agentloop.errors import ExecutionRefusedError, NewerSchemaError, StoreUrlError
 from agentloop.messages import ChatMessage, Role
-from agentloop.notes import RETRIEVABLE, KnowledgeItem, Layer, LayerIds, NoteStatus, NoteType
+from agentloop.notes import RETRIEVABLE, KnowledgeItem, Layer, LayerIds, NoteStatus, NoteType, quarantine_record
 from agentloop.scopes import Scope
 from agentloop.testing.notes import make_execution
 
@@ -54,18 +54,6 @@ def test_stores_answer_from_one_asyncio_run_after_another_and_from_another_threa
     writer.start()
     writer.join()
     assert [m.content for m in seen[0]] == ["one", "two"]
-
-
-def test_many_event_loops_at_once_share_the_stores(stores: Stores) -> None:
-    async def session(number: int) -> int:
-        scope = Scope(user_id=f"u{number}", session_id=f"s{number}")
-        for turn in range(5):
-            await stores.sessions.append(scope, [said(f"{number}-{turn}")])
-        return len(await stores.sessions.recent(scope, 100))
-
-    with ThreadPoolExecutor(4) as threads:
-        counts = list(threads.map(lambda n: asyncio.run(session(n)), range(8)))
-    assert counts == [5] * 8
 
 
 def test_a_call_after_close_says_the_stores_are_closed(postgres_url: str) -> None:
@@ -225,5 +213,5 @@ def test_an_execution_no_utf8_database_holds_is_refused_for_good_and_can_be_quar
         asyncio.run(stores.trajectories.append([execution]))
     asyncio.run(stores.trajectories.quarantine(execution, "refused: \ud800"))
     (kept,) = asyncio.run(stores.trajectories.quarantined())
-    assert kept["id"] == "exec-\\x00" and kept["reason"] == "refused: \\ud800" and "a\\ud800b" in kept["execution"]
+    assert kept == quarantine_record(execution, "refused: \ud800") and kept["id"] == "exec-\x00"
     assert asyncio.run(stores.trajectories.count()) == 0

@@ -3,12 +3,10 @@ distilled trajectory hashes and the executions the store refused."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-import attrs
 import psycopg
 from psycopg.rows import dict_row
 
@@ -17,9 +15,10 @@ from agentloop.adapters.postgres.schema import Schema, Step
 from agentloop.adapters.postgres.scopes import columns_match
 from agentloop.adapters.postgres.text import loaded, stored
 from agentloop.adapters.rows import rows
-from agentloop.adapters.sqlite_trajectories import _QUARANTINE_KEEP, _escaped
+from agentloop.adapters.sqlite_trajectories import _QUARANTINE_KEEP
 from agentloop.components import ToolExecution
 from agentloop.errors import ExecutionRefusedError
+from agentloop.notes.capture import quarantine_record
 from agentloop.notes.models import Trajectory
 from agentloop.scopes import Scope
 
@@ -73,17 +72,13 @@ _COLUMNS = (
     "id, session_id, company_id, org_id, team_id, project_id, user_id, parent_id, step_id, tool_name, "
     "arguments, result, error, started_at, duration_ms, context_snapshot"
 )
+_QUARANTINED = "id, session_id, tool_name, reason, execution"
 _CHAIN = ("company_id", "org_id", "team_id", "project_id", "user_id")
 
 
 def _free_text(values: dict[str, Any], codec: Callable[[str], str]) -> dict[str, Any]:
     """`values` with the tool's result and error passed through `codec` (`stored` or `loaded`)."""
     return values | {name: None if values[name] is None else codec(values[name]) for name in ("result", "error")}
-
-
-def _kept(text: str) -> str:
-    """`text` in pure ASCII with no NUL (which PostgreSQL text cannot hold), so it is never refused."""
-    return _escaped(text).replace("\x00", "\\x00")
 
 
 class PostgresTrajectoryStore:
@@ -128,30 +123,26 @@ class PostgresTrajectoryStore:
 
     @on_database
     async def quarantine(self, execution: ToolExecution, reason: str) -> None:
-        kept = json.dumps(attrs.asdict(execution), default=str)
+        record = quarantine_record(execution, reason)
         try:
-            await self._keep(execution, reason, kept)
+            await self._keep(record)
         except (psycopg.DataError, psycopg.errors.ProgramLimitExceeded):  # too large: keep its start, marked as cut
-            await self._keep(execution, reason, f"{kept[:_QUARANTINE_KEEP]}...[cut: {len(kept):,} characters]")
+            kept = record["execution"]
+            await self._keep({**record, "execution": f"{kept[:_QUARANTINE_KEEP]}...[cut: {len(kept):,} characters]"})
 
-    async def _keep(self, execution: ToolExecution, reason: str, kept: str) -> None:
+    async def _keep(self, record: dict[str, str]) -> None:
+        """Store the record, its NUL characters (ASCII, yet not for PostgreSQL text) escaped."""
         async with self._db.pool.connection() as conn:
             await conn.execute(
-                "INSERT INTO quarantined_executions (id, session_id, tool_name, reason, execution, quarantined_at) "
-                "VALUES (%s, %s, %s, %s, %s, %s)",
-                (
-                    _kept(execution.id), _kept(execution.session_id), _kept(execution.tool_name), _kept(reason), kept,
-                    datetime.now(UTC),
-                ),
+                f"INSERT INTO quarantined_executions ({_QUARANTINED}, quarantined_at) VALUES (%s, %s, %s, %s, %s, %s)",
+                (*(stored(record[name]) for name in _QUARANTINED.split(", ")), datetime.now(UTC)),
             )
 
     @on_database
     async def quarantined(self) -> list[dict[str, str]]:
         async with self._db.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cursor:
-            await cursor.execute(
-                "SELECT id, session_id, tool_name, reason, execution FROM quarantined_executions ORDER BY seq"
-            )
-            return list(await cursor.fetchall())
+            await cursor.execute(f"SELECT {_QUARANTINED} FROM quarantined_executions ORDER BY seq")
+            return [{name: loaded(value) for name, value in row.items()} for row in await cursor.fetchall()]
 
     @on_database
     async def count(self) -> int:
