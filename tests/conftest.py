@@ -10,7 +10,6 @@ database of its own, copied from a template that already has the vector extensio
 from __future__ import annotations
 
 import tempfile
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,11 +24,9 @@ def postgres_server() -> Iterator[PostgresServer]:
     Its directory is not under pytest's temporary root: pytest deletes old run directories
     there, which may be this one while it runs when other pytest runs start on the machine.
     """
-    with warnings.catch_warnings():  # platformdirs warns when XDG_RUNTIME_DIR is unset, as in CI containers
-        warnings.simplefilter("ignore")
-        import pgserver
+    import pgserver  # here, so a run that needs no PostgreSQL never imports it
 
-        server = pgserver.get_server(Path(tempfile.mkdtemp(prefix="agentloop-postgres-")), cleanup_mode="delete")
+    server = pgserver.get_server(Path(tempfile.mkdtemp(prefix="agentloop-postgres-")), cleanup_mode="delete")
     try:
         yield PostgresServer(server)
     finally:

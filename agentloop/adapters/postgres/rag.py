@@ -3,6 +3,7 @@ pgvector HNSW index with the scope filter inside the query."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from typing import Any
 
@@ -41,7 +42,10 @@ SCHEMA = Schema(
 
 class PostgresRagStore:
     """Scoped similarity search over stored texts; a text already stored in its scope is
-    not stored twice (`add` returns its id), even when two writers add it at once."""
+    not stored twice (`add` returns its id), even when two writers add it at once.
+
+    Embedding runs on a worker thread, so a slow embedder holds up no other store call.
+    """
 
     def __init__(self, db: Database, embedder: Embedder) -> None:
         self._db = db
@@ -50,7 +54,7 @@ class PostgresRagStore:
     @on_database
     async def add(self, scope: Scope, text: str, *, session_id: str | None = None) -> int:
         digest = hashlib.sha256(text.encode()).hexdigest()
-        vector = self._embedder.embed([text])[0]
+        vector = (await asyncio.to_thread(self._embedder.embed, [text]))[0]
         chain = scope_values(scope)
         async with self._db.pool.connection() as conn:
             row = await (
@@ -73,7 +77,7 @@ class PostgresRagStore:
     async def search(self, scope: Scope, query: str, k: int) -> list[RagHit]:
         if k <= 0:
             return []
-        vector = self._embedder.embed([query])[0]
+        vector = (await asyncio.to_thread(self._embedder.embed, [query]))[0]
         if not vector.any():
             return []
         where, params = scope_match(scope)
