@@ -10,9 +10,10 @@ every turn.
 Beside the sessions a ticker sleeps 1 ms at a time and records how late each wake-up
 is (actual wake time - expected wake time). Every store call the turns make (history,
 memory, RAG, the note index) is timed as well, on the synchronous store that does the
-work: history, memory and RAG run on their store's own thread, so theirs no longer
-stall the loop; a call marked "(loop)" runs on the loop and is a lower bound on the
-worst stall. The idle row is the ticker alone, the floor the timer resolution sets.
+work, wherever it ran: on its file's thread, or inline on the loop (reads of an idle
+file, and writes while one session has the file to itself); a call marked "(loop)" is of
+a store with no thread and always runs on the loop. The idle row is the ticker alone,
+the floor the timer resolution and the machine's other load set.
 
     python benchmarks/event_loop_lag.py [--sessions 1,50,200] [--turns N] [--model-delay 0.05]
 

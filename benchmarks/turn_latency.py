@@ -1,24 +1,40 @@
-"""Median framework time of a full standard turn, next to the 1 ms target.
+"""Median framework time of a full standard turn, next to the 1 ms target and to a baseline release.
 
 The turn runs the whole standard pipeline: sanitization, context building with history,
 memory and RAG retrieval (SQLite + hnswlib + the hashing embedder), the tool loop with a
 ScriptedLLM, finalization, the feedback guarantee, routing to a RecordingChannel, and
 memory and RAG persistence. Framework time is the turn's wall time minus the time spent
 inside the model; "until the user is answered" stops at the channel's send, before the
-side effects (memory, RAG) that run after delivery. With pydantic-ai installed, the same text turn through
-`pydantic_ai.Agent` with a `FunctionModel` is timed in the same process.
+side effects (memory, RAG) that run after delivery.
 
-    python benchmarks/turn_latency.py [--turns 1000]
+The same turns are timed on the code of `--baseline REV` (default: release 0.1) in the
+same run: git extracts REV's `agentloop` and `systems` into a temporary directory, and
+two worker processes, one per code base, run the turns in alternating rounds so that
+noise on the machine hits both. The ratios this checkout / baseline must stay <= 1.0.
+Without git or the commit (`--baseline none` to skip), only this checkout is timed.
+With pydantic-ai installed, the same text turn through `pydantic_ai.Agent` with a
+`FunctionModel` is timed as well.
+
+    python benchmarks/turn_latency.py [--turns 1000] [--rounds 10] [--baseline REV|none]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import io
+import json
+import os
 import statistics
+import subprocess
+import sys
+import tarfile
 import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
 from time import perf_counter
-from typing import Any
+from typing import IO, Any
 
 from agentloop import IncomingMessage, LlmReply, LlmRequest, Session
 from agentloop.logging import configure_logging
@@ -26,6 +42,9 @@ from agentloop.testing import RecordingChannel
 from systems import standard_pipeline
 
 TARGET_MS = 1.0
+TARGET_RATIO = 1.0
+RELEASE_0_1 = "2da023a"
+ROOT = Path(__file__).resolve().parents[1]
 QUESTION = "What time does the office open on Mondays?"
 ANSWER = "The office opens at eight on Mondays."
 
@@ -55,27 +74,76 @@ class TimedChannel(RecordingChannel):
         await super().send_text(session, text, hints)
 
 
-async def agentloop_turns(turns: int, warmup: int) -> tuple[list[float], list[float], list[float]]:
+Samples = dict[str, list[float]]
+
+
+async def serve_rounds(commands: IO[str], results: IO[str]) -> None:
+    """Worker: for each line `N` read, run N standard turns on one growing bot and write their
+    times (ms) as one JSON line; turns with `"warmup"` in the line are run but not timed."""
     llm = TimedLLM()
     with tempfile.TemporaryDirectory() as data_dir:
         channel = TimedChannel()
         with standard_pipeline(llm, channel, data_dir=data_dir) as pipeline:
             loop = pipeline.build()
             session = Session("bench", user_id="bench-user")
-            totals: list[float] = []
-            framework: list[float] = []
-            answered: list[float] = []
-            for i in range(warmup + turns):
-                llm.seconds = 0.0
-                t0 = perf_counter()
-                await loop.run_turn(session, IncomingMessage(QUESTION))
-                elapsed = perf_counter() - t0
-                channel.sent.clear()
-                if i >= warmup:
-                    totals.append(elapsed * 1000.0)
-                    framework.append((elapsed - llm.seconds) * 1000.0)
-                    answered.append((channel.delivered_at - t0 - llm.seconds) * 1000.0)
-    return totals, framework, answered
+            for line in commands:
+                samples: Samples = {"total": [], "framework": [], "answered": []}
+                for _ in range(int(line.split()[0])):
+                    llm.seconds = 0.0
+                    t0 = perf_counter()
+                    await loop.run_turn(session, IncomingMessage(QUESTION))
+                    elapsed = perf_counter() - t0
+                    channel.sent.clear()
+                    samples["total"].append(elapsed * 1000.0)
+                    samples["framework"].append((elapsed - llm.seconds) * 1000.0)
+                    samples["answered"].append((channel.delivered_at - t0 - llm.seconds) * 1000.0)
+                results.write(json.dumps({} if "warmup" in line else samples) + "\n")
+                results.flush()
+
+
+class Worker:
+    """A process timing turns on the code base at `code` (this script, that PYTHONPATH)."""
+
+    def __init__(self, code: Path) -> None:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(code), os.environ.get("PYTHONPATH", "")])}
+        self.process = subprocess.Popen(
+            [sys.executable, __file__, "--serve"], cwd=code, env=env, text=True,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        )
+        self.samples: Samples = {"total": [], "framework": [], "answered": []}
+
+    def run(self, turns: int, *, warmup: bool = False) -> None:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(f"{turns}{' warmup' if warmup else ''}\n")
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the benchmark worker on {self.process.args} exited with {self.process.wait()}")
+        for name, times in json.loads(line).items():
+            self.samples[name].extend(times)
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait()
+
+
+@contextmanager
+def baseline_checkout(rev: str) -> Iterator[Path | str]:
+    """A temporary directory with `rev`'s agentloop and systems, or why there is none."""
+    try:
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", "--format=tar", rev, "agentloop", "systems"],
+            capture_output=True, check=True,
+        ).stdout
+    except (OSError, subprocess.CalledProcessError) as error:
+        reason = error.stderr.decode().strip().splitlines()[-1] if isinstance(error, subprocess.CalledProcessError) else error
+        yield f"git cannot give {rev} here ({reason})"
+        return
+    with tempfile.TemporaryDirectory(prefix="agentloop-baseline-") as directory:
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(directory, filter="data")
+        yield Path(directory)
 
 
 async def pydantic_ai_turns(turns: int, warmup: int) -> list[float] | None:
@@ -99,32 +167,63 @@ async def pydantic_ai_turns(turns: int, warmup: int) -> list[float] | None:
     return times
 
 
-def main() -> None:
+def verdict(ok: bool) -> str:
+    return "ok" if ok else "MISSED"
+
+
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--turns", type=int, default=1000)
+    parser.add_argument("--turns", type=int, default=1000, help="timed turns per code base")
     parser.add_argument("--warmup", type=int, default=100)
-    args = parser.parse_args()
+    parser.add_argument("--rounds", type=int, default=10, help="alternating rounds the turns are split into")
+    parser.add_argument("--baseline", default=RELEASE_0_1, help=f"git revision to compare with (default {RELEASE_0_1}, release 0.1), or none")
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
     configure_logging("WARNING")
-    totals, framework, answered = asyncio.run(agentloop_turns(args.turns, args.warmup))
-    ours = statistics.median(framework)
+    if args.serve:
+        asyncio.run(serve_rounds(sys.stdin, sys.stdout))
+        return
+    with ExitStack() as stack:
+        baseline = stack.enter_context(baseline_checkout(args.baseline)) if args.baseline != "none" else "--baseline none"
+        workers = [Worker(ROOT)] + ([Worker(baseline)] if isinstance(baseline, Path) else [])
+        for worker in workers:
+            stack.callback(worker.close)
+        for worker in workers:
+            worker.run(args.warmup, warmup=True)
+        rounds = max(1, min(args.rounds, args.turns))
+        for r in range(rounds):
+            for worker in workers:
+                worker.run(args.turns // rounds + (r < args.turns % rounds))
+    ours = workers[0].samples
+    median = {name: statistics.median(times) for name, times in ours.items()}
     rows = [
-        ("standard turn, framework time (median)", f"{ours:.3f} ms", f"<= {TARGET_MS:.1f} ms",
-         "ok" if ours <= TARGET_MS else "MISSED"),
-        ("standard turn, wall time (median)", f"{statistics.median(totals):.3f} ms", "", ""),
-        ("until the user is answered (median)", f"{statistics.median(answered):.3f} ms", "", ""),
-        ("standard turn, framework time (p90)", f"{statistics.quantiles(framework, n=10)[-1]:.3f} ms", "", ""),
+        ("standard turn, framework time (median)", f"{median['framework']:.3f} ms", f"<= {TARGET_MS:.1f} ms",
+         verdict(median["framework"] <= TARGET_MS)),
+        ("standard turn, wall time (median)", f"{median['total']:.3f} ms", "", ""),
+        ("until the user is answered (median)", f"{median['answered']:.3f} ms", "", ""),
+        ("standard turn, framework time (p90)", f"{statistics.quantiles(ours['framework'], n=10)[-1]:.3f} ms", "", ""),
     ]
+    if len(workers) == 2:
+        base = {name: statistics.median(times) for name, times in workers[1].samples.items()}
+        for name, label in (("framework", "standard turn, framework time"), ("answered", "until the user is answered")):
+            ratio = median[name] / base[name]
+            rows.append((f"{label}, {args.baseline} (median)", f"{base[name]:.3f} ms", "", ""))
+            rows.append((f"{label}, this / {args.baseline}", f"{ratio:.2f}x", f"<= {TARGET_RATIO:.2f}x",
+                         verdict(ratio <= TARGET_RATIO)))
     peer = asyncio.run(pydantic_ai_turns(args.turns, args.warmup))
     if peer is None:
         rows.append(("pydantic-ai Agent.run, FunctionModel", "not installed", "pip install '.[bench]'", ""))
     else:
         theirs = statistics.median(peer)
         rows.append(("pydantic-ai Agent.run, FunctionModel (median)", f"{theirs:.3f} ms", "", ""))
-        rows.append(("ratio pydantic-ai / agentloop", f"{theirs / ours:.2f}x", "", ""))
+        rows.append(("ratio pydantic-ai / agentloop", f"{theirs / median['framework']:.2f}x", "", ""))
     width = max(len(r[0]) for r in rows)
-    print(f"turn latency over {args.turns} turns ({args.warmup} warm-up), history/memory/RAG growing")
-    for name, value, target, verdict in rows:
-        print(f"{name.ljust(width)}  {value:>14}  {target:<24} {verdict}".rstrip())
+    print(f"turn latency over {args.turns} turns ({args.warmup} warm-up) per code base in {rounds} alternating rounds, "
+          "history/memory/RAG growing")
+    if isinstance(baseline, str):
+        print(f"no baseline: {baseline}; timing this checkout only")
+    for name, value, target, mark in rows:
+        print(f"{name.ljust(width)}  {value:>14}  {target:<24} {mark}".rstrip())
 
 
 if __name__ == "__main__":

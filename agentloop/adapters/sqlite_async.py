@@ -1,10 +1,10 @@
-"""The async storage ports on the SQLite stores, with a thread per store for what could stall the loop.
+"""The async storage ports on the SQLite stores, with a thread per database file for what could stall the loop.
 
 The SQLite stores stay synchronous (they are the engine, also used as they are by tools
 that have no event loop); these classes give the ports' coroutines on top of them. A
 SQLite call can take 10-30 ms (a WAL checkpoint, an index insert), far above the 5 ms
-an event loop serving many sessions can spare, so calls are handed to a single-thread
-executor per store (`OffThread`): calls of one store keep their order, and the loop
+an event loop serving many sessions can spare, so such calls are handed to the thread
+of their database file (`StoreThread`): calls on one file keep their order, and the loop
 only waits for the answer. sqlite3 and hnswlib release the GIL while they work.
 """
 
@@ -12,12 +12,17 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import sqlite3
 import threading
 from collections.abc import Callable, Collection, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
-from typing import Generic, ParamSpec, Protocol, TypeVar
+from pathlib import Path
+from queue import SimpleQueue
+from typing import Any, Generic, ParamSpec, Protocol, TypeVar
 
+import structlog
+
+from agentloop.adapters.sqlite import closing_on_error, connect
 from agentloop.adapters.sqlite_knowledge import SqliteKnowledgeRepository
 from agentloop.adapters.sqlite_memory import SqliteMemoryStore
 from agentloop.adapters.sqlite_rag import SqliteRagStore
@@ -35,51 +40,147 @@ from agentloop.scopes import Scope
 P = ParamSpec("P")
 R = TypeVar("R")
 
+CHECKPOINT_EVERY = 256
+"""Writes between two WAL checkpoints on a file whose writes may run on the loop: at a
+few pages each, below the 1000 pages at which SQLite would checkpoint inside a commit."""
 
-class OffThread:
-    """One single-thread executor that runs a store's calls in the order they came.
+_log = structlog.get_logger("agentloop.stores")
+_Work = tuple[Callable[[], Any], asyncio.AbstractEventLoop | None, "asyncio.Future[Any] | None"]
 
-    A write always runs there: its commit may checkpoint the WAL, and adding to the index
-    embeds and inserts. A read runs inline when the thread is idle (a handover to the
-    thread and back costs about 0.1 ms, as much as the read itself), and behind the
-    calls already handed over otherwise: it then never waits for the store's lock on
-    the loop, and never overtakes a write it follows.
+
+class StoreThread:
+    """One thread that runs the calls handed to it one at a time, in the order they came.
+
+    A call that may stall runs there. A read runs inline when the thread has nothing
+    queued (a handover to the thread and back costs 50-100 µs, more than most reads),
+    and behind the calls already handed over otherwise: it then never waits for the
+    store's lock on the loop, and never overtakes a write it follows. A write runs
+    inline on the same terms while one task has the thread to itself (with many
+    sessions, handing writes over keeps the loop's passes short), and only on a file
+    whose WAL this thread checkpoints (`checkpoint`): SQLite's autocheckpoint would run
+    inside whichever commit crosses 1000 pages, 6-14 ms on the loop, so every
+    `CHECKPOINT_EVERY` writes, wherever they ran, queue one here.
     """
 
-    def __init__(self, name: str) -> None:
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"agentloop-{name}")
+    def __init__(self, name: str, checkpoint: Callable[[], object] | None = None) -> None:
+        self._queue: SimpleQueue[_Work | None] = SimpleQueue()
         self._pending = 0
+        self._writes = 0
         self._counting = threading.Lock()
+        self._checkpoint = checkpoint
+        self._caller: asyncio.Task[Any] | None = None
         self._shut = False
+        self._thread = threading.Thread(target=self._serve, name=f"agentloop-{name}", daemon=True)
+        self._thread.start()
 
     async def run(self, call: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-        """`call(*args, **kwargs)` on the store's thread, awaited; once the thread is shut
-        down, inline, so a closed store answers with its own error."""
-        if self._shut:
+        """`call(*args, **kwargs)` on the thread, awaited; once the thread is shut down,
+        inline, so a closed store answers with its own error."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[R] = loop.create_future()
+        if not self._hand_over(functools.partial(call, *args, **kwargs), loop, future):
             return call(*args, **kwargs)
-        with self._counting:
-            self._pending += 1
-        return await asyncio.get_running_loop().run_in_executor(
-            self._executor, functools.partial(self._counted, call, *args, **kwargs)
-        )
+        return await future
 
     async def read(self, call: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-        """`call(*args, **kwargs)` inline if the store's thread has nothing to do, else there."""
+        """`call(*args, **kwargs)` inline if the thread has nothing to do, else there."""
+        self._caller = asyncio.current_task()
         if self._pending == 0:
             return call(*args, **kwargs)
         return await self.run(call, *args, **kwargs)
 
-    def _counted(self, call: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return call(*args, **kwargs)
-        finally:
+    async def write(self, call: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        """`call(*args, **kwargs)` inline like a read while one task has the file to itself
+        (it made the previous call too) and this thread checkpoints the file, else there."""
+        caller, self._caller = self._caller, asyncio.current_task()
+        if self._checkpoint is None:
+            return await self.run(call, *args, **kwargs)
+        if caller is None or caller is not self._caller:
+            result = await self.run(call, *args, **kwargs)
+        else:
+            result = await self.read(call, *args, **kwargs)
+        with self._counting:
+            self._writes += 1
+            due = self._writes >= CHECKPOINT_EVERY
+            if due:
+                self._writes = 0
+        if due:
+            self._hand_over(self._checkpoint)
+        return result
+
+    def _hand_over(
+        self, work: Callable[[], Any], loop: asyncio.AbstractEventLoop | None = None, future: asyncio.Future[Any] | None = None
+    ) -> bool:
+        """Queue `work` (its answer to `future` on `loop`); False once the thread is shut down."""
+        with self._counting:
+            if self._shut:
+                return False
+            self._pending += 1
+            self._queue.put((work, loop, future))
+        return True
+
+    def _serve(self) -> None:
+        while (item := self._queue.get()) is not None:
+            work, loop, future = item
+            result: Any = None
+            error: BaseException | None = None
+            try:
+                result = work()
+            except BaseException as exc:  # handed to whoever awaits it
+                error = exc
             with self._counting:
                 self._pending -= 1
+            if loop is None or future is None:
+                if error is not None:
+                    _log.warning("stores.background_call_failed", thread=self._thread.name, error=repr(error))
+                continue
+            try:
+                loop.call_soon_threadsafe(_settle, future, result, error)
+            except RuntimeError:  # the loop was closed: nobody is waiting for the answer
+                pass
 
     def shutdown(self) -> None:
-        """Let the calls already handed over finish, then stop the thread."""
-        self._shut = True
-        self._executor.shutdown(wait=True)
+        """Let the calls already handed over finish, then stop the thread; again does nothing."""
+        with self._counting:
+            if self._shut:
+                return
+            self._shut = True
+            self._queue.put(None)
+        self._thread.join()
+
+
+def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if future.cancelled():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
+
+
+class SqliteFile:
+    """One database file that several stores share: one connection, its lock, and one `StoreThread`.
+
+    One connection keeps its page cache warm across the stores' calls (another
+    connection's commit would empty it) and leaves `PRAGMA data_version` moving only for
+    other processes' commits. The thread checkpoints the WAL, so writes may run inline.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        with closing_on_error(connect(path)) as conn:
+            conn.execute("PRAGMA wal_autocheckpoint=0")
+        self.conn = conn
+        self.lock = threading.Lock()
+        self.thread = StoreThread(Path(path).name, checkpoint=self._checkpoint)
+
+    def _checkpoint(self) -> None:
+        with self.lock:
+            self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+
+    def close(self) -> None:
+        """Let the calls already handed over finish, then close the connection."""
+        self.thread.shutdown()
+        self.conn.close()
 
 
 class _Closable(Protocol):
@@ -90,11 +191,12 @@ E = TypeVar("E", bound=_Closable)
 
 
 class _OnItsThread(Generic[E]):
-    """A port on a synchronous SQLite store (`engine`) with the store's own `OffThread`."""
+    """A port on a synchronous SQLite store (`engine`), calling it through `thread`
+    (that of the store's file when it shares one, else a thread of its own)."""
 
-    def __init__(self, engine: E) -> None:
+    def __init__(self, engine: E, thread: StoreThread | None = None) -> None:
         self.engine = engine
-        self._thread = OffThread(type(engine).__name__)
+        self._thread = thread or StoreThread(type(engine).__name__)
 
     def close(self) -> None:
         """Let the calls already handed over finish, then close the store."""
@@ -106,7 +208,7 @@ class AsyncSqliteSessionStore(_OnItsThread[SqliteSessionStore]):
     """The SessionStore port on a `SqliteSessionStore` (`engine`)."""
 
     async def append(self, scope: Scope, messages: Sequence[ChatMessage], *, key: str | None = None) -> bool:
-        return await self._thread.run(self.engine.append, scope, messages, key=key)
+        return await self._thread.write(self.engine.append, scope, messages, key=key)
 
     async def recent(self, scope: Scope, limit: int) -> tuple[ChatMessage, ...]:
         return await self._thread.read(self.engine.recent, scope, limit)
@@ -116,17 +218,20 @@ class AsyncSqliteMemoryStore(_OnItsThread[SqliteMemoryStore]):
     """The MemoryStore port on a `SqliteMemoryStore` (`engine`)."""
 
     async def add(self, entry: MemoryEntry) -> None:
-        await self._thread.run(self.engine.add, entry)
+        await self._thread.write(self.engine.add, entry)
 
     async def recent(self, scope: Scope, limit: int, *, exclude_session: str | None = None) -> tuple[MemoryEntry, ...]:
         return await self._thread.read(self.engine.recent, scope, limit, exclude_session=exclude_session)
 
 
 class AsyncSqliteRagStore(_OnItsThread[SqliteRagStore]):
-    """The RagStore port on a `SqliteRagStore` (`engine`); embedding runs on its thread too."""
+    """The RagStore port on a `SqliteRagStore` (`engine`); an add that must first grow the
+    index (a copy of the whole graph) always runs on the thread."""
 
     async def add(self, scope: Scope, text: str, *, session_id: str | None = None) -> int:
-        return await self._thread.run(self.engine.add, scope, text, session_id=session_id)
+        if self.engine.add_grows_index():
+            return await self._thread.run(self.engine.add, scope, text, session_id=session_id)
+        return await self._thread.write(self.engine.add, scope, text, session_id=session_id)
 
     async def search(self, scope: Scope, query: str, k: int) -> list[RagHit]:
         return await self._thread.read(self.engine.search, scope, query, k)

@@ -79,13 +79,16 @@ class SqliteRagStore:
     from the table's) and `open` rebuilds it from the rows.
     """
 
-    def __init__(self, conn: sqlite3.Connection, embedder: Embedder, index: HnswVectorIndex) -> None:
+    def __init__(
+        self, conn: sqlite3.Connection, embedder: Embedder, index: HnswVectorIndex, lock: threading.Lock | None = None
+    ) -> None:
+        """On `conn`; stores sharing one connection share its `lock` too."""
         if index.dim != embedder.dim:
             raise ValueError(f"the index has dim {index.dim} but the embedder makes vectors of dim {embedder.dim}")
         self._conn = conn
         self._embedder = embedder
         self._index = index
-        self._lock = threading.Lock()
+        self._lock = lock or threading.Lock()
         migrate(conn, SCHEMA)
         # Each text's scope key, so the index's filter is one dict lookup per candidate.
         self._scopes: dict[int, str] = {}
@@ -123,24 +126,32 @@ class SqliteRagStore:
     def open(cls, path: str | Path, embedder: Embedder, index_path: str | Path) -> SqliteRagStore:
         """Open the table at `path` and its index at `index_path`, rebuilding the index if stale."""
         with closing_on_error(connect(path)) as conn:
-            migrate(conn, SCHEMA)
-            row = conn.execute("SELECT length(vector) FROM rag_documents LIMIT 1").fetchone()
-            if row is not None and row[0] != embedder.dim * 4:
-                raise ValueError(
-                    f"{path} holds vectors of dim {row[0] // 4} but the embedder makes dim {embedder.dim}; "
-                    f"use the embedder the texts were indexed with, or index them again in a new file"
-                )
-            (count,) = conn.execute("SELECT count(*) FROM rag_documents").fetchone()
-            index = HnswVectorIndex.open_or_rebuild(
-                index_path,
-                embedder.dim,
-                count,
-                lambda: _rows(conn),
-                m=INDEX_M,
-                ef_construction=INDEX_EF_CONSTRUCTION,
-                ef=INDEX_EF,
+            return cls.on(conn, embedder, index_path)
+
+    @classmethod
+    def on(
+        cls, conn: sqlite3.Connection, embedder: Embedder, index_path: str | Path, lock: threading.Lock | None = None
+    ) -> SqliteRagStore:
+        """`open` on a connection the caller opened (and closes if this fails), guarded by `lock`."""
+        migrate(conn, SCHEMA)
+        row = conn.execute("SELECT length(vector) FROM rag_documents LIMIT 1").fetchone()
+        if row is not None and row[0] != embedder.dim * 4:
+            path = conn.execute("PRAGMA database_list").fetchone()[2]  # the main database comes first
+            raise ValueError(
+                f"{path} holds vectors of dim {row[0] // 4} but the embedder makes dim {embedder.dim}; "
+                f"use the embedder the texts were indexed with, or index them again in a new file"
             )
-            return cls(conn, embedder, index)
+        (count,) = conn.execute("SELECT count(*) FROM rag_documents").fetchone()
+        index = HnswVectorIndex.open_or_rebuild(
+            index_path,
+            embedder.dim,
+            count,
+            lambda: _rows(conn),
+            m=INDEX_M,
+            ef_construction=INDEX_EF_CONSTRUCTION,
+            ef=INDEX_EF,
+        )
+        return cls(conn, embedder, index, lock)
 
     def add(self, scope: Scope, text: str, *, session_id: str | None = None) -> int:
         digest = hashlib.sha256(text.encode()).hexdigest()
@@ -163,6 +174,10 @@ class SqliteRagStore:
             self._scopes[new_id] = scope.key
             self._scope_sizes[scope.key] += 1
         return new_id
+
+    def add_grows_index(self) -> bool:
+        """Whether the next new text first grows the index, a copy of the whole graph."""
+        return len(self._index) >= self._index.capacity
 
     def search(self, scope: Scope, query: str, k: int) -> list[RagHit]:
         with self._lock:

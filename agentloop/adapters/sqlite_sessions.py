@@ -84,9 +84,10 @@ SCHEMA = Schema(
 class SqliteSessionStore:
     """History rows ordered by insertion, each in the scope it was written in."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, lock: threading.Lock | None = None) -> None:
+        """On `conn`; stores sharing one connection share its `lock` too."""
         self._conn = conn
-        self._lock = threading.Lock()
+        self._lock = lock or threading.Lock()
         migrate(conn, SCHEMA)
 
     @classmethod

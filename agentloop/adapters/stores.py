@@ -20,6 +20,7 @@ from agentloop.adapters.sqlite_async import (
     AsyncSqliteSessionStore,
     AsyncSqliteTaskStore,
     AsyncSqliteTrajectoryStore,
+    SqliteFile,
 )
 from agentloop.adapters.sqlite_knowledge import SqliteKnowledgeRepository
 from agentloop.adapters.sqlite_memory import SqliteMemoryStore
@@ -123,11 +124,13 @@ def open_stores(
     embedder = embedder or HashingEmbedder()
     database = directory / f"{bot}.sqlite3"
     with ExitStack() as opened:
-        sessions = AsyncSqliteSessionStore(SqliteSessionStore.open(database))
-        opened.callback(sessions.close)
-        memory = AsyncSqliteMemoryStore(SqliteMemoryStore.open(database))
-        opened.callback(memory.close)
-        rag = AsyncSqliteRagStore(SqliteRagStore.open(database, embedder, directory / f"{bot}.rag.hnsw"))
+        bot_file = SqliteFile(database)  # history, memory and RAG share it, its connection and its thread
+        opened.callback(bot_file.close)
+        sessions = AsyncSqliteSessionStore(SqliteSessionStore(bot_file.conn, bot_file.lock), bot_file.thread)
+        memory = AsyncSqliteMemoryStore(SqliteMemoryStore(bot_file.conn, bot_file.lock), bot_file.thread)
+        rag = AsyncSqliteRagStore(
+            SqliteRagStore.on(bot_file.conn, embedder, directory / f"{bot}.rag.hnsw", bot_file.lock), bot_file.thread
+        )
         opened.callback(rag.close)
         knowledge = AsyncSqliteKnowledgeRepository(
             SqliteKnowledgeRepository(directory / f"{bot}.notes.sqlite3", dim=embedder.dim)
@@ -138,7 +141,7 @@ def open_stores(
         tasks = AsyncSqliteTaskStore(SqliteTaskStore(directory / f"{bot}.tasks.sqlite3"))
         opened.callback(tasks.close)
         opened.pop_all()
-    closers = (sessions.close, memory.close, rag.close, knowledge.close, trajectories.close, tasks.close)
+    closers = (bot_file.close, rag.close, knowledge.close, trajectories.close, tasks.close)
     return Stores(
         f"sqlite:///{directory}", bot, embedder, sessions, memory, rag, knowledge, trajectories, tasks,
         FileAttemptNotes(directory / f"{bot}.attempt-notes"), closers,

@@ -44,3 +44,20 @@ def test_event_loop_lag_prints_a_row_of_figures_per_session_count(capsys: pytest
     for sessions, turns in (("1", 2), ("2", 4)):
         assert re.match(rf"\s*{sessions}\s+{turns}\s+\d+\.\d\s+\d+\s+{MS}\s+{MS}\s+{MS}\s+\w+\.\w+ {MS}", rows[sessions])
     assert any(line.startswith("tool executions captured") for line in lines)
+
+
+def test_turn_latency_times_the_baseline_in_the_same_run_and_prints_the_ratios(capsys: pytest.CaptureFixture[str]) -> None:
+    run_main("turn_latency", "--turns", "4", "--warmup", "1", "--rounds", "2", "--baseline", "HEAD")
+    lines = capsys.readouterr().out.splitlines()
+    assert not any(line.startswith("no baseline") for line in lines)
+    for label in ("standard turn, framework time", "until the user is answered"):
+        assert any(re.match(rf"{label}, HEAD \(median\)\s+\d+\.\d{{3}} ms$", line) for line in lines)
+        assert any(re.match(rf"{label}, this / HEAD\s+\d+\.\d\dx\s+<= 1\.00x\s+(ok|MISSED)$", line) for line in lines)
+
+
+def test_turn_latency_without_the_baseline_commit_says_so_and_times_this_checkout(capsys: pytest.CaptureFixture[str]) -> None:
+    run_main("turn_latency", "--turns", "2", "--warmup", "1", "--baseline", "no-such-revision")
+    lines = capsys.readouterr().out.splitlines()
+    assert sum(line.startswith("no baseline: git cannot give no-such-revision here") for line in lines) == 1
+    assert any(re.match(r"standard turn, framework time \(median\)\s+\d+\.\d{3} ms\s+<= 1\.0 ms", line) for line in lines)
+    assert not any("this /" in line for line in lines)

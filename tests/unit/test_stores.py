@@ -131,8 +131,9 @@ def test_bot_names_that_are_not_file_names_are_refused(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-MODULES = ("sqlite_sessions", "sqlite_memory", "sqlite_rag", "sqlite_knowledge", "sqlite_trajectories", "sqlite_tasks")
-"""The modules of the stores `open_stores` opens, each connecting once."""
+MODULES = ("sqlite_async", "sqlite_knowledge", "sqlite_trajectories", "sqlite_tasks")
+"""The modules that connect once each when `open_stores` opens a bot's files (sqlite_async:
+the one file of history, memory and RAG)."""
 
 
 @pytest.fixture
@@ -166,7 +167,7 @@ def test_a_failed_open_leaves_no_connection_behind(tmp_path: Path, connections: 
     connections.clear()
     with pytest.raises(ValueError, match="dim 64 but the embedder makes dim 32"):
         open_stores(tmp_path, embedder=HashingEmbedder(dim=32))
-    assert_all_closed(connections, count=3)  # sessions and memory were open when the RAG store refused
+    assert_all_closed(connections, count=1)  # history and memory's file was open when the RAG store refused
 
 
 def test_standard_pipeline_closes_the_stores_it_opened_when_building_fails(
