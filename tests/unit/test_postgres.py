@@ -17,9 +17,12 @@ from pathlib import Path
 import numpy as np
 import psycopg
 import pytest
+from pgvector.psycopg import register_vector
 
 from agentloop.adapters import HashingEmbedder, Stores, open_stores
 from agentloop.adapters.postgres import database
+from agentloop.adapters.postgres.nearest import nearest_query
+from agentloop.adapters.postgres.scopes import scope_match
 from agentloop.errors import ExecutionRefusedError, NewerSchemaError, StoreUrlError
 from agentloop.messages import ChatMessage, Role
 from agentloop.notes import RETRIEVABLE, KnowledgeItem, Layer, LayerIds, NoteStatus, NoteType, quarantine_record
@@ -215,3 +218,24 @@ def test_an_execution_no_utf8_database_holds_is_refused_for_good_and_can_be_quar
     (kept,) = asyncio.run(stores.trajectories.quarantined())
     assert kept == quarantine_record(execution, "refused: \ud800") and kept["id"] == "exec-\x00"
     assert asyncio.run(stores.trajectories.count()) == 0
+
+
+def test_a_search_walks_the_hnsw_index_with_the_tenant_filter_in_the_same_scan(stores: Stores, postgres_url: str) -> None:
+    async def fill() -> None:
+        for number in range(300):
+            await stores.rag.add(Scope(user_id=f"u{number % 3}"), f"text {number} about things {number * 7}")
+
+    asyncio.run(fill())
+    where, params = scope_match(Scope(user_id="u1"))
+    vector = HashingEmbedder(dim=64).embed(["things"])[0]
+    with psycopg.connect(postgres_url) as conn:
+        register_vector(conn)
+        conn.execute("SET search_path TO agentloop_helper, public")
+        conn.execute("ANALYZE rag_documents")
+        plan = "\n".join(
+            row[0]
+            for row in conn.execute(
+                "EXPLAIN " + nearest_query("id", "rag_documents", "vector", where, exact=False), (vector, *params, vector, 3)
+            )
+        )
+    assert "Index Scan using rag_documents_by_vector" in plan and "scope_user = 'u1'" in plan.split("Filter:")[1]
