@@ -22,6 +22,7 @@ from pgvector.psycopg import register_vector
 from agentloop.adapters import HashingEmbedder, Stores, open_stores
 from agentloop.adapters.postgres import database
 from agentloop.adapters.postgres.nearest import nearest_query
+from agentloop.adapters.postgres.schema import Schema, Step, migrate
 from agentloop.adapters.postgres.scopes import scope_match
 from agentloop.errors import ExecutionRefusedError, NewerSchemaError, StoreUrlError
 from agentloop.messages import ChatMessage, Role
@@ -239,3 +240,25 @@ def test_a_search_walks_the_hnsw_index_with_the_tenant_filter_in_the_same_scan(s
             )
         )
     assert "Index Scan using rag_documents_by_vector" in plan and "scope_user = 'u1'" in plan.split("Filter:")[1]
+
+
+def test_an_older_schema_gets_only_its_missing_steps_keeping_its_rows_and_a_failing_step_changes_nothing(
+    postgres_url: str,
+) -> None:
+    first = Schema("greetings", (Step("greetings", ("CREATE TABLE greetings (text text NOT NULL)",)),))
+    second = Schema("greetings", (*first.steps, Step("who said it", ("ALTER TABLE greetings ADD COLUMN who text DEFAULT 'ada'",))))
+    broken = Schema("greetings", (*second.steps, Step("a mistake", ("ALTER TABLE greetings ADD COLUMN said_at text", "ALTER TABLE greetings ADD COLUMN who text"))))
+
+    async def migrations() -> tuple[list[tuple[object, ...]], list[tuple[object, ...]]]:
+        async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as conn:
+            await migrate(conn, "agentloop_toy", [first], dim=4, where="toy")
+            await conn.execute("INSERT INTO agentloop_toy.greetings VALUES ('hi')")
+            await migrate(conn, "agentloop_toy", [second], dim=4, where="toy")
+            await migrate(conn, "agentloop_toy", [second], dim=4, where="toy")  # nothing left to do
+            with pytest.raises(psycopg.errors.DuplicateColumn):
+                await migrate(conn, "agentloop_toy", [broken], dim=4, where="toy")
+            rows = await (await conn.execute("SELECT * FROM agentloop_toy.greetings")).fetchall()
+            versions = await (await conn.execute("SELECT name, version FROM agentloop_toy.schema_versions")).fetchall()
+            return rows, versions
+
+    assert asyncio.run(migrations()) == ([("hi", "ada")], [("greetings", 2)])
