@@ -99,3 +99,7 @@ __all__ += ["DEFAULT_COMPANY", "Scope", "history_scope", "knowledge_scope", "mem
 from agentloop.text import cap_bytes, storable  # noqa: E402
 
 __all__ += ["cap_bytes", "storable"]
+
+from agentloop.messages import Finished, StreamEvent, TextDelta, ToolCallDelta, Usage  # noqa: E402
+
+__all__ += ["Finished", "StreamEvent", "TextDelta", "ToolCallDelta", "Usage"]

@@ -25,7 +25,7 @@ import attrs
 import structlog
 
 from agentloop.adapters import ConsoleChannel, open_note_taking, open_stores
-from agentloop.adapters.stores import masked_url
+from agentloop.adapters.stores import shown_url
 from agentloop.context import IncomingMessage, Session
 from agentloop.scopes import DEFAULT_COMPANY
 from agentloop.errors import (
@@ -427,7 +427,7 @@ def _worker(args: argparse.Namespace, out: TextIO) -> int:
         raise CliError(f"bad worker setting: {error}") from error
     try:
         with open_stores(stores, bot=args.bot) as opened, built_pipeline(args.pipeline, opened) as loop:
-            asyncio.run(_work(workers, inbox_url, args.bot, loop, settings, masked_url(stores), out))
+            asyncio.run(_work(workers, inbox_url, args.bot, loop, settings, shown_url(stores), out))
     except StoreUrlError as error:
         raise CliError(str(error)) from error
     return 0
@@ -450,7 +450,7 @@ async def _work(workers: Any, inbox_url: str, bot: str, loop: AgentLoop, setting
 
 
 def _stores_migrate(args: argparse.Namespace, out: TextIO) -> int:
-    shown = masked_url(args.url)
+    shown = shown_url(args.url)
     try:
         open_stores(args.url, bot=args.bot).close()
     except StoreUrlError as error:

@@ -70,10 +70,24 @@ class ToolSpec:
 
 @attrs.frozen
 class LlmRequest:
+    """What a model is asked: the conversation, the tools it may call, and sampling settings
+    passed through to the provider as given (None: the provider's default)."""
+
     messages: tuple[ChatMessage, ...]
     tools: tuple[ToolSpec, ...] = ()
     model: str | None = None
     temperature: float | None = None
+    max_tokens: int | None = None
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+
+
+@attrs.frozen
+class Usage:
+    """Tokens a model call read and wrote, as the provider counted them."""
+
+    input_tokens: int
+    output_tokens: int
 
 
 @attrs.frozen
@@ -83,3 +97,34 @@ class LlmReply:
     content: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
     model: str | None = None
+    usage: Usage | None = None
+    stop_reason: str | None = None
+
+
+@attrs.frozen
+class TextDelta:
+    """A piece of the answer's text, as a streaming model wrote it."""
+
+    text: str
+
+
+@attrs.frozen
+class ToolCallDelta:
+    """A piece of the tool call at `index` of this reply: its id and name when first seen,
+    and the next fragment of its JSON arguments."""
+
+    index: int
+    id: str | None = None
+    name: str | None = None
+    arguments_fragment: str = ""
+
+
+@attrs.frozen
+class Finished:
+    """The last event of a stream: the whole reply, as if it had not streamed."""
+
+    reply: LlmReply
+
+
+StreamEvent = TextDelta | ToolCallDelta | Usage | Finished
+"""What `LLM.stream` yields: deltas and usage in any number, then one `Finished`."""

@@ -4,7 +4,8 @@ one process running the same turns on SQLite with no inbox.
 Each level submits `--sessions` sessions x `--messages` messages to a fresh PostgreSQL
 database, starts that many `agentloop worker` processes (each `--concurrency` turns at
 once) and counts the turns finished from the moment every worker is ready until the
-last one, by the database's clock (so a worker's start-up is not counted). The bot is the standard pipeline with a model that awaits
+last one, by the database's clock (so a worker's start-up is not counted; a run too
+small for that is timed from its first turn). The bot is the standard pipeline with a model that awaits
 `--model-delay` seconds and a channel that sends nowhere. The stores are PostgreSQL when
 this release opens postgresql:// stores, else one SQLite data directory shared by the
 workers (the line above the table says which). The target is 1.6x the turns/s from 1
@@ -135,12 +136,14 @@ def run_level(database: str, stores: str, workers: int, args: argparse.Namespace
             while True:
                 row = conn.execute(
                     "SELECT count(*) FILTER (WHERE finished_at IS NULL), count(*) FILTER (WHERE finished_at > %s), "
-                    "extract(epoch FROM max(finished_at) - %s) FROM agentloop_inbox",
+                    "extract(epoch FROM max(finished_at) - %s), count(*), "
+                    "extract(epoch FROM max(finished_at) - min(started_at)) FROM agentloop_inbox",
                     (ready[0], ready[0]),
                 ).fetchone()
                 assert row is not None
-                if row[0] == 0:
-                    return float(row[1] / float(row[2])) if row[1] else 0.0
+                unfinished, after_ready, seconds_after_ready, every, seconds = row
+                if unfinished == 0:  # a run too small to outlast the start-up is timed whole
+                    return float(after_ready / seconds_after_ready if after_ready * 2 >= every else every / seconds)
                 if any(p.poll() is not None for p in processes):
                     raise SystemExit(f"a worker exited early with status {[p.poll() for p in processes]}")
                 time.sleep(0.1)

@@ -5,7 +5,8 @@ that have no event loop); these classes give the ports' coroutines on top of the
 SQLite call can take 10-30 ms (a WAL checkpoint, an index insert), far above the 5 ms
 an event loop serving many sessions can spare, so such calls are handed to the thread
 of their database file (`StoreThread`): calls on one file keep their order, and the loop
-only waits for the answer. sqlite3 and hnswlib release the GIL while they work.
+only waits for the answer. Cheap calls answer inline when the thread is idle; which
+ones, and when, `StoreThread` says. sqlite3 and hnswlib release the GIL while they work.
 """
 
 from __future__ import annotations
@@ -93,12 +94,24 @@ class StoreThread:
         """`call(*args, **kwargs)` inline like a read while one task has the file to itself
         (it made the previous call too) and this thread checkpoints the file, else there."""
         caller, self._caller = self._caller, asyncio.current_task()
-        if self._checkpoint is None:
-            return await self.run(call, *args, **kwargs)
-        if caller is None or caller is not self._caller:
+        if self._checkpoint is None or caller is None or caller is not self._caller:
             result = await self.run(call, *args, **kwargs)
         else:
             result = await self.read(call, *args, **kwargs)
+        self._count_write()
+        return result
+
+    async def write_on_thread(self, call: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        """A write that always runs on the thread (one that may stall whatever the load)."""
+        self._caller = asyncio.current_task()
+        result = await self.run(call, *args, **kwargs)
+        self._count_write()
+        return result
+
+    def _count_write(self) -> None:
+        """Count a write, and queue a checkpoint every `CHECKPOINT_EVERY` of them."""
+        if self._checkpoint is None:
+            return
         with self._counting:
             self._writes += 1
             due = self._writes >= CHECKPOINT_EVERY
@@ -106,7 +119,6 @@ class StoreThread:
                 self._writes = 0
         if due:
             self._hand_over(self._checkpoint)
-        return result
 
     def _hand_over(
         self, work: Callable[[], Any], loop: asyncio.AbstractEventLoop | None = None, future: asyncio.Future[Any] | None = None
@@ -126,6 +138,8 @@ class StoreThread:
             error: BaseException | None = None
             try:
                 result = work()
+            except StopIteration as exc:  # a future refuses StopIteration, and its awaiter would hang
+                error = RuntimeError(f"a store call raised StopIteration: {exc!r}")
             except BaseException as exc:  # handed to whoever awaits it
                 error = exc
             with self._counting:
@@ -137,7 +151,8 @@ class StoreThread:
             try:
                 loop.call_soon_threadsafe(_settle, future, result, error)
             except RuntimeError:  # the loop was closed: nobody is waiting for the answer
-                pass
+                if error is not None:
+                    _log.warning("stores.unawaited_call_failed", thread=self._thread.name, error=repr(error))
 
     def shutdown(self) -> None:
         """Let the calls already handed over finish, then stop the thread; again does nothing."""
@@ -150,7 +165,9 @@ class StoreThread:
 
 
 def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
-    if future.cancelled():
+    if future.cancelled():  # its awaiter was cancelled: say what went wrong, as nobody else will
+        if error is not None:
+            _log.warning("stores.unawaited_call_failed", error=repr(error))
         return
     if error is not None:
         future.set_exception(error)
@@ -180,7 +197,8 @@ class SqliteFile:
     def close(self) -> None:
         """Let the calls already handed over finish, then close the connection."""
         self.thread.shutdown()
-        self.conn.close()
+        with self.lock:
+            self.conn.close()
 
 
 class _Closable(Protocol):
@@ -230,7 +248,7 @@ class AsyncSqliteRagStore(_OnItsThread[SqliteRagStore]):
 
     async def add(self, scope: Scope, text: str, *, session_id: str | None = None) -> int:
         if self.engine.add_grows_index():
-            return await self._thread.run(self.engine.add, scope, text, session_id=session_id)
+            return await self._thread.write_on_thread(self.engine.add, scope, text, session_id=session_id)
         return await self._thread.write(self.engine.add, scope, text, session_id=session_id)
 
     async def search(self, scope: Scope, query: str, k: int) -> list[RagHit]:
@@ -240,7 +258,6 @@ class AsyncSqliteRagStore(_OnItsThread[SqliteRagStore]):
         return await self._thread.read(self.engine.__len__)
 
     async def texts(self, scope: Scope) -> list[str]:
-        """Every text stored in `scope`, oldest first."""
         return await self._thread.read(self.engine.texts, scope)
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from agentloop.adapters.hnsw_index import HnswVectorIndex
-from agentloop.adapters.sqlite import closing_on_error, connect, data_version, index_missing
+from agentloop.adapters.sqlite import closing_on_error, connect, data_version, index_missing, transaction
 from agentloop.adapters.sqlite_schema import Schema, Step, migrate
 from agentloop.adapters.sqlite_scopes import (
     SCOPE_COLUMNS_DDL,
@@ -89,6 +89,7 @@ class SqliteRagStore:
         self._embedder = embedder
         self._index = index
         self._lock = lock or threading.Lock()
+        self._owns_connection = lock is None  # a shared lock means a shared connection, closed by its owner
         migrate(conn, SCHEMA)
         # Each text's scope key, so the index's filter is one dict lookup per candidate.
         self._scopes: dict[int, str] = {}
@@ -132,7 +133,8 @@ class SqliteRagStore:
     def on(
         cls, conn: sqlite3.Connection, embedder: Embedder, index_path: str | Path, lock: threading.Lock | None = None
     ) -> SqliteRagStore:
-        """`open` on a connection the caller opened (and closes if this fails), guarded by `lock`."""
+        """`open` on a connection the caller opened (and closes if this fails); with a `lock`,
+        the connection is shared and `close` leaves it open for its owner."""
         migrate(conn, SCHEMA)
         row = conn.execute("SELECT length(vector) FROM rag_documents LIMIT 1").fetchone()
         if row is not None and row[0] != embedder.dim * 4:
@@ -157,7 +159,7 @@ class SqliteRagStore:
         digest = hashlib.sha256(text.encode()).hexdigest()
         vector = self._embedder.embed([text])
         chain = scope_values(scope)
-        with self._lock:
+        with self._lock, transaction(self._conn):  # BEGIN IMMEDIATE: another process cannot slip the same text in between
             for (existing,) in self._conn.execute(
                 f"SELECT id FROM rag_documents WHERE {SCOPE_MATCH} AND digest = ? AND text = ?", (*chain, digest, text)
             ):
@@ -224,8 +226,10 @@ class SqliteRagStore:
         self._index.save(keep_larger=True)
 
     def close(self) -> None:
+        """Save the index, and close the connection unless it was lent (`on`)."""
         self.save()
-        self._conn.close()
+        if self._owns_connection:
+            self._conn.close()
 
 
 def _rows(conn: sqlite3.Connection) -> Iterator[tuple[int, Vectors]]:

@@ -1,10 +1,10 @@
 """The ports: Protocols the framework and systems depend on, never a concrete adapter."""
 
 from agentloop.ports.attempt_notes import AttemptNotesStore
-from agentloop.ports.channel import Channel
+from agentloop.ports.channel import Channel, MessageStream, StreamingChannel
 from agentloop.ports.clock import Clock, SystemClock
 from agentloop.ports.knowledge import KnowledgeRepository, MaintainerNotifier
-from agentloop.ports.llm import LLM
+from agentloop.ports.llm import LLM, StreamingLLM
 from agentloop.ports.metrics import Metrics
 from agentloop.ports.tasks import TaskRecord, TaskState, TaskStore
 from agentloop.ports.trajectories import TrajectoryStore
@@ -17,6 +17,7 @@ __all__ += ["AttemptNotesStore", "TaskRecord", "TaskState", "TaskStore"]
 from agentloop.ports.stores import MemoryEntry, MemoryStore, RagHit, RagStore, SessionStore  # noqa: E402
 
 __all__ += ["MemoryEntry", "MemoryStore", "RagHit", "RagStore", "SessionStore"]
+__all__ += ["MessageStream", "StreamingChannel", "StreamingLLM"]
 
 from agentloop.ports.inbox import DeliveryLedger  # noqa: E402
 

@@ -11,6 +11,21 @@ if TYPE_CHECKING:
 
 
 @runtime_checkable
+class MessageStream(Protocol):
+    """One message delivered while it is written: provisional deltas, then its final text.
+
+    `close` replaces what was shown with the canonical answer; `abort` withdraws it (the
+    fallback follows as an ordinary message). Each raises `TransportError` when delivery fails.
+    """
+
+    async def delta(self, text: str) -> None: ...
+
+    async def close(self, final_text: str) -> None: ...
+
+    async def abort(self, reason: str) -> None: ...
+
+
+@runtime_checkable
 class Channel(Protocol):
     """Each method raises `TransportError` (user-safe message) when delivery fails."""
 
@@ -19,3 +34,10 @@ class Channel(Protocol):
     async def send_voice(self, session: Session, text: str) -> None: ...
 
     async def send_attachment(self, session: Session, attachment: Attachment) -> None: ...
+
+
+@runtime_checkable
+class StreamingChannel(Channel, Protocol):
+    """A channel that can show an answer while the model writes it."""
+
+    async def open_stream(self, session: Session, hints: dict[str, str]) -> MessageStream: ...

@@ -1,7 +1,9 @@
 """The storage ports of a bot: session history, long-term memory and the RAG index.
 
 Every call is a coroutine, so a backend that waits on disk or a network does so off the
-event loop that runs the turns.
+event loop that runs the turns. A bot's stores are called from several event loops, in
+turn and at once (a script's `asyncio.run` calls, the capture writer's own loop), so a
+backend does not bind its connections to one loop.
 
 Every store keeps each row in the `Scope` it was written in and reads only the rows of
 the scope it is asked for (`agentloop.scopes` says which scope a session uses).
@@ -78,7 +80,12 @@ class RagStore(Protocol):
         ...
 
     async def search(self, scope: Scope, query: str, k: int) -> list[RagHit]:
-        """Up to `k` texts of `scope` most similar to `query`, best first."""
+        """Up to `k` texts of `scope` most similar to `query`, best first, each with its
+        cosine similarity. A query the embedder maps to the zero vector (no words) finds nothing."""
+        ...
+
+    async def texts(self, scope: Scope) -> list[str]:
+        """Every text stored in `scope`, oldest first (to review or export what a bot indexed)."""
         ...
 
     async def count(self) -> int:

@@ -32,6 +32,7 @@ tests call from several threads at once, each with its own event loop.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import itertools
 import json
 import threading
@@ -247,6 +248,9 @@ class MemoryStoreTests(_Backend):
         run(stores.memory.add(self.entry(bob, "s9", 9)))
         assert [e.assistant_text for e in run(stores.memory.recent(ada, 3))] == ["a2", "a3", "a4"]
         assert [e.assistant_text for e in run(stores.memory.recent(ada, 10, exclude_session="s2"))] == ["a0", "a1", "a2"]
+        assert [e.assistant_text for e in run(stores.memory.recent(ada, 2, exclude_session="s2"))] == ["a1", "a2"], (
+            "the limit counts the entries left after the exclusion"
+        )
         assert run(stores.memory.recent(ada, 1)) == (self.entry(ada, "s2", 4),)
         assert run(stores.memory.recent(ada, 0)) == ()
         assert run(stores.memory.recent(bob, 10)) == (self.entry(bob, "s9", 9),)
@@ -290,6 +294,10 @@ class RagStoreTests(_Backend):
         hits = run(stores.rag.search(self.A, "when does the deployment run", 2))
         assert len(hits) == 2 and hits[0].text == "The deployment runs every night at two"
         assert all(hit.scope == self.A for hit in hits) and hits[0].score >= hits[1].score
+        (same,) = run(stores.rag.search(self.A, "The deployment runs every night at two", 1))
+        assert same.text == "The deployment runs every night at two" and same.score == pytest.approx(1.0, abs=1e-3), (
+            "a hit's score is its cosine similarity"
+        )
         assert len(run(stores.rag.search(self.A, "deployment", 1))) == 1
         assert [h.text for h in run(stores.rag.search(self.B, "deployment", 5))] == ["The deployment of project b is manual"]
         assert run(stores.rag.search(Scope(project_id="c"), "deployment", 5)) == []
@@ -297,18 +305,29 @@ class RagStoreTests(_Backend):
         assert run(stores.rag.search(self.A, "!!!", 5)) == []  # no words: nothing is similar
         assert run(stores.rag.count()) == 4
 
+    def test_texts_lists_a_scopes_texts_oldest_first(self, stores: Stores) -> None:
+        self.fill(stores)
+        assert run(stores.rag.texts(self.A)) == [
+            "The deployment runs every night at two", "Invoices are sent on the first of the month",
+            "Lunch is served at noon in the canteen",
+        ]
+        assert run(stores.rag.texts(self.B)) == ["The deployment of project b is manual"]
+        assert run(stores.rag.texts(Scope(project_id="c"))) == []
+
     def test_a_text_already_in_its_scope_is_not_stored_twice(self, stores: Stores) -> None:
         first = run(stores.rag.add(Scope(user_id="a"), "I don't know."))
         assert run(stores.rag.add(Scope(user_id="a"), "I don't know.")) == first
         assert run(stores.rag.add(Scope(user_id="b"), "I don't know.")) != first
         assert run(stores.rag.count()) == 2
         assert [h.id for h in run(stores.rag.search(Scope(user_id="a"), "know", 5))] == [first]
+        assert run(stores.rag.texts(Scope(user_id="a"))) == ["I don't know."]
 
     def test_no_namesake_in_another_chain_finds_the_text(self, stores: Stores) -> None:
         """I11: an answer indexed for one chain is never found from another that reuses its ids."""
         mine = run(stores.rag.add(CHAIN, "The shop opens at nine"))
         for other in namesakes(CHAIN):
             assert run(stores.rag.search(other, "when does the shop open", 5)) == []
+            assert run(stores.rag.texts(other)) == []
         assert [h.id for h in run(stores.rag.search(CHAIN, "when does the shop open", 5))] == [mine]
 
     def test_texts_and_their_results_survive_a_reopen(self, stores: Stores, open_backend: Callable[[], Stores]) -> None:
@@ -373,17 +392,17 @@ class KnowledgeRepositoryTests(_Backend):
         assert run(stores.knowledge.count()) == 3
 
     def test_an_id_never_stored_is_an_unknown_note_for_every_call(self, stores: Stores) -> None:
-        self.add(stores, 1)
+        unknown = self.add(stores, 1).key + 4242
         calls: list[Callable[[], Coroutine[Any, Any, object]]] = [
-            lambda: stores.knowledge.get(4242),
-            lambda: stores.knowledge.retrievals(4242),
-            lambda: stores.knowledge.record_retrievals([4242], "q", None, AT),
-            lambda: stores.knowledge.add_reference(4242, AT),
-            lambda: stores.knowledge.set_flag(4242, True, AT),
-            lambda: stores.knowledge.set_status(4242, NoteStatus.DRAFT, NoteStatus.PROPOSED, AT),
+            lambda: stores.knowledge.get(unknown),
+            lambda: stores.knowledge.retrievals(unknown),
+            lambda: stores.knowledge.record_retrievals([unknown], "q", None, AT),
+            lambda: stores.knowledge.add_reference(unknown, AT),
+            lambda: stores.knowledge.set_flag(unknown, True, AT),
+            lambda: stores.knowledge.set_status(unknown, NoteStatus.DRAFT, NoteStatus.PROPOSED, AT),
         ]
         for call in calls:
-            with pytest.raises(UnknownNoteError, match="no knowledge item with id 4242"):
+            with pytest.raises(UnknownNoteError, match=f"no knowledge item with id {unknown}"):
                 run(call())
 
     def test_items_lists_every_note_or_those_of_some_statuses_in_id_order(self, stores: Stores) -> None:
@@ -521,11 +540,12 @@ class KnowledgeRepositoryTests(_Backend):
         assert len(run(stores.knowledge.retrievals(note.key))) == 12
 
     def test_a_merge_pair_is_kept_once_in_the_order_given(self, stores: Stores) -> None:
-        first = MergeSuggestion(1, 2, 0.93, AT)
+        one, two = self.add(stores, 1).key, self.add(stores, 2).key
+        first = MergeSuggestion(one, two, 0.93, AT)
         assert run(stores.knowledge.add_merge_suggestion(first))
         assert not run(stores.knowledge.add_merge_suggestion(first))
         assert not run(stores.knowledge.add_merge_suggestion(attrs.evolve(first, similarity=0.5, created_at=LATER)))
-        reversed_pair = MergeSuggestion(2, 1, 0.93, LATER)
+        reversed_pair = MergeSuggestion(two, one, 0.93, LATER)
         assert run(stores.knowledge.add_merge_suggestion(reversed_pair))
         assert sorted(run(stores.knowledge.merge_suggestions()), key=lambda s: s.first_id) == [first, reversed_pair]
 
@@ -777,6 +797,13 @@ class StoresTests(
             "trajectories": TrajectoryStore, "tasks": TaskStore, "attempt_notes": AttemptNotesStore,
         }
         assert {name: isinstance(getattr(stores, name), port) for name, port in ports.items()} == dict.fromkeys(ports, True)
+        not_coroutines = [
+            f"{name}.{method}"
+            for name, port in ports.items()
+            for method in dir(port)
+            if not method.startswith("_") and not inspect.iscoroutinefunction(getattr(getattr(stores, name), method))
+        ]
+        assert not_coroutines == [], "every call of a store port is a coroutine"
         assert isinstance(stores.embedder, Embedder) and stores.url and stores.bot
 
     def test_closing_twice_does_nothing(self, stores: Stores) -> None:

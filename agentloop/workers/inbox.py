@@ -18,7 +18,7 @@ import structlog
 from procrastinate.schema import SchemaManager
 from psycopg.types.json import Jsonb
 
-from agentloop.adapters.stores import masked_url
+from agentloop.adapters.stores import shown_url
 from agentloop.context import IncomingMessage, Session
 from agentloop.errors import NewerSchemaError
 from agentloop.names import check_bot_name
@@ -262,24 +262,24 @@ async def migrate_inbox(url: str) -> None:
         found = (await (await conn.execute("SELECT max(version) FROM agentloop_inbox_schema")).fetchone() or (None,))[0]
         version = found or 0
         if version > SCHEMA_VERSION:
-            raise NewerSchemaError(masked_url(url), "inbox", version, SCHEMA_VERSION)
+            raise NewerSchemaError(shown_url(url), "inbox", version, SCHEMA_VERSION)
         for step in _STEPS[version:]:
             await conn.execute(step)
         if version < SCHEMA_VERSION:
             await conn.execute("DELETE FROM agentloop_inbox_schema")
             await conn.execute("INSERT INTO agentloop_inbox_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
-            _log.info("inbox.migrated", url=masked_url(url), version=SCHEMA_VERSION, previous=version)
+            _log.info("inbox.migrated", url=shown_url(url), version=SCHEMA_VERSION, previous=version)
 
 
 async def _connect(url: str) -> psycopg.AsyncConnection[tuple[Any, ...]]:
     """One connection to `url`, or a one-line `InboxUrlError` when it is no PostgreSQL URL or unreachable."""
     if not url.startswith(("postgresql://", "postgres://")):
-        raise InboxUrlError(masked_url(url), "the inbox needs PostgreSQL")
+        raise InboxUrlError(shown_url(url), "the inbox needs PostgreSQL")
     try:
         return await psycopg.AsyncConnection.connect(url, connect_timeout=10, autocommit=True)
     except psycopg.Error as error:
         reason = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
-        raise InboxUrlError(masked_url(url), f"PostgreSQL did not accept the connection ({reason})") from error
+        raise InboxUrlError(shown_url(url), f"PostgreSQL did not accept the connection ({reason})") from error
 
 
 @asynccontextmanager
@@ -297,5 +297,5 @@ async def open_inbox(url: str, *, bot: str = "bot", pool_size: int = 4, migrate:
     connector = procrastinate.PsycopgConnector(conninfo=url, min_size=1, max_size=max(pool_size, 2))
     app = procrastinate.App(connector=connector)
     async with app.open_async():
-        yield Inbox(app, connector, bot, masked_url(url))
+        yield Inbox(app, connector, bot, shown_url(url))
 

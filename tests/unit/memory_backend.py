@@ -111,6 +111,10 @@ class MemoryRagStore:
     async def count(self) -> int:
         return len(self.data.rag)
 
+    async def texts(self, scope: Scope) -> list[str]:
+        with self.data.lock:
+            return [text for owner, text, _ in self.data.rag.values() if owner == scope]
+
 
 class MemoryKnowledgeRepository:
     def __init__(self, data: MemoryData, dim: int) -> None:

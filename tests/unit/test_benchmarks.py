@@ -13,7 +13,6 @@ from types import ModuleType
 import pytest
 import structlog
 
-from tests.pg import postgres_url  # noqa: F401  (a fixture)
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 MS = r"\d+\.\d\d ms"

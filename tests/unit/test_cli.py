@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 
 import attrs
+import psycopg
 
+from agentloop.adapters.stores import shown_url
 from agentloop.cli import main, open_bot, parse_inputs
 from agentloop.notes import Layer, LayerIds
 from agentloop.testing import RecordingChannel, ScriptedLLM
@@ -474,7 +476,7 @@ def test_notes_on_a_directory_without_notes_is_one_line(tmp_path: Path, capsys: 
 
 
 @pytest.mark.parametrize(("where", "message"), [
-    ("postgresql://db.example/bots", "PostgreSQL backend"),
+    ("postgresql://127.0.0.1:1/bots", "the server cannot be reached"),
     ("redis://cache/0", "no backend opens 'redis' URLs"),
     ("sqlite:///{file}", "is a file, not a directory"),
 ])
@@ -542,3 +544,18 @@ def test_worker_problems_are_one_line(
     assert main(["worker", *data, *pipeline, *argv], io.StringIO()) == 1
     err = capsys.readouterr().err
     assert err.startswith("agentloop: ") and message in err and len(err.splitlines()) == 1, err
+
+
+def test_stores_migrate_a_postgresql_bot_creates_its_stores_and_its_inbox(postgres_url: str) -> None:
+    out = io.StringIO()
+    assert main(["stores", "migrate", postgres_url, "--bot", "helper"], out) == 0
+    shown = shown_url(postgres_url)
+    assert out.getvalue().splitlines() == [
+        f"stores of bot 'helper' at {shown}: up to date", f"inbox at {shown}: up to date (schema version 1)"
+    ]
+    with psycopg.connect(postgres_url) as conn:
+        found = conn.execute(
+            "SELECT to_regclass('agentloop_inbox') IS NOT NULL, to_regclass('procrastinate_jobs') IS NOT NULL, "
+            "to_regnamespace('agentloop_helper') IS NOT NULL"
+        ).fetchone()
+    assert found == (True, True, True)

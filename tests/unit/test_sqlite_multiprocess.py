@@ -193,3 +193,41 @@ def test_closing_a_process_that_opened_earlier_keeps_the_rows_another_saved_in_t
     assert len(rag) == 1 and len(_engine(notes)) == 1
     rag.close()
     _engine(notes).close()
+
+
+ADDER = """
+import sys
+from pathlib import Path
+from agentloop.adapters import HashingEmbedder, SqliteRagStore
+from agentloop.logging import configure_logging
+from agentloop.scopes import Scope
+
+configure_logging("WARNING", stream=sys.stderr)
+data = Path(sys.argv[1])
+rag = SqliteRagStore.open(data / "bot.sqlite3", HashingEmbedder(dim=int(sys.argv[2])), data / "bot.rag.hnsw")
+sys.stdin.readline()  # start together
+ids = [rag.add(Scope(project_id="p1"), f"answer {n}") for n in range(int(sys.argv[3]))]
+rag.close()
+print(ids[-1])
+"""
+
+
+def test_processes_adding_the_same_texts_at_once_store_each_text_once(tmp_path: Path) -> None:
+    """The RAG dedup holds across processes: the check and the insert are one write transaction."""
+    SqliteRagStore.open(tmp_path / "bot.sqlite3", HashingEmbedder(dim=DIM), tmp_path / "bot.rag.hnsw").close()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    adders = [
+        subprocess.Popen([sys.executable, "-c", ADDER, str(tmp_path), str(DIM), "800"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        for _ in range(4)
+    ]
+    for adder in adders:
+        assert adder.stdin is not None
+        adder.stdin.write("go\n")
+        adder.stdin.flush()
+    outputs = [adder.communicate(timeout=60)[0] for adder in adders]
+    assert [adder.returncode for adder in adders] == [0, 0, 0, 0]
+    assert len({output.strip() for output in outputs}) == 1, "every process got the one id of the last text"
+    rag = SqliteRagStore.open(tmp_path / "bot.sqlite3", HashingEmbedder(dim=DIM), tmp_path / "bot.rag.hnsw")
+    assert rag.texts(SCOPE) == [f"answer {n}" for n in range(800)]
+    rag.close()

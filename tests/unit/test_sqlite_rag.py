@@ -11,7 +11,7 @@ import pytest
 from agentloop.adapters import HashingEmbedder, SqliteRagStore
 from agentloop.scopes import Scope
 
-A, B, C = Scope(project_id="a"), Scope(project_id="b"), Scope(project_id="c")
+A, B = Scope(project_id="a"), Scope(project_id="b")
 
 TEXTS = [
     (A, "The deployment runs every night at two"),
@@ -24,15 +24,6 @@ TEXTS = [
 def fill(store: SqliteRagStore) -> None:
     for scope, text in TEXTS:
         store.add(scope, text, session_id="s1")
-
-
-def test_texts_lists_the_texts_of_one_scope_oldest_first_each_once(tmp_path: Path) -> None:
-    store = SqliteRagStore.open(tmp_path / "bot.sqlite3", HashingEmbedder(dim=128), tmp_path / "bot.rag.hnsw")
-    fill(store)
-    store.add(A, "Invoices are sent on the first of the month")
-    assert store.texts(A) == [text for scope, text in TEXTS if scope == A]
-    assert store.texts(B) == ["The deployment of project b is manual"] and store.texts(C) == []
-    store.close()
 
 
 @pytest.mark.parametrize("damage", ["delete", "truncate"])

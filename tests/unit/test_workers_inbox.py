@@ -28,7 +28,6 @@ from agentloop.workers import (
     run_worker,
 )
 from systems import standard_pipeline
-from tests.pg import postgres_url  # noqa: F401  (a fixture)
 
 SESSION = Session("s1", user_id="u1")
 
@@ -38,12 +37,13 @@ def run(coro: Awaitable[Any]) -> Any:
 
 
 async def with_worker(
-    url: str, data: Path, body: Callable[[Inbox, RecordingChannel], Awaitable[Any]], *, poll_interval: float = 0.2
+    url: str, body: Callable[[Inbox, RecordingChannel], Awaitable[Any]], *, poll_interval: float = 0.2
 ) -> Any:
-    """Run `body` against a bot's inbox while one in-process worker answers it."""
+    """Run `body` against a bot's inbox while one in-process worker answers it; the bot's
+    stores are in the inbox's database."""
     channel = RecordingChannel()
     llm = ScriptedLLM(lambda request: f"echo: {request.messages[-1].content}")
-    with open_stores(data, bot="helper") as stores, standard_pipeline(llm, channel, stores=stores) as pipeline:
+    with open_stores(url, bot="helper") as stores, standard_pipeline(llm, channel, stores=stores) as pipeline:
         loop = pipeline.build()
         async with open_inbox(url, bot="helper") as inbox:
             worker = asyncio.create_task(
@@ -56,29 +56,29 @@ async def with_worker(
                 await asyncio.gather(worker, return_exceptions=True)
 
 
-def test_a_submitted_message_is_answered_and_its_submitter_gets_the_outcome(postgres_url: str, tmp_path: Path) -> None:
+def test_a_submitted_message_is_answered_and_its_submitter_gets_the_outcome(postgres_url: str) -> None:
     async def body(inbox: Inbox, channel: RecordingChannel) -> Any:
         message_id = await inbox.submit(SESSION, IncomingMessage("hello"))
         return await inbox.wait(message_id, timeout=20), channel.texts
 
-    result, texts = run(with_worker(postgres_url, tmp_path, body))
+    result, texts = run(with_worker(postgres_url, body))
     assert result.finish_reason is FinishReason.SUCCESS
     assert result.reply_text == "echo: hello"
     assert result.runs == 1 and result.outcome.failures == ()
     assert texts == ["echo: hello"]
 
 
-def test_messages_of_one_session_are_answered_in_submission_order(postgres_url: str, tmp_path: Path) -> None:
+def test_messages_of_one_session_are_answered_in_submission_order(postgres_url: str) -> None:
     async def body(inbox: Inbox, channel: RecordingChannel) -> Any:
         ids = [await inbox.submit(SESSION, IncomingMessage(f"m{i}")) for i in range(6)]
         for message_id in ids:
             await inbox.wait(message_id, timeout=20)
         return channel.texts
 
-    assert run(with_worker(postgres_url, tmp_path, body)) == [f"echo: m{i}" for i in range(6)]
+    assert run(with_worker(postgres_url, body)) == [f"echo: m{i}" for i in range(6)]
 
 
-def test_a_sessions_next_message_starts_when_its_turn_ends_not_at_the_next_poll(postgres_url: str, tmp_path: Path) -> None:
+def test_a_sessions_next_message_starts_when_its_turn_ends_not_at_the_next_poll(postgres_url: str) -> None:
     """Finishing a session's turn wakes the workers, so its queued messages never wait for a poll (here 60 s)."""
 
     async def body(inbox: Inbox, channel: RecordingChannel) -> float:
@@ -88,7 +88,7 @@ def test_a_sessions_next_message_starts_when_its_turn_ends_not_at_the_next_poll(
             await inbox.wait(message_id, timeout=20)
         return time.monotonic() - started
 
-    assert run(with_worker(postgres_url, tmp_path, body, poll_interval=60)) < 5
+    assert run(with_worker(postgres_url, body, poll_interval=60)) < 5
 
 
 def test_resubmitting_a_message_id_keeps_one_message_and_another_text_under_it_is_refused(postgres_url: str) -> None:

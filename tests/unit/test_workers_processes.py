@@ -23,7 +23,6 @@ import pytest
 from agentloop import ChatMessage, FinishReason, IncomingMessage, Session, history_scope
 from agentloop.adapters import open_stores
 from agentloop.workers import MessageResult, WorkerSettings, open_inbox
-from tests.pg import postgres_url  # noqa: F401  (a fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
 SESSIONS, MESSAGES = 50, 10
@@ -32,10 +31,10 @@ SETTINGS = WorkerSettings(concurrency=4, stall_timeout=STALL_TIMEOUT)
 
 
 class Workers:
-    """`agentloop worker` processes of bot `helper` on one SQLite data directory and one inbox."""
+    """`agentloop worker` processes of bot `helper` whose stores and inbox are one PostgreSQL database."""
 
-    def __init__(self, inbox_url: str, data: Path, records: Path, latency: float) -> None:
-        self.inbox_url, self.data, self.records, self.latency = inbox_url, data, records, latency
+    def __init__(self, url: str, records: Path, latency: float) -> None:
+        self.url, self.records, self.latency = url, records, latency
         self.processes: list[subprocess.Popen[str]] = []
 
     def start(self, count: int = 1) -> None:
@@ -55,8 +54,8 @@ class Workers:
         }
         process = subprocess.Popen(
             [
-                sys.executable, "-m", "agentloop.cli", "worker", "--data-dir", str(self.data), "--bot", "helper",
-                "--inbox", self.inbox_url, "--pipeline", "tests.unit.worker_bot:factory",
+                sys.executable, "-m", "agentloop.cli", "worker", "--stores", self.url, "--bot", "helper",
+                "--pipeline", "tests.unit.worker_bot:factory",
                 "--concurrency", str(SETTINGS.concurrency), "--stall-timeout", str(STALL_TIMEOUT),
             ],
             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
@@ -80,7 +79,7 @@ class Workers:
 def workers(postgres_url: str, tmp_path: Path) -> Iterator[Workers]:
     records = tmp_path / "records"
     records.mkdir()
-    group = Workers(postgres_url, tmp_path / "data", records, latency=0.01)
+    group = Workers(postgres_url, records, latency=0.01)
     yield group
     group.stop_all()
 
@@ -125,10 +124,10 @@ def turn_intervals(records: list[dict[str, Any]], deaths: dict[int, float]) -> d
     return turns
 
 
-def check_history_and_order(data: Path, turns: dict[str, list[tuple[float, float, str, int]]]) -> None:
+def check_history_and_order(url: str, turns: dict[str, list[tuple[float, float, str, int]]]) -> None:
     """Each session's history is exactly its messages and answers, once each, in submission
     order, and no two of its turns overlapped in time, whichever processes ran them."""
-    with open_stores(data, bot="helper") as stores:
+    with open_stores(url, bot="helper") as stores:
         for session in range(SESSIONS):
             expected: list[ChatMessage] = []
             for message in range(MESSAGES):
@@ -144,15 +143,15 @@ def check_history_and_order(data: Path, turns: dict[str, list[tuple[float, float
 def test_three_worker_processes_keep_each_sessions_turns_in_order_and_apart(workers: Workers) -> None:
     """I9 across processes: 50 sessions x 10 messages, submitted interleaved, over 3 workers."""
     workers.start(3)
-    ids = asyncio.run(submit_all(workers.inbox_url))
-    results = asyncio.run(await_all(workers.inbox_url, ids, timeout=60))
+    ids = asyncio.run(submit_all(workers.url))
+    results = asyncio.run(await_all(workers.url, ids, timeout=60))
     workers.stop_all()
     assert all(r.finish_reason is FinishReason.SUCCESS and r.runs == 1 for r in results.values())
     records = read_records(workers.records)
     sent = Counter(r["text"] for r in records if r["event"] == "sent")
     assert sent == Counter(f"echo: {message_text(s, m)}" for s, m in ids.values())
     assert len({r["pid"] for r in records}) == 3  # every worker took turns
-    check_history_and_order(workers.data, turn_intervals(records, {}))
+    check_history_and_order(workers.url, turn_intervals(records, {}))
 
 
 def test_workers_killed_mid_run_lose_no_message_and_repeat_no_effect(workers: Workers) -> None:
@@ -161,7 +160,7 @@ def test_workers_killed_mid_run_lose_no_message_and_repeat_no_effect(workers: Wo
     within the recovery bound of the kill (plus the turn's own time)."""
     rng = random.Random()
     workers.latency = 0.05  # turns long enough that a kill finds some in flight
-    ids = asyncio.run(submit_all(workers.inbox_url))  # all waiting, so the run is under way at once
+    ids = asyncio.run(submit_all(workers.url))  # all waiting, so the run is under way at once
     workers.start(3)
     deaths: dict[int, float] = {}
     for victim in (0, 1):
@@ -171,7 +170,7 @@ def test_workers_killed_mid_run_lose_no_message_and_repeat_no_effect(workers: Wo
         process.wait()
         deaths[process.pid] = time.time()
         workers.start()  # a replacement, as an orchestrator would start one
-    results = asyncio.run(await_all(workers.inbox_url, ids, timeout=60))
+    results = asyncio.run(await_all(workers.url, ids, timeout=60))
     workers.stop_all()
 
     assert all(r.finish_reason is FinishReason.SUCCESS for r in results.values())
@@ -179,7 +178,7 @@ def test_workers_killed_mid_run_lose_no_message_and_repeat_no_effect(workers: Wo
     sent = Counter(r["text"] for r in records if r["event"] == "sent")
     assert max(sent.values()) == 1, [text for text, count in sent.items() if count > 1]
     turns = turn_intervals(records, deaths)
-    check_history_and_order(workers.data, turns)
+    check_history_and_order(workers.url, turns)
 
     lost = [(pid, text) for intervals in turns.values() for (_, end, text, pid) in intervals if pid in deaths and end == deaths[pid]]
     assert lost, "a kill found no turn in flight; the test proved nothing"
@@ -200,7 +199,7 @@ def test_sigterm_lets_the_turn_in_flight_finish_and_leaves_the_rest_for_the_next
     session = Session("s0", user_id="u0")
 
     async def submit() -> list[str]:
-        async with open_inbox(workers.inbox_url, bot="helper") as inbox:
+        async with open_inbox(workers.url, bot="helper") as inbox:
             return [await inbox.submit(session, IncomingMessage(message_text(0, m))) for m in range(3)]
 
     ids = asyncio.run(submit())
@@ -215,6 +214,6 @@ def test_sigterm_lets_the_turn_in_flight_finish_and_leaves_the_rest_for_the_next
 
     workers.latency = 0.0
     workers.start()
-    results = asyncio.run(await_all(workers.inbox_url, dict.fromkeys(ids, (0, 0)), timeout=30))
+    results = asyncio.run(await_all(workers.url, dict.fromkeys(ids, (0, 0)), timeout=30))
     assert [r.reply_text for r in results.values()] == [f"echo: {message_text(0, m)}" for m in range(3)]
     assert all(r.runs == 1 for r in results.values())

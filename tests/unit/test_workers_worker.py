@@ -4,7 +4,6 @@ history once and sending its reply at most once, and the re-run shows in its out
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -13,7 +12,6 @@ from agentloop import ChatMessage, FailureSource, IncomingMessage, Session, hist
 from agentloop.adapters import open_stores
 from agentloop.testing import RecordingChannel
 from agentloop.workers import Inbox, open_inbox, queue_name, reclaim_stalled
-from tests.pg import postgres_url  # noqa: F401  (a fixture)
 from tests.unit.test_workers_inbox import with_worker
 
 SESSION = Session("s1", user_id="u1")
@@ -33,9 +31,7 @@ async def take_as_a_worker_that_dies(inbox: Inbox, *, heartbeat_age: float) -> i
     return job.id
 
 
-def test_a_lost_workers_turn_is_run_again_writing_history_once_and_sending_nothing_twice(
-    postgres_url: str, tmp_path: Path
-) -> None:
+def test_a_lost_workers_turn_is_run_again_writing_history_once_and_sending_nothing_twice(postgres_url: str) -> None:
     """I13: the lost run got as far as delivering and writing history; the re-run repeats neither."""
 
     async def body() -> Any:
@@ -45,7 +41,7 @@ def test_a_lost_workers_turn_is_run_again_writing_history_once_and_sending_nothi
             pending = await inbox.start_turn(message_id)  # what the lost worker did before it died
             assert pending is not None and pending.run == 1
             assert await inbox.claim_delivery(message_id)
-            with open_stores(tmp_path, bot="helper") as stores:
+            with open_stores(postgres_url, bot="helper") as stores:
                 scope = history_scope(SESSION)
                 await stores.sessions.append(scope, [ChatMessage.user("hello"), ChatMessage.assistant("echo: hello")], key=message_id)
             assert await reclaim_stalled(inbox, stall_timeout=5) == 1
@@ -56,12 +52,12 @@ def test_a_lost_workers_turn_is_run_again_writing_history_once_and_sending_nothi
     async def rerun(inbox: Inbox, channel: RecordingChannel) -> Any:
         return await inbox.wait(message_id, timeout=20), channel.texts
 
-    result, texts = asyncio.run(with_worker(postgres_url, tmp_path, rerun))
+    result, texts = asyncio.run(with_worker(postgres_url, rerun))
     assert texts == []  # the lost run delivered it
     assert result.runs == 2 and result.reply_text == "echo: hello"
     (rerun_failure,) = [f for f in result.outcome.failures if f.component == "inbox"]
     assert rerun_failure.source is FailureSource.SYSTEM and "run again (run 2)" in rerun_failure.message
-    with open_stores(tmp_path, bot="helper") as stores:
+    with open_stores(postgres_url, bot="helper") as stores:
         history = asyncio.run(stores.sessions.recent(history_scope(SESSION), 10))
     assert history == (ChatMessage.user("hello"), ChatMessage.assistant("echo: hello"))
 
