@@ -4,12 +4,8 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
-from types import TracebackType
-
-import attrs
 
 from agentloop.adapters.attempt_notes_files import FileAttemptNotes
 from agentloop.adapters.hashing_embedder import HashingEmbedder
@@ -30,16 +26,8 @@ from agentloop.adapters.sqlite_tasks import SqliteTaskStore
 from agentloop.adapters.sqlite_trajectories import SqliteTrajectoryStore
 from agentloop.errors import StoreUrlError
 from agentloop.names import check_bot_name
-from agentloop.ports import (
-    AttemptNotesStore,
-    Embedder,
-    KnowledgeRepository,
-    MemoryStore,
-    RagStore,
-    SessionStore,
-    TaskStore,
-    TrajectoryStore,
-)
+from agentloop.ports import Embedder
+from agentloop.ports.stores import Stores
 
 DEFAULT_STORES_URL = "sqlite:///./agentloop-data"
 """Where a bot keeps its stores unless told: the directory `./agentloop-data`."""
@@ -53,46 +41,6 @@ _POSTGRES_SCHEMES = ("postgresql", "postgres")
 def shown_url(url: str) -> str:
     """`url` with its password, if any, replaced by `***` (for messages and logs)."""
     return _PASSWORD.sub(r"\1:***@", url)
-
-
-@attrs.define(eq=False)
-class Stores:
-    """The stores of one bot, each typed as its port, and how to close them all.
-
-    The stores' calls are coroutines (await them); opening and closing are not, so a
-    `with` block or `close()` works inside or outside an event loop.
-    Close with `close()` or `with`; closing twice does nothing.
-    """
-
-    url: str
-    bot: str
-    embedder: Embedder
-    sessions: SessionStore
-    memory: MemoryStore
-    rag: RagStore
-    knowledge: KnowledgeRepository
-    trajectories: TrajectoryStore
-    tasks: TaskStore
-    attempt_notes: AttemptNotesStore
-    _closers: tuple[Callable[[], None], ...] = ()
-    _closed: bool = attrs.field(default=False, init=False)
-
-    def close(self) -> None:
-        """Close every store, last opened first (saving the indexes), even if closing one fails."""
-        if self._closed:
-            return
-        self._closed = True
-        with ExitStack() as closing:
-            for close in self._closers:
-                closing.callback(close)
-
-    def __enter__(self) -> Stores:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
 
 def open_stores(

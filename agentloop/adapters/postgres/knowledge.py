@@ -17,7 +17,7 @@ from agentloop.adapters.postgres.nearest import nearest
 from agentloop.adapters.postgres.schema import Schema, Step
 from agentloop.adapters.postgres.scopes import SCOPE_COLUMNS_SQL, SCOPE_MARKS, columns_match, row_scope, scope_match
 from agentloop.adapters.rows import knowledge_item, knowledge_row
-from agentloop.adapters.sqlite_scopes import SCOPE_COLUMNS, scope_values
+from agentloop.adapters.rows import SCOPE_COLUMNS, scope_values
 from agentloop.errors import UnknownNoteError
 from agentloop.notes.models import KnowledgeItem, Layer, LayerIds, MergeSuggestion, NoteStatus, Retrieval
 from agentloop.ports.vectors import Vectors

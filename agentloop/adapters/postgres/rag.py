@@ -12,7 +12,7 @@ from agentloop.adapters.postgres.nearest import nearest
 from agentloop.adapters.postgres.schema import Schema, Step
 from agentloop.adapters.postgres.scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQL, SCOPE_MARKS, scope_match
 from agentloop.adapters.postgres.text import loaded, stored
-from agentloop.adapters.sqlite_scopes import scope_values
+from agentloop.adapters.rows import scope_values
 from agentloop.ports.stores import RagHit
 from agentloop.ports.vectors import Embedder
 from agentloop.scopes import Scope

@@ -13,7 +13,7 @@ from agentloop.adapters.postgres.database import Database, on_database
 from agentloop.adapters.postgres.schema import Schema, Step
 from agentloop.adapters.postgres.scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQL, SCOPE_MARKS, row_scope, scope_match
 from agentloop.adapters.rows import rows
-from agentloop.adapters.sqlite_scopes import SCOPE_COLUMNS, scope_values
+from agentloop.adapters.rows import SCOPE_COLUMNS, scope_values
 from agentloop.ports.tasks import TaskRecord, TaskState
 from agentloop.scopes import Scope
 

@@ -15,10 +15,9 @@ from agentloop.adapters.postgres.schema import Schema, Step
 from agentloop.adapters.postgres.scopes import columns_match
 from agentloop.adapters.postgres.text import loaded, stored
 from agentloop.adapters.rows import rows
-from agentloop.adapters.sqlite_trajectories import _QUARANTINE_KEEP
 from agentloop.components import ToolExecution
 from agentloop.errors import ExecutionRefusedError
-from agentloop.notes.capture import quarantine_record
+from agentloop.notes.capture import cut_quarantine_record, quarantine_record
 from agentloop.notes.models import Trajectory
 from agentloop.scopes import Scope
 
@@ -127,8 +126,7 @@ class PostgresTrajectoryStore:
         try:
             await self._keep(record)
         except (psycopg.DataError, psycopg.errors.ProgramLimitExceeded):  # too large: keep its start, marked as cut
-            kept = record["execution"]
-            await self._keep({**record, "execution": f"{kept[:_QUARANTINE_KEEP]}...[cut: {len(kept):,} characters]"})
+            await self._keep(cut_quarantine_record(record))
 
     async def _keep(self, record: dict[str, str]) -> None:
         """Store the record, its NUL characters (ASCII, yet not for PostgreSQL text) escaped."""
