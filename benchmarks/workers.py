@@ -35,7 +35,8 @@ from typing import Any
 import psycopg
 
 from agentloop import IncomingMessage, LlmReply, LlmRequest, Session
-from agentloop.adapters import Stores, open_stores
+from agentloop.adapters import open_stores
+from agentloop.ports import Stores
 from agentloop.errors import StoreUrlError
 from agentloop.logging import configure_logging
 from agentloop.testing import ScriptedLLM

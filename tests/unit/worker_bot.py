@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from agentloop import AgentContext, Attachment, LlmRequest, Session, System
-from agentloop.adapters import Stores
+from agentloop.ports import Stores
 from agentloop.testing import ScriptedLLM
 from systems import StandardPipeline, standard_pipeline
 
