@@ -46,14 +46,15 @@ def test_it_satisfies_the_embedder_port() -> None:
 @settings(deadline=None, max_examples=60)
 @given(st.lists(st.text(max_size=80), max_size=8), st.integers(min_value=2, max_value=512))
 def test_rows_are_float32_unit_length_or_zero(texts: list[str], dim: int) -> None:
-    """Every row is L2-normalised; a text without word characters is the zero row."""
+    """Every row is L2-normalised or zero: a text without word characters is the zero row, and so,
+    rarely, is one whose words' signed hashes cancel out (two words in one bucket, opposite signs)."""
     vectors = HashingEmbedder(dim=dim).embed(texts)
     assert vectors.dtype == np.float32
     assert vectors.shape == (len(texts), dim)
     for text, row in zip(texts, vectors):
         norm = float(np.linalg.norm(row))
         if any(ch.isalnum() or ch == "_" for ch in text):
-            assert norm == pytest.approx(1.0, abs=1e-5)
+            assert norm == pytest.approx(1.0, abs=1e-5) or norm == 0.0
         else:
             assert norm == 0.0
 
