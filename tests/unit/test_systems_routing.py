@@ -1,6 +1,8 @@
-"""ResponseRoutingSystem: transport only, at most once, failures captured (I2, I7)."""
+"""ResponseRoutingSystem: transport only, at most once, failures captured (I2, I7), streamed messages finished."""
 
 from __future__ import annotations
+
+import asyncio
 
 import attrs
 
@@ -10,6 +12,8 @@ from agentloop import (
     FinishReason,
     OutgoingResponse,
     RoutingOutcome,
+    Session,
+    StreamedText,
     TransportError,
     TurnOutcome,
 )
@@ -67,3 +71,47 @@ def test_whitespace_only_text_or_voice_is_never_sent() -> None:
     run_system_sync(ResponseRoutingSystem(channel), ctx)
     assert [s.kind for s in channel.sent] == ["attachment"]
     assert ctx.require(TurnOutcome).routing_outcome == RoutingOutcome(True, False, False, 1, None)
+
+
+def _streamed(channel: RecordingChannel, shown: str, *, complete: bool = True) -> StreamedText:
+    async def open_and_show() -> StreamedText:
+        message = await channel.open_stream(Session("test-session"), {})
+        await message.delta(shown)
+        return StreamedText("m1", shown, complete, message)
+
+    return asyncio.run(open_and_show())
+
+
+def test_a_streamed_answer_is_closed_with_the_canonical_text_instead_of_sent_again() -> None:
+    channel = RecordingChannel()
+    answer = TurnOutcome(FinishReason.SUCCESS, "It is sunny.", OutgoingResponse("It is sunny.", "Sunny.", FILES[:1]))
+    ctx = make_context(components=[answer, _streamed(channel, "It is sunny.  ")])
+    run_system_sync(ResponseRoutingSystem(channel), ctx)
+    (stream,) = channel.streams
+    assert (stream.closed, stream.aborted) == ("It is sunny.", None)
+    assert [(s.kind, s.text) for s in channel.sent[:2]] == [("text", "It is sunny."), ("voice", "Sunny.")]
+    assert ctx.require(TurnOutcome).routing_outcome == RoutingOutcome(True, True, True, 1, None)
+
+
+def test_a_fallback_or_a_voice_only_answer_withdraws_the_streamed_message_first() -> None:
+    for outcome, sent in (
+        (TurnOutcome(FinishReason.ERROR, None, OutgoingResponse.text_only("Sorry."), fallback=True), [("text", "Sorry.")]),
+        (TurnOutcome(FinishReason.SUCCESS, "Sunny.", OutgoingResponse.voice_only("Sunny.")), [("voice", "Sunny.")]),
+    ):
+        channel = RecordingChannel()
+        ctx = make_context(components=[outcome, _streamed(channel, "Sun", complete=False)])
+        run_system_sync(ResponseRoutingSystem(channel), ctx)
+        (stream,) = channel.streams
+        assert stream.closed is None and stream.aborted
+        assert [(s.kind, s.text) for s in channel.sent] == sent
+
+
+def test_a_stream_that_cannot_be_closed_is_a_transport_failure() -> None:
+    channel = RecordingChannel()
+    streamed = _streamed(channel, "hi")
+    channel.fail_with(kinds=("text",))
+    ctx = make_context(components=[TurnOutcome(FinishReason.SUCCESS, "hi", OutgoingResponse.text_only("hi")), streamed])
+    run_system_sync(ResponseRoutingSystem(channel), ctx)
+    routing = ctx.require(TurnOutcome).routing_outcome
+    assert routing == RoutingOutcome(True, False, False, 0, "the chat service is unreachable")
+    assert [f.source for f in ctx.failures] == [FailureSource.TRANSPORT] and channel.streams[0].closed is None
