@@ -59,7 +59,7 @@ from agentloop import (
     storable,
     tool,
 )
-from agentloop.ports import LLM, Channel, Metrics, StreamingChannel
+from agentloop.ports import LLM, Channel, MessageStream, Metrics, StreamingChannel
 
 from systems.input import turn_user_text
 from systems.routing import UNDELIVERED_TEXT
@@ -110,7 +110,9 @@ class _Turn:
         self.attachments: list[Attachment] = []
         self.usage: Usage | None = None
         self.stream_to = stream_to
-        self.streamed: StreamedText | None = None
+        self.message: MessageStream | None = None
+        self.message_id = ""
+        self.shown = ""
 
     def fail(self, source: FailureSource, component: str, kind: FailureKind, message: str) -> None:
         self.ctx.add_failure(FailureEvent(source, component, kind, message, self.ctx.clock.now()))
@@ -126,28 +128,24 @@ class _Turn:
         if channel is None or not text:
             return
         try:
-            if self.streamed is None:
-                message = await channel.open_stream(self.ctx.session, {})
-                self.record(StreamedText(uuid.uuid4().hex, "", False, message))
-            streamed = self.streamed
-            assert streamed is not None and streamed.stream is not None
-            await streamed.stream.delta(text)
+            if self.message is None:
+                self.message = await channel.open_stream(self.ctx.session, {})
+                self.message_id = uuid.uuid4().hex
+                self.record(complete=False)
+            await self.message.delta(text)
         except Exception as exc:
             self.stream_to = None
-            message_text = str(exc) if isinstance(exc, TransportError) and str(exc) else UNDELIVERED_TEXT
-            self.fail(FailureSource.TRANSPORT, self.system, FailureKind.EXCEPTION, message_text)
+            message = str(exc) if isinstance(exc, TransportError) and str(exc) else UNDELIVERED_TEXT
+            self.fail(FailureSource.TRANSPORT, self.system, FailureKind.EXCEPTION, message)
             _log.warning("stream.delta_failed", turn_id=self.ctx.turn_id, exc_info=exc)
             return
-        self.record(StreamedText(streamed.message_id, streamed.text + text, False, streamed.stream))
+        self.shown += text
+        self.record(complete=False)
 
-    def finished_streaming(self) -> None:
-        if self.streamed is not None and not self.streamed.complete:
-            streamed = self.streamed
-            self.record(StreamedText(streamed.message_id, streamed.text, True, streamed.stream))
-
-    def record(self, streamed: StreamedText) -> None:
-        self.streamed = streamed
-        self.ctx.set(streamed)
+    def record(self, *, complete: bool) -> None:
+        """Put what the user's message shows on the turn, if a message was opened."""
+        if self.message is not None:
+            self.ctx.set(StreamedText(self.message_id, self.shown, complete, self.message))
 
     def stop(self, reason: FinishReason, detail: str) -> None:
         self.ctx.set(ToolLoopStop(reason, detail, self.llm_calls, len(self.executions)))
@@ -266,7 +264,7 @@ class ToolLoopSystem(System):
         """Ask the model, streaming its text to the user as it comes; its reply once it finished."""
         async with aclosing(events_of(self.llm, request)) as events:
             reply = await collect(events, turn.show)
-        turn.finished_streaming()
+        turn.record(complete=True)
         if reply.usage is not None:
             turn.add_usage(reply.usage)
             if self.metrics is not None:
