@@ -42,6 +42,8 @@ class RecordedStream:
 
 
 class _Stream:
+    """The `MessageStream` a RecordingChannel opens: it writes into one `RecordedStream`."""
+
     def __init__(self, channel: RecordingChannel, record: RecordedStream) -> None:
         self._channel = channel
         self._record = record
