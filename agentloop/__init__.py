@@ -8,6 +8,7 @@ from agentloop.components import (
     PromptContext,
     PromptSection,
     SanitizedInput,
+    StreamedText,
     ToolExecution,
     ToolExecutions,
     ToolLoopStop,
@@ -58,6 +59,7 @@ __all__ = [
     "PromptContext",
     "PromptSection",
     "SanitizedInput",
+    "StreamedText",
     "ToolExecution",
     "ToolExecutions",
     "ToolLoopStop",
@@ -103,3 +105,7 @@ __all__ += ["cap_bytes", "storable"]
 from agentloop.messages import Finished, StreamEvent, TextDelta, ToolCallDelta, Usage  # noqa: E402
 
 __all__ += ["Finished", "StreamEvent", "TextDelta", "ToolCallDelta", "Usage"]
+
+from agentloop.streaming import collect, events_of, reply_events  # noqa: E402
+
+__all__ += ["collect", "events_of", "reply_events"]

@@ -11,13 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from agentloop.messages import ChatMessage, Role, ToolCall, ToolSpec
+from agentloop.messages import ChatMessage, Role, ToolCall, ToolSpec, Usage
 from agentloop.outcome import Attachment, FailureKind, FinishReason
 from agentloop.scopes import DEFAULT_COMPANY
 
 if TYPE_CHECKING:
     from agentloop.context import AgentContext
     from agentloop.ports.inbox import DeliveryLedger
+    from agentloop.ports.channel import MessageStream
 
 
 @attrs.frozen
@@ -63,12 +64,28 @@ class PromptContext:
 
 @attrs.frozen
 class LlmResponse:
-    """The model's final answer for the turn."""
+    """The model's final answer for the turn; `usage` adds up the tokens of all its model calls."""
 
     text: str
     model: str | None = None
     voice_text: str | None = None
     attachments: tuple[Attachment, ...] = ()
+    usage: Usage | None = None
+
+
+@attrs.frozen
+class StreamedText:
+    """What the tool loop streamed to the user's message `message_id` while the model wrote it.
+
+    A provisional delivery, never stored: `complete` says the model's stream ended normally
+    (False while it runs and when it was cut). `stream` is the open message, which routing
+    closes with the canonical answer or aborts before a fallback.
+    """
+
+    message_id: str
+    text: str
+    complete: bool
+    stream: MessageStream | None = attrs.field(default=None, repr=False)
 
 
 @attrs.frozen

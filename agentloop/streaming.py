@@ -9,7 +9,7 @@ stream of `complete`'s reply where it does not.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterable, AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Callable, Iterator
 
 from agentloop.errors import LlmCallError
 from agentloop.messages import (
@@ -23,35 +23,57 @@ from agentloop.messages import (
     Usage,
 )
 from agentloop.outcome import FailureKind
-from agentloop.ports.llm import LLM, StreamingLLM
+from agentloop.ports.llm import LLM
 
 
-def reply_events(reply: LlmReply) -> Iterator[StreamEvent]:
-    """The stream a model that cannot stream would have sent: its text, each tool call, its usage, the end."""
-    if reply.content:
-        yield TextDelta(reply.content)
+def reply_events(reply: LlmReply, chunk: int | None = None) -> Iterator[StreamEvent]:
+    """The stream a model that cannot stream would have sent: its text, each tool call, its usage, the end.
+
+    With `chunk`, the text and each call's arguments come in pieces of that many characters,
+    as a streaming server sends them (the call's id and name with its first piece).
+    """
+    if chunk is not None and chunk < 1:
+        raise ValueError(f"chunk must be a positive number of characters, got {chunk}")
+    for piece in _pieces(reply.content or "", chunk):
+        yield TextDelta(piece)
     for index, call in enumerate(reply.tool_calls):
-        yield ToolCallDelta(index, call.id, call.name, json.dumps(call.arguments))
+        for number, fragment in enumerate(_pieces(json.dumps(call.arguments), chunk)):
+            first = number == 0
+            yield ToolCallDelta(index, call.id if first else None, call.name if first else None, fragment)
     if reply.usage is not None:
         yield reply.usage
     yield Finished(reply)
 
 
-async def events_of(llm: LLM, request: LlmRequest) -> AsyncIterator[StreamEvent]:
-    """`llm`'s answer to `request` as a stream, whether or not the model streams."""
-    if isinstance(llm, StreamingLLM):
-        async for event in llm.stream(request):
+def _pieces(text: str, chunk: int | None) -> Iterator[str]:
+    size = chunk or len(text) or 1
+    for start in range(0, len(text), size):
+        yield text[start : start + size]
+
+
+async def events_of(llm: LLM, request: LlmRequest) -> AsyncGenerator[StreamEvent, None]:
+    """`llm`'s answer to `request` as a stream, whether or not the model streams (has `StreamingLLM.stream`)."""
+    stream = getattr(llm, "stream", None)  # what isinstance(llm, StreamingLLM) checks, at a tenth of its cost per call
+    if stream is not None:
+        async for event in stream(request):
             yield event
         return
     for event in reply_events(await llm.complete(request)):
         yield event
 
 
-async def collect(events: AsyncIterable[StreamEvent]) -> LlmReply:
-    """The reply a stream ends with (its `Finished`); `LlmCallError` if it ends without one."""
+async def collect(
+    events: AsyncIterable[StreamEvent], on_text: Callable[[str], Awaitable[None]] | None = None
+) -> LlmReply:
+    """The reply a stream ends with (its `Finished`); `LlmCallError` if it ends without one.
+
+    `on_text` is awaited with each text delta as it arrives (to show the answer while it is written).
+    """
     async for event in events:
         if isinstance(event, Finished):
             return event.reply
+        if on_text is not None and isinstance(event, TextDelta):
+            await on_text(event.text)
     raise LlmCallError("the model's stream ended before it finished", kind=FailureKind.UNKNOWN, retryable=True)
 
 

@@ -38,7 +38,7 @@ from typing import IO, Any
 
 from agentloop import IncomingMessage, LlmReply, LlmRequest, Session
 from agentloop.logging import configure_logging
-from agentloop.testing import RecordingChannel
+from agentloop.testing import RecordingChannel, Sent
 from systems import standard_pipeline
 
 TARGET_MS = 1.0
@@ -65,13 +65,14 @@ class TimedLLM:
 
 
 class TimedChannel(RecordingChannel):
-    """Notes when the answer reached the channel, i.e. when the user was answered."""
+    """Notes when the whole answer reached the channel (sent, or its stream closed), i.e. when the user was answered."""
 
     delivered_at = 0.0
 
-    async def send_text(self, session: Session, text: str, hints: dict[str, str]) -> None:
-        self.delivered_at = perf_counter()
-        await super().send_text(session, text, hints)
+    def _deliver(self, item: Sent) -> None:
+        if item.kind == "text":
+            self.delivered_at = perf_counter()
+        super()._deliver(item)
 
 
 Samples = dict[str, list[float]]

@@ -13,6 +13,7 @@ from agentloop import (
     LlmResponse,
     OutgoingResponse,
     PlanProposal,
+    StreamedText,
     System,
     ToolLoopStop,
     TurnOutcome,
@@ -25,6 +26,7 @@ DEFAULT_ERROR_TEXTS: Mapping[FailureKind, str] = {
     FailureKind.TIMEOUT: "The model took too long to answer. Please try again.",
 }
 GENERIC_ERROR_TEXT = "Sorry, something went wrong while I was answering. Please try again."
+CUT_STREAM_TEXT = "My answer was cut off before I could finish it. Please try again."
 DEFAULT_STOP_TEXTS: Mapping[FinishReason, str] = {
     FinishReason.ITERATION_LIMIT: "I stopped after too many steps without finishing. Ask me to continue, or simplify the request.",
     FinishReason.DEADLINE: "I ran out of time before finishing. Please try again.",
@@ -56,7 +58,8 @@ class TurnOutcomeFinalizationSystem(System):
     model's final text (or its voice text when it only spoke) is `assistant_text`,
     the canonical answer. When there is none (an error, a stop), the user gets an
     explanatory text marked `fallback=True` and `assistant_text` stays None, so it is
-    never stored (I5). Auto-mode turns always get an outcome, with nothing to send.
+    never stored (I5); when the user had already seen part of an answer that was cut off
+    (`StreamedText` not complete), the text says so. Auto-mode turns always get an outcome, with nothing to send.
     With no input at all in a user turn it writes nothing: the feedback guarantee answers.
     An outcome an earlier system wrote (a custom system that answers by itself) is
     kept as it is: the one outcome of a turn is never replaced.
@@ -64,6 +67,7 @@ class TurnOutcomeFinalizationSystem(System):
 
     order: ClassVar[int] = 57
     reads = (LlmResponse, LlmError, ToolLoopStop, PlanProposal)
+    optional_reads = (StreamedText,)
     writes = (TurnOutcome,)
 
     def __init__(
@@ -72,10 +76,12 @@ class TurnOutcomeFinalizationSystem(System):
         error_texts: Mapping[FailureKind, str] = DEFAULT_ERROR_TEXTS,
         generic_error_text: str = GENERIC_ERROR_TEXT,
         stop_texts: Mapping[FinishReason, str] = DEFAULT_STOP_TEXTS,
+        cut_stream_text: str = CUT_STREAM_TEXT,
     ) -> None:
         self.error_texts = dict(error_texts)
         self.generic_error_text = generic_error_text
         self.stop_texts = dict(stop_texts)
+        self.cut_stream_text = cut_stream_text
 
     def should_process(self, ctx: AgentContext) -> bool:
         return ctx.turn_outcome is None
@@ -104,7 +110,7 @@ class TurnOutcomeFinalizationSystem(System):
             outgoing = OutgoingResponse.text_only(assistant_text)
         fallback = outgoing is None or outgoing.is_empty
         if fallback:
-            outgoing = OutgoingResponse.text_only(self._explain(error, stop))
+            outgoing = OutgoingResponse.text_only(self._explain(error, stop, ctx.get(StreamedText)))
         if error is not None:
             model = model or error.model
         ctx.set(
@@ -119,9 +125,11 @@ class TurnOutcomeFinalizationSystem(System):
             )
         )
 
-    def _explain(self, error: LlmError | None, stop: ToolLoopStop | None) -> str:
+    def _explain(self, error: LlmError | None, stop: ToolLoopStop | None, streamed: StreamedText | None) -> str:
         if stop is not None and stop.reason in self.stop_texts:
             return self.stop_texts[stop.reason].format(detail=stop.detail)
+        if streamed is not None and streamed.text and not streamed.complete:
+            return self.cut_stream_text
         if error is not None:
             return self.error_texts.get(error.kind, self.generic_error_text)
         return self.generic_error_text

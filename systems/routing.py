@@ -15,6 +15,7 @@ from agentloop import (
     FailureSource,
     InboxTurn,
     RoutingOutcome,
+    StreamedText,
     System,
     TransportError,
     TurnOutcome,
@@ -30,9 +31,12 @@ _log = structlog.get_logger("agentloop.routing")
 class ResponseRoutingSystem(System):
     """Sends `turn_outcome.outgoing_response` through the channel (order 60, always_run).
 
-    It reads nothing but the outcome, attempts delivery at most once per turn (I2),
-    sends text, then voice, then each attachment (whitespace-only text is nothing to
-    send), and adds `routing_outcome`, nothing else. A failed send becomes a TRANSPORT
+    It reads nothing but the outcome and what was streamed, attempts delivery at most once
+    per turn (I2), sends text, then voice, then each attachment (whitespace-only text is
+    nothing to send), and adds `routing_outcome`, nothing else. A message the tool loop
+    streamed (`StreamedText`) is closed with the outcome's text, so the user is left with
+    the canonical answer; a fallback, or an answer with no text, aborts it first and is
+    sent as an ordinary message. A failed send becomes a TRANSPORT
     failure and `error_message`; it never propagates (I7), and the other parts are still
     tried. It never touches history (I4). A turn for an inbox message (`InboxTurn`) first
     claims the message's delivery, and sends nothing when an earlier run of it already had:
@@ -42,7 +46,7 @@ class ResponseRoutingSystem(System):
     order: ClassVar[int] = 60
     always_run: ClassVar[bool] = True
     reads = (TurnOutcome,)
-    optional_reads = (InboxTurn,)
+    optional_reads = (InboxTurn, StreamedText)
     writes = (TurnOutcome,)
 
     def __init__(self, channel: Channel) -> None:
@@ -63,15 +67,22 @@ class ResponseRoutingSystem(System):
         if response is None:
             return
         inbox = ctx.get(InboxTurn)
-        if inbox is not None and not await inbox.deliveries.claim_delivery(inbox.message_id):
+        if inbox is not None and not await inbox.deliveries.claim_delivery(inbox.message_id, inbox.attempt):
             _log.info("routing.already_delivered", turn_id=ctx.turn_id, session_id=ctx.session.id, message_id=inbox.message_id)
             return
         sent_text = sent_voice = False
         sent_attachments = 0
         errors: list[str] = []
         text, voice_text = visible_text(response.text), visible_text(response.voice_text)
+        streamed = ctx.get(StreamedText)
+        message = streamed.stream if streamed is not None else None
+        if message is not None and (outcome.fallback or text is None):
+            reason = "the turn ended with a fallback message" if outcome.fallback else "the answer has no text to show"
+            await self._send(ctx, errors, message.abort(reason))
+            message = None
         if text is not None:
-            sent_text = await self._send(ctx, errors, self.channel.send_text(ctx.session, text, response.hints))
+            sending = self.channel.send_text(ctx.session, text, response.hints) if message is None else message.close(text)
+            sent_text = await self._send(ctx, errors, sending)
         if voice_text is not None:
             sent_voice = await self._send(ctx, errors, self.channel.send_voice(ctx.session, voice_text))
         for attachment in response.attachments:

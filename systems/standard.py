@@ -254,6 +254,8 @@ def _standard(
             model=opts.model,
             temperature=opts.temperature,
             max_tool_output_bytes=opts.max_tool_output_bytes,
+            channel=channel,
+            metrics=metrics,
         ),
         TurnOutcomeFinalizationSystem(),
         FeedbackGuaranteeSystem(),

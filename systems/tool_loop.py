@@ -4,6 +4,11 @@ Voice and files (docs/adr/0004-voice-and-attachments-as-tool-results.md): the mo
 asks for a voice message by calling the built-in `send_voice` tool, and a tool that
 returns an `Attachment` (or a `VoiceReply`) adds it to the turn's response. The final
 text reply is the canonical answer.
+
+Streaming: each model call is streamed, and when the channel can stream (and the turn
+is not automatic) its text deltas reach the user as they arrive, in one message per turn
+recorded as `StreamedText`; routing later closes that message with the canonical answer
+or aborts it before a fallback.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable, Iterable
+from contextlib import aclosing
 from time import perf_counter
 from typing import Any, ClassVar
 
@@ -24,13 +30,16 @@ from agentloop import (
     FailureKind,
     FailureSource,
     FinishReason,
+    InboxTurn,
     LlmCallError,
     LlmError,
+    LlmReply,
     LlmRequest,
     LlmResponse,
     PlanProposal,
     PromptContext,
     SanitizedInput,
+    StreamedText,
     System,
     Tool,
     ToolArgumentError,
@@ -39,17 +48,22 @@ from agentloop import (
     ToolExecutions,
     ToolLoopStop,
     ToolRegistry,
+    TransportError,
+    Usage,
     VoiceReply,
     cap_bytes,
+    collect,
     converter,
     current_execution_id,
+    events_of,
     running_execution,
     storable,
     tool,
 )
-from agentloop.ports import LLM
+from agentloop.ports import LLM, Channel, MessageStream, Metrics, StreamingChannel
 
 from systems.input import turn_user_text
+from systems.routing import UNDELIVERED_TEXT
 
 ToolPolicy = Callable[[AgentContext, ToolCall], "str | None"]
 """Returns why `call` is denied for this turn, or None to allow it."""
@@ -87,16 +101,56 @@ def _render_result(result: Any) -> str:
 class _Turn:
     """The mutable state of one run of the tool loop."""
 
-    def __init__(self, ctx: AgentContext, prompt: PromptContext) -> None:
+    def __init__(self, ctx: AgentContext, prompt: PromptContext, system: str, stream_to: StreamingChannel | None) -> None:
         self.ctx = ctx
+        self.system = system
         self.messages: list[ChatMessage] = list(prompt.to_messages())
         self.llm_calls = 0
         self.executions: list[ToolExecution] = []
         self.voice_text: str | None = None
         self.attachments: list[Attachment] = []
+        self.usage: Usage | None = None
+        self.stream_to = stream_to
+        self.message: MessageStream | None = None
+        self.message_id = ""
+        self.shown = ""
 
     def fail(self, source: FailureSource, component: str, kind: FailureKind, message: str) -> None:
         self.ctx.add_failure(FailureEvent(source, component, kind, message, self.ctx.clock.now()))
+
+    def add_usage(self, usage: Usage) -> None:
+        before = self.usage or Usage(0, 0)
+        self.usage = Usage(before.input_tokens + usage.input_tokens, before.output_tokens + usage.output_tokens)
+
+    async def show(self, text: str) -> None:
+        """Stream `text` to the user's message, opening it on the first delta; a channel
+        that fails is a TRANSPORT failure and gets no more deltas this turn."""
+        channel = self.stream_to
+        if channel is None or not text:
+            return
+        try:
+            if self.message is None:
+                inbox = self.ctx.get(InboxTurn)
+                if inbox is not None and not await inbox.deliveries.claim_delivery(inbox.message_id, inbox.attempt):
+                    self.stream_to = None  # an earlier run of this message delivered its reply: show nothing again
+                    return
+                self.message = await channel.open_stream(self.ctx.session, {})
+                self.message_id = uuid.uuid4().hex
+                self.record(complete=False)
+            await self.message.delta(text)
+        except Exception as exc:
+            self.stream_to = None
+            message = str(exc) if isinstance(exc, TransportError) and str(exc) else UNDELIVERED_TEXT
+            self.fail(FailureSource.TRANSPORT, self.system, FailureKind.EXCEPTION, message)
+            _log.warning("stream.delta_failed", turn_id=self.ctx.turn_id, exc_info=exc)
+            return
+        self.shown += text
+        self.record(complete=False)
+
+    def record(self, *, complete: bool) -> None:
+        """Put what the user's message shows on the turn, if a message was opened."""
+        if self.message is not None:
+            self.ctx.set(StreamedText(self.message_id, self.shown, complete, self.message))
 
     def stop(self, reason: FinishReason, detail: str) -> None:
         self.ctx.set(ToolLoopStop(reason, detail, self.llm_calls, len(self.executions)))
@@ -112,6 +166,9 @@ class ToolLoopSystem(System):
     argument (or arguments that are not a JSON object) is a TOOL failure whose message
     goes back to the model as the result. A tool's output is cut to
     `max_tool_output_bytes` (the cut marked) before the model or capture sees it.
+    Each model call is streamed: with a `channel` that can stream, in a user turn, its
+    text reaches the user as it is written and `StreamedText` records what was shown;
+    token usage adds up on `LlmResponse.usage` and in `metrics`.
     Sync tools run on the event loop: make slow or blocking tools `async def`. A turn
     that an earlier system already answered with an `LlmResponse` (a cache hit, a canned
     reply) is left alone: the model is not asked and no tool runs.
@@ -119,8 +176,8 @@ class ToolLoopSystem(System):
 
     order: ClassVar[int] = 30
     reads = (PromptContext, SanitizedInput)
-    optional_reads = (LlmResponse,)
-    writes = (LlmResponse, LlmError, ToolLoopStop, PlanProposal, ToolExecutions)
+    optional_reads = (LlmResponse, InboxTurn)
+    writes = (LlmResponse, LlmError, ToolLoopStop, PlanProposal, ToolExecutions, StreamedText)
 
     def __init__(
         self,
@@ -136,6 +193,8 @@ class ToolLoopSystem(System):
         model: str | None = None,
         temperature: float | None = None,
         max_tool_output_bytes: int = DEFAULT_MAX_TOOL_OUTPUT_BYTES,
+        channel: Channel | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         if max_llm_calls < 1 or max_tool_executions < 0:
             raise ValueError("max_llm_calls must be at least 1 and max_tool_executions not negative")
@@ -153,6 +212,9 @@ class ToolLoopSystem(System):
         self.model = model
         self.temperature = temperature
         self.max_tool_output_bytes = max_tool_output_bytes
+        self.channel = channel
+        self._stream_to = channel if isinstance(channel, StreamingChannel) else None
+        self.metrics = metrics
 
     def should_process(self, ctx: AgentContext) -> bool:
         return not ctx.has(LlmResponse)
@@ -161,7 +223,7 @@ class ToolLoopSystem(System):
         return self.plan_mode(ctx) if callable(self.plan_mode) else self.plan_mode
 
     async def process(self, ctx: AgentContext) -> None:
-        turn = _Turn(ctx, ctx.require(PromptContext))
+        turn = _Turn(ctx, ctx.require(PromptContext), self.name, None if ctx.auto_mode else self._stream_to)
         plan_mode = self._in_plan_mode(ctx)
         specs = self.tools.specs
         while True:
@@ -174,7 +236,7 @@ class ToolLoopSystem(System):
             turn.llm_calls += 1
             request = LlmRequest(tuple(turn.messages), specs, self.model, self.temperature)
             try:
-                reply = await self.llm.complete(request)
+                reply = await self._call(turn, request)
             except LlmCallError as exc:
                 self._llm_failed(turn, exc.kind, str(exc))
                 return
@@ -203,6 +265,19 @@ class ToolLoopSystem(System):
                 told = await self._execute(turn, call, step_id)
                 turn.messages.append(ChatMessage.tool(call.id, call.name, told))
 
+    async def _call(self, turn: _Turn, request: LlmRequest) -> LlmReply:
+        """Ask the model, streaming its text to the user as it comes; its reply once it finished."""
+        async with aclosing(events_of(self.llm, request)) as events:
+            reply = await collect(events, turn.show)
+        turn.record(complete=True)
+        if reply.usage is not None:
+            turn.add_usage(reply.usage)
+            if self.metrics is not None:
+                labels = {"model": reply.model or self.model or "unknown"}
+                self.metrics.increment("agentloop.llm.input_tokens", reply.usage.input_tokens, labels)
+                self.metrics.increment("agentloop.llm.output_tokens", reply.usage.output_tokens, labels)
+        return reply
+
     def _llm_failed(self, turn: _Turn, kind: FailureKind, message: str) -> None:
         turn.fail(FailureSource.LLM, self.name, kind, message)
         turn.ctx.set(LlmError(kind, message, self.model))
@@ -211,7 +286,7 @@ class ToolLoopSystem(System):
         if not (text.strip() or turn.voice_text or turn.attachments):
             turn.fail(FailureSource.LLM, self.name, FailureKind.VALIDATION, "the model returned an empty reply")
             return
-        turn.ctx.set(LlmResponse(text, model or self.model, turn.voice_text, tuple(turn.attachments)))
+        turn.ctx.set(LlmResponse(text, model or self.model, turn.voice_text, tuple(turn.attachments), turn.usage))
 
     async def _execute(self, turn: _Turn, call: ToolCall, step_id: str) -> str:
         """Run one tool call of model step `step_id`; returns what the model is told about it."""

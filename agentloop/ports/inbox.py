@@ -9,7 +9,9 @@ from typing import Protocol, runtime_checkable
 class DeliveryLedger(Protocol):
     """Where a worker records, before sending, that it sends the reply to a message."""
 
-    async def claim_delivery(self, message_id: str) -> bool:
-        """True the first time for `message_id` (send the reply); False ever after, because
-        an earlier run of the turn sent it, or was cut off while sending it."""
+    async def claim_delivery(self, message_id: str, attempt: int) -> bool:
+        """True for the first run (`attempt`) of `message_id` that claims it, and again for
+        that same run (a turn that claimed before streaming claims again before closing);
+        False for any other run, because an earlier one sent the reply, or was cut off while
+        sending it."""
         ...

@@ -162,7 +162,7 @@ def run_pipeline(
         components=components,
     )
 
-from agentloop.testing.channel import RecordingChannel, Sent  # noqa: E402
-from agentloop.testing.llm import ScriptedLLM  # noqa: E402
+from agentloop.testing.channel import RecordedStream, RecordingChannel, Sent  # noqa: E402
+from agentloop.testing.llm import ScriptedLLM, StreamCut  # noqa: E402
 
-__all__ += ["RecordingChannel", "ScriptedLLM", "Sent"]
+__all__ += ["RecordedStream", "RecordingChannel", "ScriptedLLM", "Sent", "StreamCut"]

@@ -21,12 +21,16 @@ take it as a parameter). The fixture you provide: `agentloop_bot`, returning a
 `BotUnderTest`; pass `stores` for the history, memory and RAG steps. Your own `Given a
 pipeline ...` variants return a `BotUnderTest` with `target_fixture="bot"`.
 
-Steps (quoted parts and capitals are parameters):
+Steps (quoted parts, capitals and numbers are parameters):
 
     Given a pipeline
     Given the model replies "TEXT"
     Given the model calls the tool "NAME"
     Given the model calls the tool "NAME" with {"json": "arguments"}
+    Given the model says "TEXT" and calls the tool "NAME" with {"json": "arguments"}
+    Given the model streams in pieces of 5 characters
+    Given the model starts replying "TEXT" but its stream is cut off after 3 pieces
+    Given the model takes 2 seconds to answer
     Given the model fails with a rate limit|timeout|validation|unknown error
     Given the model returns an empty reply
     Given the channel cannot deliver
@@ -41,6 +45,10 @@ Steps (quoted parts and capitals are parameters):
     Then the user receives the attachment "NAME"
     Then the user receives no text
     Then the user receives nothing
+    Then the user saw "TEXT" appear piece by piece
+    Then the streamed message was closed with "TEXT"
+    Then the streamed message was withdrawn
+    Then nothing was streamed
     Then the finish reason is SUCCESS|ERROR|ITERATION_LIMIT|DEADLINE|POLICY_DENIED|PLAN_MODE
     Then a failure from LLM|TOOL|SYSTEM|TRANSPORT of kind KIND is recorded
     Then a failure from the system "NAME" is recorded
@@ -51,6 +59,7 @@ Steps (quoted parts and capitals are parameters):
     Then the model's prompt does not contain "TEXT"
     Then the model was told "TOOL RESULT"
     Then no tool ran
+    Then the tool "NAME" ran with {"json": "arguments"}
     Then history holds the user message and "TEXT"
     Then history holds only the user message
     Then history is empty
@@ -62,8 +71,10 @@ Steps (quoted parts and capitals are parameters):
 The session (`bot.session`) keeps its id and user when it moves to another org and
 project: what the bot stored for one tenant chain must not reach the other (I11).
 
-"The user receives" looks at what the last turn sent; "the model's prompt" is the last
-request the model got (its system prompt with every section, and the messages).
+"The user receives" looks at what the last turn sent (a streamed message closed with a
+text counts as that text sent); "the user saw" and "the streamed message" look at the
+message the last turn streamed; "the model's prompt" is the last request the model got
+(its system prompt with every section, and the messages).
 """
 
 from __future__ import annotations
@@ -84,7 +95,7 @@ from agentloop.loop import AgentLoop
 from agentloop.messages import ChatMessage, LlmReply, LlmRequest, Role
 from agentloop.outcome import FailureKind, FailureSource, FinishReason, TurnOutcome
 from agentloop.scopes import DEFAULT_COMPANY, history_scope, knowledge_scope, memory_scope
-from agentloop.testing.channel import RecordingChannel, Sent
+from agentloop.testing.channel import RecordedStream, RecordingChannel, Sent
 from agentloop.testing.llm import ScriptedLLM
 
 
@@ -100,17 +111,19 @@ class BotUnderTest:
     session: Session = Session("bdd-session", user_id="bdd-user")
     turns: list[AgentContext] = attrs.Factory(list)
     sent_per_turn: list[list[Sent]] = attrs.Factory(list)
+    streams_per_turn: list[list[RecordedStream]] = attrs.Factory(list)
     sessions_started: int = 1
     history_before: list[int] = attrs.Factory(list)
     company_id: str = DEFAULT_COMPANY
 
     def say(self, text: str, *, auto_mode: bool = False, metadata: dict[str, str] | None = None) -> AgentContext:
         """Run one turn and remember what it sent."""
-        before = len(self.channel.sent)
+        before, streams_before = len(self.channel.sent), len(self.channel.streams)
         self.history_before.append(len(self.history()) if self.stores is not None else 0)
         ctx = self.loop.run_turn_sync(self.session, IncomingMessage(text, auto_mode=auto_mode, metadata=metadata or {}))
         self.turns.append(ctx)
         self.sent_per_turn.append(self.channel.sent[before:])
+        self.streams_per_turn.append(self.channel.streams[streams_before:])
         return ctx
 
     def history(self) -> tuple[ChatMessage, ...]:
@@ -145,6 +158,14 @@ class BotUnderTest:
     @property
     def last_sent(self) -> list[Sent]:
         return self.sent_per_turn[-1] if self.sent_per_turn else []
+
+    @property
+    def last_stream(self) -> RecordedStream:
+        """The message the last turn streamed."""
+        streams = self.streams_per_turn[-1] if self.streams_per_turn else []
+        if len(streams) != 1:
+            raise AssertionError(f"the last turn streamed {len(streams)} messages, not one: {streams!r}")
+        return streams[0]
 
     @property
     def last_request(self) -> LlmRequest:
@@ -192,6 +213,26 @@ def given_model_replies(scripted_llm: ScriptedLLM, text: str) -> None:
 @given(parsers.re(r'the model calls the tool "(?P<name>[^"]+)"(?: with (?P<arguments>\{.*\}))?$'))
 def given_model_calls_tool(scripted_llm: ScriptedLLM, name: str, arguments: str | None) -> None:
     scripted_llm.add(ScriptedLLM.tool_call(name, json.loads(arguments) if arguments else {}))
+
+
+@given(parsers.re(r'the model says "(?P<text>[^"]*)" and calls the tool "(?P<name>[^"]+)" with (?P<arguments>\{.*\})$'))
+def given_model_says_and_calls_tool(scripted_llm: ScriptedLLM, text: str, name: str, arguments: str) -> None:
+    scripted_llm.add(ScriptedLLM.tool_call(name, json.loads(arguments), text=text))
+
+
+@given(parsers.parse("the model streams in pieces of {size:d} characters"))
+def given_model_streams_in_pieces(scripted_llm: ScriptedLLM, size: int) -> None:
+    scripted_llm.chunk = size
+
+
+@given(parsers.parse('the model starts replying "{text}" but its stream is cut off after {pieces:d} pieces'))
+def given_model_stream_cut(scripted_llm: ScriptedLLM, text: str, pieces: int) -> None:
+    scripted_llm.add(ScriptedLLM.cut(text, after=pieces))
+
+
+@given(parsers.parse("the model takes {seconds:g} seconds to answer"))
+def given_model_is_slow(scripted_llm: ScriptedLLM, seconds: float) -> None:
+    scripted_llm.latency = seconds
 
 
 @given(parsers.parse("the model fails with a {kind} error"))
@@ -268,6 +309,29 @@ def then_user_receives_nothing(bot: BotUnderTest) -> None:
     assert bot.last_sent == [], f"sent: {bot.last_sent!r}"
 
 
+@then(parsers.parse('the user saw "{text}" appear piece by piece'))
+def then_user_saw_streamed(bot: BotUnderTest, text: str) -> None:
+    stream = bot.last_stream
+    assert stream.shown == text and len(stream.deltas) > 1, f"the user saw the pieces {stream.deltas!r}"
+
+
+@then(parsers.parse('the streamed message was closed with "{text}"'))
+def then_stream_closed(bot: BotUnderTest, text: str) -> None:
+    stream = bot.last_stream
+    assert (stream.closed, stream.aborted) == (text, None), stream
+
+
+@then("the streamed message was withdrawn")
+def then_stream_withdrawn(bot: BotUnderTest) -> None:
+    stream = bot.last_stream
+    assert stream.closed is None and stream.aborted, stream
+
+
+@then("nothing was streamed")
+def then_nothing_streamed(bot: BotUnderTest) -> None:
+    assert bot.streams_per_turn and bot.streams_per_turn[-1] == [], bot.streams_per_turn
+
+
 @then(parsers.parse("the finish reason is {reason}"))
 def then_finish_reason(bot: BotUnderTest, reason: str) -> None:
     assert bot.outcome.finish_reason is _enum(FinishReason, reason)
@@ -323,6 +387,13 @@ def then_model_was_told(bot: BotUnderTest, content: str) -> None:
 @then("no tool ran")
 def then_no_tool_ran(bot: BotUnderTest) -> None:
     assert bot.last.get(ToolExecutions) is None, bot.last.get(ToolExecutions)
+
+
+@then(parsers.re(r'the tool "(?P<name>[^"]+)" ran with (?P<arguments>\{.*\})$'))
+def then_tool_ran_with(bot: BotUnderTest, name: str, arguments: str) -> None:
+    executions = bot.last.get(ToolExecutions)
+    ran = [(e.tool_name, e.arguments) for e in executions.executions] if executions is not None else []
+    assert (name, json.loads(arguments)) in ran, ran
 
 
 @then(parsers.parse('history holds the user message and "{text}"'))

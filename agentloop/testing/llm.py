@@ -5,28 +5,45 @@ from __future__ import annotations
 import asyncio
 import inspect
 import itertools
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any, TypeAlias
 
-from agentloop.errors import LlmCallError
-from agentloop.messages import LlmReply, LlmRequest, ToolCall
-from agentloop.outcome import FailureKind
+import attrs
 
-ScriptStep: TypeAlias = "LlmReply | str | BaseException"
-"""A reply (`str` is shorthand for a text reply) or an exception to raise."""
-ReplyFunction: TypeAlias = Callable[[LlmRequest], "LlmReply | str | Awaitable[LlmReply | str]"]
+from agentloop.errors import LlmCallError
+from agentloop.messages import LlmReply, LlmRequest, StreamEvent, ToolCall
+from agentloop.outcome import FailureKind
+from agentloop.streaming import collect, reply_events
+
+
+@attrs.frozen
+class StreamCut:
+    """A script step whose stream breaks: the first `after` events of `reply`'s stream, then `error`."""
+
+    reply: LlmReply
+    after: int
+    error: BaseException
+
+
+ScriptStep: TypeAlias = "LlmReply | str | StreamCut | BaseException"
+"""A reply (`str` is shorthand for a text reply), a stream cut off midway, or an exception to raise."""
+ReplyFunction: TypeAlias = Callable[[LlmRequest], "ScriptStep | Awaitable[ScriptStep]"]
 
 _call_ids = itertools.count(1)
 
 
 class ScriptedLLM:
-    """Answers each `complete` with the next step of its script, or from a function.
+    """Answers each call with the next step of its script, or from a function; it streams too.
 
     `ScriptedLLM(["hi"])` replies "hi" once; `ScriptedLLM(lambda request: ...)` computes
     each reply from the request. Exceptions in the script are raised (an `LlmCallError`
     the way a real adapter would). Every request is kept in `requests`. `latency` makes
-    each call take that many seconds (for deadline tests). Running out of script raises
-    an `LlmCallError` saying how many replies were used.
+    each call wait that many seconds before its first event (for deadline tests). Running
+    out of script raises an `LlmCallError` saying how many replies were used.
+
+    `stream` sends a reply's text and each tool call's arguments in pieces of `chunk`
+    characters (the whole at once without it); a `ScriptedLLM.cut(...)` step breaks its
+    stream midway, and `complete` (the collected stream) raises its error.
     """
 
     def __init__(
@@ -35,9 +52,13 @@ class ScriptedLLM:
         *,
         model: str = "scripted",
         latency: float = 0.0,
+        chunk: int | None = None,
     ) -> None:
+        if chunk is not None and chunk < 1:
+            raise ValueError(f"chunk must be a positive number of characters, got {chunk}")
         self.model = model
         self.latency = latency
+        self.chunk = chunk
         self.requests: list[LlmRequest] = []
         self._function: ReplyFunction | None = script if callable(script) else None
         self._script: list[ScriptStep] = [] if callable(script) else list(script)
@@ -47,6 +68,18 @@ class ScriptedLLM:
     def tool_call(name: str, arguments: dict[str, Any] | None = None, *, text: str | None = None) -> LlmReply:
         """A reply asking for one tool call (a fresh call id each time)."""
         return LlmReply(content=text, tool_calls=(ToolCall(f"call_{next(_call_ids)}", name, dict(arguments or {})),))
+
+    @staticmethod
+    def cut(reply: LlmReply | str, after: int, error: BaseException | None = None) -> StreamCut:
+        """A step that streams the first `after` events of `reply`, then fails with `error`
+        (by default a retryable `LlmCallError`: the connection closed mid-stream)."""
+        if after < 0:
+            raise ValueError(f"after counts stream events and cannot be negative, got {after}")
+        whole = LlmReply(content=reply) if isinstance(reply, str) else reply
+        broken = error or LlmCallError(
+            "the connection to the model closed in the middle of its answer", kind=FailureKind.UNKNOWN, retryable=True
+        )
+        return StreamCut(whole, after, broken)
 
     def add(self, *steps: ScriptStep) -> ScriptedLLM:
         """Append steps to the script; returns self for chaining."""
@@ -61,22 +94,35 @@ class ScriptedLLM:
         return len(self._script) - self._position
 
     async def complete(self, request: LlmRequest) -> LlmReply:
+        return await collect(self.stream(request))
+
+    async def stream(self, request: LlmRequest) -> AsyncIterator[StreamEvent]:
         self.requests.append(request)
         if self.latency:
             await asyncio.sleep(self.latency)
-        if self._function is not None:
-            produced = self._function(request)
-            step: ScriptStep = await produced if inspect.isawaitable(produced) else produced
-        elif self._position < len(self._script):
-            step = self._script[self._position]
-            self._position += 1
-        else:
-            raise LlmCallError(
-                f"ScriptedLLM ran out of replies after {self._position}; add more with .add(...)",
-                kind=FailureKind.UNKNOWN,
-            )
+        step = await self._next(request)
         if isinstance(step, BaseException):
             raise step
-        if isinstance(step, str):
-            return LlmReply(content=step, model=self.model)
-        return step if step.model is not None else LlmReply(step.content, step.tool_calls, self.model)
+        cut = step if isinstance(step, StreamCut) else None
+        if isinstance(step, StreamCut):
+            reply = step.reply
+        else:
+            reply = LlmReply(content=step) if isinstance(step, str) else step
+        events = list(reply_events(reply if reply.model is not None else attrs.evolve(reply, model=self.model), self.chunk))
+        breaks_at = len(events) if cut is None else min(cut.after, len(events) - 1)  # a cut stream never finishes
+        for event in events[:breaks_at]:
+            yield event
+        if cut is not None:
+            raise cut.error
+
+    async def _next(self, request: LlmRequest) -> ScriptStep:
+        if self._function is not None:
+            produced = self._function(request)
+            return await produced if inspect.isawaitable(produced) else produced
+        if self._position < len(self._script):
+            self._position += 1
+            return self._script[self._position - 1]
+        raise LlmCallError(
+            f"ScriptedLLM ran out of replies after {self._position}; add more with .add(...)",
+            kind=FailureKind.UNKNOWN,
+        )

@@ -51,6 +51,7 @@ _STEPS: tuple[LiteralString, ...] = (
         runs integer NOT NULL DEFAULT 0,
         started_at timestamptz,
         delivered_at timestamptz,
+        delivered_by_run integer,
         finished_at timestamptz,
         outcome jsonb,
         error text,
@@ -194,14 +195,14 @@ class Inbox:
             pause = min(pause * 2, 0.2)
         return found
 
-    async def claim_delivery(self, message_id: str) -> bool:
-        """Record that the reply to `message_id` is being sent; False if a run already did (at most once)."""
+    async def claim_delivery(self, message_id: str, attempt: int) -> bool:
+        """Record that run `attempt` sends the reply to `message_id`; False if another run claimed it (at most once)."""
         async with self.connector.pool.connection() as conn:
             claimed = await (
                 await conn.execute(
-                    "UPDATE agentloop_inbox SET delivered_at = now() "
-                    "WHERE bot = %s AND message_id = %s AND delivered_at IS NULL RETURNING 1",
-                    (self.bot, message_id),
+                    "UPDATE agentloop_inbox SET delivered_at = now(), delivered_by_run = %s "
+                    "WHERE bot = %s AND message_id = %s AND (delivered_at IS NULL OR delivered_by_run = %s) RETURNING 1",
+                    (attempt, self.bot, message_id, attempt),
                 )
             ).fetchone()
         return claimed is not None

@@ -95,11 +95,6 @@ def snooping_bot(build_bot: BuildBot, name: str) -> BotUnderTest:
     return build_bot(extra=snooper)
 
 
-@given(parsers.parse("the model takes {seconds:g} seconds to answer"))
-def slow_model(scripted_llm: ScriptedLLM, seconds: float) -> None:
-    scripted_llm.latency = seconds
-
-
 @then(parsers.parse("the tools ran in order: {names}"))
 def tools_ran(bot: BotUnderTest, names: str) -> None:
     executions = bot.last.require(ToolExecutions).executions

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -12,13 +13,18 @@ import attrs
 from agentloop import (
     AgentContext,
     ChatMessage,
+    Finished,
     FinishReason,
     IncomingMessage,
+    LlmReply,
+    LlmRequest,
     LlmResponse,
     OutgoingResponse,
     PipelineError,
     Session,
+    StreamEvent,
     System,
+    TextDelta,
     TurnOutcome,
     history_scope,
     memory_scope,
@@ -190,3 +196,27 @@ def test_a_whitespace_only_answer_is_replaced_for_the_user_and_stored_nowhere(tm
     assert answered.outcome.fallback and answered.outcome.assistant_text is None
     assert answered.sent == ["Sorry, something went wrong while I was answering. Please try again."]
     assert answered.history == (ChatMessage.user("Open?"),) and answered.memory == () and answered.indexed == 0
+
+
+def test_a_stream_that_stalls_past_the_deadline_is_withdrawn_and_nothing_of_it_is_stored(tmp_path: Path) -> None:
+    class Stalls:
+        async def complete(self, request: LlmRequest) -> LlmReply:
+            raise AssertionError("the tool loop streams")
+
+        async def stream(self, request: LlmRequest) -> AsyncIterator[StreamEvent]:
+            yield TextDelta("It is sun")
+            await asyncio.sleep(5)
+            yield Finished(LlmReply("It is sunny."))
+
+    channel = RecordingChannel()
+    session = Session("stall", user_id="u")
+    options = StandardOptions(turn_timeout=0.1)
+    with standard_pipeline(Stalls(), channel, data_dir=tmp_path, options=options) as pipeline:
+        ctx = pipeline.build().run_turn_sync(session, IncomingMessage("Weather?"))
+        history = asyncio.run(pipeline.stores.sessions.recent(history_scope(session), 10))  # type: ignore[union-attr]
+    (stream,) = channel.streams
+    assert stream.shown == "It is sun" and stream.aborted and stream.closed is None
+    outcome = ctx.require(TurnOutcome)
+    assert outcome.finish_reason is FinishReason.DEADLINE and outcome.assistant_text is None
+    assert channel.texts == ["I ran out of time before finishing. Please try again."]
+    assert history == ()

@@ -10,13 +10,14 @@ from agentloop import (
     LlmResponse,
     OutgoingResponse,
     PlanProposal,
+    StreamedText,
     ToolCall,
     ToolLoopStop,
     TurnOutcome,
 )
 from agentloop.testing import make_context, run_system_sync
 from systems import TurnOutcomeFinalizationSystem
-from systems.outcome import DEFAULT_ERROR_TEXTS, GENERIC_ERROR_TEXT as DEFAULT_GENERIC, render_plan
+from systems.outcome import CUT_STREAM_TEXT, DEFAULT_ERROR_TEXTS, GENERIC_ERROR_TEXT as DEFAULT_GENERIC, render_plan
 
 
 def finalize(*components: object, auto_mode: bool = False):  # type: ignore[no-untyped-def]
@@ -88,3 +89,11 @@ def test_whitespace_only_text_and_voice_are_no_answer() -> None:
     assert outcome.outgoing_response == OutgoingResponse.text_only(DEFAULT_GENERIC)
     voiced = finalize(LlmResponse("Details.", voice_text="  "))
     assert voiced.outgoing_response == OutgoingResponse.text_only("Details.") and voiced.assistant_text == "Details."
+
+
+def test_an_answer_cut_off_while_the_user_watched_it_says_so() -> None:
+    error = LlmError(FailureKind.UNKNOWN, "the connection closed")
+    cut = finalize(error, StreamedText("m1", "It is sun", complete=False))
+    assert cut.fallback and cut.assistant_text is None and cut.outgoing_response.text == CUT_STREAM_TEXT
+    for shown in (StreamedText("m1", "Let me look.", complete=True), StreamedText("m1", "", complete=False)):
+        assert finalize(error, shown).outgoing_response.text == DEFAULT_GENERIC

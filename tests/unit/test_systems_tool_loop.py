@@ -1,18 +1,23 @@
-"""ToolLoopSystem: limits, policy, plan mode, tool failures, execution records and the capture hook."""
+"""ToolLoopSystem: limits, policy, plan mode, tool failures, execution records, the capture hook and streaming."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
+
+import attrs
 
 from agentloop import (
     Attachment,
     ChatMessage,
     FailureKind,
     FailureSource,
+    Finished,
     FinishReason,
     IncomingMessage,
+    LlmCallError,
     LlmError,
     LlmReply,
     LlmResponse,
@@ -21,13 +26,17 @@ from agentloop import (
     Role,
     SanitizedInput,
     Session,
+    StreamedText,
+    StreamEvent,
+    TextDelta,
     ToolCall,
     ToolExecution,
     ToolExecutions,
     ToolLoopStop,
+    Usage,
     tool,
 )
-from agentloop.adapters import open_stores
+from agentloop.adapters import InMemoryMetrics, open_stores
 from agentloop.context import AgentContext
 from agentloop.notes import TrajectoryRecorder
 from agentloop.testing import FakeClock, RecordingChannel, ScriptedLLM, make_context, run_system_sync
@@ -47,10 +56,10 @@ def fail() -> str:
 
 
 def context(text: str = "what is 1+2?", metadata: dict[str, str] | None = None, clock: FakeClock | None = None,
-            timeout: float | None = None) -> AgentContext:
+            timeout: float | None = None, auto_mode: bool = False) -> AgentContext:
     prompt = PromptContext("be exact", (ChatMessage.user(text),))
     return make_context(
-        incoming=IncomingMessage(text, metadata=metadata or {}),
+        incoming=IncomingMessage(text, metadata=metadata or {}, auto_mode=auto_mode),
         session=Session("s1", user_id="u1", project_id="p1", team_id="t1", org_id="o1"),
         components=[prompt, SanitizedInput(text)],
         clock=clock or FakeClock(),
@@ -282,3 +291,86 @@ def test_a_tool_output_and_model_text_that_no_store_could_take_are_made_storable
     (stored,) = asyncio.run(store.load("s1")).executions
     assert stored.result == "report-\ufffd.txt" and recorder.stats.quarantined == 0
     stores.close()
+
+
+def test_the_answer_reaches_the_user_while_the_model_is_still_writing_it() -> None:
+    channel = RecordingChannel()
+    shown_midway: list[str] = []
+
+    class SlowWriter:
+        async def complete(self, request: object) -> LlmReply:
+            raise AssertionError("the tool loop streams")
+
+        async def stream(self, request: object) -> AsyncIterator[StreamEvent]:
+            yield TextDelta("1+2 ")
+            await asyncio.sleep(0)
+            shown_midway.append(channel.streams[0].shown)
+            yield TextDelta("is 3")
+            yield Finished(LlmReply("1+2 is 3"))
+
+    ctx = context()
+    run_system_sync(ToolLoopSystem(SlowWriter(), channel=channel), ctx)
+    assert shown_midway == ["1+2 "]
+    streamed = ctx.require(StreamedText)
+    assert (streamed.text, streamed.complete) == ("1+2 is 3", True)
+    assert channel.streams[0].closed is None and channel.texts == []  # routing finishes the delivery
+    assert ctx.require(LlmResponse).text == "1+2 is 3"
+
+
+def test_every_model_step_streams_into_one_message_of_the_turn() -> None:
+    channel = RecordingChannel()
+    llm = ScriptedLLM([ScriptedLLM.tool_call("add", {"a": 1, "b": 2}, text="Adding. "), "1+2 is 3"], chunk=4)
+    ctx = context()
+    run_system_sync(ToolLoopSystem(llm, [add], channel=channel), ctx)
+    (stream,) = channel.streams
+    assert stream.deltas == ["Addi", "ng. ", "1+2 ", "is 3"]
+    assert ctx.require(StreamedText).text == "Adding. 1+2 is 3"
+
+
+def test_nothing_streams_in_auto_mode_to_a_channel_that_cannot_or_before_any_text() -> None:
+    class WholeTexts:
+        async def send_text(self, session: Session, text: str, hints: dict[str, str]) -> None: ...
+        async def send_voice(self, session: Session, text: str) -> None: ...
+        async def send_attachment(self, session: Session, attachment: Attachment) -> None: ...
+
+    channel = RecordingChannel()
+    for ctx, target in ((context(auto_mode=True), channel), (context(), WholeTexts())):
+        run_system_sync(ToolLoopSystem(ScriptedLLM(["3"]), channel=target), ctx)
+        assert ctx.require(LlmResponse).text == "3" and not ctx.has(StreamedText)
+    ctx = context()
+    run_system_sync(ToolLoopSystem(ScriptedLLM([LlmCallError("busy", kind=FailureKind.RATE_LIMIT)]), channel=channel), ctx)
+    assert channel.streams == [] and not ctx.has(StreamedText) and ctx.has(LlmError)
+
+
+def test_a_stream_cut_midway_is_the_model_failure_and_records_the_partial_text_as_incomplete() -> None:
+    channel = RecordingChannel()
+    llm = ScriptedLLM([ScriptedLLM.cut("1+2 is 3", after=1)], chunk=4)
+    ctx = context()
+    run_system_sync(ToolLoopSystem(llm, channel=channel), ctx)
+    assert ctx.require(LlmError).kind is FailureKind.UNKNOWN and not ctx.has(LlmResponse)
+    streamed = ctx.require(StreamedText)
+    assert (streamed.text, streamed.complete) == ("1+2 ", False)
+    assert [(f.source, f.kind) for f in ctx.failures] == [(FailureSource.LLM, FailureKind.UNKNOWN)]
+
+
+def test_a_channel_that_fails_mid_stream_is_one_transport_failure_and_the_model_still_answers() -> None:
+    channel = RecordingChannel()
+    channel.fail_with(kinds=("delta",))
+    ctx = context()
+    run_system_sync(ToolLoopSystem(ScriptedLLM(["1+2 is 3"], chunk=2), channel=channel), ctx)
+    assert [(f.source, f.message) for f in ctx.failures] == [(FailureSource.TRANSPORT, "the chat service is unreachable")]
+    assert channel.failed == ["delta"] and ctx.require(LlmResponse).text == "1+2 is 3"
+
+
+def test_token_usage_adds_up_over_the_model_calls_of_the_turn_and_is_counted() -> None:
+    metrics = InMemoryMetrics()
+    llm = ScriptedLLM([
+        attrs.evolve(ScriptedLLM.tool_call("add", {"a": 1, "b": 2}), usage=Usage(100, 10)),
+        LlmReply("3", usage=Usage(120, 2)),
+    ])
+    ctx = context()
+    run_system_sync(ToolLoopSystem(llm, [add], metrics=metrics), ctx)
+    assert ctx.require(LlmResponse).usage == Usage(220, 12)
+    labels = {"model": "scripted"}
+    assert metrics.counter("agentloop.llm.input_tokens", labels) == 220
+    assert metrics.counter("agentloop.llm.output_tokens", labels) == 12

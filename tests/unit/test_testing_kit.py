@@ -5,11 +5,26 @@ from __future__ import annotations
 import asyncio
 import io
 
+import attrs
 import pytest
 
-from agentloop import Attachment, FailureKind, LlmCallError, LlmReply, LlmRequest, Session, TransportError
+from agentloop import (
+    Attachment,
+    FailureKind,
+    Finished,
+    LlmCallError,
+    LlmReply,
+    LlmRequest,
+    Session,
+    StreamEvent,
+    TextDelta,
+    ToolCall,
+    ToolCallDelta,
+    TransportError,
+    Usage,
+)
 from agentloop.adapters import ConsoleChannel
-from agentloop.testing import RecordingChannel, ScriptedLLM
+from agentloop.testing import RecordedStream, RecordingChannel, ScriptedLLM
 
 REQUEST = LlmRequest(())
 SESSION = Session("s")
@@ -62,3 +77,90 @@ def test_console_channel_writes_labelled_lines() -> None:
     out.close()
     with pytest.raises(TransportError, match="terminal is closed"):
         asyncio.run(channel.send_text(SESSION, "x", {}))
+
+
+async def _events(llm: ScriptedLLM) -> list[StreamEvent]:
+    return [event async for event in llm.stream(REQUEST)]
+
+
+def test_scripted_llm_streams_its_reply_in_chunks_and_keeps_its_usage() -> None:
+    reply = LlmReply("Hello world", (ToolCall("c1", "add", {"a": 1}),), usage=Usage(7, 3), stop_reason="tool_calls")
+    llm = ScriptedLLM([reply, reply], chunk=4)
+    assert asyncio.run(_events(llm)) == [
+        TextDelta("Hell"), TextDelta("o wo"), TextDelta("rld"),
+        ToolCallDelta(0, "c1", "add", '{"a"'), ToolCallDelta(0, None, None, ": 1}"),
+        Usage(7, 3), Finished(attrs.evolve(reply, model="scripted")),
+    ]
+    assert asyncio.run(llm.complete(REQUEST)) == attrs.evolve(reply, model="scripted")
+
+
+@pytest.mark.parametrize("after", [0, 2, 99])
+def test_a_cut_step_streams_part_of_its_reply_then_fails_and_never_finishes(after: int) -> None:
+    llm = ScriptedLLM([ScriptedLLM.cut("Hello world", after=after)], chunk=4)
+    seen: list[StreamEvent] = []
+
+    async def read() -> None:
+        async for event in llm.stream(REQUEST):
+            seen.append(event)
+
+    with pytest.raises(LlmCallError, match="closed in the middle") as caught:
+        asyncio.run(read())
+    assert caught.value.retryable
+    assert seen == [TextDelta("Hell"), TextDelta("o wo"), TextDelta("rld")][:after]
+    with pytest.raises(TimeoutError):
+        asyncio.run(ScriptedLLM([ScriptedLLM.cut("x", 0, TimeoutError())]).complete(REQUEST))
+
+
+def test_recording_channel_records_a_streamed_message_and_its_close_as_the_text_sent() -> None:
+    channel = RecordingChannel()
+
+    async def stream() -> None:
+        message = await channel.open_stream(SESSION, {"format": "markdown"})
+        await message.delta("Hel")
+        await message.delta("lo")
+        await message.close("Hello.")
+        withdrawn = await channel.open_stream(SESSION, {})
+        await withdrawn.delta("Par")
+        await withdrawn.abort("cut off")
+
+    asyncio.run(stream())
+    assert channel.streams == [
+        RecordedStream("s", {"format": "markdown"}, ["Hel", "lo"], closed="Hello."),
+        RecordedStream("s", {}, ["Par"], aborted="cut off"),
+    ]
+    assert channel.streams[0].shown == "Hello" and channel.texts == ["Hello."]
+    assert channel.sent[0].hints == {"format": "markdown"}
+
+
+def test_recording_channel_fails_deltas_only_when_asked() -> None:
+    channel = RecordingChannel()
+    channel.fail_with(kinds=("delta",), times=1)
+
+    async def stream() -> None:
+        message = await channel.open_stream(SESSION, {})
+        with pytest.raises(TransportError):
+            await message.delta("lost")
+        await message.delta("shown")
+        await message.close("shown")
+
+    asyncio.run(stream())
+    assert channel.failed == ["delta"] and channel.streams[0].deltas == ["shown"] and channel.texts == ["shown"]
+
+
+def test_console_channel_prints_tokens_as_they_come_on_one_line() -> None:
+    out = io.StringIO()
+    channel = ConsoleChannel(out)
+
+    async def stream(final: str, *, abort: bool = False) -> str:
+        message = await channel.open_stream(SESSION, {})
+        await message.delta("It is ")
+        shown_before_close = out.getvalue()
+        await message.delta("sunny.")
+        await (message.abort("cut") if abort else message.close(final))
+        return shown_before_close
+
+    assert asyncio.run(stream("It is sunny.")) == "bot> It is "
+    assert out.getvalue() == "bot> It is sunny.\n"
+    asyncio.run(stream("It is sunny in Oslo."))
+    asyncio.run(stream("", abort=True))
+    assert out.getvalue().splitlines()[1:] == ["bot> It is sunny.", "bot> It is sunny in Oslo.", "bot> It is sunny. [cut off]"]

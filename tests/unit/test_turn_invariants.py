@@ -1,4 +1,5 @@
-"""Invariants I1-I8 of the standard pipeline under random scripts, system faults and channel faults."""
+"""Invariants I1-I8 and I14 of the standard pipeline under random scripts (streamed in random chunks, some
+streams cut at random points), system faults and channel faults."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from agentloop import (
     LlmResponse,
     PlanProposal,
     Session,
+    StreamedText,
     System,
     ToolLoopStop,
     TransportError,
@@ -86,6 +88,12 @@ steps = st.one_of(
     st.just(RuntimeError("the client library crashed")),
     st.just(ADVANCE),
 )
+texts_and_calls = st.text(min_size=1, max_size=12) | st.sampled_from(TOOL_CALLS).map(
+    lambda c: ScriptedLLM.tool_call(*c, text="On it. ")
+)
+cut_streams = st.builds(ScriptedLLM.cut, texts_and_calls, after=st.integers(0, 8))
+"""A reply whose stream breaks after a random number of its events."""
+streamed_steps = texts_and_calls | cut_streams
 SABOTAGE = [InputSanitizationSystem, ContextBuildingSystem, ToolLoopSystem, TurnOutcomeFinalizationSystem,
             ResponseRoutingSystem, MemoryPersistSystem, RagIndexingSystem]
 
@@ -100,11 +108,12 @@ class Scenario:
     auto_mode: bool
     plan_mode: bool
     text: str
+    chunk: int | None
 
 
-scenarios = st.builds(
+any_scenario = st.builds(
     Scenario,
-    script=st.lists(steps, max_size=6).map(tuple),
+    script=st.lists(steps | cut_streams, max_size=6).map(tuple),
     sabotaged=st.frozensets(st.sampled_from(SABOTAGE), max_size=2),
     extra_faults=st.lists(st.sampled_from([5, 15, 25, 45, 58, 65, 72, 90]), max_size=2, unique=True).map(tuple),
     channel_fails=st.lists(st.sampled_from(["text", "voice", "attachment"]), unique=True).map(tuple),
@@ -112,7 +121,22 @@ scenarios = st.builds(
     auto_mode=st.booleans(),
     plan_mode=st.booleans(),
     text=st.text(max_size=30),
+    chunk=st.none() | st.integers(1, 5),
 )
+streaming_scenario = st.builds(
+    Scenario,
+    script=st.lists(streamed_steps, min_size=1, max_size=4).map(tuple),
+    sabotaged=st.frozensets(st.sampled_from(SABOTAGE[3:]), max_size=1),
+    extra_faults=st.just(()),
+    channel_fails=st.lists(st.sampled_from(["text", "voice", "attachment"]), max_size=1).map(tuple),
+    channel_error=st.sampled_from(["transport", "crash"]),
+    auto_mode=st.sampled_from([False, False, False, True]),
+    plan_mode=st.booleans(),
+    text=st.text(max_size=30),
+    chunk=st.none() | st.integers(1, 5),
+)
+"""A user turn whose model mostly writes text, so its answer streams (and is often cut)."""
+scenarios = any_scenario | streaming_scenario
 
 
 def _faulty(system_type: type[System], order: int, name: str, ran: list[str], always_run: bool = False) -> System:
@@ -163,7 +187,7 @@ def run(scenario: Scenario, stores: Stores) -> Ran:
         error = TransportError("the chat is down") if scenario.channel_error == "transport" else OSError("socket")
         channel.fail_with(error, kinds=scenario.channel_fails)  # type: ignore[arg-type]
     options = StandardOptions(plan_mode=scenario.plan_mode, turn_timeout=30.0, max_llm_calls=4)
-    pipeline = standard_pipeline(ScriptedLLM(reply), channel, stores=stores, tools=[lookup, explode, chart],
+    pipeline = standard_pipeline(ScriptedLLM(reply, chunk=scenario.chunk), channel, stores=stores, tools=[lookup, explode, chart],
                                  options=options, clock=clock)
     ran: list[str] = []
     for system_type in scenario.sabotaged:
@@ -333,3 +357,35 @@ def test_i8_finish_reason_is_the_highest_priority_observed(stores: Stores, scena
         # The feedback guarantee made the outcome: nothing but the deadline is known.
         observed = {FinishReason.ERROR} | (observed & {FinishReason.DEADLINE})
     assert outcome.finish_reason is resolve_finish_reason(observed)
+
+
+@PROPERTY
+@given(scenario=scenarios)
+def test_i14_what_the_user_saw_streamed_agrees_with_what_is_stored(stores: Stores, scenario: Scenario) -> None:
+    """I14: a streamed message is closed with the outcome's text, which is the stored assistant_text; a stream cut
+    off midway is aborted and followed by the fallback message, and nothing partial is stored as an answer."""
+    ran = run(scenario, stores)
+    outcome, streams = ran.ctx.turn_outcome, ran.channel.streams
+    assert len(streams) <= 1
+    if scenario.auto_mode or not streams:
+        assert not ran.ctx.has(StreamedText)
+        return
+    (stream,) = streams
+    streamed = ran.ctx.require(StreamedText)
+    assert stream.shown == streamed.text and stream.deltas and all(stream.deltas)
+    assert stream.closed is None or stream.aborted is None
+    routed = outcome is not None and outcome.routing_outcome is not None
+    if not routed:
+        assert stream.closed is None and stream.aborted is None
+        return
+    assert outcome is not None and outcome.outgoing_response is not None
+    if stream.closed is not None:
+        assert not outcome.fallback and stream.closed == outcome.outgoing_response.text == outcome.assistant_text
+        assert ran.channel.texts == [stream.closed]
+    elif "text" not in ran.channel.failed:
+        assert stream.aborted and ran.channel.texts == [t for t in [outcome.outgoing_response.text] if t]
+        assert outcome.fallback or outcome.outgoing_response.text is None
+    if not streamed.complete:
+        assert outcome.fallback and outcome.assistant_text is None and stream.aborted
+        assert not [m for m in ran.history if m.role.value == "assistant"]
+        assert ran.memory == () and ran.rag_texts == ()

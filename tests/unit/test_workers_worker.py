@@ -40,7 +40,9 @@ def test_a_lost_workers_turn_is_run_again_writing_history_once_and_sending_nothi
             await take_as_a_worker_that_dies(inbox, heartbeat_age=60)
             pending = await inbox.start_turn(message_id)  # what the lost worker did before it died
             assert pending is not None and pending.run == 1
-            assert await inbox.claim_delivery(message_id)
+            assert await inbox.claim_delivery(message_id, pending.run)
+            assert await inbox.claim_delivery(message_id, pending.run), "the same run may claim again (before streaming, then before closing)"
+            assert not await inbox.claim_delivery(message_id, pending.run + 1)
             with open_stores(postgres_url, bot="helper") as stores:
                 scope = history_scope(SESSION)
                 await stores.sessions.append(scope, [ChatMessage.user("hello"), ChatMessage.assistant("echo: hello")], key=message_id)
