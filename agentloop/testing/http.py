@@ -32,6 +32,7 @@ class ScriptedServer:
     """Answers each POST with the next queued (status, body, headers, delay); keeps the requests.
 
     `requests` holds each POST as `{"path", "auth", "body"}` (the body parsed from JSON).
+    `headers` holds each POST's headers (names in lower case), in the same order.
     A POST with nothing queued gets HTTP 500. `start()` serves on a background thread;
     `close()` (or leaving the `with` block) stops it.
     """
@@ -39,6 +40,7 @@ class ScriptedServer:
     def __init__(self) -> None:
         self.responses: list[tuple[int, bytes, dict[str, str], float]] = []
         self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -47,6 +49,7 @@ class ScriptedServer:
                 server.requests.append(
                     {"path": self.path, "auth": self.headers.get("Authorization"), "body": json.loads(self.rfile.read(length))}
                 )
+                server.headers.append({key.lower(): value for key, value in self.headers.items()})
                 if server.responses:
                     status, body, headers, delay = server.responses.pop(0)
                 else:

@@ -1,0 +1,259 @@
+"""An LLM adapter for the Anthropic Messages API (`POST /v1/messages`), streaming over
+httpx: native tool use, token usage, the API's errors in one line. Needs the `anthropic` extra."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterable, Iterator
+from typing import Any
+
+import httpx
+
+from agentloop.errors import LlmCallError
+from agentloop.messages import (
+    ChatMessage,
+    Finished,
+    LlmReply,
+    LlmRequest,
+    Role,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+    ToolSpec,
+    Usage,
+)
+from agentloop.outcome import FailureKind
+from agentloop.streaming import ReplyBuilder, collect
+
+__all__ = ["ANTHROPIC_API_URL", "ANTHROPIC_VERSION", "AnthropicLLM"]
+
+ANTHROPIC_API_URL = "https://api.anthropic.com/v1"
+ANTHROPIC_VERSION = "2023-06-01"
+"""The `anthropic-version` header sent with every request: the wire format this adapter speaks."""
+
+_RETRYABLE_ERRORS = {"overloaded_error": FailureKind.UNKNOWN, "api_error": FailureKind.UNKNOWN,
+                     "rate_limit_error": FailureKind.RATE_LIMIT, "timeout_error": FailureKind.TIMEOUT}
+"""The API's error types worth another attempt, and the failure kind each is."""
+
+
+def _blocks(message: ChatMessage) -> list[dict[str, Any]]:
+    """`message` as Messages API content blocks (text, tool_use or tool_result)."""
+    if message.role is Role.TOOL:
+        return [{"type": "tool_result", "tool_use_id": message.tool_call_id, "content": message.content or ""}]
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": message.content}] if message.content else []
+    return blocks + [{"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments} for c in message.tool_calls]
+
+
+def _messages(messages: Iterable[ChatMessage]) -> tuple[str | None, list[dict[str, Any]]]:
+    """The top-level system prompt and the user/assistant turns of `messages`.
+
+    The API takes system text only at the top and tool results as user content, so tool
+    results that follow one another (one model step's calls) and any user text after them
+    share one user message: consecutive messages of one API role are merged.
+    """
+    system: list[str] = []
+    turns: list[dict[str, Any]] = []
+    for message in messages:
+        if message.role is Role.SYSTEM:
+            system.extend([message.content] if message.content else [])
+            continue
+        role = "assistant" if message.role is Role.ASSISTANT else "user"
+        blocks = _blocks(message)
+        if not blocks:
+            continue
+        if turns and turns[-1]["role"] == role:
+            turns[-1]["content"].extend(blocks)
+        else:
+            turns.append({"role": role, "content": blocks})
+    return ("\n\n".join(system) or None), turns
+
+
+def _tool(spec: ToolSpec) -> dict[str, Any]:
+    return {"name": spec.name, "description": spec.description,
+            "input_schema": spec.parameters or {"type": "object", "properties": {}}}
+
+
+def _api_error(body: Any) -> tuple[str, str] | None:
+    """(type, message) of the API's `{"type": "error", "error": {...}}` body, if that is what `body` is."""
+    error = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(error, dict):
+        return None
+    return str(error.get("type") or "error"), " ".join(str(error.get("message") or "").split())
+
+
+def _stream_error(body: Any) -> LlmCallError:
+    """The `error` event a stream ended with, as a failure of the kind its type says."""
+    kind_and_message = _api_error(body)
+    error_type, message = kind_and_message or ("error", "no explanation given")
+    kind = _RETRYABLE_ERRORS.get(error_type, FailureKind.UNKNOWN)
+    return LlmCallError(
+        f"the Anthropic API stopped the answer midway ({error_type}: {message})",
+        kind=kind, retryable=error_type in _RETRYABLE_ERRORS,
+    )
+
+
+async def _sse_data(lines: AsyncIterator[str]) -> AsyncIterator[str]:
+    """The data of each server-sent event in `lines` (its `data:` lines joined by newlines)."""
+    data: list[str] = []
+    async for line in lines:
+        if line.startswith("data:"):
+            data.append(line[5:].removeprefix(" "))
+        elif not line and data:
+            yield "\n".join(data)
+            data = []
+    if data:
+        yield "\n".join(data)
+
+
+class _Events:
+    """Turns the Messages API's stream events into agentloop stream events, one at a time."""
+
+    def __init__(self) -> None:
+        self.builder = ReplyBuilder()
+        self.model: str | None = None
+        self.stop_reason: str | None = None
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self.tools: dict[int, int] = {}
+        """content block index -> tool call index, for tool_use blocks"""
+        self.tool_inputs: dict[int, Any] = {}
+        """tool_use blocks whose input came whole at their start and no deltas (yet)"""
+
+    def feed(self, event: dict[str, Any]) -> Iterator[StreamEvent]:
+        """The agentloop events that API `event` makes, each added to the reply so far."""
+        for out in self._translate(event):
+            self.builder.add(out)
+            yield out
+
+    def _translate(self, event: dict[str, Any]) -> Iterator[StreamEvent]:
+        kind = event.get("type")
+        if kind == "message_start":
+            message = event["message"]
+            self.model = message.get("model")
+            self._count(message.get("usage"))
+        elif kind == "content_block_start":
+            yield from self._start(event["index"], event["content_block"])
+        elif kind == "content_block_delta":
+            yield from self._delta(event["index"], event["delta"])
+        elif kind == "content_block_stop":
+            index = event["index"]
+            if index in self.tool_inputs:
+                yield ToolCallDelta(self.tools[index], arguments_fragment=json.dumps(self.tool_inputs.pop(index)))
+        elif kind == "message_delta":
+            self.stop_reason = event.get("delta", {}).get("stop_reason") or self.stop_reason
+            self._count(event.get("usage"))
+        elif kind == "message_stop":
+            yield Usage(self.input_tokens, self.output_tokens)
+            yield Finished(self.builder.reply(model=self.model, stop_reason=self.stop_reason))
+        elif kind == "error":
+            raise _stream_error(event)
+
+    def _start(self, index: int, block: dict[str, Any]) -> Iterator[StreamEvent]:
+        if block["type"] == "text" and block.get("text"):
+            yield TextDelta(block["text"])
+        elif block["type"] == "tool_use":
+            self.tools[index] = len(self.tools)
+            if block.get("input"):
+                self.tool_inputs[index] = block["input"]
+            yield ToolCallDelta(self.tools[index], block["id"], block["name"])
+
+    def _delta(self, index: int, delta: dict[str, Any]) -> Iterator[StreamEvent]:
+        if delta["type"] == "text_delta" and delta["text"]:
+            yield TextDelta(delta["text"])
+        elif delta["type"] == "input_json_delta" and delta["partial_json"]:
+            self.tool_inputs.pop(index, None)
+            yield ToolCallDelta(self.tools[index], arguments_fragment=delta["partial_json"])
+
+    def _count(self, usage: Any) -> None:
+        """Take the counts `usage` has: input tokens come at the start, output tokens grow to the end."""
+        if isinstance(usage, dict):
+            self.input_tokens = usage.get("input_tokens") or self.input_tokens
+            self.output_tokens = usage.get("output_tokens") or self.output_tokens
+
+
+class AnthropicLLM:
+    """Claude through the Messages API, streamed.
+
+    `base_url` is the API root up to `/v1` (Anthropic's own is `ANTHROPIC_API_URL`); the key goes
+    in the `x-api-key` header. The API requires a token limit, so a request without
+    `max_tokens` gets this adapter's `max_tokens`. `stop` becomes `stop_sequences`; the
+    API has no `seed`, so a request's seed is not sent.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key: str | None = None,
+        max_tokens: int = 4096,
+        timeout: float = 60.0,
+    ) -> None:
+        if max_tokens < 1:
+            raise ValueError(f"max_tokens must be at least 1 (the API requires a limit), got {max_tokens}")
+        self.model = model
+        self.max_tokens = max_tokens
+        self.timeout = timeout
+        self._url = base_url.rstrip("/") + "/messages"
+        self._headers = {"anthropic-version": ANTHROPIC_VERSION, **({"x-api-key": api_key} if api_key else {})}
+
+    def payload(self, request: LlmRequest) -> dict[str, Any]:
+        """The JSON body `request` is sent as."""
+        system, messages = _messages(request.messages)
+        payload: dict[str, Any] = {
+            "model": request.model or self.model,
+            "max_tokens": request.max_tokens or self.max_tokens,
+            "messages": messages,
+            "stream": True,
+        }
+        if system:
+            payload["system"] = system
+        if request.tools:
+            payload["tools"] = [_tool(t) for t in request.tools]
+        if request.temperature is not None:
+            payload["temperature"] = request.temperature
+        if request.stop:
+            payload["stop_sequences"] = list(request.stop)
+        return payload
+
+    async def complete(self, request: LlmRequest) -> LlmReply:
+        return await collect(self.stream(request))
+
+    async def stream(self, request: LlmRequest) -> AsyncIterator[StreamEvent]:
+        payload = self.payload(request)
+        async with httpx.AsyncClient(timeout=self.timeout, headers=self._headers) as client:
+            try:
+                async with client.stream("POST", self._url, json=payload) as response:
+                    if response.status_code >= 400:
+                        raise _status_error(response.status_code, await response.aread())
+                    events = _Events()
+                    async for data in _sse_data(response.aiter_lines()):
+                        try:
+                            event = json.loads(data)
+                        except json.JSONDecodeError as exc:
+                            raise LlmCallError(
+                                f"the Anthropic API sent a stream event that is not JSON ({exc})", kind=FailureKind.VALIDATION
+                            ) from exc
+                        for out in events.feed(event):
+                            yield out
+                            if isinstance(out, Finished):
+                                return
+            except httpx.TimeoutException as exc:
+                raise LlmCallError(f"the Anthropic API did not answer in time ({exc!r})", kind=FailureKind.TIMEOUT, retryable=True) from exc
+            except httpx.TransportError as exc:
+                raise LlmCallError(f"cannot reach the Anthropic API at {self._url} ({exc!r})", kind=FailureKind.UNKNOWN, retryable=True) from exc
+        raise LlmCallError("the Anthropic API's stream was cut off before message_stop", kind=FailureKind.UNKNOWN, retryable=True)
+
+
+def _status_error(status: int, body: bytes) -> LlmCallError:
+    """An HTTP error answer as one line: the API's error type and message when it sent them."""
+    try:
+        parsed = _api_error(json.loads(body))
+    except ValueError:
+        parsed = None
+    detail = f"{parsed[0]}: {parsed[1]}" if parsed else " ".join(body.decode(errors="replace").split())[:200]
+    if status == 429:
+        return LlmCallError(f"the Anthropic API is rate limiting requests (HTTP 429, {detail})", kind=FailureKind.RATE_LIMIT, retryable=True)
+    if status >= 500:
+        return LlmCallError(f"the Anthropic API failed (HTTP {status}, {detail})", kind=FailureKind.UNKNOWN, retryable=True)
+    return LlmCallError(f"the Anthropic API refused the request (HTTP {status}, {detail})", kind=FailureKind.VALIDATION)

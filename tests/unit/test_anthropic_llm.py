@@ -1,0 +1,187 @@
+"""AnthropicLLM against a real HTTP server on 127.0.0.1 speaking the Messages API's wire format."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentloop import ChatMessage, FailureKind, IncomingMessage, LlmCallError, LlmRequest, Session, ToolCall, ToolSpec, tool
+from agentloop.adapters.anthropic_llm import ANTHROPIC_VERSION, AnthropicLLM
+from agentloop.messages import Finished, StreamEvent, TextDelta, ToolCallDelta, Usage
+from agentloop.testing import RecordingChannel
+from agentloop.testing.anthropic_server import api_error, message_events, queue_stream, sse
+from agentloop.testing.http import ScriptedServer
+from systems import standard_pipeline
+
+
+@pytest.fixture
+def server() -> Iterator[ScriptedServer]:
+    with ScriptedServer() as scripted:
+        yield scripted
+
+
+HELLO = LlmRequest((ChatMessage.system("be brief"), ChatMessage.user("hi")))
+
+
+def complete(llm: AnthropicLLM, request: LlmRequest = HELLO) -> Any:
+    return asyncio.run(llm.complete(request))
+
+
+def stream(llm: AnthropicLLM, request: LlmRequest = HELLO) -> list[StreamEvent]:
+    async def go() -> list[StreamEvent]:
+        return [event async for event in llm.stream(request)]
+
+    return asyncio.run(go())
+
+
+def test_streamed_text_arrives_in_deltas_and_the_reply_has_usage_and_stop_reason(server: ScriptedServer) -> None:
+    queue_stream(server, message_events("Hello there, user.", input_tokens=12, output_tokens=7, chunk=5))
+    events = stream(AnthropicLLM(server.url, "claude-test", api_key="sk-ant"))
+    assert [e.text for e in events if isinstance(e, TextDelta)] == ["Hello", " ther", "e, us", "er."]
+    assert Usage(12, 7) in events
+    finished = events[-1]
+    assert isinstance(finished, Finished)
+    assert finished.reply.content == "Hello there, user." and finished.reply.usage == Usage(12, 7)
+    assert (finished.reply.model, finished.reply.stop_reason) == ("served-claude", "end_turn")
+
+
+def test_request_shape_headers_and_settings(server: ScriptedServer) -> None:
+    queue_stream(server, message_events("ok"))
+    request = LlmRequest(HELLO.messages, temperature=0.3, max_tokens=50, stop=("END",), seed=7)
+    complete(AnthropicLLM(server.url, "claude-test", api_key="sk-ant"), request)
+    sent, headers = server.requests[0], server.headers[0]
+    assert sent["path"] == "/v1/messages"
+    assert headers["x-api-key"] == "sk-ant" and headers["anthropic-version"] == ANTHROPIC_VERSION
+    assert sent["body"] == {
+        "model": "claude-test", "max_tokens": 50, "stream": True, "system": "be brief", "temperature": 0.3,
+        "stop_sequences": ["END"], "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+    }
+
+
+def test_max_tokens_defaults_because_the_api_requires_it(server: ScriptedServer) -> None:
+    queue_stream(server, message_events("ok"))
+    queue_stream(server, message_events("ok"))
+    complete(AnthropicLLM(server.url, "m"))
+    complete(AnthropicLLM(server.url, "m", max_tokens=300))
+    assert [r["body"]["max_tokens"] for r in server.requests] == [4096, 300]
+    with pytest.raises(ValueError, match="max_tokens must be at least 1"):
+        AnthropicLLM(server.url, "m", max_tokens=0)
+
+
+def test_streamed_tool_calls_are_put_together_from_their_json_fragments(server: ScriptedServer) -> None:
+    queue_stream(server, message_events("Let me look.", [("toolu_1", "weather", {"city": "Oslo", "days": 3}),
+                                                         ("toolu_2", "clock", {})], chunk=3))
+    events = stream(AnthropicLLM(server.url, "m"))
+    deltas = [e for e in events if isinstance(e, ToolCallDelta)]
+    assert (deltas[0].index, deltas[0].id, deltas[0].name) == (0, "toolu_1", "weather")
+    assert len([d for d in deltas if d.index == 0 and d.arguments_fragment]) > 1
+    reply = events[-1].reply  # type: ignore[union-attr]
+    assert reply.content == "Let me look." and reply.stop_reason == "tool_use"
+    assert reply.tool_calls == (ToolCall("toolu_1", "weather", {"city": "Oslo", "days": 3}), ToolCall("toolu_2", "clock", {}))
+
+
+def test_tool_use_and_tool_results_go_as_content_blocks_with_one_steps_results_in_one_user_message(
+    server: ScriptedServer,
+) -> None:
+    queue_stream(server, message_events("Sunny, noon."))
+    spec = ToolSpec("weather", "the forecast", {"type": "object", "properties": {"city": {"type": "string"}}})
+    calls = (ToolCall("t1", "weather", {"city": "Oslo"}), ToolCall("t2", "clock", {}))
+    request = LlmRequest((ChatMessage.system("be brief"), ChatMessage.user("weather and time?"),
+                          ChatMessage.assistant("Checking.", calls), ChatMessage.tool("t1", "weather", "sunny"),
+                          ChatMessage.tool("t2", "clock", "noon")), tools=(spec,))
+    assert complete(AnthropicLLM(server.url, "m"), request).content == "Sunny, noon."
+    body = server.requests[0]["body"]
+    assert body["tools"] == [{"name": "weather", "description": "the forecast", "input_schema": spec.parameters}]
+    assert body["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "weather and time?"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "Checking."},
+                                          {"type": "tool_use", "id": "t1", "name": "weather", "input": {"city": "Oslo"}},
+                                          {"type": "tool_use", "id": "t2", "name": "clock", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "sunny"},
+                                     {"type": "tool_result", "tool_use_id": "t2", "content": "noon"}]},
+    ]
+
+
+def test_a_400_surfaces_the_apis_error_in_one_line_without_retry(server: ScriptedServer) -> None:
+    server.reply(400, api_error("invalid_request_error", "messages: roles must alternate\nbetween user and assistant"))
+    with pytest.raises(LlmCallError) as caught:
+        complete(AnthropicLLM(server.url, "m"))
+    assert str(caught.value) == (
+        "the Anthropic API refused the request (HTTP 400, invalid_request_error: "
+        "messages: roles must alternate between user and assistant)"
+    )
+    assert caught.value.kind is FailureKind.VALIDATION and not caught.value.retryable and len(server.requests) == 1
+
+
+def test_an_html_error_page_is_cut_to_one_line(server: ScriptedServer) -> None:
+    server.reply(404, raw=b"<html>\n<body>\n" + b"Not found " * 100 + b"</body></html>", headers={"Content-Type": "text/html"})
+    with pytest.raises(LlmCallError) as caught:
+        complete(AnthropicLLM(server.url, "m"))
+    assert "\n" not in str(caught.value) and len(str(caught.value)) < 300
+    assert str(caught.value).startswith("the Anthropic API refused the request (HTTP 404, <html> <body> Not found")
+
+
+def test_an_error_event_mid_stream_is_an_llm_call_error_after_the_text_so_far(server: ScriptedServer) -> None:
+    events = message_events("Half an answer that never ends")
+    queue_stream(server, events[:6] + [api_error("overloaded_error", "Overloaded")])
+    seen: list[StreamEvent] = []
+
+    async def go() -> None:
+        async for event in AnthropicLLM(server.url, "m").stream(HELLO):
+            seen.append(event)
+
+    with pytest.raises(LlmCallError) as caught:
+        asyncio.run(go())
+    assert str(caught.value) == "the Anthropic API stopped the answer midway (overloaded_error: Overloaded)"
+    assert caught.value.retryable and seen == [TextDelta("Half"), TextDelta(" an "), TextDelta("answ")]
+
+
+def test_a_stream_cut_off_before_message_stop_is_an_error_not_a_short_answer(server: ScriptedServer) -> None:
+    queue_stream(server, message_events("Half an answer")[:-2])
+    with pytest.raises(LlmCallError, match="cut off before message_stop") as caught:
+        complete(AnthropicLLM(server.url, "m"))
+    assert caught.value.retryable
+
+
+def test_an_event_that_is_not_json_is_a_validation_error(server: ScriptedServer) -> None:
+    server.reply(raw=sse(message_events("x")[:2]) + b"data: {oops\n\n", headers={"Content-Type": "text/event-stream"})
+    with pytest.raises(LlmCallError, match="not JSON") as caught:
+        complete(AnthropicLLM(server.url, "m"))
+    assert caught.value.kind is FailureKind.VALIDATION
+
+
+def test_two_asyncio_runs_in_a_row_on_one_adapter(server: ScriptedServer) -> None:
+    """A client bound to the first event loop failed the second run with 'Event loop is closed'."""
+    llm = AnthropicLLM(server.url, "m")
+    queue_stream(server, message_events("one"))
+    queue_stream(server, message_events("two"))
+    assert [complete(llm).content, complete(llm).content] == ["one", "two"]
+
+
+@tool
+def weather(city: str) -> str:
+    """The weather in a city."""
+    return f"{city}: sunny"
+
+
+def test_a_standard_turn_with_a_streamed_tool_call_over_http(server: ScriptedServer, tmp_path: Path) -> None:
+    queue_stream(server, message_events(None, [("toolu_1", "weather", {"city": "Oslo"})]))
+    queue_stream(server, message_events("Oslo is sunny."))
+    channel = RecordingChannel()
+
+    async def turn() -> None:
+        llm = AnthropicLLM(server.url, "m")
+        with standard_pipeline(llm, channel, data_dir=tmp_path, tools=[weather]) as pipeline:
+            await pipeline.build().run_turn(Session("s", user_id="u"), IncomingMessage("Weather in Oslo?"))
+
+    asyncio.run(turn())
+    assert channel.texts == ["Oslo is sunny."]
+    second = server.requests[1]["body"]["messages"]
+    assert second[-2] == {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "weather",
+                                                            "input": {"city": "Oslo"}}]}
+    assert second[-1] == {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1",
+                                                       "content": "Oslo: sunny"}]}
