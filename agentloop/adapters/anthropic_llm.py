@@ -119,11 +119,18 @@ class _Events:
         self.tool_inputs: dict[int, Any] = {}
         """tool_use blocks whose input came whole at their start and no deltas (yet)"""
 
-    def feed(self, event: dict[str, Any]) -> Iterator[StreamEvent]:
-        """The agentloop events that API `event` makes, each added to the reply so far."""
-        for out in self._translate(event):
-            self.builder.add(out)
-            yield out
+    def feed(self, data: str) -> Iterator[StreamEvent]:
+        """The agentloop events that the API event `data` makes, each added to the reply so far;
+        a VALIDATION `LlmCallError` for an event that is not JSON or lacks what its type needs."""
+        try:
+            for out in self._translate(json.loads(data)):
+                self.builder.add(out)
+                yield out
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise LlmCallError(
+                f"the Anthropic API sent a malformed stream event ({exc!r}): {' '.join(data.split())[:200]}",
+                kind=FailureKind.VALIDATION,
+            ) from exc
 
     def _translate(self, event: dict[str, Any]) -> Iterator[StreamEvent]:
         kind = event.get("type")
@@ -228,13 +235,7 @@ class AnthropicLLM:
                         raise _status_error(response.status_code, await response.aread())
                     events = _Events()
                     async for data in _sse_data(response.aiter_lines()):
-                        try:
-                            event = json.loads(data)
-                        except json.JSONDecodeError as exc:
-                            raise LlmCallError(
-                                f"the Anthropic API sent a stream event that is not JSON ({exc})", kind=FailureKind.VALIDATION
-                            ) from exc
-                        for out in events.feed(event):
+                        for out in events.feed(data):
                             yield out
                             if isinstance(out, Finished):
                                 return

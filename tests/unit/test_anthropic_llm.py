@@ -147,11 +147,33 @@ def test_a_stream_cut_off_before_message_stop_is_an_error_not_a_short_answer(ser
     assert caught.value.retryable
 
 
-def test_an_event_that_is_not_json_is_a_validation_error(server: ScriptedServer) -> None:
-    server.reply(raw=sse(message_events("x")[:2]) + b"data: {oops\n\n", headers={"Content-Type": "text/event-stream"})
-    with pytest.raises(LlmCallError, match="not JSON") as caught:
+@pytest.mark.parametrize(
+    "bad",
+    [b"data: {oops\n\n", sse([{"type": "content_block_delta", "index": 7, "delta": {"type": "input_json_delta", "partial_json": "{"}}]),
+     sse([{"type": "content_block_start", "index": 0}])],
+    ids=["not JSON", "a delta of a block never started", "a start without its block"],
+)
+def test_a_malformed_event_is_a_validation_error_that_quotes_it(server: ScriptedServer, bad: bytes) -> None:
+    server.reply(raw=sse(message_events("x")[:2]) + bad, headers={"Content-Type": "text/event-stream"})
+    with pytest.raises(LlmCallError, match="malformed stream event") as caught:
         complete(AnthropicLLM(server.url, "m"))
-    assert caught.value.kind is FailureKind.VALIDATION
+    assert caught.value.kind is FailureKind.VALIDATION and "\n" not in str(caught.value)
+
+
+def test_thinking_blocks_are_skipped_and_a_tool_input_sent_whole_at_its_start_is_read(server: ScriptedServer) -> None:
+    events = message_events("Done.")
+    thinking = [
+        {"type": "content_block_start", "index": 1, "content_block": {"type": "thinking", "thinking": ""}},
+        {"type": "content_block_delta", "index": 1, "delta": {"type": "thinking_delta", "thinking": "hmm"}},
+        {"type": "content_block_delta", "index": 1, "delta": {"type": "signature_delta", "signature": "sig"}},
+        {"type": "content_block_stop", "index": 1},
+        {"type": "content_block_start", "index": 2,
+         "content_block": {"type": "tool_use", "id": "t1", "name": "clock", "input": {"zone": "UTC"}}},
+        {"type": "content_block_stop", "index": 2},
+    ]
+    queue_stream(server, events[:-2] + thinking + events[-2:])
+    reply = complete(AnthropicLLM(server.url, "m"))
+    assert reply.content == "Done." and reply.tool_calls == (ToolCall("t1", "clock", {"zone": "UTC"}),)
 
 
 def test_two_asyncio_runs_in_a_row_on_one_adapter(server: ScriptedServer) -> None:
