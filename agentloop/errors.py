@@ -215,6 +215,32 @@ class EndpointUnreachableError(ConnectionError):
         self.reason = reason
 
 
+class ModelServerError(LlmCallError):
+    """A model server answered with an HTTP error; `status` is its code and `retry_after`
+    the seconds it asked to wait (Retry-After), if it said."""
+
+    def __init__(
+        self, message: str, *, status: int, kind: FailureKind, retryable: bool = False, retry_after: float | None = None
+    ) -> None:
+        super().__init__(message, kind=kind, retryable=retryable)
+        self.status = status
+        self.retry_after = retry_after
+
+
+class UnknownModelError(LookupError):
+    """A model server lists the models it serves, and the one asked for is not among them."""
+
+    def __init__(self, url: str, model: str, served: tuple[str, ...]) -> None:
+        shown = ", ".join(served[:10]) + (f" and {len(served) - 10} more" if len(served) > 10 else "")
+        super().__init__(
+            f"the model server at {url} does not serve a model named {model!r} (it serves: {shown or 'none'}); "
+            f"pass one of those as the model name"
+        )
+        self.url = url
+        self.model = model
+        self.served = served
+
+
 class InvalidTransition(ValueError):
     """A knowledge item was asked to move to a lifecycle status its status does not allow."""
 

@@ -71,7 +71,12 @@ class ToolSpec:
 @attrs.frozen
 class LlmRequest:
     """What a model is asked: the conversation, the tools it may call, and sampling settings
-    passed through to the provider as given (None: the provider's default)."""
+    passed through to the provider as given (None: the provider's default).
+
+    `time_left` is how many seconds the caller will wait for the whole answer, retries
+    included (the tool loop passes the turn's); an adapter starts no attempt or retry
+    wait that would end after it. None: no limit but the adapter's own timeouts.
+    """
 
     messages: tuple[ChatMessage, ...]
     tools: tuple[ToolSpec, ...] = ()
@@ -80,6 +85,7 @@ class LlmRequest:
     max_tokens: int | None = None
     stop: tuple[str, ...] = ()
     seed: int | None = None
+    time_left: float | None = None
 
 
 @attrs.frozen

@@ -5,7 +5,11 @@ real socket instead of mocking the client:
 
     with ScriptedServer() as server:
         server.reply(body=completion("hello"))
+        server.stream(streamed_completion("hello, in pieces"))
         llm = OpenAICompatibleLLM(server.url, "any-model")
+
+`stream` answers with server-sent events in the chat-completions chunk format;
+`completion`, `chunk`, `usage_chunk` and `streamed_completion` build the bodies.
 """
 
 from __future__ import annotations
@@ -13,11 +17,14 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
-__all__ = ["ScriptedServer", "completion"]
+import attrs
+
+__all__ = ["ScriptedServer", "chunk", "completion", "streamed_completion", "usage_chunk"]
 
 
 def completion(content: str | None = None, tool_calls: list[dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -28,22 +35,83 @@ def completion(content: str | None = None, tool_calls: list[dict[str, Any]] | No
     return {"model": "served-model", "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}
 
 
+def chunk(delta: dict[str, Any] | None = None, *, finish_reason: str | None = None) -> dict[str, Any]:
+    """One `chat.completion.chunk` of a streamed answer, with `delta` as its first choice's change."""
+    return {
+        "id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": 0, "model": "served-model",
+        "choices": [{"index": 0, "delta": delta or {}, "logprobs": None, "finish_reason": finish_reason}],
+    }
+
+
+def usage_chunk(prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
+    """The last chunk a server sends when asked for `stream_options.include_usage`: no choices, the usage."""
+    return {
+        "id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": 0, "model": "served-model", "choices": [],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                  "total_tokens": prompt_tokens + completion_tokens},
+    }
+
+
+def streamed_completion(
+    content: str | None = None,
+    tool_calls: Sequence[tuple[str, str, str]] = (),
+    *,
+    size: int = 4,
+    usage: tuple[int, int] | None = (12, 5),
+) -> list[dict[str, Any]]:
+    """The chunks an OpenAI server streams for this answer, in its documented order: the
+    role, the text `size` characters at a time, each tool call `(id, name, arguments JSON)`
+    (id and name first, then its arguments in pieces), the finish reason, the usage."""
+    chunks = [chunk({"role": "assistant", "content": "" if content else None})]
+    for start in range(0, len(content or ""), size):
+        chunks.append(chunk({"content": (content or "")[start : start + size]}))
+    for index, (call_id, name, arguments) in enumerate(tool_calls):
+        opening = {"index": index, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}
+        chunks.append(chunk({"tool_calls": [opening]}))
+        for start in range(0, len(arguments), size):
+            piece = {"index": index, "function": {"arguments": arguments[start : start + size]}}
+            chunks.append(chunk({"tool_calls": [piece]}))
+    chunks.append(chunk(finish_reason="tool_calls" if tool_calls else "stop"))
+    if usage is not None:
+        chunks.append(usage_chunk(*usage))
+    return chunks
+
+
+@attrs.frozen
+class _Answer:
+    status: int
+    parts: tuple[bytes, ...]
+    headers: dict[str, str]
+    delay: float
+    pause: float = 0.0
+    streamed: bool = False
+
+
 class ScriptedServer:
-    """Answers each POST with the next queued (status, body, headers, delay); keeps the requests.
+    """Answers each POST with the next queued answer; keeps the requests.
 
     `requests` holds each POST as `{"path", "auth", "body"}` (the body parsed from JSON).
     `headers` holds each POST's headers (names in lower case), in the same order.
-    A POST with nothing queued gets HTTP 500. `start()` serves on a background thread;
-    `close()` (or leaving the `with` block) stops it.
+    A POST with nothing queued gets HTTP 500. GET `/models` lists `models` (404 while it
+    is None, as on a server without the endpoint). `start()` serves on a background
+    thread; `close()` (or leaving the `with` block) stops it.
     """
 
     def __init__(self) -> None:
-        self.responses: list[tuple[int, bytes, dict[str, str], float]] = []
+        self.responses: list[_Answer] = []
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
+        self.models: list[str] | None = None
         server = self
 
         class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                if server.models is not None and self.path.endswith("/models"):
+                    listing = {"object": "list", "data": [{"id": name, "object": "model"} for name in server.models]}
+                    self._answer(_Answer(200, (json.dumps(listing).encode(),), {"Content-Type": "application/json"}, 0.0))
+                else:
+                    self._answer(_Answer(404, (b'{"error": {"message": "no such endpoint"}}',), {"Content-Type": "application/json"}, 0.0))
+
             def do_POST(self) -> None:
                 length = int(self.headers["Content-Length"])
                 server.requests.append(
@@ -51,18 +119,25 @@ class ScriptedServer:
                 )
                 server.headers.append({key.lower(): value for key, value in self.headers.items()})
                 if server.responses:
-                    status, body, headers, delay = server.responses.pop(0)
+                    self._answer(server.responses.pop(0))
                 else:
-                    status, body, headers, delay = 500, b'{"error": "nothing scripted"}', {}, 0.0
-                if delay:
-                    time.sleep(delay)
+                    self._answer(_Answer(500, (b'{"error": "nothing scripted"}',), {}, 0.0))
+
+            def _answer(self, answer: _Answer) -> None:
+                if answer.delay:
+                    time.sleep(answer.delay)
                 try:
-                    self.send_response(status)
-                    for key, value in headers.items():
+                    self.send_response(answer.status)
+                    for key, value in answer.headers.items():
                         self.send_header(key, value)
-                    self.send_header("Content-Length", str(len(body)))
+                    if not answer.streamed:
+                        self.send_header("Content-Length", str(sum(len(part) for part in answer.parts)))
                     self.end_headers()
-                    self.wfile.write(body)
+                    for index, part in enumerate(answer.parts):
+                        if index and answer.pause:
+                            time.sleep(answer.pause)
+                        self.wfile.write(part)
+                        self.wfile.flush()
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 
@@ -84,7 +159,24 @@ class ScriptedServer:
     ) -> None:
         """Queue one response: `body` as JSON (or `raw` bytes), after `delay` seconds."""
         data = raw if raw is not None else json.dumps(body).encode()
-        self.responses.append((status, data, {"Content-Type": "application/json", **(headers or {})}, delay))
+        self.responses.append(_Answer(status, (data,), {"Content-Type": "application/json", **(headers or {})}, delay))
+
+    def stream(
+        self,
+        events: Sequence[dict[str, Any] | str],
+        *,
+        done: bool = True,
+        delay: float = 0.0,
+        pause: float = 0.0,
+    ) -> None:
+        """Queue one streamed response: each event as a server-sent `data:` line (a dict as
+        JSON, a string as it is), then `data: [DONE]` unless `done` is false (a stream cut
+        off). The first byte comes after `delay` seconds, each later event `pause` seconds apart."""
+        parts = [f"data: {event if isinstance(event, str) else json.dumps(event)}\n\n".encode() for event in events]
+        if done:
+            parts.append(b"data: [DONE]\n\n")
+        headers = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        self.responses.append(_Answer(200, tuple(parts), headers, delay, pause, streamed=True))
 
     def start(self) -> ScriptedServer:
         self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)

@@ -1,0 +1,297 @@
+"""What every HTTP model adapter shares: retries within the caller's time, one-line server
+errors, server-sent events, and an httpx client that works from any event loop.
+
+Needs httpx and tenacity (the `openai` or `anthropic` extra).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import functools
+import html
+import json
+import re
+import ssl
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
+
+import attrs
+import httpx
+import structlog
+import tenacity
+
+from agentloop.errors import LlmCallError, ModelServerError
+from agentloop.outcome import FailureKind
+
+__all__ = ["ModelHttpClient", "RetryPolicy", "SseEvent", "server_message", "sse_events"]
+
+_log = structlog.get_logger("agentloop.llm_http")
+
+MESSAGE_LIMIT = 200
+"""The longest server explanation an error message quotes, in characters."""
+
+
+@attrs.frozen
+class RetryPolicy:
+    """How often and how patiently a failed model call is tried again.
+
+    A 429, a 5xx, a timeout or a lost connection is retried up to `max_retries` times,
+    waiting `backoff * 2**n` seconds before retry n+1, or the server's Retry-After
+    when it sends one; never longer than `max_backoff`.
+    """
+
+    max_retries: int = attrs.field(default=2, validator=attrs.validators.ge(0))
+    backoff: float = attrs.field(default=0.5, validator=attrs.validators.ge(0))
+    max_backoff: float = attrs.field(default=30.0, validator=attrs.validators.ge(0))
+
+
+@attrs.frozen
+class SseEvent:
+    """One server-sent event: its `event` name ("message" when unnamed) and its data."""
+
+    event: str
+    data: str
+
+
+def server_message(response: httpx.Response) -> str:
+    """What the server said went wrong, on one short line: the JSON error's message when
+    there is one, else the page's title or text without markup; at most MESSAGE_LIMIT characters."""
+    text = response.text
+    try:
+        body = json.loads(text)
+    except ValueError:
+        body = None
+    said = _json_message(body)
+    if not said:
+        title = re.search(r"<title[^>]*>(.*?)</title>", text, re.I | re.S)
+        said = html.unescape(title.group(1) if title else re.sub(r"<(script|style)\b.*?</\1\s*>|<[^>]*>", " ", text, flags=re.I | re.S))
+    said = " ".join(said.split())
+    return said if len(said) <= MESSAGE_LIMIT else said[: MESSAGE_LIMIT - 1].rstrip() + "…"
+
+
+def _json_message(body: Any) -> str:
+    """The explanation in a JSON error body (`error.message`, `error`, `message` or `detail`), or ""."""
+    if not isinstance(body, dict):
+        return ""
+    error = body.get("error")
+    for said in (error.get("message") if isinstance(error, dict) else error, body.get("message"), body.get("detail")):
+        if isinstance(said, str) and said.strip():
+            return said
+    return ""
+
+
+def http_error(response: httpx.Response, url: str) -> ModelServerError:
+    """The `LlmCallError` for an HTTP error status: 429 and 5xx are retryable, other 4xx are not."""
+    status = response.status_code
+    said = server_message(response)
+    detail = f": {said}" if said else ""
+    if status == 429:
+        return ModelServerError(
+            f"the model server is rate limiting requests (HTTP 429){detail}",
+            status=status, kind=FailureKind.RATE_LIMIT, retryable=True, retry_after=_retry_after(response),
+        )
+    if status >= 500:
+        return ModelServerError(
+            f"the model server failed (HTTP {status}){detail}",
+            status=status, kind=FailureKind.UNKNOWN, retryable=True, retry_after=_retry_after(response),
+        )
+    hint = "; check the base URL (it usually ends in /v1)" if status == 404 else ""
+    return ModelServerError(
+        f"the model server refused the request (HTTP {status} from {url}){detail}{hint}", status=status, kind=FailureKind.VALIDATION
+    )
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    """Seconds the server asked to wait: `retry-after-ms`, or Retry-After in seconds or as an HTTP date."""
+    milliseconds = response.headers.get("retry-after-ms")
+    value = response.headers.get("retry-after")
+    try:
+        if milliseconds is not None:
+            return max(0.0, float(milliseconds) / 1000)
+        if value is not None:
+            return max(0.0, float(value))
+    except ValueError:
+        pass
+    if value is None:
+        return None
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+@contextmanager
+def transport_errors(url: str) -> Iterator[None]:
+    """Turn httpx's timeouts and connection failures into retryable `LlmCallError`s."""
+    try:
+        yield
+    except httpx.TimeoutException as exc:
+        raise LlmCallError(f"the model server did not answer in time ({exc!r})", kind=FailureKind.TIMEOUT, retryable=True) from exc
+    except httpx.TransportError as exc:
+        raise LlmCallError(f"cannot reach the model server at {url} ({exc!r})", kind=FailureKind.UNKNOWN, retryable=True) from exc
+
+
+async def sse_events(response: httpx.Response) -> AsyncIterator[SseEvent]:
+    """The server-sent events of a streamed response, in order (comments and retry hints skipped)."""
+    event, data = "", list[str]()
+    async for line in response.aiter_lines():
+        if not line:
+            if data:
+                yield SseEvent(event or "message", "\n".join(data))
+            event, data = "", []
+            continue
+        field, _, value = line.partition(":")
+        value = value[1:] if value.startswith(" ") else value
+        if field == "data":
+            data.append(value)
+        elif field == "event":
+            event = value
+    if data:
+        yield SseEvent(event or "message", "\n".join(data))
+
+
+def is_event_stream(response: httpx.Response) -> bool:
+    """Whether the server streams its answer (it may answer a streamed request with plain JSON)."""
+    return str(response.headers.get("content-type", "")).startswith("text/event-stream")
+
+
+async def json_body(response: httpx.Response) -> Any:
+    """The response body as JSON; a VALIDATION `LlmCallError` when it is not."""
+    await response.aread()
+    try:
+        return response.json()
+    except ValueError as exc:
+        raise LlmCallError(
+            f"the model server sent a body that is not JSON ({exc}): {server_message(response)}", kind=FailureKind.VALIDATION
+        ) from exc
+
+
+class _Budget(tenacity.stop.stop_base):
+    """The caller's deadline on the monotonic clock, a tenacity stop condition for it, and
+    whether it ended the retries."""
+
+    def __init__(self, time_left: float | None) -> None:
+        self.deadline = None if time_left is None else time.monotonic() + time_left
+        self.ended_retries = False
+
+    def left(self) -> float | None:
+        return None if self.deadline is None else self.deadline - time.monotonic()
+
+    def __call__(self, state: tenacity.RetryCallState) -> bool:
+        """Stop rather than sleep past the deadline (tenacity computes the wait before asking)."""
+        left = self.left()
+        self.ended_retries = left is not None and state.upcoming_sleep >= left
+        return self.ended_retries
+
+
+class ModelHttpClient:
+    """POSTs to one model server, retrying as `retry` allows within the caller's time.
+
+    Each call opens its own httpx client (sharing one TLS context), so the adapter works
+    from any event loop: `asyncio.run` twice in a row, or `run_turn_sync` turn after turn.
+    A `client` given is used as is, and closed by whoever made it.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        timeout: float = 60.0,
+        retry: RetryPolicy = RetryPolicy(),
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        client: httpx.AsyncClient | None = None,
+    ) -> None:
+        if timeout <= 0:
+            raise ValueError(f"timeout must be positive seconds, got {timeout!r}")
+        self.base_url = base_url.rstrip("/")
+        self.headers = dict(headers or {})
+        self.timeout = timeout
+        self.retry = retry
+        self._sleep = sleep
+        self._client = client
+
+    @functools.cached_property
+    def _tls(self) -> ssl.SSLContext:
+        """Built once: loading the CA bundle takes about 15 ms, a new client with this context under 1 ms."""
+        return httpx.create_ssl_context()
+
+    @asynccontextmanager
+    async def _session(self) -> AsyncIterator[httpx.AsyncClient]:
+        if self._client is not None:
+            yield self._client
+            return
+        verify: ssl.SSLContext | bool = self._tls if self.base_url.startswith("https:") else True
+        async with httpx.AsyncClient(verify=verify) as client:
+            yield client
+
+    @asynccontextmanager
+    async def post(self, path: str, payload: Mapping[str, Any], *, time_left: float | None = None) -> AsyncIterator[httpx.Response]:
+        """A successful response to POST `path`, its body still unread (to stream it).
+
+        Retries per the policy; with `time_left`, never starts a wait that would end after
+        it and bounds each attempt by it. Failures are `LlmCallError`s, also while the
+        body is read inside the block.
+        """
+        url = self.base_url + path
+        budget = _Budget(time_left)
+        retrying = tenacity.AsyncRetrying(
+            retry=tenacity.retry_if_exception(lambda exc: isinstance(exc, LlmCallError) and exc.retryable),
+            wait=self._wait,
+            stop=tenacity.stop_after_attempt(self.retry.max_retries + 1) | budget,
+            sleep=self._sleep,
+            before_sleep=lambda state: _log.warning(
+                "llm.retry", url=url, attempt=state.attempt_number, delay_s=state.upcoming_sleep,
+                error=str(state.outcome.exception() if state.outcome else None),
+            ),
+            reraise=True,
+        )
+        async with self._session() as client:
+            try:
+                response: httpx.Response = await retrying(self._attempt, client, url, payload, budget)
+            except LlmCallError as exc:
+                if not budget.ended_retries:
+                    raise
+                raise _past_deadline(exc) from exc
+            try:
+                with transport_errors(url):
+                    yield response
+            finally:
+                await response.aclose()
+
+    def _wait(self, state: tenacity.RetryCallState) -> float:
+        error = state.outcome.exception() if state.outcome else None
+        asked = error.retry_after if isinstance(error, ModelServerError) else None
+        if asked is None:
+            asked = self.retry.backoff * 2 ** (state.attempt_number - 1)
+        return min(self.retry.max_backoff, asked)
+
+    async def _attempt(
+        self, client: httpx.AsyncClient, url: str, payload: Mapping[str, Any], budget: _Budget
+    ) -> httpx.Response:
+        left = budget.left()
+        if left is not None and left <= 0:
+            raise LlmCallError("no time was left to call the model server before the deadline", kind=FailureKind.TIMEOUT)
+        timeout = self.timeout if left is None else min(self.timeout, left)
+        request = client.build_request("POST", url, json=payload, headers=self.headers, timeout=timeout)
+        with transport_errors(url):
+            response = await client.send(request, stream=True)
+            if response.status_code < 400:
+                return response
+            try:
+                await response.aread()
+            finally:
+                await response.aclose()
+        raise http_error(response, url)
+
+
+def _past_deadline(exc: LlmCallError) -> LlmCallError:
+    """`exc`, saying that the caller's deadline, not the retry count, ended the retries."""
+    message = f"{exc}; not retried: the next attempt would start after the caller's deadline"
+    if isinstance(exc, ModelServerError):
+        return ModelServerError(message, status=exc.status, kind=exc.kind, retry_after=exc.retry_after)
+    return LlmCallError(message, kind=exc.kind)
