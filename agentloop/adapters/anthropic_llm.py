@@ -3,12 +3,14 @@ httpx: native tool use, token usage, the API's errors in one line. Needs the `an
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from typing import Any
 
 import httpx
 
+from agentloop.adapters.llm_http import ModelHttpClient, RetryPolicy, sse_events
 from agentloop.errors import LlmCallError
 from agentloop.messages import (
     ChatMessage,
@@ -90,19 +92,6 @@ def _stream_error(body: Any) -> LlmCallError:
         f"the Anthropic API stopped the answer midway ({error_type}: {message})",
         kind=kind, retryable=error_type in _RETRYABLE_ERRORS,
     )
-
-
-async def _sse_data(lines: AsyncIterator[str]) -> AsyncIterator[str]:
-    """The data of each server-sent event in `lines` (its `data:` lines joined by newlines)."""
-    data: list[str] = []
-    async for line in lines:
-        if line.startswith("data:"):
-            data.append(line[5:].removeprefix(" "))
-        elif not line and data:
-            yield "\n".join(data)
-            data = []
-    if data:
-        yield "\n".join(data)
 
 
 class _Events:
@@ -195,14 +184,16 @@ class AnthropicLLM:
         api_key: str | None = None,
         max_tokens: int = 4096,
         timeout: float = 60.0,
+        retry: RetryPolicy = RetryPolicy(),
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        client: httpx.AsyncClient | None = None,
     ) -> None:
         if max_tokens < 1:
             raise ValueError(f"max_tokens must be at least 1 (the API requires a limit), got {max_tokens}")
         self.model = model
         self.max_tokens = max_tokens
-        self.timeout = timeout
-        self._url = base_url.rstrip("/") + "/messages"
-        self._headers = {"anthropic-version": ANTHROPIC_VERSION, **({"x-api-key": api_key} if api_key else {})}
+        headers = {"anthropic-version": ANTHROPIC_VERSION, **({"x-api-key": api_key} if api_key else {})}
+        self._http = ModelHttpClient(base_url, headers=headers, timeout=timeout, retry=retry, sleep=sleep, client=client)
 
     def payload(self, request: LlmRequest) -> dict[str, Any]:
         """The JSON body `request` is sent as."""
@@ -227,34 +218,11 @@ class AnthropicLLM:
         return await collect(self.stream(request))
 
     async def stream(self, request: LlmRequest) -> AsyncIterator[StreamEvent]:
-        payload = self.payload(request)
-        async with httpx.AsyncClient(timeout=self.timeout, headers=self._headers) as client:
-            try:
-                async with client.stream("POST", self._url, json=payload) as response:
-                    if response.status_code >= 400:
-                        raise _status_error(response.status_code, await response.aread())
-                    events = _Events()
-                    async for data in _sse_data(response.aiter_lines()):
-                        for out in events.feed(data):
-                            yield out
-                            if isinstance(out, Finished):
-                                return
-            except httpx.TimeoutException as exc:
-                raise LlmCallError(f"the Anthropic API did not answer in time ({exc!r})", kind=FailureKind.TIMEOUT, retryable=True) from exc
-            except httpx.TransportError as exc:
-                raise LlmCallError(f"cannot reach the Anthropic API at {self._url} ({exc!r})", kind=FailureKind.UNKNOWN, retryable=True) from exc
+        async with self._http.post("/messages", self.payload(request), time_left=request.time_left) as response:
+            events = _Events()
+            async for sse in sse_events(response):
+                for out in events.feed(sse.data):
+                    yield out
+                    if isinstance(out, Finished):
+                        return
         raise LlmCallError("the Anthropic API's stream was cut off before message_stop", kind=FailureKind.UNKNOWN, retryable=True)
-
-
-def _status_error(status: int, body: bytes) -> LlmCallError:
-    """An HTTP error answer as one line: the API's error type and message when it sent them."""
-    try:
-        parsed = _api_error(json.loads(body))
-    except ValueError:
-        parsed = None
-    detail = f"{parsed[0]}: {parsed[1]}" if parsed else " ".join(body.decode(errors="replace").split())[:200]
-    if status == 429:
-        return LlmCallError(f"the Anthropic API is rate limiting requests (HTTP 429, {detail})", kind=FailureKind.RATE_LIMIT, retryable=True)
-    if status >= 500:
-        return LlmCallError(f"the Anthropic API failed (HTTP {status}, {detail})", kind=FailureKind.UNKNOWN, retryable=True)
-    return LlmCallError(f"the Anthropic API refused the request (HTTP {status}, {detail})", kind=FailureKind.VALIDATION)

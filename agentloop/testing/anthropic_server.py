@@ -5,7 +5,7 @@
         llm = AnthropicLLM(server.url, "any-model")
 
 `message_events` is the documented event sequence of one streamed message; a test cuts
-it short or appends an `error` event to script a broken stream.
+it short or appends an `api_error` event to script a broken stream.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 from agentloop.testing.http import ScriptedServer
 
-__all__ = ["api_error", "message_events", "queue_stream", "sse"]
+__all__ = ["api_error", "message_events", "queue_stream"]
 
 
 def message_events(
@@ -63,11 +63,10 @@ def api_error(error_type: str, message: str) -> dict[str, Any]:
     return {"type": "error", "error": {"type": error_type, "message": message}}
 
 
-def sse(events: Sequence[dict[str, Any]]) -> bytes:
-    """`events` as a server-sent event stream, each named by its type as the API names them."""
-    return b"".join(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode() for event in events)
-
-
-def queue_stream(server: ScriptedServer, events: Sequence[dict[str, Any]], *, delay: float = 0.0) -> None:
-    """Queue one 200 answer on `server` that streams `events`."""
-    server.reply(raw=sse(events), headers={"Content-Type": "text/event-stream"}, delay=delay)
+def queue_stream(
+    server: ScriptedServer, events: Sequence[dict[str, Any] | str], *, delay: float = 0.0, pause: float = 0.0
+) -> None:
+    """Queue one 200 answer on `server` that streams `events` as the API does (each named by its
+    type, no end marker): the first after `delay` seconds, the others `pause` seconds apart.
+    A string is sent as an event's data as it is, to script a malformed one."""
+    server.stream(events, done=False, delay=delay, pause=pause, named=True)
