@@ -35,6 +35,7 @@ from agentloop.errors import (
     StoreUrlError,
     TaskError,
     TemplateError,
+    UnknownModelError,
     UnknownNoteError,
     UnknownTemplateError,
 )
@@ -136,16 +137,17 @@ def describe_pipeline(target: str) -> PipelineDescription:
 
 
 def http_llm(base_url: str, model: str) -> LLM:
-    """An OpenAI-compatible model at `base_url`, checked to be reachable; key from the environment."""
+    """An OpenAI-compatible model at `base_url`, checked to be reachable and to serve `model`
+    (where the server lists its models); key from the environment."""
     try:
         from agentloop.adapters.openai_llm import OpenAICompatibleLLM, check_reachable
     except ImportError as error:
-        raise CliError(f"talking to a model server needs httpx: pip install 'agentloop-ecs[openai]' ({error})") from error
-    try:
-        check_reachable(base_url)
-    except EndpointUnreachableError as error:
-        raise CliError(str(error)) from error
+        raise CliError(f"talking to a model server needs httpx and tenacity: pip install 'agentloop-ecs[openai]' ({error})") from error
     api_key = next((os.environ[name] for name in API_KEY_VARIABLES if os.environ.get(name)), None)
+    try:
+        check_reachable(base_url, model=model, api_key=api_key)
+    except (EndpointUnreachableError, UnknownModelError) as error:
+        raise CliError(str(error)) from error
     return OpenAICompatibleLLM(base_url, model, api_key=api_key)
 
 
@@ -427,7 +429,7 @@ def _model_options() -> argparse.ArgumentParser:
 
 MODEL_EPILOG = (
     "The API key is read from $AGENTLOOP_API_KEY, else $OPENAI_API_KEY (none is sent if both are unset). "
-    "An endpoint that does not answer at all is reported before the first turn."
+    "An endpoint that does not answer at all, or that lists its models without the one named, is reported before the first turn."
 )
 
 

@@ -31,7 +31,7 @@ def reply_events(reply: LlmReply) -> Iterator[StreamEvent]:
     if reply.content:
         yield TextDelta(reply.content)
     for index, call in enumerate(reply.tool_calls):
-        yield ToolCallDelta(index, call.id, call.name, json.dumps(call.arguments))
+        yield ToolCallDelta(index, call.id, call.name, call.arguments_text if call.arguments_text is not None else json.dumps(call.arguments))
     if reply.usage is not None:
         yield reply.usage
     yield Finished(reply)
@@ -78,19 +78,24 @@ class ReplyBuilder:
             self.usage = event
 
     def reply(self, *, model: str | None = None, stop_reason: str | None = None) -> LlmReply:
-        """The reply so far; `LlmCallError` (malformed reply) for a call whose arguments are not a JSON object."""
-        calls = []
-        for index in sorted(self.calls):
-            text = "".join(self.calls[index]) or "{}"
-            try:
-                arguments = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise LlmCallError(
-                    f"the model sent tool call {index} with arguments that are not JSON ({exc})", kind=FailureKind.VALIDATION
-                ) from exc
-            if not isinstance(arguments, dict):
-                raise LlmCallError(
-                    f"the model sent tool call {index} with arguments that are not an object", kind=FailureKind.VALIDATION
-                )
-            calls.append(ToolCall(self.ids.get(index, f"call_{index}"), self.names.get(index, ""), arguments))
-        return LlmReply("".join(self.text) or None, tuple(calls), model, self.usage, stop_reason)
+        """The reply so far; a call whose arguments are not a JSON object carries `arguments_error`."""
+        calls = tuple(
+            tool_call(self.ids.get(index, f"call_{index}"), self.names.get(index, ""), "".join(self.calls[index]))
+            for index in sorted(self.calls)
+        )
+        return LlmReply("".join(self.text) or None, calls, model, self.usage, stop_reason)
+
+
+def tool_call(call_id: str, name: str, arguments: str) -> ToolCall:
+    """A call with its JSON `arguments` text read; text that is not a JSON object becomes
+    `arguments_error` (kept as `arguments_text`), so the tool loop tells the model instead
+    of failing the turn. No text at all is no arguments."""
+    if not arguments:
+        return ToolCall(call_id, name)
+    try:
+        read = json.loads(arguments)
+    except json.JSONDecodeError as exc:
+        return ToolCall(call_id, name, arguments_error=f"they are not valid JSON ({exc})", arguments_text=arguments)
+    if not isinstance(read, dict):
+        return ToolCall(call_id, name, arguments_error="they are not a JSON object", arguments_text=arguments)
+    return ToolCall(call_id, name, read)

@@ -172,7 +172,7 @@ class ToolLoopSystem(System):
                 turn.stop(FinishReason.ITERATION_LIMIT, f"the model was called {turn.llm_calls} times without finishing")
                 return
             turn.llm_calls += 1
-            request = LlmRequest(tuple(turn.messages), specs, self.model, self.temperature)
+            request = LlmRequest(tuple(turn.messages), specs, self.model, self.temperature, time_left=ctx.time_left())
             try:
                 reply = await self.llm.complete(request)
             except LlmCallError as exc:

@@ -98,9 +98,9 @@ def http_error(response: httpx.Response, url: str) -> ModelServerError:
             f"the model server failed (HTTP {status}){detail}",
             status=status, kind=FailureKind.UNKNOWN, retryable=True, retry_after=_retry_after(response),
         )
-    hint = "; check the base URL (it usually ends in /v1)" if status == 404 else ""
+    where, hint = (f" at {url}", "; check the base URL (it usually ends in /v1)") if status == 404 else ("", "")
     return ModelServerError(
-        f"the model server refused the request (HTTP {status} from {url}){detail}{hint}", status=status, kind=FailureKind.VALIDATION
+        f"the model server refused the request (HTTP {status}{where}){detail}{hint}", status=status, kind=FailureKind.VALIDATION
     )
 
 

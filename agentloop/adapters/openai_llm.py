@@ -1,21 +1,33 @@
 """An LLM adapter for any OpenAI-compatible chat completions endpoint (OpenAI, Ollama,
-vLLM, llama.cpp server). Needs the `openai` extra (httpx)."""
+vLLM, llama.cpp server, LiteLLM). Needs the `openai` extra (httpx, tenacity)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from contextlib import aclosing
 from typing import Any
 
 import httpx
-import structlog
 
-from agentloop.errors import EndpointUnreachableError, LlmCallError
-from agentloop.messages import ChatMessage, LlmReply, LlmRequest, Role, ToolCall, ToolSpec
+from agentloop.adapters.llm_http import ModelHttpClient, RetryPolicy, is_event_stream, json_body, sse_events
+from agentloop.errors import EndpointUnreachableError, LlmCallError, UnknownModelError
+from agentloop.messages import (
+    ChatMessage,
+    Finished,
+    LlmReply,
+    LlmRequest,
+    Role,
+    StreamEvent,
+    TextDelta,
+    ToolCall,
+    ToolCallDelta,
+    ToolSpec,
+    Usage,
+)
 from agentloop.outcome import FailureKind
-
-_log = structlog.get_logger("agentloop.openai_llm")
+from agentloop.streaming import ReplyBuilder, collect
 
 
 def _message(message: ChatMessage) -> dict[str, Any]:
@@ -41,44 +53,78 @@ def _arguments(call: ToolCall) -> str:
     return call.arguments_text if call.arguments_text is not None else json.dumps(call.arguments)
 
 
-def _tool_call(call: Any) -> ToolCall:
-    """One tool call; arguments that are not a JSON object become `arguments_error` (their
-    text kept). A server that sends the object itself instead of its JSON text is understood."""
-    call_id, name, sent = call["id"], call["function"]["name"], call["function"].get("arguments")
-    if sent is None or sent == "":
-        return ToolCall(call_id, name)
-    if isinstance(sent, dict):
-        return ToolCall(call_id, name, sent)
-    text = sent if isinstance(sent, str) else json.dumps(sent)
-    try:
-        arguments = json.loads(text)
-    except json.JSONDecodeError as exc:
-        return ToolCall(call_id, name, arguments_error=f"they are not valid JSON ({exc})", arguments_text=text)
-    if not isinstance(arguments, dict):
-        return ToolCall(call_id, name, arguments_error="they are not a JSON object", arguments_text=text)
-    return ToolCall(call_id, name, arguments)
+def _text(content: Any) -> str | None:
+    """Message text, given as a string or as a list of parts (text parts kept, others such as images skipped)."""
+    if content is None or isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(part if isinstance(part, str) else part.get("text") or "" for part in content)
+    raise TypeError(f"content is {type(content).__name__}")
 
 
-def _reply(body: Any) -> LlmReply:
-    """Parse a chat completion body; raises VALIDATION for anything malformed."""
-    try:
-        message = body["choices"][0]["message"]
-        calls = tuple(_tool_call(call) for call in message.get("tool_calls") or ())
-        content = message.get("content")
-        if content is not None and not isinstance(content, str):
-            raise TypeError(f"content is {type(content).__name__}")
-        return LlmReply(content, calls, body.get("model"))
-    except (KeyError, IndexError, TypeError, AttributeError, json.JSONDecodeError) as exc:
-        raise LlmCallError(f"the model server sent a malformed completion ({exc!r})", kind=FailureKind.VALIDATION) from exc
+def _call_delta(call: Any, position: int) -> ToolCallDelta:
+    """A tool call or a piece of one; arguments sent as an object instead of its JSON text are understood."""
+    function = call.get("function") or {}
+    arguments = function.get("arguments")
+    fragment = "" if arguments is None else arguments if isinstance(arguments, str) else json.dumps(arguments)
+    return ToolCallDelta(call.get("index", position), call.get("id"), function.get("name"), fragment)
+
+
+class _ChunkReader:
+    """Reads the chunks of a streamed chat completion, or a whole completion read as one
+    chunk, into stream events: one parser for both wire shapes."""
+
+    def __init__(self) -> None:
+        self.builder = ReplyBuilder()
+        self.model: str | None = None
+        self.stop_reason: str | None = None
+
+    def read(self, body: Any, *, whole: bool = False) -> list[StreamEvent]:
+        """The events in one chunk (`whole`: a complete non-streamed body); a VALIDATION
+        `LlmCallError` for anything malformed, an UNKNOWN one for an error the server streams."""
+        try:
+            events = self._events(body, whole)
+        except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
+            raise LlmCallError(f"the model server sent a malformed completion ({exc!r})", kind=FailureKind.VALIDATION) from exc
+        for event in events:
+            self.builder.add(event)
+        return events
+
+    def _events(self, body: Any, whole: bool) -> list[StreamEvent]:
+        if isinstance(body, dict) and body.get("error"):
+            error = body["error"]
+            said = error.get("message") if isinstance(error, dict) else error
+            raise LlmCallError(f"the model server failed mid-answer: {' '.join(str(said).split())[:200]}", kind=FailureKind.UNKNOWN)
+        self.model = body.get("model") or self.model
+        events: list[StreamEvent] = []
+        choices = body.get("choices") or []
+        if choices or whole:
+            choice = choices[0]
+            part = choice["message"] if whole else choice.get("delta") or {}
+            text = _text(part.get("content"))
+            if text:
+                events.append(TextDelta(text))
+            events.extend(_call_delta(call, position) for position, call in enumerate(part.get("tool_calls") or ()))
+            self.stop_reason = choice.get("finish_reason") or self.stop_reason
+        usage = body.get("usage")
+        if usage:
+            events.append(Usage(int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)))
+        return events
+
+    def finished(self) -> Finished:
+        return Finished(self.builder.reply(model=self.model, stop_reason=self.stop_reason))
 
 
 class OpenAICompatibleLLM:
-    """Chat completions with tool calls over httpx.
+    """Chat completions with tool calls, streamed over server-sent events.
 
+    Every call streams (`stream: true`, with usage in the last chunk); `complete` is the
+    collected stream, and a server that answers with one JSON body instead works too.
     Retries 429, 5xx, timeouts and connection errors up to `max_retries` times, waiting
-    `backoff * 2**attempt` seconds (or the server's Retry-After, capped at `max_backoff`).
-    Failures raise `LlmCallError` with kind RATE_LIMIT (429), TIMEOUT, VALIDATION
-    (a 4xx or an unreadable body) or UNKNOWN (server or connection errors).
+    `backoff * 2**attempt` seconds (or the server's Retry-After, capped at `max_backoff`),
+    never past the request's `time_left`. Failures raise `LlmCallError` with kind
+    RATE_LIMIT (429), TIMEOUT, VALIDATION (a 4xx or an unreadable body) or UNKNOWN
+    (server or connection errors, a stream cut off), the server's explanation in one line.
     """
 
     def __init__(
@@ -97,85 +143,75 @@ class OpenAICompatibleLLM:
         if max_retries < 0:
             raise ValueError(f"max_retries must not be negative, got {max_retries}")
         self.model = model
-        self.max_retries = max_retries
-        self.backoff = backoff
-        self.max_backoff = max_backoff
-        self._sleep = sleep
-        self._url = base_url.rstrip("/") + "/chat/completions"
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = client or httpx.AsyncClient(timeout=timeout, headers=headers)
-        self._owns_client = client is None
-
-    async def aclose(self) -> None:
-        if self._owns_client:
-            await self._client.aclose()
+        self.http = ModelHttpClient(
+            base_url, headers=headers, timeout=timeout, retry=RetryPolicy(max_retries, backoff, max_backoff), sleep=sleep, client=client
+        )
 
     def _payload(self, request: LlmRequest) -> dict[str, Any]:
-        payload: dict[str, Any] = {"model": request.model or self.model, "messages": [_message(m) for m in request.messages]}
+        payload: dict[str, Any] = {
+            "model": request.model or self.model,
+            "messages": [_message(m) for m in request.messages],
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
         if request.tools:
             payload["tools"] = [_tool(t) for t in request.tools]
-        if request.temperature is not None:
-            payload["temperature"] = request.temperature
+        settings = {"temperature": request.temperature, "max_tokens": request.max_tokens, "seed": request.seed}
+        payload.update({key: value for key, value in settings.items() if value is not None})
+        if request.stop:
+            payload["stop"] = list(request.stop)
         return payload
 
     async def complete(self, request: LlmRequest) -> LlmReply:
-        payload = self._payload(request)
-        attempt = 0
-        while True:
-            result, retry_after = await self._attempt(payload)
-            if isinstance(result, LlmReply):
-                return result
-            if not result.retryable or attempt >= self.max_retries:
-                raise result
-            delay = min(self.max_backoff, retry_after if retry_after is not None else self.backoff * 2**attempt)
-            _log.warning("llm.retry", url=self._url, attempt=attempt + 1, delay_s=delay, error=str(result))
-            attempt += 1
-            await self._sleep(delay)
+        async with aclosing(self.stream(request)) as events:
+            return await collect(events)
 
-    async def _attempt(self, payload: dict[str, Any]) -> tuple[LlmReply | LlmCallError, float | None]:
-        try:
-            response = await self._client.post(self._url, json=payload)
-        except httpx.TimeoutException as exc:
-            return LlmCallError(f"the model server did not answer in time ({exc!r})", kind=FailureKind.TIMEOUT, retryable=True), None
-        except httpx.TransportError as exc:
-            return LlmCallError(f"cannot reach the model server at {self._url} ({exc!r})", kind=FailureKind.UNKNOWN, retryable=True), None
-        status = response.status_code
-        if status == 429:
-            return LlmCallError("the model server is rate limiting requests (HTTP 429)", kind=FailureKind.RATE_LIMIT, retryable=True), _retry_after(response)
-        if status >= 500:
-            return LlmCallError(f"the model server failed (HTTP {status})", kind=FailureKind.UNKNOWN, retryable=True), _retry_after(response)
-        if status >= 400:
-            return LlmCallError(
-                f"the model server refused the request (HTTP {status}): {response.text[:200]}", kind=FailureKind.VALIDATION
-            ), None
-        try:
-            body = response.json()
-        except ValueError as exc:
-            return LlmCallError(f"the model server sent a body that is not JSON ({exc})", kind=FailureKind.VALIDATION), None
-        try:
-            return _reply(body), None
-        except LlmCallError as exc:
-            return exc, None
+    async def stream(self, request: LlmRequest) -> AsyncGenerator[StreamEvent, None]:
+        """Text and tool-call deltas as the server sends them, usage, then the whole reply."""
+        reader = _ChunkReader()
+        async with self.http.post("/chat/completions", self._payload(request), time_left=request.time_left) as response:
+            if not is_event_stream(response):
+                for event in reader.read(await json_body(response), whole=True):
+                    yield event
+                yield reader.finished()
+                return
+            done = False
+            async for sse in sse_events(response):
+                if sse.data.strip() == "[DONE]":
+                    done = True
+                    break
+                try:
+                    body = json.loads(sse.data)
+                except ValueError as exc:
+                    raise LlmCallError(f"the model server streamed an event that is not JSON ({exc})", kind=FailureKind.VALIDATION) from exc
+                for event in reader.read(body):
+                    yield event
+        if not done and reader.stop_reason is None:
+            raise LlmCallError("the model server's stream ended before the answer was finished", kind=FailureKind.UNKNOWN)
+        yield reader.finished()
 
 
-def _retry_after(response: httpx.Response) -> float | None:
-    value = response.headers.get("retry-after")
-    try:
-        return max(0.0, float(value)) if value is not None else None
-    except ValueError:
-        return None
+def check_reachable(base_url: str, *, model: str | None = None, api_key: str | None = None, timeout: float = 5.0) -> None:
+    """Raise `EndpointUnreachableError` unless an HTTP server answers at `base_url`, and
+    `UnknownModelError` when it lists its models (GET `<base_url>/models`) without `model`.
 
-
-def check_reachable(base_url: str, *, timeout: float = 5.0) -> None:
-    """Raise `EndpointUnreachableError` unless an HTTP server answers at `base_url`.
-
-    One GET of `<base_url>/models`; any HTTP status counts as reachable, so it costs no
-    tokens and needs no key. Applications call it once before a conversation so a wrong
-    URL is one clear message instead of a fallback answer on every turn.
+    One GET costs no tokens; a server without the listing (404, 405, any error status)
+    is taken at its word. Applications call it once before a conversation, so a wrong
+    URL or model name is one clear message instead of a fallback answer on every turn.
     """
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
-        httpx.get(base_url.rstrip("/") + "/models", timeout=timeout)
+        response = httpx.get(base_url.rstrip("/") + "/models", timeout=timeout, headers=headers)
     except httpx.InvalidURL as exc:
         raise EndpointUnreachableError(base_url, f"not a valid URL: {exc}") from exc
     except httpx.TransportError as exc:
         raise EndpointUnreachableError(base_url, type(exc).__name__ + (f": {exc}" if str(exc) else "")) from exc
+    if model is None or not response.is_success:
+        return
+    try:
+        served = tuple(str(entry["id"]) for entry in response.json()["data"])
+    except (ValueError, KeyError, TypeError):
+        return
+    if model not in served and f"{model}:latest" not in served:
+        raise UnknownModelError(base_url, model, served)

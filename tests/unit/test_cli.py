@@ -330,7 +330,18 @@ def test_chat_answers_with_the_fallback_and_one_line_when_the_model_fails(server
         "bot> Sorry, something went wrong while I was answering. Please try again.", "bot> Recovered."
     ]
     assert result.stderr.splitlines() == [
-        'agentloop: llm ToolLoopSystem failed: the model server refused the request (HTTP 400): {"error": "no such model"}'
+        "agentloop: llm ToolLoopSystem failed: the model server refused the request (HTTP 400): no such model"
+    ]
+
+
+def test_chat_with_a_model_the_server_does_not_list_stops_before_the_first_turn(server: ScriptedServer, tmp_path: Path) -> None:
+    """A wrong model name passed the start-up check and failed every turn."""
+    server.models = ["llama3.2:latest"]
+    result = agentloop("chat", "--base-url", server.url, "--model", "llama3.3", "--data-dir", "data", stdin="hi\n", cwd=tmp_path)
+    assert result.returncode == 1 and result.stdout == "" and server.requests == []
+    assert result.stderr.splitlines() == [
+        f"agentloop: the model server at {server.url} does not serve a model named 'llama3.3' (it serves: llama3.2:latest); "
+        "pass one of those as the model name"
     ]
 
 

@@ -92,7 +92,7 @@ def test_an_html_error_page_is_one_short_line(server: ScriptedServer) -> None:
     with pytest.raises(LlmCallError) as caught:
         post(ModelHttpClient(server.url, sleep=SleepLog()))
     assert str(caught.value) == (
-        f"the model server refused the request (HTTP 404 from {server.url}/chat/completions): 404 Not Found; "
+        f"the model server refused the request (HTTP 404 at {server.url}/chat/completions): 404 Not Found; "
         "check the base URL (it usually ends in /v1)"
     )
     assert caught.value.kind is FailureKind.VALIDATION and len(server.requests) == 1

@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
-import json
-
 import asyncio
+import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from agentloop import ChatMessage, FailureKind, IncomingMessage, LlmCallError, LlmRequest, Session, ToolCall, ToolSpec, tool
+from agentloop import (
+    ChatMessage, FailureKind, Finished, IncomingMessage, LlmCallError, LlmReply, LlmRequest, Session, StreamEvent,
+    TextDelta, ToolCall, ToolCallDelta, ToolSpec, TurnOutcome, Usage, tool,
+)
 from agentloop.adapters.openai_llm import OpenAICompatibleLLM, check_reachable
-from agentloop.errors import EndpointUnreachableError
+from agentloop.errors import EndpointUnreachableError, UnknownModelError
 from agentloop.testing import RecordingChannel
-from agentloop.testing.http import ScriptedServer, completion
+from agentloop.testing.http import ScriptedServer, chunk, completion, streamed_completion
 from systems import standard_pipeline
 
 
@@ -34,12 +37,7 @@ class SleepLog:
 
 
 def run(llm: OpenAICompatibleLLM, request: LlmRequest) -> Any:
-    async def go() -> Any:
-        try:
-            return await llm.complete(request)
-        finally:
-            await llm.aclose()
-    return asyncio.run(go())
+    return asyncio.run(llm.complete(request))
 
 
 HELLO = LlmRequest((ChatMessage.system("be brief"), ChatMessage.user("hi")))
@@ -173,41 +171,50 @@ def weather(city: str) -> str:
     return f"{city}: sunny"
 
 
-def weather_turn_over_http(server: ScriptedServer, tmp_path: Path, arguments: str, answer: str) -> list[str]:
+def weather_turn_over_http(
+    server: ScriptedServer, tmp_path: Path, arguments: str, answer: str, *, streamed: bool = False
+) -> list[str]:
     """One standard turn in which the served model calls `weather` with `arguments`, then
-    answers `answer`; what the user received."""
-    server.reply(body=completion(None, [{"id": "c1", "type": "function",
-                                          "function": {"name": "weather", "arguments": arguments}}]))
-    server.reply(body=completion(answer))
+    answers `answer` (whole, or streamed in chunks); what the user received."""
+    if streamed:
+        server.stream(streamed_completion(None, [("c1", "weather", arguments)]))
+        server.stream(streamed_completion(answer))
+    else:
+        server.reply(body=completion(None, [{"id": "c1", "type": "function",
+                                              "function": {"name": "weather", "arguments": arguments}}]))
+        server.reply(body=completion(answer))
     channel = RecordingChannel()
 
     async def turn() -> None:
-        llm = OpenAICompatibleLLM(server.url, "m")
+        llm = OpenAICompatibleLLM(server.url, "m", sleep=SleepLog())
         with standard_pipeline(llm, channel, data_dir=tmp_path, tools=[weather]) as pipeline:
             await pipeline.build().run_turn(Session("s", user_id="u"), IncomingMessage("Weather in Oslo?"))
-        await llm.aclose()
 
     asyncio.run(turn())
     return channel.texts
 
 
-def test_a_standard_turn_with_a_tool_call_over_http(server: ScriptedServer, tmp_path: Path) -> None:
-    assert weather_turn_over_http(server, tmp_path, '{"city": "Oslo"}', "Oslo is sunny.") == ["Oslo is sunny."]
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+def test_a_standard_turn_with_a_tool_call_over_http(server: ScriptedServer, tmp_path: Path, streamed: bool) -> None:
+    assert weather_turn_over_http(server, tmp_path, '{"city": "Oslo"}', "Oslo is sunny.", streamed=streamed) == ["Oslo is sunny."]
     second = server.requests[1]["body"]["messages"]
     assert second[-1] == {"role": "tool", "content": "Oslo: sunny", "tool_call_id": "c1", "name": "weather"}
     assert second[-2]["tool_calls"][0]["function"] == {"name": "weather", "arguments": '{"city": "Oslo"}'}
 
 
-def test_unreadable_arguments_are_shown_back_to_the_model_as_it_wrote_them(server: ScriptedServer, tmp_path: Path) -> None:
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+def test_unreadable_arguments_are_shown_back_to_the_model_as_it_wrote_them(
+    server: ScriptedServer, tmp_path: Path, streamed: bool
+) -> None:
     """The model was told its arguments were not valid JSON next to a call echoed as "{}"."""
-    assert weather_turn_over_http(server, tmp_path, '{"city": Oslo}', "Which city?") == ["Which city?"]
+    assert weather_turn_over_http(server, tmp_path, '{"city": Oslo}', "Which city?", streamed=streamed) == ["Which city?"]
     second = server.requests[1]["body"]["messages"]
     assert second[-2]["tool_calls"][0]["function"] == {"name": "weather", "arguments": '{"city": Oslo}'}
     assert "not valid JSON" in second[-1]["content"]
 
 
 def test_check_reachable_accepts_any_http_answer_and_names_the_url_otherwise(server: ScriptedServer) -> None:
-    check_reachable(server.url)  # the scripted server answers GET /models with 501: reachable all the same
+    check_reachable(server.url)  # the scripted server answers GET /models with 404: reachable all the same
     url = server.url
     server.close()
     with pytest.raises(EndpointUnreachableError) as caught:
@@ -217,3 +224,144 @@ def test_check_reachable_accepts_any_http_answer_and_names_the_url_otherwise(ser
         check_reachable("localhost:11434/v1")
     with pytest.raises(EndpointUnreachableError, match=r"\(not a valid URL: "):
         check_reachable("http://[::1/v1")
+
+
+def stream_of(llm: OpenAICompatibleLLM, request: LlmRequest) -> list[tuple[float, StreamEvent]]:
+    """Each event the adapter streamed, with the second it arrived at."""
+    async def go() -> list[tuple[float, StreamEvent]]:
+        return [(time.monotonic(), event) async for event in llm.stream(request)]
+    return asyncio.run(go())
+
+
+def test_streamed_text_arrives_as_the_server_sends_it(server: ScriptedServer) -> None:
+    server.stream(streamed_completion("Hello there, Ada.", size=6, usage=(21, 4)), pause=0.15)
+    timed = stream_of(OpenAICompatibleLLM(server.url, "m1"), HELLO)
+    events = [event for _, event in timed]
+    assert events[:-1] == [TextDelta("Hello "), TextDelta("there,"), TextDelta(" Ada."), Usage(21, 4)]
+    assert events[-1] == Finished(LlmReply("Hello there, Ada.", (), "served-model", Usage(21, 4), "stop"))
+    assert timed[-1][0] - timed[0][0] > 0.4  # the first words came before the last were sent
+    body = server.requests[0]["body"]
+    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+
+
+def test_streamed_tool_calls_are_assembled_by_index(server: ScriptedServer) -> None:
+    server.stream(streamed_completion("Checking.", [("call_a", "weather", '{"city": "Oslo"}'), ("call_b", "clock", "")], size=5))
+    reply = run(OpenAICompatibleLLM(server.url, "m1"), HELLO)
+    assert reply == LlmReply(
+        "Checking.", (ToolCall("call_a", "weather", {"city": "Oslo"}), ToolCall("call_b", "clock")),
+        "served-model", Usage(12, 5), "tool_calls",
+    )
+
+
+def test_interleaved_argument_pieces_of_parallel_calls_go_to_their_own_call(server: ScriptedServer) -> None:
+    opening = [{"index": i, "id": f"c{i}", "type": "function", "function": {"name": "f", "arguments": ""}} for i in (0, 1)]
+    server.stream([
+        chunk({"role": "assistant", "content": None, "tool_calls": opening}),
+        chunk({"tool_calls": [{"index": 1, "function": {"arguments": '{"n": '}}]}),
+        chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"n": 0}'}}]}),
+        chunk({"tool_calls": [{"index": 1, "function": {"arguments": "1}"}}]}),
+        chunk(finish_reason="tool_calls"),
+    ])
+    events = [event for _, event in stream_of(OpenAICompatibleLLM(server.url, "m1"), HELLO)]
+    assert events[2] == ToolCallDelta(1, None, None, '{"n": ')
+    assert events[-1].reply.tool_calls == (ToolCall("c0", "f", {"n": 0}), ToolCall("c1", "f", {"n": 1}))  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+def test_content_as_a_list_of_parts_and_arguments_as_an_object_are_read(server: ScriptedServer, streamed: bool) -> None:
+    parts = [{"type": "text", "text": "Sunny "}, {"type": "image_url", "image_url": {"url": "x"}}, {"type": "text", "text": "today."}]
+    call = {"index": 0, "id": "c1", "type": "function", "function": {"name": "weather", "arguments": {"city": "Oslo"}}}
+    if streamed:
+        server.stream([chunk({"role": "assistant", "content": parts}), chunk({"tool_calls": [call]}), chunk(finish_reason="stop")])
+    else:
+        server.reply(body={"choices": [{"message": {"role": "assistant", "content": parts, "tool_calls": [call]}}]})
+    reply = run(OpenAICompatibleLLM(server.url, "m"), HELLO)
+    assert reply.content == "Sunny today." and reply.tool_calls == (ToolCall("c1", "weather", {"city": "Oslo"}),)
+
+
+def test_sampling_settings_and_usage_pass_through(server: ScriptedServer) -> None:
+    server.reply(body={**completion("ok"), "usage": {"prompt_tokens": 9, "completion_tokens": 1, "total_tokens": 10}})
+    request = LlmRequest(HELLO.messages, temperature=0.3, max_tokens=64, stop=("\n\n", "END"), seed=7)
+    reply = run(OpenAICompatibleLLM(server.url, "m"), request)
+    assert reply.usage == Usage(9, 1)
+    body = server.requests[0]["body"]
+    assert (body["temperature"], body["max_tokens"], body["stop"], body["seed"]) == (0.3, 64, ["\n\n", "END"], 7)
+    server.reply(body=completion("ok"))
+    run(OpenAICompatibleLLM(server.url, "m"), HELLO)
+    assert not {"temperature", "max_tokens", "stop", "seed"} & set(server.requests[1]["body"])
+
+
+def test_a_stream_cut_off_midway_is_an_error_after_the_text_so_far(server: ScriptedServer) -> None:
+    server.stream(streamed_completion("Half an answ", usage=None)[:-1], done=False)
+    seen: list[StreamEvent] = []
+
+    async def go() -> None:
+        async for event in OpenAICompatibleLLM(server.url, "m").stream(HELLO):
+            seen.append(event)
+
+    with pytest.raises(LlmCallError, match="stream ended before the answer was finished") as caught:
+        asyncio.run(go())
+    assert caught.value.kind is FailureKind.UNKNOWN and "".join(e.text for e in seen if isinstance(e, TextDelta)) == "Half an answ"
+    assert not any(isinstance(e, Finished) for e in seen) and len(server.requests) == 1
+
+
+def test_an_error_the_server_streams_is_one_line(server: ScriptedServer) -> None:
+    server.stream([chunk({"content": "Hel"}), {"error": {"message": "upstream\nconnection   reset", "code": 502}}], done=False)
+    with pytest.raises(LlmCallError) as caught:
+        run(OpenAICompatibleLLM(server.url, "m"), HELLO)
+    assert str(caught.value) == "the model server failed mid-answer: upstream connection reset"
+
+
+@pytest.mark.parametrize(
+    ("status", "raw", "said"),
+    [(404, b"<html><head><title>404 Not Found</title></head><body>" + b"<p>lost</p>" * 500 + b"</body></html>", "404 Not Found"),
+     (500, b'{"error": {"message": "model crashed: CUDA out of memory", "type": "server_error"}}', "model crashed: CUDA out of memory")],
+)
+def test_the_servers_explanation_is_surfaced_in_one_line(server: ScriptedServer, status: int, raw: bytes, said: str) -> None:
+    for _ in range(3):
+        server.reply(status, raw=raw)
+    with pytest.raises(LlmCallError) as caught:
+        run(OpenAICompatibleLLM(server.url, "m", sleep=SleepLog()), HELLO)
+    message = str(caught.value)
+    assert said in message and "\n" not in message and "<" not in message and len(message) < 200
+
+
+def test_a_rate_limit_outlasting_the_turn_deadline_ends_the_turn_at_once(server: ScriptedServer, tmp_path: Path) -> None:
+    """The adapter slept the server's Retry-After (up to 30 s) while the turn's deadline ran out."""
+    server.reply(429, {"error": {"message": "Rate limit reached for requests"}}, headers={"Retry-After": "20"})
+    channel = RecordingChannel()
+    llm = OpenAICompatibleLLM(server.url, "m")
+    with standard_pipeline(llm, channel, data_dir=tmp_path) as pipeline:
+        started = time.monotonic()
+        ctx = pipeline.build(turn_timeout=5.0).run_turn_sync(Session("s"), IncomingMessage("hi"))
+    assert time.monotonic() - started < 2.5 and len(server.requests) == 1
+    assert ctx.require(TurnOutcome).fallback and len(channel.texts) == 1
+    (failure,) = ctx.failures
+    assert failure.kind is FailureKind.RATE_LIMIT and "next attempt would start after the caller's deadline" in failure.message
+
+
+def test_run_turn_sync_twice_on_one_adapter(server: ScriptedServer, tmp_path: Path) -> None:
+    """The adapter's httpx client stayed bound to the first turn's event loop: the second
+    turn failed with 'Event loop is closed'."""
+    server.stream(streamed_completion("First answer."))
+    server.reply(body=completion("Second answer."))
+    server.stream(streamed_completion("Third answer."))
+    channel = RecordingChannel()
+    with standard_pipeline(OpenAICompatibleLLM(server.url, "m"), channel, data_dir=tmp_path) as pipeline:
+        loop = pipeline.build()
+        turns = [loop.run_turn_sync(Session("s"), IncomingMessage(text)) for text in ("one", "two", "three")]
+    assert [ctx.failures for ctx in turns] == [(), (), ()]
+    assert channel.texts == ["First answer.", "Second answer.", "Third answer."]
+
+
+def test_the_check_finds_a_model_the_server_does_not_serve(server: ScriptedServer) -> None:
+    check_reachable(server.url, model="gpt-4o")  # no listing (404): taken at its word
+    server.models = ["gpt-4o-mini", "llama3.2:latest"]
+    check_reachable(server.url, model="gpt-4o-mini")
+    check_reachable(server.url, model="llama3.2")  # Ollama's tag default
+    with pytest.raises(UnknownModelError) as caught:
+        check_reachable(server.url, model="gpt-4o")
+    assert str(caught.value) == (
+        f"the model server at {server.url} does not serve a model named 'gpt-4o' "
+        "(it serves: gpt-4o-mini, llama3.2:latest); pass one of those as the model name"
+    )

@@ -66,13 +66,17 @@ def test_the_builder_joins_argument_fragments_per_call_in_index_order() -> None:
     )
 
 
-@pytest.mark.parametrize("fragment", ['{"q": ', "[1, 2]"])
-def test_arguments_that_are_not_a_json_object_are_a_validation_failure(fragment: str) -> None:
+@pytest.mark.parametrize(("fragment", "error"), [('{"q": ', "they are not valid JSON"), ("[1, 2]", "they are not a JSON object")])
+def test_arguments_that_are_not_a_json_object_reach_the_tool_loop_as_they_were_sent(fragment: str, error: str) -> None:
+    """A streamed call with unreadable arguments failed the whole reply; the tool loop tells the model instead."""
     builder = ReplyBuilder()
     builder.add(ToolCallDelta(0, "c1", "search", fragment))
-    with pytest.raises(LlmCallError) as caught:
-        builder.reply()
-    assert caught.value.kind is FailureKind.VALIDATION
+    (call,) = builder.reply().tool_calls
+    assert (call.arguments, call.arguments_text) == ({}, fragment) and (call.arguments_error or "").startswith(error)
+    replayed = ReplyBuilder()
+    for event in reply_events(builder.reply()):
+        replayed.add(event)
+    assert replayed.reply() == builder.reply()
 
 
 def test_replaying_a_reply_through_the_builder_gives_it_back() -> None:
