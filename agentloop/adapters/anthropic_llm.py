@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Iterator
+from contextlib import aclosing
 from typing import Any
 
 import httpx
@@ -215,9 +216,11 @@ class AnthropicLLM:
         return payload
 
     async def complete(self, request: LlmRequest) -> LlmReply:
-        return await collect(self.stream(request))
+        async with aclosing(self.stream(request)) as events:
+            return await collect(events)
 
-    async def stream(self, request: LlmRequest) -> AsyncIterator[StreamEvent]:
+    async def stream(self, request: LlmRequest) -> AsyncGenerator[StreamEvent, None]:
+        """Text and tool-use deltas as the API sends them, the usage, then the whole reply."""
         async with self._http.post("/messages", self.payload(request), time_left=request.time_left) as response:
             events = _Events()
             async for sse in sse_events(response):

@@ -163,10 +163,8 @@ def test_a_400_surfaces_the_apis_error_in_one_line_without_retry(server: Scripte
     server.reply(400, api_error("invalid_request_error", "messages: roles must alternate\nbetween user and assistant"))
     with pytest.raises(LlmCallError) as caught:
         complete(AnthropicLLM(server.url, "m"))
-    assert str(caught.value) == (
-        f"the model server refused the request (HTTP 400 from {server.url}/messages): "
-        "messages: roles must alternate between user and assistant"
-    )
+    said = str(caught.value)
+    assert "(HTTP 400" in said and said.endswith("): messages: roles must alternate between user and assistant")
     assert caught.value.kind is FailureKind.VALIDATION and not caught.value.retryable and len(server.requests) == 1
 
 
