@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from agentloop import ChatMessage, FailureKind, IncomingMessage, LlmCallError, LlmRequest, Session, ToolCall, ToolSpec, tool
 from agentloop.adapters.anthropic_llm import ANTHROPIC_VERSION, AnthropicLLM
@@ -251,3 +254,35 @@ def test_a_standard_turn_with_a_streamed_tool_call_over_http(server: ScriptedSer
                                                             "input": {"city": "Oslo"}}]}
     assert second[-1] == {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1",
                                                        "content": "Oslo: sunny"}]}
+
+
+arguments = st.dictionaries(st.text(min_size=1, max_size=8), st.one_of(st.integers(), st.text(max_size=12), st.booleans()), max_size=3)
+
+
+@given(
+    text=st.one_of(st.none(), st.text(min_size=1, max_size=40)),
+    calls=st.lists(arguments, max_size=2),
+    chunk=st.integers(min_value=1, max_value=9),
+    cut=st.data(),
+)
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_i14_what_streams_is_the_reply_and_a_cut_stream_is_never_an_answer(
+    server: ScriptedServer, text: str | None, calls: list[dict[str, Any]], chunk: int, cut: st.DataObject
+) -> None:
+    """I14 at the adapter: the streamed deltas add up to exactly the reply (text and each tool
+    call's input, however the API split them), and a stream cut anywhere before message_stop
+    is an `LlmCallError`, never a shorter answer."""
+    uses = [(f"toolu_{n}", f"tool_{n}", call) for n, call in enumerate(calls)]
+    events = message_events(text, uses, chunk=chunk)
+    llm = AnthropicLLM(server.url, "m", retry=RetryPolicy(max_retries=0))
+    queue_stream(server, events)
+    streamed = stream(llm)
+    reply = streamed[-1].reply  # type: ignore[union-attr]
+    assert "".join(e.text for e in streamed if isinstance(e, TextDelta)) == (text or "") == (reply.content or "")
+    assert reply.tool_calls == tuple(ToolCall(*use) for use in uses)
+    pieces = [e for e in streamed if isinstance(e, ToolCallDelta)]
+    assert all("".join(p.arguments_fragment for p in pieces if p.index == n) == json.dumps(call) for n, call in enumerate(calls))
+
+    queue_stream(server, events[: cut.draw(st.integers(min_value=0, max_value=len(events) - 1), label="cut after")])
+    with pytest.raises(LlmCallError):
+        complete(llm)
