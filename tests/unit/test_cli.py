@@ -482,7 +482,7 @@ def test_notes_on_a_directory_without_notes_is_one_line(tmp_path: Path, capsys: 
 
 
 @pytest.mark.parametrize(("where", "message"), [
-    ("postgresql://db.example/bots", "PostgreSQL backend"),
+    ("postgresql://127.0.0.1:1/bots", "the server cannot be reached"),
     ("redis://cache/0", "no backend opens 'redis' URLs"),
     ("sqlite:///{file}", "is a file, not a directory"),
 ])

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -365,3 +368,41 @@ def test_the_check_finds_a_model_the_server_does_not_serve(server: ScriptedServe
         f"the model server at {server.url} does not serve a model named 'gpt-4o' "
         "(it serves: gpt-4o-mini, llama3.2:latest); pass one of those as the model name"
     )
+
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPTED_MODEL = 'llm = ScriptedLLM(["Hello, how can I help?", "It is noon."])\n'
+
+
+def tutorial_step_3_on_a_model_server() -> str:
+    """The tutorial's step-3 script with `OpenAICompatibleLLM` at $BASE_URL in place of the
+    scripted model, and two more turns before it closes the pipeline."""
+    step = (ROOT / "docs" / "tutorial.md").read_text().split("## 3.", 1)[1].split("## 4.", 1)[0]
+    script = step.split("```python\n", 1)[1].split("```", 1)[0]
+    assert SCRIPTED_MODEL in script and "pipeline.close()" in script, "the tutorial's step 3 changed: update this test"
+    script = script.replace(SCRIPTED_MODEL, 'import os\nfrom agentloop.adapters.openai_llm import OpenAICompatibleLLM\n'
+                            'llm = OpenAICompatibleLLM(os.environ["BASE_URL"], "any-model")\n')
+    more = ('third = loop.run_turn_sync(session, IncomingMessage("Thanks"))\n'
+            'fourth = loop.run_turn_sync(session, IncomingMessage("Bye"))\n'
+            'assert channel.texts[2:] == ["You are welcome.", "Goodbye."] and third.failures == fourth.failures == ()\n')
+    return script.replace("pipeline.close()", more + "pipeline.close()\nprint('four turns answered')")
+
+
+def test_the_tutorials_step_3_runs_twice_in_a_row_on_a_model_server(server: ScriptedServer, tmp_path: Path) -> None:
+    """The tutorial's own pattern, run_turn_sync with OpenAICompatibleLLM, failed on its second
+    turn with 'Event loop is closed'."""
+    script = tmp_path / "step3.py"
+    script.write_text(tutorial_step_3_on_a_model_server())
+    (tmp_path / "welcome_bot.py").write_text((ROOT / "tests" / "example_project" / "welcome_bot.py").read_text())
+    env = {**os.environ, "BASE_URL": server.url, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    for run_number in (1, 2):
+        server.stream(streamed_completion("Hello, how can I help?"))
+        server.reply(body=completion("It is noon."))
+        server.stream(streamed_completion("You are welcome."))
+        server.stream(streamed_completion("Goodbye."))
+        workdir = tmp_path / f"run{run_number}"
+        workdir.mkdir()
+        result = subprocess.run([sys.executable, str(script)], cwd=workdir, env=env, capture_output=True, text=True, timeout=120)
+        assert (result.returncode, result.stderr) == (0, ""), result.stderr
+        assert result.stdout.rstrip().endswith("four turns answered")
+    assert len(server.requests) == 8
