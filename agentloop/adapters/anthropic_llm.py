@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 
 from agentloop.adapters.llm_http import ModelHttpClient, RetryPolicy, sse_events
+from agentloop.adapters.openai_llm import check_reachable as _check_reachable
 from agentloop.errors import LlmCallError
 from agentloop.messages import (
     ChatMessage,
@@ -28,7 +29,7 @@ from agentloop.messages import (
 from agentloop.outcome import FailureKind
 from agentloop.streaming import ReplyBuilder, collect
 
-__all__ = ["ANTHROPIC_API_URL", "ANTHROPIC_VERSION", "AnthropicLLM"]
+__all__ = ["ANTHROPIC_API_URL", "ANTHROPIC_VERSION", "AnthropicLLM", "check_reachable"]
 
 ANTHROPIC_API_URL = "https://api.anthropic.com/v1"
 ANTHROPIC_VERSION = "2023-06-01"
@@ -37,6 +38,17 @@ ANTHROPIC_VERSION = "2023-06-01"
 _RETRYABLE_ERRORS = {"overloaded_error": FailureKind.UNKNOWN, "api_error": FailureKind.UNKNOWN,
                      "rate_limit_error": FailureKind.RATE_LIMIT, "timeout_error": FailureKind.TIMEOUT}
 """The API's error types worth another attempt, and the failure kind each is."""
+
+
+def _headers(api_key: str | None) -> dict[str, str]:
+    """What every request carries: the wire format's version and, when given, the key."""
+    return {"anthropic-version": ANTHROPIC_VERSION, **({"x-api-key": api_key} if api_key else {})}
+
+
+def check_reachable(base_url: str, *, model: str | None = None, api_key: str | None = None, timeout: float = 5.0) -> None:
+    """The start-up check of `agentloop.adapters.openai_llm.check_reachable`, authenticated as
+    the Messages API wants: the API lists its models (GET `/v1/models`) only to a caller with a key."""
+    _check_reachable(base_url, model=model, timeout=timeout, headers=_headers(api_key))
 
 
 def _blocks(message: ChatMessage) -> list[dict[str, Any]]:
@@ -193,8 +205,7 @@ class AnthropicLLM:
             raise ValueError(f"max_tokens must be at least 1 (the API requires a limit), got {max_tokens}")
         self.model = model
         self.max_tokens = max_tokens
-        headers = {"anthropic-version": ANTHROPIC_VERSION, **({"x-api-key": api_key} if api_key else {})}
-        self._http = ModelHttpClient(base_url, headers=headers, timeout=timeout, retry=retry, sleep=sleep, client=client)
+        self._http = ModelHttpClient(base_url, headers=_headers(api_key), timeout=timeout, retry=retry, sleep=sleep, client=client)
 
     def payload(self, request: LlmRequest) -> dict[str, Any]:
         """The JSON body `request` is sent as."""

@@ -14,7 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentloop import ChatMessage, FailureKind, IncomingMessage, LlmCallError, LlmRequest, Session, ToolCall, ToolSpec, tool
-from agentloop.adapters.anthropic_llm import ANTHROPIC_VERSION, AnthropicLLM
+from agentloop.adapters.anthropic_llm import ANTHROPIC_VERSION, AnthropicLLM, check_reachable
+from agentloop.errors import EndpointUnreachableError, UnknownModelError
 from agentloop.messages import Finished, StreamEvent, TextDelta, ToolCallDelta, Usage
 from agentloop.testing import RecordingChannel
 from agentloop.adapters.llm_http import RetryPolicy
@@ -229,6 +230,18 @@ def test_two_asyncio_runs_in_a_row_on_one_adapter(server: ScriptedServer) -> Non
     queue_stream(server, message_events("one"))
     queue_stream(server, message_events("two"))
     assert [complete(llm).content, complete(llm).content] == ["one", "two"]
+
+
+def test_the_start_up_check_finds_a_model_the_api_does_not_list(server: ScriptedServer) -> None:
+    check_reachable(server.url, model="claude-typo", api_key="sk-ant")  # no listing (404): taken at its word
+    server.models = ["claude-sonnet-4-5", "claude-haiku-4-5"]
+    check_reachable(server.url, model="claude-sonnet-4-5", api_key="sk-ant")
+    with pytest.raises(UnknownModelError, match="does not serve a model named 'claude-sonet-4-5' .*claude-haiku-4-5"):
+        check_reachable(server.url, model="claude-sonet-4-5", api_key="sk-ant")
+    url = server.url
+    server.close()
+    with pytest.raises(EndpointUnreachableError):
+        check_reachable(url, model="claude-sonnet-4-5", timeout=2.0)
 
 
 @tool
