@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 
 from agentloop import ChatMessage, FailureKind, IncomingMessage, LlmCallError, LlmRequest, Session, ToolCall, ToolSpec, tool
 from agentloop.adapters.anthropic_llm import ANTHROPIC_VERSION, AnthropicLLM, check_reachable
+from agentloop.adapters.llm_http import RetryPolicy
 from agentloop.errors import EndpointUnreachableError, UnknownModelError
 from agentloop.messages import Finished, StreamEvent, TextDelta, ToolCallDelta, Usage
 from agentloop.testing import RecordingChannel
-from agentloop.adapters.llm_http import RetryPolicy
 from agentloop.testing.anthropic_server import api_error, message_events, queue_stream
 from agentloop.testing.http import ScriptedServer
 from systems import standard_pipeline
