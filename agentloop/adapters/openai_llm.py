@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from contextlib import aclosing
 from typing import Any
 
@@ -192,15 +192,24 @@ class OpenAICompatibleLLM:
         yield reader.finished()
 
 
-def check_reachable(base_url: str, *, model: str | None = None, api_key: str | None = None, timeout: float = 5.0) -> None:
+def check_reachable(
+    base_url: str,
+    *,
+    model: str | None = None,
+    api_key: str | None = None,
+    timeout: float = 5.0,
+    headers: Mapping[str, str] | None = None,
+) -> None:
     """Raise `EndpointUnreachableError` unless an HTTP server answers at `base_url`, and
     `UnknownModelError` when it lists its models (GET `<base_url>/models`) without `model`.
+    `headers` replace the bearer `api_key`, for an API that authenticates otherwise.
 
     One GET costs no tokens; a server without the listing (404, 405, any error status)
     is taken at its word. Applications call it once before a conversation, so a wrong
     URL or model name is one clear message instead of a fallback answer on every turn.
     """
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    if headers is None:
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
         response = httpx.get(base_url.rstrip("/") + "/models", timeout=timeout, headers=headers)
     except httpx.InvalidURL as exc:

@@ -91,6 +91,7 @@ class ScriptedServer:
     """Answers each POST with the next queued answer; keeps the requests.
 
     `requests` holds each POST as `{"path", "auth", "body"}` (the body parsed from JSON).
+    `headers` holds each POST's headers (names in lower case), in the same order.
     A POST with nothing queued gets HTTP 500. GET `/models` lists `models` (404 while it
     is None, as on a server without the endpoint). `start()` serves on a background
     thread; `close()` (or leaving the `with` block) stops it.
@@ -99,6 +100,7 @@ class ScriptedServer:
     def __init__(self) -> None:
         self.responses: list[_Answer] = []
         self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
         self.models: list[str] | None = None
         server = self
 
@@ -115,6 +117,7 @@ class ScriptedServer:
                 server.requests.append(
                     {"path": self.path, "auth": self.headers.get("Authorization"), "body": json.loads(self.rfile.read(length))}
                 )
+                server.headers.append({key.lower(): value for key, value in self.headers.items()})
                 if server.responses:
                     self._answer(server.responses.pop(0))
                 else:
@@ -165,15 +168,21 @@ class ScriptedServer:
         done: bool = True,
         delay: float = 0.0,
         pause: float = 0.0,
+        named: bool = False,
     ) -> None:
         """Queue one streamed response: each event as a server-sent `data:` line (a dict as
         JSON, a string as it is), then `data: [DONE]` unless `done` is false (a stream cut
-        off). The first byte comes after `delay` seconds, each later event `pause` seconds apart."""
-        parts = [f"data: {event if isinstance(event, str) else json.dumps(event)}\n\n".encode() for event in events]
+        off). The first byte comes after `delay` seconds, each later event `pause` seconds apart.
+        `named` puts an `event:` line with a dict event's `type` before it, as the Anthropic API does."""
+        parts = [
+            (f"event: {event['type']}\n" if named and isinstance(event, dict) else "")
+            + f"data: {event if isinstance(event, str) else json.dumps(event)}\n\n"
+            for event in events
+        ]
         if done:
-            parts.append(b"data: [DONE]\n\n")
+            parts.append("data: [DONE]\n\n")
         headers = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
-        self.responses.append(_Answer(200, tuple(parts), headers, delay, pause, streamed=True))
+        self.responses.append(_Answer(200, tuple(part.encode() for part in parts), headers, delay, pause, streamed=True))
 
     def start(self) -> ScriptedServer:
         self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
