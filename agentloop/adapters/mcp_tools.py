@@ -42,8 +42,8 @@ from agentloop.messages import ToolSpec
 from agentloop.tools import Tool
 
 __all__ = [
-    "DEFAULT_MCP_CONNECT_TIMEOUT", "DEFAULT_MCP_TIMEOUT", "McpServerError", "McpTool", "McpToolError", "McpToolset",
-    "mcp_tools", "mcp_tools_sync",
+    "DEFAULT_MCP_CONNECT_TIMEOUT", "DEFAULT_MCP_TIMEOUT", "McpOpening", "McpServerError", "McpTool", "McpToolError",
+    "McpToolset", "mcp_tools", "mcp_tools_sync",
 ]
 
 _log = structlog.get_logger("agentloop.mcp")
@@ -61,7 +61,7 @@ T = TypeVar("T")
 
 
 class McpServerError(ConnectionError):
-    """An MCP server could not be started or reached, or its toolset is closed."""
+    """An MCP server could not be started or reached, closed the connection, or its toolset is closed."""
 
 
 class McpToolError(RuntimeError):
@@ -179,6 +179,11 @@ class _Connection:
                 raise TimeoutError(
                     f"the MCP tool {name!r} did not answer within {timeout} s; pass a larger timeout= to mcp_tools "
                     f"if it is slow"
+                ) from exc
+            if exc.code == mcp_types.CONNECTION_CLOSED:
+                raise McpServerError(
+                    f"the MCP server {self.server.where} closed the connection ({exc.message}); open the tools again "
+                    f"with mcp_tools once it is back"
                 ) from exc
             raise McpToolError(f"the MCP server {self.server.where} refused the call of {name!r}: {exc.message}") from exc
 

@@ -14,6 +14,7 @@ import sys
 from typing import Any
 
 import mcp_types as types
+from mcp import MCPError
 from mcp.server.lowlevel import Server
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -47,6 +48,7 @@ async def _odd_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> t
                    input_schema={"type": "object", "properties": {"x": {"type": 12}}}),
         types.Tool(name="mixed", description="Answers with every kind of content.", input_schema={"type": "object"}),
         types.Tool(name="totals", description="Answers with a structured result only.", input_schema={"type": "object"}),
+        types.Tool(name="closed", description="Is refused with a protocol error.", input_schema={"type": "object"}),
     ])
 
 
@@ -59,6 +61,8 @@ async def _odd_call(ctx: Any, params: types.CallToolRequestParams) -> types.Call
                                                                                       text="the notes")),
             types.ResourceLink(type="resource_link", name="report", uri="file:///report.pdf"),
         ])
+    if params.name == "closed":
+        raise MCPError(types.INVALID_REQUEST, "the counter is closed today")
     return types.CallToolResult(content=[], structured_content={"total": 42})
 
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from structlog.testing import capture_logs
 
 from agentloop import FailureKind, FailureSource, FinishReason, IncomingMessage, Role, Session, Tool, ToolExecutions
 from agentloop.adapters import open_stores
-from agentloop.adapters.mcp_tools import McpServerError, mcp_tools, mcp_tools_sync
+from agentloop.adapters.mcp_tools import McpServerError, McpToolError, mcp_tools, mcp_tools_sync
 from agentloop.context import AgentContext
 from agentloop.notes import TrajectoryRecorder
 from agentloop.testing import FakeClock, RecordingChannel, ScriptedLLM
@@ -28,9 +29,9 @@ SERVERS = Path(__file__).with_name("mcp_servers.py")
 WEATHER_STDIO = [sys.executable, str(SERVERS), "weather"]
 
 
-@pytest.fixture(scope="module")
-def weather_url() -> Iterator[str]:
-    """The weather server over streamable HTTP, served by uvicorn on a loopback port."""
+@contextlib.contextmanager
+def serving_weather() -> Iterator[tuple[str, Callable[[], None]]]:
+    """The weather server over streamable HTTP, served by uvicorn on a loopback port, and what stops it."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     server = uvicorn.Server(uvicorn.Config(weather.streamable_http_app(), log_level="warning"))
@@ -38,10 +39,22 @@ def weather_url() -> Iterator[str]:
     thread.start()
     while not server.started:
         time.sleep(0.01)
-    yield f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
-    server.should_exit = True
-    thread.join(10)
-    sock.close()
+
+    def stop() -> None:
+        server.should_exit = True
+        thread.join(10)
+
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}/mcp", stop
+    finally:
+        stop()
+        sock.close()
+
+
+@pytest.fixture(scope="module")
+def weather_url() -> Iterator[str]:
+    with serving_weather() as (url, _):
+        yield url
 
 
 @pytest.fixture(params=["stdio", "http"])
@@ -184,6 +197,16 @@ def test_a_server_that_cannot_be_started_or_reached_is_an_error_that_names_it() 
         mcp_tools_sync(url=f"http://127.0.0.1:{port}/mcp")
 
 
+def test_a_server_that_goes_away_mid_session_is_a_tool_failure_that_says_so(tmp_path: Path) -> None:
+    with serving_weather() as (url, stop), mcp_tools_sync(url=url) as tools:
+        stop()
+        ctx, llm = turn(tools, tmp_path, ScriptedLLM.tool_call("forecast", {"city": "Oslo"}), "The forecast is down.")
+    assert told(llm) == [
+        f"error: McpServerError: the MCP server {url} closed the connection (Connection closed); open the tools "
+        f"again with mcp_tools once it is back"]
+    assert [(f.component, f.kind) for f in ctx.failures] == [("forecast", FailureKind.EXCEPTION)]
+
+
 @pytest.mark.parametrize("arguments, fix", [
     ({}, "either stdio=.* or url="),
     ({"stdio": WEATHER_STDIO, "url": "http://127.0.0.1/mcp"}, "not both"),
@@ -196,12 +219,14 @@ def test_asking_for_tools_the_wrong_way_says_how_to_ask(arguments: dict[str, Any
         mcp_tools(**arguments)
 
 
-def test_odd_tools_a_tool_with_an_invalid_schema_is_left_out_and_other_content_is_named() -> None:
+def test_odd_tools_a_tool_with_an_invalid_schema_is_left_out_other_content_is_named_and_a_refusal_is_an_error() -> None:
     with capture_logs() as logs, mcp_tools_sync(stdio=[sys.executable, str(SERVERS), "odd"]) as tools:
-        assert [t.name for t in tools] == ["mixed", "totals"]
-        mixed, totals = tools.tools
+        assert [t.name for t in tools] == ["mixed", "totals", "closed"]
+        mixed, totals, closed = tools.tools
         assert asyncio.run(mixed.invoke({})) == (
             "a chart:\n[image content not shown]\nthe notes\n[resource report: file:///report.pdf]")
         assert asyncio.run(totals.invoke({})) == '{"total": 42}'
+        with pytest.raises(McpToolError, match="odd refused the call of 'closed': the counter is closed today"):
+            asyncio.run(closed.invoke({}))
     (skipped,) = [e for e in logs if e["event"] == "mcp.tool_skipped"]
     assert skipped["tool"] == "broken" and "not valid JSON Schema" in skipped["reason"]
