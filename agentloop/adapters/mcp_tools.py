@@ -12,7 +12,7 @@ capture apply as to any tool.
 The MCP client session is bound to the event loop and task that opened it, while a turn
 may run on any loop (`run_turn_sync` starts a fresh one each turn). So the session lives on
 a loop thread of its own for as long as the toolset is open, and a call from any loop or
-thread is handed to it there (docs/adr/0011-mcp-sessions-on-their-own-loop-thread.md).
+thread is handed to it there (docs/adr/0015-mcp-sessions-on-their-own-loop-thread.md).
 """
 
 from __future__ import annotations
