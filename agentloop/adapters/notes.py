@@ -7,7 +7,8 @@ import os
 import random
 
 from agentloop.adapters.notifier import LogNotifier
-from agentloop.adapters.stores import Stores, open_stores
+from agentloop.adapters.stores import open_stores
+from agentloop.ports.stores import Stores
 from agentloop.notes import (
     CaptureSettings,
     DistillationSettings,

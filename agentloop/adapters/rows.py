@@ -26,6 +26,14 @@ from agentloop.scopes import Scope
 
 _json = json.JSONEncoder(default=str).encode
 
+SCOPE_COLUMNS = ("scope_company", "scope_org", "scope_team", "scope_project", "scope_user", "scope_session")
+"""The columns a row keeps its `Scope` in, in the stores that spread it (history, memory, RAG)."""
+
+
+def scope_values(scope: Scope) -> tuple[str | None, ...]:
+    """The column values of `scope`, in `SCOPE_COLUMNS` order."""
+    return (scope.company_id, scope.org_id, scope.team_id, scope.project_id, scope.user_id, scope.session_id)
+
 
 def _parsed(value: Any) -> Any:
     return json.loads(value) if isinstance(value, str | bytes) else value

@@ -9,12 +9,12 @@ from pathlib import Path
 
 from agentloop.adapters.sqlite import closing_on_error, connect
 from agentloop.adapters.sqlite_schema import Schema, Step, migrate
+from agentloop.adapters.rows import scope_values
 from agentloop.adapters.sqlite_scopes import (
     SCOPE_COLUMNS_DDL,
     SCOPE_COLUMNS_SQL,
     SCOPE_MATCH,
     scope_columns_step,
-    scope_values,
     scoped_version,
 )
 from agentloop.ports.stores import MemoryEntry

@@ -16,12 +16,12 @@ import numpy as np
 from agentloop.adapters.hnsw_index import HnswVectorIndex
 from agentloop.adapters.sqlite import closing_on_error, connect, data_version, index_missing, transaction
 from agentloop.adapters.sqlite_schema import Schema, Step, migrate
+from agentloop.adapters.rows import scope_values
 from agentloop.adapters.sqlite_scopes import (
     SCOPE_COLUMNS_DDL,
     SCOPE_COLUMNS_SQL,
     SCOPE_MATCH,
     scope_columns_step,
-    scope_values,
     scoped_version,
 )
 from agentloop.ports.stores import RagHit

@@ -14,21 +14,16 @@ from collections.abc import Callable, Sequence
 
 import structlog
 
+from agentloop.adapters.rows import SCOPE_COLUMNS, scope_values
 from agentloop.adapters.sqlite_schema import Step, columns, rebuild
 from agentloop.scopes import Scope
 
-SCOPE_COLUMNS = ("scope_company", "scope_org", "scope_team", "scope_project", "scope_user", "scope_session")
 SCOPE_COLUMNS_SQL = ", ".join(SCOPE_COLUMNS)
 SCOPE_COLUMNS_DDL = ", ".join(f"{column} TEXT" for column in SCOPE_COLUMNS)
 SCOPE_MATCH = " AND ".join(f"{column} IS ?" for column in SCOPE_COLUMNS)
 """A WHERE clause true exactly for rows of the scope given by `scope_values` (`IS` matches NULL)."""
 
 _log = structlog.get_logger("agentloop.stores")
-
-
-def scope_values(scope: Scope) -> tuple[str | None, ...]:
-    """The column values of `scope`, in `SCOPE_COLUMNS` order."""
-    return (scope.company_id, scope.org_id, scope.team_id, scope.project_id, scope.user_id, scope.session_id)
 
 
 def release_0_1_scope(text: str) -> Scope:

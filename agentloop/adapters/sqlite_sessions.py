@@ -15,7 +15,8 @@ from pathlib import Path
 
 from agentloop.adapters.sqlite import closing_on_error, connect, transaction
 from agentloop.adapters.sqlite_schema import Schema, Step, migrate, rebuild
-from agentloop.adapters.sqlite_scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQL, SCOPE_MATCH, scope_values, scoped_version
+from agentloop.adapters.rows import scope_values
+from agentloop.adapters.sqlite_scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQL, SCOPE_MATCH, scoped_version
 from agentloop.messages import ChatMessage, Role, ToolCall
 from agentloop.outcome import converter
 from agentloop.scopes import Scope, sees_unchained_history

@@ -14,7 +14,7 @@ from agentloop.adapters.sqlite import closing_on_error, connect, transaction
 from agentloop.adapters.sqlite_schema import Schema, Step, add_missing_columns, has_table, migrate
 from agentloop.components import ToolExecution
 from agentloop.errors import ExecutionRefusedError
-from agentloop.notes.capture import quarantine_record
+from agentloop.notes.capture import cut_quarantine_record, quarantine_record
 from agentloop.notes.models import Trajectory
 from agentloop.scopes import Scope
 
@@ -91,10 +91,6 @@ def _execution(row: sqlite3.Row) -> ToolExecution:
     return rows.structure(dict(row), ToolExecution)
 
 
-_QUARANTINE_KEEP = 65_536
-"""How much of a quarantined execution's JSON is kept when the whole is too large to store."""
-
-
 class SqliteTrajectoryStore:
     """Tool executions and distilled-trajectory hashes; the schema is made on first use.
 
@@ -144,8 +140,7 @@ class SqliteTrajectoryStore:
         try:
             self._keep(record)
         except sqlite3.DataError:  # too large for the store: keep its start, marked as cut
-            kept = record["execution"]
-            self._keep({**record, "execution": f"{kept[:_QUARANTINE_KEEP]}...[cut: {len(kept):,} characters]"})
+            self._keep(cut_quarantine_record(record))
 
     def _keep(self, record: dict[str, str]) -> None:
         with self._lock:

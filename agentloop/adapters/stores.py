@@ -4,12 +4,8 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
-from types import TracebackType
-
-import attrs
 
 from agentloop.adapters.attempt_notes_files import FileAttemptNotes
 from agentloop.adapters.hashing_embedder import HashingEmbedder
@@ -30,63 +26,21 @@ from agentloop.adapters.sqlite_tasks import SqliteTaskStore
 from agentloop.adapters.sqlite_trajectories import SqliteTrajectoryStore
 from agentloop.errors import StoreUrlError
 from agentloop.names import check_bot_name
-from agentloop.ports import (
-    AttemptNotesStore,
-    Embedder,
-    KnowledgeRepository,
-    MemoryStore,
-    RagStore,
-    SessionStore,
-    TaskStore,
-    TrajectoryStore,
-)
+from agentloop.ports import Embedder
+from agentloop.ports.stores import Stores
 
 DEFAULT_STORES_URL = "sqlite:///./agentloop-data"
 """Where a bot keeps its stores unless told: the directory `./agentloop-data`."""
 
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
 _PASSWORD = re.compile(r"(//[^/:@]*):[^/@]*@")
-_FIX = "give sqlite:///DIR (a relative DIR, or sqlite:////abs/dir) or a directory path"
+_FIX = "give sqlite:///DIR (a relative DIR, or sqlite:////abs/dir), a directory path or postgresql://USER:PASSWORD@HOST/DATABASE"
+_POSTGRES_SCHEMES = ("postgresql", "postgres")
 
 
-@attrs.define(eq=False)
-class Stores:
-    """The stores of one bot, each typed as its port, and how to close them all.
-
-    The stores' calls are coroutines (await them); opening and closing are not, so a
-    `with` block or `close()` works inside or outside an event loop.
-    Close with `close()` or `with`; closing twice does nothing.
-    """
-
-    url: str
-    bot: str
-    embedder: Embedder
-    sessions: SessionStore
-    memory: MemoryStore
-    rag: RagStore
-    knowledge: KnowledgeRepository
-    trajectories: TrajectoryStore
-    tasks: TaskStore
-    attempt_notes: AttemptNotesStore
-    _closers: tuple[Callable[[], None], ...] = ()
-    _closed: bool = attrs.field(default=False, init=False)
-
-    def close(self) -> None:
-        """Close every store, last opened first (saving the indexes), even if closing one fails."""
-        if self._closed:
-            return
-        self._closed = True
-        with ExitStack() as closing:
-            for close in self._closers:
-                closing.callback(close)
-
-    def __enter__(self) -> Stores:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
+def shown_url(url: str) -> str:
+    """`url` with its password, if any, replaced by `***` (for messages and logs)."""
+    return _PASSWORD.sub(r"\1:***@", url)
 
 
 def open_stores(
@@ -104,8 +58,14 @@ def open_stores(
     `embedder` (default `HashingEmbedder()`) embeds RAG texts and notes. A URL no backend
     can open is a `StoreUrlError`, as is a bot with no stores there yet when `create` is
     false. If a store fails to open, those opened are closed.
+
+    `postgresql://...` (or `postgres://`): the PostgreSQL backend (the `postgres` extra),
+    every store in the schema `agentloop_<bot>` of that database.
     """
     check_bot_name(bot)
+    scheme = _SCHEME.match(os.fspath(url))
+    if scheme is not None and scheme.group(1).lower() in _POSTGRES_SCHEMES:
+        return _open_postgres(os.fspath(url), bot, embedder or HashingEmbedder(), create)
     directory = _sqlite_directory(url, create)
     if not create and not (directory / f"{bot}.sqlite3").exists():
         raise StoreUrlError(os.fspath(url), f"the bot {bot!r} has no stores there yet", "run the bot first, or give its URL and name")
@@ -136,15 +96,25 @@ def open_stores(
     )
 
 
+def _open_postgres(url: str, bot: str, embedder: Embedder, create: bool) -> Stores:
+    """The PostgreSQL backend's stores, imported only now so the base install needs no driver."""
+    try:
+        from agentloop.adapters.postgres import open_postgres_stores
+    except ModuleNotFoundError as missing:
+        raise StoreUrlError(
+            shown_url(url), f"the PostgreSQL backend needs {missing.name}, which is not installed",
+            "pip install 'agentloop-ecs[postgres]'",
+        ) from None
+    return open_postgres_stores(url, bot=bot, embedder=embedder, create=create)
+
+
 def _sqlite_directory(url: str | os.PathLike[str], create: bool) -> Path:
     """The data directory `url` names, created if missing and `create`; StoreUrlError if it cannot be."""
     text = os.fspath(url)
-    shown = _PASSWORD.sub(r"\1:***@", text)
+    shown = shown_url(text)
     scheme = _SCHEME.match(text)
     if scheme is None:
         path = text
-    elif scheme.group(1).lower().startswith("postgres"):  # postgresql, postgres, postgresql+psycopg
-        raise StoreUrlError(shown, "PostgreSQL stores come with the PostgreSQL backend, which this release does not have", _FIX)
     elif scheme.group(1).lower() != "sqlite":
         raise StoreUrlError(shown, f"no backend opens {scheme.group(1)!r} URLs", _FIX)
     elif not text[scheme.end():].startswith("/") or len(text) == scheme.end() + 1:

@@ -71,6 +71,17 @@ def quarantine_record(execution: ToolExecution, reason: str) -> dict[str, str]:
     }
 
 
+QUARANTINE_KEEP = 65_536
+"""How much of a quarantined execution's JSON is kept when the whole is too large to store."""
+
+
+def cut_quarantine_record(record: dict[str, str]) -> dict[str, str]:
+    """`record` with its execution JSON cut to its first `QUARANTINE_KEEP` characters, marked
+    as cut: what a store keeps when the whole is more than it can hold."""
+    kept = record["execution"]
+    return {**record, "execution": f"{kept[:QUARANTINE_KEEP]}...[cut: {len(kept):,} characters]"}
+
+
 @attrs.frozen
 class CaptureSettings:
     """10 events or 5 s per batch; above 100 tool runs a minute in a session, successful

@@ -14,7 +14,11 @@ __all__ = ["LLM", "Channel", "Clock", "Embedder", "Metrics", "SystemClock", "Vec
 __all__ += ["KnowledgeRepository", "MaintainerNotifier", "TrajectoryStore"]
 __all__ += ["AttemptNotesStore", "TaskRecord", "TaskState", "TaskStore"]
 
-from agentloop.ports.stores import MemoryEntry, MemoryStore, RagHit, RagStore, SessionStore  # noqa: E402
+from agentloop.ports.stores import MemoryEntry, MemoryStore, RagHit, RagStore, SessionStore, Stores  # noqa: E402
 
-__all__ += ["MemoryEntry", "MemoryStore", "RagHit", "RagStore", "SessionStore"]
+__all__ += ["MemoryEntry", "MemoryStore", "RagHit", "RagStore", "SessionStore", "Stores"]
 __all__ += ["MessageStream", "StreamingChannel", "StreamingLLM"]
+
+from agentloop.ports.inbox import DeliveryLedger  # noqa: E402
+
+__all__ += ["DeliveryLedger"]

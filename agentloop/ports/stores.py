@@ -1,4 +1,5 @@
-"""The storage ports of a bot: session history, long-term memory and the RAG index.
+"""The storage ports of a bot (session history, long-term memory, the RAG index) and `Stores`,
+the bundle of every store of one bot that `open_stores` returns.
 
 Every call is a coroutine, so a backend that waits on disk or a network does so off the
 event loop that runs the turns. A bot's stores are called from several event loops, in
@@ -11,13 +12,20 @@ the scope it is asked for (`agentloop.scopes` says which scope a session uses).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from datetime import datetime
+from types import TracebackType
 from typing import Protocol, runtime_checkable
 
 import attrs
 
 from agentloop.messages import ChatMessage
+from agentloop.ports.attempt_notes import AttemptNotesStore
+from agentloop.ports.knowledge import KnowledgeRepository
+from agentloop.ports.tasks import TaskStore
+from agentloop.ports.trajectories import TrajectoryStore
+from agentloop.ports.vectors import Embedder
 from agentloop.scopes import Scope
 
 
@@ -91,3 +99,43 @@ class RagStore(Protocol):
     async def count(self) -> int:
         """How many texts are stored, in every scope."""
         ...
+
+
+@attrs.define(eq=False)
+class Stores:
+    """The stores of one bot, each typed as its port, and how to close them all.
+
+    The stores' calls are coroutines (await them); opening and closing are not, so a
+    `with` block or `close()` works inside or outside an event loop.
+    Close with `close()` or `with`; closing twice does nothing.
+    """
+
+    url: str
+    bot: str
+    embedder: Embedder
+    sessions: SessionStore
+    memory: MemoryStore
+    rag: RagStore
+    knowledge: KnowledgeRepository
+    trajectories: TrajectoryStore
+    tasks: TaskStore
+    attempt_notes: AttemptNotesStore
+    _closers: tuple[Callable[[], None], ...] = ()
+    _closed: bool = attrs.field(default=False, init=False)
+
+    def close(self) -> None:
+        """Close every store, last opened first (saving the indexes), even if closing one fails."""
+        if self._closed:
+            return
+        self._closed = True
+        with ExitStack() as closing:
+            for close in self._closers:
+                closing.callback(close)
+
+    def __enter__(self) -> Stores:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()

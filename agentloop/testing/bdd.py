@@ -76,7 +76,7 @@ import attrs
 import pytest
 from pytest_bdd import given, parsers, then, when
 
-from agentloop.adapters.stores import Stores
+from agentloop.ports.stores import Stores
 from agentloop.components import ToolExecutions
 from agentloop.context import AgentContext, IncomingMessage, Session
 from agentloop.errors import LlmCallError

@@ -17,7 +17,8 @@ from datetime import datetime
 import attrs
 import numpy as np
 
-from agentloop.adapters import HashingEmbedder, Stores
+from agentloop.adapters.hashing_embedder import HashingEmbedder
+from agentloop.ports import Stores
 from agentloop.components import ToolExecution
 from agentloop.errors import UnknownNoteError
 from agentloop.messages import ChatMessage

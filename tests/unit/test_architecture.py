@@ -98,6 +98,19 @@ def test_importing_systems_does_not_load_the_task_subsystem() -> None:
     assert result.stdout.strip() == "[]"
 
 
+def test_the_conformance_suite_and_the_stores_bundle_load_no_backend() -> None:
+    """A backend's tests import the suite and `Stores` without loading SQLite's or PostgreSQL's adapters."""
+    code = (
+        "import sys, agentloop.testing.stores, agentloop.ports; "
+        "print(sorted(m for m in sys.modules if m.startswith(('agentloop.adapters.sqlite', 'agentloop.adapters.postgres', 'hnswlib'))))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True, text=True, check=True, timeout=120,
+    )
+    assert result.stdout.strip() == "[]"
+
+
 LIFECYCLE_RULES = {"agentloop.notes.lifecycle", "agentloop.tasks.lifecycle"}
 """Where the note and task lifecycles are decided; a backend only compares and sets."""
 

@@ -20,6 +20,7 @@ from agentloop.adapters import open_note_taking
 from agentloop.cli import main
 from agentloop.notes import DistillationSettings, LayerIds, NoteTaking
 from agentloop.testing import RecordingChannel, ScriptedLLM
+from postgres_server import PostgresServer
 from systems import StandardOptions, StandardPipeline, add_note_taking, standard_pipeline
 
 MARKERS = ("mkalpha", "mkbravo", "mkcharlie")
@@ -94,7 +95,7 @@ def lookup(topic: str) -> str:
 
 @contextmanager
 def open_company(
-    data_dir: Path, company: str, script: Sequence[LlmReply | str]
+    data_dir: Path | str, company: str, script: Sequence[LlmReply | str]
 ) -> Iterator[tuple[StandardPipeline, NoteTaking]]:
     """The standard bot with note-taking for one company (the deployment), on shared files."""
     with ExitStack() as stack:
@@ -113,7 +114,7 @@ def open_company(
         yield pipeline, note_taking
 
 
-def write(data_dir: Path, company: str, tenants: Sequence[Tenant]) -> None:
+def write(data_dir: Path | str, company: str, tenants: Sequence[Tenant]) -> None:
     """Each tenant answers in its session, then runs a tool in a session of its own whose
     trajectory is distilled into a note."""
     script: list[LlmReply | str] = []
@@ -129,7 +130,7 @@ def write(data_dir: Path, company: str, tenants: Sequence[Tenant]) -> None:
             asyncio.run(note_taking.end_session(noted, success=True))
 
 
-def ask(data_dir: Path, company: str, tenants: Sequence[Tenant]) -> dict[str, tuple[PromptContext, PromptContext]]:
+def ask(data_dir: Path | str, company: str, tenants: Sequence[Tenant]) -> dict[str, tuple[PromptContext, PromptContext]]:
     """Each tenant asks again in its own session and in a later one; the prompts it got."""
     script = [f"Noted, {t.marker}." for t in tenants for _ in range(2)]
     prompts: dict[str, tuple[PromptContext, PromptContext]] = {}
@@ -152,15 +153,16 @@ def prompt_markers(prompt: PromptContext, source: str | None = None) -> set[str]
     return markers([s.body for s in prompt.sections if s.source == source])
 
 
-def notes_listed(data_dir: Path, t: Tenant, *command: str) -> set[str]:
+def notes_listed(data_dir: Path | str, t: Tenant, *command: str) -> set[str]:
     out = io.StringIO()
     named = (("--company", t.company), ("--org", t.org), ("--team", t.team), ("--project", t.project))
     chain = [part for flag, value in named if value is not None for part in (flag, value)]
-    assert main(["notes", *command, "--data-dir", str(data_dir), *chain], out) == 0
+    where = ["--data-dir", str(data_dir)] if isinstance(data_dir, Path) else ["--stores", data_dir]
+    assert main(["notes", *command, *where, *chain], out) == 0
     return markers([out.getvalue()])
 
 
-def check(data_dir: Path, tenants: Sequence[Tenant]) -> None:
+def check(data_dir: Path | str, tenants: Sequence[Tenant]) -> None:
     by_company: dict[str, list[Tenant]] = {}
     for t in tenants:
         by_company.setdefault(t.company, []).append(t)
@@ -234,3 +236,23 @@ def test_no_tenant_sees_another_chains_text_and_each_sees_its_own(chosen: list[t
     ]
     with tempfile.TemporaryDirectory(prefix="agentloop-tenants-") as data_dir:
         check(Path(data_dir), tenants)
+
+
+@settings(deadline=None, max_examples=4)
+@given(st.lists(chains, min_size=2, max_size=3, unique=True))
+@example(ONE_CHAIN_IN_TWO_COMPANIES)
+@example(PROJECT_UNDER_TWO_ORGS)
+def test_on_postgresql_no_tenant_sees_another_chains_text_and_each_sees_its_own(
+    postgres_server: PostgresServer, chosen: list[tuple[str | None, ...]]
+) -> None:
+    """I11 on the PostgreSQL backend, whose filters are in its SQL: the same tenants, the
+    same checks, each example in a database of its own."""
+    tenants = [
+        Tenant(company, org, team, project, user, session_id, marker)
+        for (company, org, team, project, user, session_id), marker in zip(chosen, MARKERS)
+    ]
+    url = postgres_server.new_database()
+    try:
+        check(url, tenants)
+    finally:
+        postgres_server.drop_database(url)

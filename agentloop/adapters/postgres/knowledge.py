@@ -1,0 +1,335 @@
+"""The PostgreSQL KnowledgeRepository: notes with their usage counters, retrievals,
+feedback and merge suggestions, searched through pgvector within the caller's chain."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Collection, Sequence
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import psycopg
+from psycopg.rows import dict_row
+
+from agentloop.adapters.postgres.database import Database, on_database
+from agentloop.adapters.postgres.nearest import nearest
+from agentloop.adapters.postgres.schema import Schema, Step
+from agentloop.adapters.postgres.scopes import SCOPE_COLUMNS_SQL, SCOPE_MARKS, columns_match, row_scope, scope_match
+from agentloop.adapters.rows import knowledge_item, knowledge_row
+from agentloop.adapters.rows import SCOPE_COLUMNS, scope_values
+from agentloop.errors import UnknownNoteError
+from agentloop.notes.models import KnowledgeItem, Layer, LayerIds, MergeSuggestion, NoteStatus, Retrieval
+from agentloop.ports.vectors import Vectors
+from agentloop.scopes import Scope
+
+_SESSION_DDL = ", ".join(f"{column} text" for column in SCOPE_COLUMNS)  # NULL throughout: no session
+SCHEMA = Schema(
+    "knowledge",
+    (
+        Step(
+            "notes in their owning chain, their retrievals and feedback by session chain, merge suggestions",
+            (
+                """CREATE TABLE knowledge_items (
+                    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                    type text NOT NULL,
+                    layer text NOT NULL,
+                    company_id text NOT NULL,
+                    org_id text,
+                    team_id text,
+                    project_id text,
+                    status text NOT NULL,
+                    title text NOT NULL,
+                    markdown text NOT NULL,
+                    embedding vector({dim}) NOT NULL,
+                    metadata text,
+                    retrieval_count integer NOT NULL DEFAULT 0,
+                    usefulness_score integer NOT NULL DEFAULT 0,
+                    reference_count integer NOT NULL DEFAULT 0,
+                    flagged_for_review boolean NOT NULL DEFAULT false,
+                    created_at timestamptz NOT NULL,
+                    updated_at timestamptz
+                )""",
+                "CREATE INDEX knowledge_items_by_owner ON knowledge_items (company_id, org_id, team_id, project_id, status)",
+                "CREATE INDEX knowledge_items_by_embedding ON knowledge_items USING hnsw (embedding vector_cosine_ops)",
+                f"""CREATE TABLE note_retrievals (
+                    seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                    note_id bigint NOT NULL REFERENCES knowledge_items (id),
+                    query text NOT NULL,
+                    {_SESSION_DDL},
+                    at timestamptz NOT NULL
+                )""",
+                "CREATE INDEX note_retrievals_by_note ON note_retrievals (note_id, seq)",
+                f"CREATE INDEX note_retrievals_by_session ON note_retrievals (scope_session, {SCOPE_COLUMNS_SQL})",
+                f"""CREATE TABLE note_feedback (
+                    note_id bigint NOT NULL REFERENCES knowledge_items (id),
+                    {_SESSION_DDL},
+                    at timestamptz NOT NULL
+                )""",
+                f"CREATE UNIQUE INDEX note_feedback_once ON note_feedback (note_id, {SCOPE_COLUMNS_SQL}) NULLS NOT DISTINCT",
+                """CREATE TABLE merge_suggestions (
+                    first_id bigint NOT NULL,
+                    second_id bigint NOT NULL,
+                    similarity double precision NOT NULL,
+                    created_at timestamptz NOT NULL,
+                    PRIMARY KEY (first_id, second_id)
+                )""",
+            ),
+        ),
+    ),
+)
+_COLUMNS = (
+    "id, type, layer, company_id, org_id, team_id, project_id, status, title, markdown, embedding, metadata, "
+    "retrieval_count, usefulness_score, reference_count, flagged_for_review, created_at, updated_at"
+)
+_BIGINT = range(-(2**63), 2**63)
+"""The ids a bigint holds; any other id names no note."""
+
+
+def _item(row: dict[str, Any]) -> KnowledgeItem:
+    return knowledge_item(row | {"embedding": row["embedding"].to_numpy().tobytes()})
+
+
+def _owner_match(owners: Collection[LayerIds]) -> tuple[str, list[str]]:
+    """A condition true for notes owned by one of `owners`, and its parameters."""
+    conditions, params = [], []
+    for ids in sorted(owners, key=lambda ids: ids.narrowest().depth):  # one SQL text per chain shape
+        where, values = columns_match(("company_id", "org_id", "team_id", "project_id"), _owner(ids))
+        conditions.append(f"({where})")
+        params += values
+    return " OR ".join(conditions), params
+
+
+def _owner(ids: LayerIds) -> tuple[str | None, ...]:
+    return (ids.company_id, ids.org_id, ids.team_id, ids.project_id)
+
+
+class PostgresKnowledgeRepository:
+    """Notes in PostgreSQL; every counter change is one UPDATE under a row lock, every
+    status change a compare-and-set, so workers on many machines can share them."""
+
+    def __init__(self, db: Database, dim: int) -> None:
+        self._db = db
+        self.dim = dim
+
+    @on_database
+    async def count(self) -> int:
+        async with self._db.pool.connection() as conn:
+            row = await (await conn.execute("SELECT count(*) FROM knowledge_items")).fetchone()
+        return 0 if row is None else int(row[0])
+
+    async def add(self, item: KnowledgeItem) -> KnowledgeItem:
+        (note_id,) = await self.add_many([item])
+        return await self.get(note_id)
+
+    @on_database
+    async def add_many(self, items: Sequence[KnowledgeItem]) -> list[int]:
+        values = []
+        for item in items:
+            if item.id is not None:
+                raise ValueError(f"item {item.id} is already stored; add() takes new items (id None)")
+            vector = np.ascontiguousarray(item.embedding, dtype=np.float32)
+            if vector.shape != (self.dim,):
+                raise ValueError(f"the embedding has shape {vector.shape}, but this repository holds dim {self.dim}")
+            row = knowledge_row(item) | {"embedding": vector, "flagged_for_review": item.flagged_for_review}
+            del row["id"]
+            values.append(row)
+        if not values:
+            return []
+        columns = list(values[0])
+        note_ids: list[int] = []
+        async with self._db.pool.connection() as conn, conn.transaction(), conn.cursor() as cursor:
+            await cursor.executemany(
+                f"INSERT INTO knowledge_items ({', '.join(columns)}) "
+                f"VALUES ({', '.join(f'%({column})s' for column in columns)}) RETURNING id",
+                values,
+                returning=True,
+            )
+            while True:
+                returned = await cursor.fetchone()
+                if returned is not None:
+                    note_ids.append(int(returned[0]))
+                if not cursor.nextset():
+                    break
+        return note_ids
+
+    @on_database
+    async def get(self, note_id: int) -> KnowledgeItem:
+        async with self._db.pool.connection() as conn:
+            return await _get(conn, note_id)
+
+    @on_database
+    async def items(self, statuses: Collection[NoteStatus] | None = None) -> list[KnowledgeItem]:
+        where, params = ("", ()) if statuses is None else (" WHERE status = ANY(%s)", ([s.value for s in statuses],))
+        async with self._db.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cursor:
+            await cursor.execute(f"SELECT {_COLUMNS} FROM knowledge_items{where} ORDER BY id", params)
+            return [_item(row) for row in await cursor.fetchall()]
+
+    @on_database
+    async def search(
+        self,
+        vector: Vectors,
+        k: int,
+        *,
+        caller: LayerIds,
+        layer: Layer,
+        statuses: Collection[NoteStatus],
+        min_similarity: float = 0.0,
+    ) -> list[tuple[KnowledgeItem, float]]:
+        owners = caller.visible_owners(layer)
+        query = np.ascontiguousarray(vector, dtype=np.float32).reshape(-1)
+        if k <= 0 or not owners or not statuses or not query.any():
+            return []
+        where, params = _owner_match(owners)
+        async with self._db.pool.connection() as conn:
+            rows = await nearest(
+                conn, "id", "knowledge_items", "embedding", f"({where}) AND status = ANY(%s)",
+                (*params, [s.value for s in statuses]), query, k,
+            )
+            hits = [(int(id_), float(score)) for id_, score in rows if score >= min_similarity]
+            items = await _many(conn, [id_ for id_, _ in hits])
+        return [(items[id_], score) for id_, score in hits]
+
+    @on_database
+    async def record_retrievals(
+        self, note_ids: Sequence[int], query: str, session: Scope | None, at: datetime
+    ) -> list[KnowledgeItem]:
+        if not note_ids:
+            return []
+        chain = (None,) * 6 if session is None else scope_values(session)
+        async with self._db.pool.connection() as conn, conn.transaction():
+            await _bump(conn, Counter(note_ids), "retrieval_count", at)
+            async with conn.cursor() as cursor:
+                await cursor.executemany(
+                    f"INSERT INTO note_retrievals (note_id, query, {SCOPE_COLUMNS_SQL}, at) VALUES (%s, %s, {SCOPE_MARKS}, %s)",
+                    [(note_id, query, *chain, at) for note_id in note_ids],
+                )
+            items = await _many(conn, note_ids)
+        return [items[note_id] for note_id in note_ids]
+
+    @on_database
+    async def retrievals(self, note_id: int) -> list[Retrieval]:
+        async with self._db.pool.connection() as conn:
+            await _require(conn, [note_id])
+            rows: list[tuple[Any, ...]] = await (
+                await conn.execute(
+                    f"SELECT note_id, query, at, {SCOPE_COLUMNS_SQL} FROM note_retrievals WHERE note_id = %s ORDER BY seq",
+                    (note_id,),
+                )
+            ).fetchall()
+        return [
+            Retrieval(id_, query, chain[5], at, None if chain[0] is None else row_scope(chain))
+            for id_, query, at, *chain in rows
+        ]
+
+    @on_database
+    async def credit_session(self, session: Scope, at: datetime) -> list[KnowledgeItem]:
+        if session.session_id is None:
+            raise ValueError(f"feedback is given on a session, and {session!r} names none; pass its history_scope")
+        where, params = scope_match(session)
+        async with self._db.pool.connection() as conn, conn.transaction():
+            rows: list[tuple[Any, ...]] = await (
+                await conn.execute(
+                    f"INSERT INTO note_feedback (note_id, {SCOPE_COLUMNS_SQL}, at) "
+                    f"SELECT DISTINCT note_id, {SCOPE_MARKS}, %s::timestamptz FROM note_retrievals WHERE {where} "
+                    "ON CONFLICT DO NOTHING RETURNING note_id",
+                    (*scope_values(session), at, *params),
+                )
+            ).fetchall()
+            note_ids = sorted(int(note_id) for (note_id,) in rows)
+            await _bump(conn, Counter(note_ids), "usefulness_score", at)
+            items = await _many(conn, note_ids)
+        return [items[note_id] for note_id in note_ids]
+
+    @on_database
+    async def add_reference(self, note_id: int, at: datetime) -> KnowledgeItem:
+        async with self._db.pool.connection() as conn, conn.transaction():
+            await _bump(conn, Counter([note_id]), "reference_count", at)
+            return await _get(conn, note_id)
+
+    @on_database
+    async def set_flag(self, note_id: int, flagged: bool, at: datetime) -> KnowledgeItem:
+        async with self._db.pool.connection() as conn:
+            await _require(conn, [note_id])
+            await conn.execute(
+                "UPDATE knowledge_items SET flagged_for_review = %s, updated_at = %s WHERE id = %s", (flagged, at, note_id)
+            )
+            return await _get(conn, note_id)
+
+    @on_database
+    async def set_status(
+        self, note_id: int, expected: NoteStatus, target: NoteStatus, at: datetime
+    ) -> KnowledgeItem | None:
+        async with self._db.pool.connection() as conn:
+            await _require(conn, [note_id])
+            async with conn.cursor(row_factory=dict_row) as cursor:
+                await cursor.execute(
+                    f"UPDATE knowledge_items SET status = %s, updated_at = %s WHERE id = %s AND status = %s RETURNING {_COLUMNS}",
+                    (target.value, at, note_id, expected.value),
+                )
+                row = await cursor.fetchone()
+        return None if row is None else _item(row)
+
+    @on_database
+    async def add_merge_suggestion(self, suggestion: MergeSuggestion) -> bool:
+        async with self._db.pool.connection() as conn:
+            cursor = await conn.execute(
+                "INSERT INTO merge_suggestions (first_id, second_id, similarity, created_at) VALUES (%s, %s, %s, %s) "
+                "ON CONFLICT DO NOTHING",
+                (suggestion.first_id, suggestion.second_id, suggestion.similarity, suggestion.created_at),
+            )
+            return cursor.rowcount == 1
+
+    @on_database
+    async def merge_suggestions(self) -> list[MergeSuggestion]:
+        async with self._db.pool.connection() as conn:
+            rows: list[tuple[Any, ...]] = await (
+                await conn.execute(
+                    "SELECT first_id, second_id, similarity, created_at FROM merge_suggestions ORDER BY created_at, first_id"
+                )
+            ).fetchall()
+        return [MergeSuggestion(*row) for row in rows]
+
+
+async def _get(conn: psycopg.AsyncConnection[Any], note_id: int) -> KnowledgeItem:
+    items = await _many(conn, [note_id])
+    if note_id not in items:
+        raise UnknownNoteError(note_id)
+    return items[note_id]
+
+
+async def _many(conn: psycopg.AsyncConnection[Any], note_ids: Sequence[int]) -> dict[int, KnowledgeItem]:
+    """The stored notes among `note_ids`, by id."""
+    ids = [note_id for note_id in note_ids if note_id in _BIGINT]
+    if not ids:
+        return {}
+    async with conn.cursor(row_factory=dict_row) as cursor:
+        await cursor.execute(f"SELECT {_COLUMNS} FROM knowledge_items WHERE id = ANY(%s)", (ids,))
+        return {row["id"]: _item(row) for row in await cursor.fetchall()}
+
+
+async def _require(conn: psycopg.AsyncConnection[Any], note_ids: Sequence[int]) -> None:
+    """UnknownNoteError for the first of `note_ids` that names no note."""
+    ids = [note_id for note_id in note_ids if note_id in _BIGINT]
+    rows = await (await conn.execute("SELECT id FROM knowledge_items WHERE id = ANY(%s)", (ids,))).fetchall()
+    known = {row[0] for row in rows}
+    for note_id in note_ids:
+        if note_id not in known:
+            raise UnknownNoteError(note_id)
+
+
+async def _bump(conn: psycopg.AsyncConnection[Any], counts: Counter[int], column: str, at: datetime) -> None:
+    """Add `counts[id]` to `column` of each note, locking the rows in id order first so
+    two writers bumping the same notes never deadlock (inside the caller's transaction).
+    The lock is the one an UPDATE takes, which lets rows that refer to the notes (retrievals,
+    feedback) be inserted meanwhile."""
+    ids = sorted(counts)
+    if not ids:
+        return
+    await _require(conn, ids)
+    await conn.execute("SELECT id FROM knowledge_items WHERE id = ANY(%s) ORDER BY id FOR NO KEY UPDATE", (ids,))
+    async with conn.cursor() as cursor:
+        await cursor.executemany(
+            f"UPDATE knowledge_items SET {column} = {column} + %s, updated_at = %s WHERE id = %s",
+            [(counts[note_id], at, note_id) for note_id in ids],
+        )

@@ -1,0 +1,102 @@
+"""The PostgreSQL RagStore: texts and their vectors in one table, searched through a
+pgvector HNSW index with the scope filter inside the query."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from typing import Any
+
+from agentloop.adapters.postgres.database import Database, on_database
+from agentloop.adapters.postgres.nearest import nearest
+from agentloop.adapters.postgres.schema import Schema, Step
+from agentloop.adapters.postgres.scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQL, SCOPE_MARKS, scope_match
+from agentloop.adapters.postgres.text import loaded, stored
+from agentloop.adapters.rows import scope_values
+from agentloop.ports.stores import RagHit
+from agentloop.ports.vectors import Embedder
+from agentloop.scopes import Scope
+
+SCHEMA = Schema(
+    "rag",
+    (
+        Step(
+            "texts in their scope, unique per scope, with an HNSW index of their vectors",
+            (
+                f"""CREATE TABLE rag_documents (
+                    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                    {SCOPE_COLUMNS_DDL},
+                    session_id text,
+                    text text NOT NULL,
+                    digest text NOT NULL,
+                    vector vector({{dim}}) NOT NULL,
+                    created_at timestamptz NOT NULL DEFAULT now()
+                )""",
+                f"CREATE UNIQUE INDEX rag_documents_by_scope ON rag_documents ({SCOPE_COLUMNS_SQL}, digest) NULLS NOT DISTINCT",
+                "CREATE INDEX rag_documents_by_vector ON rag_documents USING hnsw (vector vector_cosine_ops)",
+            ),
+        ),
+    ),
+)
+
+
+class PostgresRagStore:
+    """Scoped similarity search over stored texts; a text already stored in its scope is
+    not stored twice (`add` returns its id), even when two writers add it at once.
+
+    Embedding runs on a worker thread, so a slow embedder holds up no other store call.
+    """
+
+    def __init__(self, db: Database, embedder: Embedder) -> None:
+        self._db = db
+        self._embedder = embedder
+
+    @on_database
+    async def add(self, scope: Scope, text: str, *, session_id: str | None = None) -> int:
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        vector = (await asyncio.to_thread(self._embedder.embed, [text]))[0]
+        chain = scope_values(scope)
+        async with self._db.pool.connection() as conn:
+            row = await (
+                await conn.execute(
+                    f"INSERT INTO rag_documents ({SCOPE_COLUMNS_SQL}, session_id, text, digest, vector) "
+                    f"VALUES ({SCOPE_MARKS}, %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING id",
+                    (*chain, session_id, stored(text), digest, vector),
+                )
+            ).fetchone()
+            if row is None:
+                where, params = scope_match(scope)
+                row = await (
+                    await conn.execute(f"SELECT id FROM rag_documents WHERE {where} AND digest = %s", (*params, digest))
+                ).fetchone()
+        if row is None:  # cannot happen: texts are never deleted
+            raise LookupError(f"the text conflicting with {digest} in {scope} is gone")
+        return int(row[0])
+
+    @on_database
+    async def search(self, scope: Scope, query: str, k: int) -> list[RagHit]:
+        if k <= 0:
+            return []
+        vector = (await asyncio.to_thread(self._embedder.embed, [query]))[0]
+        if not vector.any():
+            return []
+        where, params = scope_match(scope)
+        async with self._db.pool.connection() as conn:
+            rows = await nearest(conn, "id, text", "rag_documents", "vector", where, params, vector, k)
+        return [RagHit(int(id_), loaded(text), float(score), scope) for id_, text, score in rows]
+
+    @on_database
+    async def count(self) -> int:
+        async with self._db.pool.connection() as conn:
+            row = await (await conn.execute("SELECT count(*) FROM rag_documents")).fetchone()
+        return 0 if row is None else int(row[0])
+
+    @on_database
+    async def texts(self, scope: Scope) -> list[str]:
+        """Every text stored in `scope`, oldest first."""
+        where, params = scope_match(scope)
+        async with self._db.pool.connection() as conn:
+            rows: list[tuple[Any, ...]] = await (
+                await conn.execute(f"SELECT text FROM rag_documents WHERE {where} ORDER BY id", params)
+            ).fetchall()
+        return [loaded(text) for (text,) in rows]
