@@ -290,9 +290,6 @@ class McpToolset:
     def __iter__(self) -> Iterator[McpTool]:
         return iter(self.tools)
 
-    def __len__(self) -> int:
-        return len(self.tools)
-
     def close(self) -> None:
         """End the session; a stdio server's process exits. A call after this raises `McpServerError`."""
         self._connection.close()
@@ -308,14 +305,6 @@ class McpToolset:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> None:
         self.close()
-
-    async def __aenter__(self) -> McpToolset:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
-    ) -> None:
-        await self.aclose()
 
 
 class McpOpening:

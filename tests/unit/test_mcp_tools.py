@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import socket
 import sys
@@ -144,6 +145,18 @@ def test_a_tool_that_does_not_answer_in_time_is_a_tool_failure_and_the_session_g
         "Oslo: sunny for 1 day(s)"]
     assert [(f.component, f.kind) for f in ctx.failures] == [("radar", FailureKind.EXCEPTION)]
     assert took < 4
+
+
+def test_calls_from_several_threads_and_loops_at_once_each_get_their_own_answer(weather_url: str) -> None:
+    cities = [f"city{n}" for n in range(8)]
+    with mcp_tools_sync(url=weather_url) as tools, concurrent.futures.ThreadPoolExecutor(4) as pool:
+        forecast = tools.tools[0]
+
+        def ask(city: str) -> str:
+            return asyncio.run(forecast.invoke({"city": city}))
+
+        answers = list(pool.map(ask, cities))
+    assert answers == [f"{city}: sunny for 1 day(s)" for city in cities]
 
 
 def test_the_tool_policy_stops_an_mcp_tool_before_it_runs(weather_url: str, tmp_path: Path) -> None:
