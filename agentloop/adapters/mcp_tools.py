@@ -161,8 +161,8 @@ class _Connection:
         timeout = self.server.connect_timeout
         cause = f"no answer within {timeout} s" if isinstance(exc, TimeoutError) else _describe(exc)
         return McpServerError(
-            f"could not open the MCP server {self.server.where}: {cause}; check that it runs and speaks MCP, "
-            f"or pass a larger connect_timeout= if it is slow to start"
+            f"could not open the MCP server {self.server.where}: {cause}; check that it runs and speaks MCP (over "
+            f"HTTP, that headers= carries what it asks for), or pass a larger connect_timeout= if it is slow to start"
         )
 
     async def call(self, name: str, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
@@ -382,6 +382,12 @@ def mcp_tools_sync(
     prefix: str = "",
 ) -> McpToolset:
     """`mcp_tools` for scripts that run turns with `run_turn_sync`: blocks until the tools are listed."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        raise RuntimeError("mcp_tools_sync was called inside a running event loop; await mcp_tools instead")
     opening = mcp_tools(
         stdio=stdio, url=url, env=env, cwd=cwd, headers=headers, timeout=timeout, connect_timeout=connect_timeout,
         prefix=prefix,

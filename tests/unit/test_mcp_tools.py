@@ -31,11 +31,21 @@ WEATHER_STDIO = [sys.executable, str(SERVERS), "weather"]
 
 
 @contextlib.contextmanager
-def serving_weather() -> Iterator[tuple[str, Callable[[], None]]]:
-    """The weather server over streamable HTTP, served by uvicorn on a loopback port, and what stops it."""
+def serving_weather(token: str | None = None) -> Iterator[tuple[str, Callable[[], None]]]:
+    """The weather server over streamable HTTP, served by uvicorn on a loopback port, and what stops it;
+    with a `token`, a request without `Authorization: Bearer <token>` gets HTTP 401."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(weather.streamable_http_app(), log_level="warning"))
+    app = weather.streamable_http_app()
+
+    async def guarded(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and token is not None and (b"authorization", f"Bearer {token}".encode()) not in scope["headers"]:
+            await send({"type": "http.response.start", "status": 401, "headers": [(b"content-type", b"text/plain")]})
+            await send({"type": "http.response.body", "body": b"who are you?"})
+            return
+        await app(scope, receive, send)
+
+    server = uvicorn.Server(uvicorn.Config(guarded, log_level="warning"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     while not server.started:
@@ -208,6 +218,22 @@ def test_a_server_that_cannot_be_started_or_reached_is_an_error_that_names_it() 
         port = closed.getsockname()[1]
     with pytest.raises(McpServerError, match=f"could not open the MCP server http://127.0.0.1:{port}/mcp: ConnectError"):
         mcp_tools_sync(url=f"http://127.0.0.1:{port}/mcp")
+
+
+def test_headers_go_with_every_request_to_an_http_server() -> None:
+    with serving_weather(token="s3cret") as (url, _):
+        with mcp_tools_sync(url=url, headers={"Authorization": "Bearer s3cret"}) as tools:
+            assert asyncio.run(tools.tools[0].invoke({"city": "Oslo"})) == "Oslo: sunny for 1 day(s)"
+        with pytest.raises(McpServerError, match=f"could not open the MCP server {url}: .* that headers= carries"):
+            mcp_tools_sync(url=url)
+
+
+def test_a_script_helper_called_inside_an_event_loop_says_to_await_instead() -> None:
+    async def main() -> None:
+        mcp_tools_sync(stdio=WEATHER_STDIO)
+
+    with pytest.raises(RuntimeError, match="inside a running event loop; await mcp_tools instead"):
+        asyncio.run(main())
 
 
 def test_a_server_that_goes_away_mid_session_is_a_tool_failure_that_says_so(tmp_path: Path) -> None:
