@@ -24,7 +24,7 @@ from typing import Any, TextIO
 import attrs
 import structlog
 
-from agentloop.adapters import ConsoleChannel, open_note_taking, open_stores
+from agentloop.adapters import ConsoleChannel, HashingEmbedder, open_note_taking, open_stores, reembed_stores
 from agentloop.context import IncomingMessage, Session
 from agentloop.scopes import DEFAULT_COMPANY
 from agentloop.errors import (
@@ -32,6 +32,7 @@ from agentloop.errors import (
     DemoCheckFailed,
     EndpointUnreachableError,
     InvalidTransition,
+    LlmCallError,
     StoreUrlError,
     TaskError,
     TemplateError,
@@ -44,7 +45,7 @@ from agentloop.loop import AgentLoop, PipelineDescription
 from agentloop.messages import LlmRequest, Role
 from agentloop.demo import run_demo
 from agentloop.notes import KnowledgeBase, KnowledgeItem, Layer, LayerIds, NoteStatus, NoteTaking
-from agentloop.ports import LLM, Channel, Clock
+from agentloop.ports import LLM, Channel, Clock, Embedder
 from agentloop.system import System
 from agentloop.tasks import Evaluator, TaskResult, TaskTrace, TaskTurn, TemplateRegistry, validate_path
 from agentloop.testing.llm import ScriptedLLM
@@ -386,6 +387,39 @@ async def _run_task(
         await close_llm(llm)
 
 
+def embedder_from_spec(spec: str, *, base_url: str) -> Embedder:
+    """The embedder a command-line SPEC names: `hashing[:DIM]`, `openai:MODEL` (at
+    `base_url`, key from the environment) or `st:DIR_OR_NAME` (a local sentence-transformers model)."""
+    kind, _, detail = spec.partition(":")
+    try:
+        if kind == "hashing":
+            return HashingEmbedder(int(detail)) if detail else HashingEmbedder()
+        if kind == "openai" and detail:
+            from agentloop.adapters.openai_embedder import OpenAIEmbedder
+
+            api_key = next((os.environ[name] for name in API_KEY_VARIABLES if os.environ.get(name)), None)
+            return OpenAIEmbedder(base_url, detail, api_key=api_key)
+        if kind == "st" and detail:
+            from agentloop.adapters.st_embedder import SentenceTransformerEmbedder
+
+            return SentenceTransformerEmbedder(detail)
+    except (ValueError, OSError, ImportError, LlmCallError) as error:
+        raise CliError(f"cannot make the embedder {spec!r}: {error}") from error
+    raise CliError(f"--embedder {spec!r} names no embedder; give hashing, hashing:DIM, openai:MODEL or st:MODEL_DIR")
+
+
+def _stores_reembed(args: argparse.Namespace, out: TextIO) -> int:
+    embedder = embedder_from_spec(args.embedder, base_url=args.base_url)
+    try:
+        done = reembed_stores(args.url, bot=args.bot, embedder=embedder, batch_size=args.batch_size)
+    except StoreUrlError as error:
+        raise CliError(str(error)) from error
+    except (OSError, ValueError, LlmCallError, sqlite3.Error) as error:
+        raise CliError(f"cannot re-embed the bot {args.bot!r} at {args.url}: {error}") from error
+    print(f"re-embedded {done.texts} text(s) and {done.notes} note(s) of the bot {args.bot!r} with {embedder.name!r}", file=out)
+    return 0
+
+
 def stores_url(args: argparse.Namespace) -> str:
     """Where the bot's stores are: `--stores URL`, else the SQLite data directory `--data-dir`."""
     return str(args.stores if args.stores is not None else args.data_dir)
@@ -542,6 +576,28 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--scripted", action="store_true", help="answer atomic tasks offline with a scripted echo, no model")
     run.add_argument("--trace", action="store_true", help="print what every task answered before the result")
     run.set_defaults(handler=_tasks_run)
+
+    stores = commands.add_parser("stores", help="maintain a bot's stores", epilog=EXIT_STATUS)
+    stores_commands = stores.add_subparsers(dest="stores_command", required=True, metavar="ACTION")
+    reembed = stores_commands.add_parser(
+        "reembed", help="embed every stored text and note again with another embedder",
+        description="Replace the vectors of every RAG text and note of the bot with those of EMBEDDER and record it, "
+        "so the stores open with it from now on (texts and notes are unchanged). Stop the bot first.",
+        epilog=EXIT_STATUS,
+    )
+    reembed.add_argument("url", metavar="URL", help="the bot's stores: sqlite:///DIR, a directory path or postgresql://...")
+    reembed.add_argument("--bot", default="bot", help="the bot's name (default: bot)")
+    reembed.add_argument(
+        "--embedder", default="hashing", metavar="SPEC",
+        help="hashing (the default, 384 dimensions), hashing:DIM, openai:MODEL (an embeddings endpoint at --base-url) "
+        "or st:MODEL_DIR (a local sentence-transformers model)",
+    )
+    reembed.add_argument(
+        "--base-url", default=os.environ.get("AGENTLOOP_BASE_URL", DEFAULT_BASE_URL), metavar="URL",
+        help=f"the OpenAI-compatible endpoint of openai:MODEL (default: $AGENTLOOP_BASE_URL or {DEFAULT_BASE_URL})",
+    )
+    reembed.add_argument("--batch-size", type=int, default=64, metavar="N", help="texts per embedding call (default: 64)")
+    reembed.set_defaults(handler=_stores_reembed)
     return parser
 
 

@@ -165,7 +165,7 @@ def test_a_failed_open_leaves_no_connection_behind(tmp_path: Path, connections: 
     asyncio.run(stores.rag.add(Scope(), "a text indexed at dim 64"))
     stores.close()
     connections.clear()
-    with pytest.raises(ValueError, match="dim 64 but the embedder makes dim 32"):
+    with pytest.raises(ValueError, match="was embedded by 'hashing-v1/64', but it is opened with the embedder 'hashing-v1/32'"):
         open_stores(tmp_path, embedder=HashingEmbedder(dim=32))
     assert_all_closed(connections, count=1)  # history and memory's file was open when the RAG store refused
 
