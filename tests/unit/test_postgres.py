@@ -29,6 +29,7 @@ from agentloop.messages import ChatMessage, Role
 from agentloop.notes import RETRIEVABLE, KnowledgeItem, Layer, LayerIds, NoteStatus, NoteType, quarantine_record
 from agentloop.scopes import Scope
 from agentloop.testing.notes import make_execution
+from test_stores import check_reembedding  # the same checks as on SQLite
 
 ROOT = Path(__file__).resolve().parents[2]
 AT = datetime(2026, 1, 1, tzinfo=UTC)
@@ -134,6 +135,10 @@ def test_stores_still_empty_take_the_first_embedder_whatever_their_dimension(pos
     with open_bot(postgres_url, dim=32) as stores:
         asyncio.run(stores.rag.add(ADA, "The shop opens at nine"))
         assert [hit.text for hit in asyncio.run(stores.rag.search(ADA, "shop", 1))] == ["The shop opens at nine"]
+
+
+def test_reembedding_moves_the_stores_to_another_embedder_and_dimension(postgres_url: str) -> None:
+    check_reembedding(postgres_url)
 
 
 def test_bots_sharing_a_database_each_see_only_their_own_rows(postgres_url: str) -> None:
