@@ -1,6 +1,7 @@
 """agentloop: bots as an ordered pipeline of typed systems over one turn context."""
 
 from agentloop.components import (
+    InboxTurn,
     LlmError,
     LlmResponse,
     PlanProposal,
@@ -49,6 +50,7 @@ __all__ = [
     "FailureSource",
     "FinishReason",
     "IncomingMessage",
+    "InboxTurn",
     "LlmCallError",
     "LlmError",
     "LlmResponse",

@@ -19,20 +19,23 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 import attrs
 import structlog
 
 from agentloop.adapters import ConsoleChannel, HashingEmbedder, open_note_taking, open_stores, reembed_stores
+from agentloop.adapters.stores import shown_url
 from agentloop.context import IncomingMessage, Session
 from agentloop.scopes import DEFAULT_COMPANY
 from agentloop.errors import (
     ContextManagementWarning,
     DemoCheckFailed,
+    EmbedderMismatchError,
     EndpointUnreachableError,
     InvalidTransition,
     LlmCallError,
+    NewerSchemaError,
     StoreUrlError,
     TaskError,
     TemplateError,
@@ -101,14 +104,9 @@ def open_bot(
         yield Bot(pipeline, pipeline.build(inputs=inputs), note_taking)
 
 
-def describe_pipeline(target: str) -> PipelineDescription:
-    """Import `module:factory`, build the pipeline it describes and describe it.
-
-    The factory is called with no arguments and may return an AgentLoop, a sequence of
-    systems, or a builder with a `build()` method (closed afterwards if it has
-    `close()`, as a `StandardPipeline` does). Modules in the current directory are
-    found, as with `python -m`. Any error the factory raises is one CliError line.
-    """
+def load_factory(target: str) -> Callable[..., Any]:
+    """Import the callable `factory` of `module:factory`; modules in the current directory
+    are found, as with `python -m`. A target that names nothing callable is a CliError."""
     module_name, _, attribute = target.partition(":")
     if not module_name or not attribute:
         raise CliError(f"expected MODULE:FACTORY, got {target!r}")
@@ -121,9 +119,21 @@ def describe_pipeline(target: str) -> PipelineDescription:
     factory = getattr(module, attribute, None)
     if not callable(factory):
         raise CliError(f"{module_name!r} has no callable {attribute!r}")
+    return cast(Callable[..., Any], factory)
+
+
+@contextmanager
+def built_pipeline(target: str, *args: Any) -> Iterator[AgentLoop]:
+    """The AgentLoop that `module:factory` builds when called with `args`.
+
+    The factory may return an AgentLoop, a sequence of systems, or a builder with a
+    `build()` method (closed on exit if it has `close()`, as a `StandardPipeline` does).
+    Any error the factory raises is one CliError line.
+    """
+    factory = load_factory(target)
     with ExitStack() as stack:
         try:
-            built = factory()
+            built = factory(*args)
             if callable(getattr(built, "close", None)):
                 stack.callback(built.close)
             if callable(getattr(built, "build", None)):
@@ -132,9 +142,17 @@ def describe_pipeline(target: str) -> PipelineDescription:
                 built = AgentLoop(built)
         except Exception as error:
             raise CliError(f"{target} does not build: {error}") from error
-        if isinstance(built, AgentLoop):
-            return built.describe()
-    raise CliError(f"{target} returned {type(built).__name__}; expected an AgentLoop, a list of systems or a builder")
+        if not isinstance(built, AgentLoop):
+            raise CliError(
+                f"{target} returned {type(built).__name__}; expected an AgentLoop, a list of systems or a builder"
+            )
+        yield built
+
+
+def describe_pipeline(target: str) -> PipelineDescription:
+    """Import `module:factory`, call it with no arguments and describe the pipeline it builds."""
+    with built_pipeline(target) as loop:
+        return loop.describe()
 
 
 def http_llm(base_url: str, model: str) -> LLM:
@@ -420,6 +438,74 @@ def _stores_reembed(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _workers() -> Any:
+    """The `agentloop.workers` package, which needs the postgres extra (procrastinate, psycopg)."""
+    try:
+        return importlib.import_module("agentloop.workers")
+    except ImportError as error:
+        raise CliError(f"the inbox and workers need PostgreSQL support: pip install 'agentloop-ecs[postgres]' ({error})") from error
+
+
+def _is_postgres(url: str) -> bool:
+    return url.startswith(("postgresql://", "postgres://"))
+
+
+def _worker(args: argparse.Namespace, out: TextIO) -> int:
+    stores = stores_url(args)
+    inbox_url = args.inbox or (stores if _is_postgres(stores) else None)
+    if inbox_url is None:
+        raise CliError("the inbox lives in PostgreSQL: give --inbox postgresql://USER@HOST/DB (it defaults to --stores when that is a postgresql URL)")
+    workers = _workers()
+    try:
+        settings = workers.WorkerSettings(
+            concurrency=args.concurrency, stall_timeout=args.stall_timeout, shutdown_grace=args.shutdown_grace
+        )
+    except ValueError as error:
+        raise CliError(f"bad worker setting: {error}") from error
+    try:
+        with open_stores(stores, bot=args.bot) as opened, built_pipeline(args.pipeline, opened) as loop:
+            asyncio.run(_work(workers, inbox_url, args.bot, loop, settings, shown_url(stores), out))
+    except StoreUrlError as error:
+        raise CliError(str(error)) from error
+    return 0
+
+
+async def _work(workers: Any, inbox_url: str, bot: str, loop: AgentLoop, settings: Any, stores: str, out: TextIO) -> None:
+    """Serve the inbox until SIGTERM or SIGINT; one status line when ready and one when stopped."""
+    try:
+        async with workers.open_inbox(inbox_url, bot=bot, pool_size=settings.concurrency + 4) as inbox:
+            print(
+                f"agentloop worker {os.getpid()}: bot {bot!r}, inbox {inbox.url}, stores {stores}, "
+                f"{settings.concurrency} turns at once; a lost worker's turns restart within "
+                f"{settings.recovery_bound:g}s; SIGTERM stops after the turns in flight",
+                file=out, flush=True,
+            )
+            await workers.run_worker(inbox, loop, settings)
+    except (workers.InboxUrlError, NewerSchemaError) as error:
+        raise CliError(str(error)) from error
+    print(f"agentloop worker {os.getpid()}: stopped", file=out, flush=True)
+
+
+def _stores_migrate(args: argparse.Namespace, out: TextIO) -> int:
+    shown = shown_url(args.url)
+    embedder = embedder_from_spec(args.embedder, base_url=args.base_url)
+    try:
+        open_stores(args.url, bot=args.bot, embedder=embedder).close()
+    except StoreUrlError as error:
+        raise CliError(str(error)) from error
+    except (NewerSchemaError, EmbedderMismatchError) as error:
+        raise CliError(str(error)) from error
+    print(f"stores of bot {args.bot!r} at {shown}: up to date", file=out)
+    if _is_postgres(args.url):
+        workers = _workers()
+        try:
+            asyncio.run(workers.migrate_inbox(args.url))
+        except (workers.InboxUrlError, NewerSchemaError) as error:
+            raise CliError(str(error)) from error
+        print(f"inbox at {shown}: up to date (schema version {workers.SCHEMA_VERSION})", file=out)
+    return 0
+
+
 def stores_url(args: argparse.Namespace) -> str:
     """Where the bot's stores are: `--stores URL`, else the SQLite data directory `--data-dir`."""
     return str(args.stores if args.stores is not None else args.data_dir)
@@ -465,6 +551,20 @@ MODEL_EPILOG = (
     "The API key is read from $AGENTLOOP_API_KEY, else $OPENAI_API_KEY (none is sent if both are unset). "
     "An endpoint that does not answer at all, or that lists its models without the one named, is reported before the first turn."
 )
+
+
+def _embedder_options() -> argparse.ArgumentParser:
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument(
+        "--embedder", default="hashing", metavar="SPEC",
+        help="the embedder: hashing (the default, 384 dimensions), hashing:DIM, openai:MODEL (an embeddings "
+        "endpoint at --base-url) or st:MODEL_DIR (a local sentence-transformers model)",
+    )
+    options.add_argument(
+        "--base-url", default=os.environ.get("AGENTLOOP_BASE_URL", DEFAULT_BASE_URL), metavar="URL",
+        help=f"the OpenAI-compatible endpoint of openai:MODEL (default: $AGENTLOOP_BASE_URL or {DEFAULT_BASE_URL})",
+    )
+    return options
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -577,27 +677,44 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--trace", action="store_true", help="print what every task answered before the result")
     run.set_defaults(handler=_tasks_run)
 
-    stores = commands.add_parser("stores", help="maintain a bot's stores", epilog=EXIT_STATUS)
+    stores = commands.add_parser("stores", help="manage a bot's stores", epilog=EXIT_STATUS)
     stores_commands = stores.add_subparsers(dest="stores_command", required=True, metavar="ACTION")
+    embedding = _embedder_options()
+    migrate = stores_commands.add_parser(
+        "migrate", parents=[embedding], help="bring a bot's stores (and a PostgreSQL inbox) to this release's schemas",
+        description="Open the stores of --bot at URL, migrating every schema that is older (a newer one is refused "
+        "and left unchanged), then close them. For a postgresql URL the inbox tables and procrastinate's schema "
+        "are created or migrated too. Opening a bot migrates it anyway; this runs it explicitly, before a deploy.",
+        epilog=EXIT_STATUS,
+    )
+    migrate.add_argument("url", metavar="URL", help="sqlite:///DIR, a directory, or postgresql://USER@HOST/DB")
+    migrate.add_argument("--bot", default="bot", help="the bot's name (default: bot)")
+    migrate.set_defaults(handler=_stores_migrate)
     reembed = stores_commands.add_parser(
-        "reembed", help="embed every stored text and note again with another embedder",
+        "reembed", parents=[embedding], help="embed every stored text and note again with another embedder",
         description="Replace the vectors of every RAG text and note of the bot with those of EMBEDDER and record it, "
         "so the stores open with it from now on (texts and notes are unchanged). Stop the bot first.",
         epilog=EXIT_STATUS,
     )
     reembed.add_argument("url", metavar="URL", help="the bot's stores: sqlite:///DIR, a directory path or postgresql://...")
     reembed.add_argument("--bot", default="bot", help="the bot's name (default: bot)")
-    reembed.add_argument(
-        "--embedder", default="hashing", metavar="SPEC",
-        help="hashing (the default, 384 dimensions), hashing:DIM, openai:MODEL (an embeddings endpoint at --base-url) "
-        "or st:MODEL_DIR (a local sentence-transformers model)",
-    )
-    reembed.add_argument(
-        "--base-url", default=os.environ.get("AGENTLOOP_BASE_URL", DEFAULT_BASE_URL), metavar="URL",
-        help=f"the OpenAI-compatible endpoint of openai:MODEL (default: $AGENTLOOP_BASE_URL or {DEFAULT_BASE_URL})",
-    )
     reembed.add_argument("--batch-size", type=int, default=64, metavar="N", help="texts per embedding call (default: 64)")
     reembed.set_defaults(handler=_stores_reembed)
+
+    worker = commands.add_parser(
+        "worker", parents=[data], help="run the turns of a bot's inbox, beside any number of other workers",
+        description="Take messages from the bot's durable inbox in PostgreSQL and run their turns through the "
+        "pipeline that MODULE:FACTORY builds (the factory is called with the opened Stores). Turns of one session "
+        "run one at a time in submission order across every worker; a worker that dies has its turns run again "
+        "by another. Prints one status line; SIGTERM or Ctrl-C stops it after the turns in flight.",
+        epilog=EXIT_STATUS,
+    )
+    worker.add_argument("--pipeline", required=True, metavar="MODULE:FACTORY", help="a factory taking the Stores and returning an AgentLoop, a list of systems or a builder")
+    worker.add_argument("--inbox", metavar="URL", help="the PostgreSQL database of the inbox (default: --stores, when that is a postgresql URL)")
+    worker.add_argument("--concurrency", type=int, default=4, metavar="N", help="turns of different sessions run at once (default: 4)")
+    worker.add_argument("--stall-timeout", type=float, default=30.0, metavar="SECONDS", help="a worker silent this long is taken for dead and its turns run again elsewhere (default: 30)")
+    worker.add_argument("--shutdown-grace", type=float, default=30.0, metavar="SECONDS", help="on SIGTERM, how long the turns in flight may take before they are handed back to the inbox (default: 30)")
+    worker.set_defaults(handler=_worker)
     return parser
 
 

@@ -17,6 +17,7 @@ from agentloop.scopes import DEFAULT_COMPANY
 
 if TYPE_CHECKING:
     from agentloop.context import AgentContext
+    from agentloop.ports.inbox import DeliveryLedger
 
 
 @attrs.frozen
@@ -159,3 +160,17 @@ class TurnPolicy:
 
 
 _CONVERSATION = TurnPolicy()
+
+
+@attrs.frozen
+class InboxTurn:
+    """A turn a worker runs for one message of a durable inbox; supplied as a turn input.
+
+    The message id keys the history append and the reply, so a turn run again after its
+    worker was lost writes its history once and sends its reply at most once; `attempt`
+    counts the runs of this message, 1 the first time.
+    """
+
+    message_id: str
+    attempt: int
+    deliveries: DeliveryLedger = attrs.field(eq=False, repr=False)

@@ -10,6 +10,7 @@ from agentloop import (
     DEFAULT_COMPANY,
     AgentContext,
     ChatMessage,
+    InboxTurn,
     SanitizedInput,
     System,
     TurnOutcome,
@@ -30,12 +31,14 @@ class MemoryPersistSystem(System):
     entry per answered turn. It sets `raw_history_written` on the outcome. A turn whose
     `TurnPolicy` has persist=False (a task step: its prompt is rebuilt from the task's
     own context each time, and it is not something the user said) is stored nowhere.
-    Rows are stored in the session's scopes within `company_id` (the deployment).
+    Rows are stored in the session's scopes within `company_id` (the deployment). A
+    worker's turn (`InboxTurn`) appends under its message id as the key, so a turn run
+    again after a lost worker writes its history once, and its memory entry with it.
     """
 
     order: ClassVar[int] = 70
     reads = (TurnOutcome, SanitizedInput)
-    optional_reads = (TurnPolicy,)
+    optional_reads = (TurnPolicy, InboxTurn)
     writes = (TurnOutcome,)
 
     def __init__(
@@ -56,13 +59,17 @@ class MemoryPersistSystem(System):
         outcome = ctx.require(TurnOutcome)
         user_text = turn_user_text(ctx)
         assistant_text = outcome.assistant_text
+        inbox = ctx.get(InboxTurn)
+        first_write = True
         if self.sessions is not None:
             messages = [ChatMessage.user(user_text)]
             if assistant_text:
                 messages.append(ChatMessage.assistant(assistant_text))
-            await self.sessions.append(history_scope(ctx.session, self.company_id), messages)
+            first_write = await self.sessions.append(
+                history_scope(ctx.session, self.company_id), messages, key=None if inbox is None else inbox.message_id
+            )
             ctx.set(attrs.evolve(outcome, raw_history_written=True))
-        if self.memory is not None and assistant_text:
+        if self.memory is not None and assistant_text and first_write:
             await self.memory.add(
                 MemoryEntry(
                     memory_scope(ctx.session, self.company_id), ctx.session.id, user_text, assistant_text, ctx.clock.now()

@@ -13,6 +13,7 @@ from agentloop import (
     FailureEvent,
     FailureKind,
     FailureSource,
+    InboxTurn,
     RoutingOutcome,
     System,
     TransportError,
@@ -33,12 +34,15 @@ class ResponseRoutingSystem(System):
     sends text, then voice, then each attachment (whitespace-only text is nothing to
     send), and adds `routing_outcome`, nothing else. A failed send becomes a TRANSPORT
     failure and `error_message`; it never propagates (I7), and the other parts are still
-    tried. It never touches history (I4).
+    tried. It never touches history (I4). A turn for an inbox message (`InboxTurn`) first
+    claims the message's delivery, and sends nothing when an earlier run of it already had:
+    a reply goes out at most once per message id, however often a lost worker's turn is run.
     """
 
     order: ClassVar[int] = 60
     always_run: ClassVar[bool] = True
     reads = (TurnOutcome,)
+    optional_reads = (InboxTurn,)
     writes = (TurnOutcome,)
 
     def __init__(self, channel: Channel) -> None:
@@ -57,6 +61,10 @@ class ResponseRoutingSystem(System):
         outcome = ctx.require(TurnOutcome)
         response = outcome.outgoing_response
         if response is None:
+            return
+        inbox = ctx.get(InboxTurn)
+        if inbox is not None and not await inbox.deliveries.claim_delivery(inbox.message_id):
+            _log.info("routing.already_delivered", turn_id=ctx.turn_id, session_id=ctx.session.id, message_id=inbox.message_id)
             return
         sent_text = sent_voice = False
         sent_attachments = 0

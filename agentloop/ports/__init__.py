@@ -18,3 +18,7 @@ from agentloop.ports.stores import MemoryEntry, MemoryStore, RagHit, RagStore, S
 
 __all__ += ["MemoryEntry", "MemoryStore", "RagHit", "RagStore", "SessionStore", "Stores"]
 __all__ += ["MessageStream", "StreamingChannel", "StreamingLLM"]
+
+from agentloop.ports.inbox import DeliveryLedger  # noqa: E402
+
+__all__ += ["DeliveryLedger"]

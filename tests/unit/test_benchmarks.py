@@ -13,6 +13,7 @@ from types import ModuleType
 import pytest
 import structlog
 
+
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 MS = r"\d+\.\d\d ms"
 
@@ -44,6 +45,16 @@ def test_event_loop_lag_prints_a_row_of_figures_per_session_count(capsys: pytest
     for sessions, turns in (("1", 2), ("2", 4)):
         assert re.match(rf"\s*{sessions}\s+{turns}\s+\d+\.\d\s+\d+\s+{MS}\s+{MS}\s+{MS}\s+\w+\.\w+ {MS}", rows[sessions])
     assert any(line.startswith("tool executions captured") for line in lines)
+
+
+def test_workers_prints_turns_per_second_per_worker_count(capsys: pytest.CaptureFixture[str], postgres_url: str) -> None:
+    run_main("workers", "--url", postgres_url, "--workers", "1,2", "--sessions", "3", "--messages", "2", "--concurrency", "2",
+             "--model-delay", "0.001")
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("6 turns (3 sessions x 2)")
+    assert re.match(r"1 worker process\(es\), PostgreSQL inbox\s+\d+\.\d\s+1\.00x$", lines[2])
+    assert re.match(r"2 worker process\(es\), PostgreSQL inbox\s+\d+\.\d\s+\d+\.\d\dx\s+>= 1\.6x\s+(ok|MISSED)$", lines[3])
+    assert re.match(r"1 process, SQLite, no inbox\s+\d+\.\d$", lines[4])
 
 
 def test_turn_latency_times_the_baseline_in_the_same_run_and_prints_the_ratios(capsys: pytest.CaptureFixture[str]) -> None:

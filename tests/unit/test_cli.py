@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 
 import attrs
+import psycopg
 
+from agentloop.adapters.stores import shown_url
 from agentloop.cli import main, open_bot, parse_inputs
 from agentloop.notes import Layer, LayerIds
 from agentloop.testing import RecordingChannel, ScriptedLLM
@@ -66,6 +68,9 @@ FACTORIES = textwrap.dedent(
 
     def needs_arguments(llm, channel):
         return []
+
+    def for_worker(stores):
+        return AgentLoop([Drafter()])
     """
 )
 
@@ -512,7 +517,8 @@ def test_data_dir_and_stores_are_one_choice(capsys: pytest.CaptureFixture[str]) 
 @pytest.mark.parametrize(
     "command",
     [[], ["demo"], ["chat"], ["pipeline", "show"], ["templates", "validate"], ["tasks", "run"],
-     *(["notes", action] for action in ("list", "show", "search", "propose", "accept", "reject", "deprecate", "merges"))],
+     *(["notes", action] for action in ("list", "show", "search", "propose", "accept", "reject", "deprecate", "merges")),
+     ["stores", "migrate"], ["worker"]],
     ids=lambda command: " ".join(command) or "agentloop",
 )
 def test_every_command_documents_its_exit_status(command: list[str], capsys: pytest.CaptureFixture[str]) -> None:
@@ -526,3 +532,41 @@ def test_tasks_run_refuses_a_malformed_template_with_file_and_line(templates: Pa
     assert main(["tasks", "run", "report", "--input", "topic=owls", "--scripted"], io.StringIO()) == 1
     assert capsys.readouterr().err.startswith("agentloop: template templates/broken.xml line 3: is not well-formed XML")
     assert not (templates.parent / "agentloop-data").exists(), "nothing runs when a template does not load"
+
+
+def test_stores_migrate_opens_and_closes_a_sqlite_bot(tmp_path: Path) -> None:
+    out = io.StringIO()
+    assert main(["stores", "migrate", f"sqlite:///{tmp_path}/data", "--bot", "helper"], out) == 0
+    assert out.getvalue() == f"stores of bot 'helper' at sqlite:///{tmp_path}/data: up to date\n"
+    assert (tmp_path / "data" / "helper.sqlite3").exists()
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--data-dir", "data"], "the inbox lives in PostgreSQL: give --inbox postgresql://"),
+    (["--inbox", "postgresql://me@/db?host=/nowhere", "--concurrency", "0"], "bad worker setting: 'concurrency' must be >= 1"),
+    (["--inbox", "postgresql://me@/db?host=/nowhere", "--pipeline", "no_such_module_xyz:f"], "cannot import 'no_such_module_xyz'"),
+    (["--inbox", "postgresql://me:secret@/db?host=/nowhere"], "cannot open the inbox at postgresql://me:***@/db"),
+])
+def test_worker_problems_are_one_line(
+    user_module: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    pipeline = [] if "--pipeline" in argv else ["--pipeline", f"{user_module}:for_worker"]
+    data = [] if "--data-dir" in argv else ["--data-dir", str(tmp_path / "data")]
+    assert main(["worker", *data, *pipeline, *argv], io.StringIO()) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("agentloop: ") and message in err and len(err.splitlines()) == 1, err
+
+
+def test_stores_migrate_a_postgresql_bot_creates_its_stores_and_its_inbox(postgres_url: str) -> None:
+    out = io.StringIO()
+    assert main(["stores", "migrate", postgres_url, "--bot", "helper"], out) == 0
+    shown = shown_url(postgres_url)
+    assert out.getvalue().splitlines() == [
+        f"stores of bot 'helper' at {shown}: up to date", f"inbox at {shown}: up to date (schema version 1)"
+    ]
+    with psycopg.connect(postgres_url) as conn:
+        found = conn.execute(
+            "SELECT to_regclass('agentloop_inbox') IS NOT NULL, to_regclass('procrastinate_jobs') IS NOT NULL, "
+            "to_regnamespace('agentloop_helper') IS NOT NULL"
+        ).fetchone()
+    assert found == (True, True, True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from agentloop import ChatMessage, FinishReason, OutgoingResponse, SanitizedInput, Session, TurnOutcome, history_scope
+from agentloop import ChatMessage, FinishReason, InboxTurn, OutgoingResponse, SanitizedInput, Session, TurnOutcome, history_scope
 from agentloop.adapters import HashingEmbedder, open_stores
 from agentloop.tasks import TaskTurn
 from agentloop.testing import make_context, run_system_sync
@@ -55,4 +55,22 @@ def test_a_task_turn_is_stored_nowhere(tmp_path: Path) -> None:
                        components=[turn.policy, TurnOutcome(FinishReason.SUCCESS, assistant_text="Done.", auto_mode=True)])
     assert run_system_sync(MemoryPersistSystem(sessions=stores.sessions, memory=stores.memory), ctx) is False
     assert asyncio.run(stores.sessions.recent(HISTORY, 10)) == () and asyncio.run(stores.memory.recent(ADA, 10)) == ()
+    stores.close()
+
+
+class _Ledger:
+    async def claim_delivery(self, message_id: str) -> bool:
+        return True
+
+
+def test_a_worker_turn_run_again_for_one_message_writes_history_and_memory_once(tmp_path: Path) -> None:
+    """I13: the message id keys the append, so a re-run after a lost worker stores nothing twice."""
+    stores = open_stores(tmp_path, embedder=HashingEmbedder(dim=32))
+    for run in (1, 2):
+        turn = InboxTurn("message-7", run, _Ledger())
+        ctx = make_context("hi", session=SESSION, components=[SanitizedInput("hi"), answered("Hello!"), turn])
+        run_system_sync(MemoryPersistSystem(sessions=stores.sessions, memory=stores.memory), ctx)
+        assert ctx.require(TurnOutcome).raw_history_written
+    assert asyncio.run(stores.sessions.recent(HISTORY, 10)) == (ChatMessage.user("hi"), ChatMessage.assistant("Hello!"))
+    assert len(asyncio.run(stores.memory.recent(ADA, 10))) == 1
     stores.close()

@@ -8,6 +8,7 @@ from agentloop import (
     Attachment,
     FailureSource,
     FinishReason,
+    InboxTurn,
     OutgoingResponse,
     RoutingOutcome,
     TransportError,
@@ -67,3 +68,28 @@ def test_whitespace_only_text_or_voice_is_never_sent() -> None:
     run_system_sync(ResponseRoutingSystem(channel), ctx)
     assert [s.kind for s in channel.sent] == ["attachment"]
     assert ctx.require(TurnOutcome).routing_outcome == RoutingOutcome(True, False, False, 1, None)
+
+
+class _Ledger:
+    """A delivery ledger: the first claim of a message id wins."""
+
+    def __init__(self) -> None:
+        self.claimed: set[str] = set()
+
+    async def claim_delivery(self, message_id: str) -> bool:
+        first = message_id not in self.claimed
+        self.claimed.add(message_id)
+        return first
+
+
+def test_a_worker_turn_run_again_for_one_message_sends_its_reply_once() -> None:
+    """I13: a reply goes out at most once per message id, however often its turn runs."""
+    channel, ledger = RecordingChannel(), _Ledger()
+    first = make_context(components=[FULL, InboxTurn("message-7", 1, ledger)])
+    run_system_sync(ResponseRoutingSystem(channel), first)
+    again = make_context(components=[FULL, InboxTurn("message-7", 2, ledger)])
+    run_system_sync(ResponseRoutingSystem(channel), again)
+    other = make_context(components=[FULL, InboxTurn("message-8", 1, ledger)])
+    run_system_sync(ResponseRoutingSystem(channel), other)
+    assert channel.texts == ["hi", "hi"]  # message-7 once, message-8 once
+    assert again.require(TurnOutcome).routing_outcome is None and again.failures == ()

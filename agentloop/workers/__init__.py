@@ -1,0 +1,33 @@
+"""Several workers on one bot: a durable inbox in PostgreSQL (procrastinate jobs) and the
+workers that run its turns, one session at a time across processes, each message
+answered once whichever worker dies."""
+
+from agentloop.workers.errors import InboxUrlError, MessageIdConflict, MessageNotAnsweredError, UnknownMessageError
+from agentloop.workers.inbox import (
+    SCHEMA_VERSION,
+    Inbox,
+    MessageResult,
+    PendingTurn,
+    migrate_inbox,
+    open_inbox,
+    queue_name,
+    session_lock,
+)
+from agentloop.workers.worker import WorkerSettings, reclaim_stalled, run_worker
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "Inbox",
+    "InboxUrlError",
+    "MessageIdConflict",
+    "MessageNotAnsweredError",
+    "MessageResult",
+    "PendingTurn",
+    "UnknownMessageError",
+    "WorkerSettings",
+    "migrate_inbox",
+    "open_inbox",
+    "queue_name",
+    "reclaim_stalled",
+    "run_worker",
+]

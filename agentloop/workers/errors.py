@@ -1,0 +1,45 @@
+"""Errors of the durable inbox and its workers, each with the fix in its message."""
+
+from __future__ import annotations
+
+
+class InboxUrlError(ValueError):
+    """The inbox lives in PostgreSQL; the URL given names something else or cannot be reached."""
+
+    def __init__(self, url: str, problem: str) -> None:
+        super().__init__(
+            f"cannot open the inbox at {url}: {problem}; give a postgresql://user@host/db URL "
+            f"(pip install 'agentloop-ecs[postgres]')"
+        )
+        self.url = url
+
+
+class MessageIdConflict(ValueError):
+    """A message id was submitted again with another session or message."""
+
+    def __init__(self, bot: str, message_id: str) -> None:
+        super().__init__(
+            f"message {message_id!r} of bot {bot!r} was already submitted with another session or text; "
+            f"a resubmit must repeat the same message, so give a new message a new id"
+        )
+        self.message_id = message_id
+
+
+class UnknownMessageError(LookupError):
+    """No message with this id was ever submitted to the bot's inbox."""
+
+    def __init__(self, bot: str, message_id: str) -> None:
+        super().__init__(f"bot {bot!r} has no message {message_id!r} in its inbox; submit it first")
+        self.message_id = message_id
+
+
+class MessageNotAnsweredError(TimeoutError):
+    """A message's turn did not finish within the time its submitter waited."""
+
+    def __init__(self, message_id: str, timeout: float, attempts: int, error: str | None) -> None:
+        why = f"; its last run failed: {error}" if error else ""
+        super().__init__(
+            f"message {message_id!r} was not answered within {timeout:g}s ({attempts} run(s) so far{why}); "
+            f"it stays in the inbox, so wait again, and check that a worker is running (agentloop worker)"
+        )
+        self.message_id = message_id

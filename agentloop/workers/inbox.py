@@ -1,0 +1,301 @@
+"""A bot's durable inbox in PostgreSQL: each submitted message is a procrastinate job,
+the jobs of one session run one at a time in submission order, and a message stays
+until its turn has finished and its outcome is stored for the submitter."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, LiteralString
+
+import attrs
+import procrastinate
+import psycopg
+import structlog
+from procrastinate.schema import SchemaManager
+from psycopg.types.json import Jsonb
+
+from agentloop.adapters.stores import shown_url
+from agentloop.context import IncomingMessage, Session
+from agentloop.errors import NewerSchemaError
+from agentloop.names import check_bot_name
+from agentloop.outcome import FinishReason, TurnOutcome, converter
+from agentloop.workers.errors import InboxUrlError, MessageIdConflict, MessageNotAnsweredError, UnknownMessageError
+
+TURN_TASK = "agentloop.turn"
+"""The procrastinate task every inbox message is a job of."""
+
+MAX_RUNS = 5
+"""Runs of one message before it is given up, so a turn that keeps failing stops holding its session."""
+
+_log = structlog.get_logger("agentloop.inbox")
+
+# One advisory-lock key for creating the inbox schema, so workers starting together take turns.
+_MIGRATION_LOCK = 0x6167_6C6F_6F70_0001
+
+_STEPS: tuple[LiteralString, ...] = (
+    # 1: the messages, and a wake-up for the workers when a session's job leaves `doing`
+    # (finished, deleted or handed back): procrastinate notifies only inserted jobs, so
+    # without it the session's next message would wait for the workers' next poll.
+    """
+    CREATE TABLE agentloop_inbox (
+        bot text NOT NULL,
+        message_id text NOT NULL,
+        session jsonb NOT NULL,
+        message jsonb NOT NULL,
+        job_id bigint,
+        submitted_at timestamptz NOT NULL DEFAULT now(),
+        runs integer NOT NULL DEFAULT 0,
+        started_at timestamptz,
+        delivered_at timestamptz,
+        finished_at timestamptz,
+        outcome jsonb,
+        error text,
+        PRIMARY KEY (bot, message_id)
+    );
+    CREATE FUNCTION agentloop_inbox_wake() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        PERFORM pg_notify('procrastinate_queue_v1#' || OLD.queue_name,
+                          json_build_object('type', 'job_inserted', 'job_id', OLD.id)::text);
+        RETURN NULL;
+    END;
+    $$;
+    CREATE TRIGGER agentloop_inbox_wake_on_update AFTER UPDATE OF status ON procrastinate_jobs
+        FOR EACH ROW WHEN (OLD.status = 'doing' AND NEW.status <> 'doing' AND OLD.lock IS NOT NULL
+                           AND OLD.queue_name LIKE 'agentloop.%')
+        EXECUTE FUNCTION agentloop_inbox_wake();
+    CREATE TRIGGER agentloop_inbox_wake_on_delete AFTER DELETE ON procrastinate_jobs
+        FOR EACH ROW WHEN (OLD.status = 'doing' AND OLD.lock IS NOT NULL AND OLD.queue_name LIKE 'agentloop.%')
+        EXECUTE FUNCTION agentloop_inbox_wake();
+    """,
+)
+SCHEMA_VERSION = len(_STEPS)
+
+
+def queue_name(bot: str) -> str:
+    """The procrastinate queue of `bot`'s messages: its workers take jobs from it alone."""
+    return f"agentloop.{bot}"
+
+
+def session_lock(bot: str, session_id: str) -> str:
+    """The procrastinate lock of one session: its jobs run one at a time, oldest first."""
+    return f"agentloop.{bot}.session.{session_id}"
+
+
+@attrs.frozen
+class MessageResult:
+    """How the turn of a submitted message ended, as its submitter sees it.
+
+    `outcome` is the finished turn's `TurnOutcome` (None when the pipeline wrote none, or
+    when every run failed: then `error` says why); `runs` counts the times the turn was
+    started, more than 1 when a worker was lost or a run failed.
+    """
+
+    message_id: str
+    outcome: TurnOutcome | None
+    runs: int
+    error: str | None = None
+
+    @property
+    def finish_reason(self) -> FinishReason | None:
+        return None if self.outcome is None else self.outcome.finish_reason
+
+    @property
+    def reply_text(self) -> str | None:
+        """The text that was to be sent to the user (a fallback text included)."""
+        response = None if self.outcome is None else self.outcome.outgoing_response
+        return None if response is None else response.text
+
+
+@attrs.frozen
+class PendingTurn:
+    """A message a worker is about to run: its session, its message and which run this is."""
+
+    message_id: str
+    session: Session
+    incoming: IncomingMessage
+    run: int
+
+
+class Inbox:
+    """The inbox of one bot: submit messages, await their outcomes; workers take the turns.
+
+    Open it with `open_inbox`. Every method is a coroutine on one connection pool.
+    """
+
+    def __init__(self, app: procrastinate.App, connector: procrastinate.PsycopgConnector, bot: str, url: str) -> None:
+        self.app = app
+        self.bot = bot
+        self.url = url
+        """The inbox URL with any password masked."""
+        self.connector = connector
+
+    async def submit(self, session: Session, message: IncomingMessage, *, message_id: str | None = None) -> str:
+        """Keep `message` for `session` until a worker has answered it; returns its id.
+
+        Submitting the same `message_id` again (a client retrying) stores nothing new and
+        returns the id; with another session or text it raises `MessageIdConflict`. The
+        message and its job are stored in one transaction, so both or neither exist.
+        """
+        message_id = message_id or uuid.uuid4().hex
+        session_json, message_json = Jsonb(converter.unstructure(session)), Jsonb(converter.unstructure(message))
+        async with self.connector.pool.connection() as conn, conn.transaction():
+            inserted = await (
+                await conn.execute(
+                    "INSERT INTO agentloop_inbox (bot, message_id, session, message) VALUES (%s, %s, %s, %s) "
+                    "ON CONFLICT DO NOTHING RETURNING 1",
+                    (self.bot, message_id, session_json, message_json),
+                )
+            ).fetchone()
+            if inserted is None:
+                same = await (
+                    await conn.execute(
+                        "SELECT session = %s AND message = %s FROM agentloop_inbox WHERE bot = %s AND message_id = %s",
+                        (session_json, message_json, self.bot, message_id),
+                    )
+                ).fetchone()
+                if same is None or not same[0]:
+                    raise MessageIdConflict(self.bot, message_id)
+                return message_id
+            job_id = await self.app.configure_task(
+                TURN_TASK, queue=queue_name(self.bot), lock=session_lock(self.bot, session.id), connection=conn
+            ).defer_async(bot=self.bot, message_id=message_id)
+            await conn.execute(
+                "UPDATE agentloop_inbox SET job_id = %s WHERE bot = %s AND message_id = %s", (job_id, self.bot, message_id)
+            )
+        _log.debug("inbox.submitted", bot=self.bot, message_id=message_id, session_id=session.id, job_id=job_id)
+        return message_id
+
+    async def result(self, message_id: str) -> MessageResult | None:
+        """The result of `message_id` once its turn has finished, None before;
+        `UnknownMessageError` if it was never submitted."""
+        row = await self._fetch("SELECT finished_at IS NOT NULL, outcome, runs, error", message_id)
+        if row is None:
+            raise UnknownMessageError(self.bot, message_id)
+        finished, outcome, runs, error = row
+        if not finished:
+            return None
+        return MessageResult(message_id, None if outcome is None else converter.structure(outcome, TurnOutcome), runs, error)
+
+    async def wait(self, message_id: str, *, timeout: float = 60.0) -> MessageResult:
+        """The result of `message_id`, waiting up to `timeout` seconds for its turn to finish
+        (polling, 5 ms at first and backing off to 200 ms); `MessageNotAnsweredError` after."""
+        deadline = time.monotonic() + timeout
+        pause = 0.005
+        while (found := await self.result(message_id)) is None:
+            if time.monotonic() >= deadline:
+                row = await self._fetch("SELECT runs, error", message_id)
+                runs, error = row if row is not None else (0, None)
+                raise MessageNotAnsweredError(message_id, timeout, runs, error)
+            await asyncio.sleep(min(pause, max(deadline - time.monotonic(), 0.0)))
+            pause = min(pause * 2, 0.2)
+        return found
+
+    async def claim_delivery(self, message_id: str) -> bool:
+        """Record that the reply to `message_id` is being sent; False if a run already did (at most once)."""
+        async with self.connector.pool.connection() as conn:
+            claimed = await (
+                await conn.execute(
+                    "UPDATE agentloop_inbox SET delivered_at = now() "
+                    "WHERE bot = %s AND message_id = %s AND delivered_at IS NULL RETURNING 1",
+                    (self.bot, message_id),
+                )
+            ).fetchone()
+        return claimed is not None
+
+    async def start_turn(self, message_id: str) -> PendingTurn | None:
+        """For workers: count a run of `message_id` and return what to run, or None when
+        its turn already finished (a job run again after its outcome was stored)."""
+        async with self.connector.pool.connection() as conn:
+            row = await (
+                await conn.execute(
+                    "UPDATE agentloop_inbox SET runs = runs + 1, started_at = now() "
+                    "WHERE bot = %s AND message_id = %s AND finished_at IS NULL RETURNING session, message, runs",
+                    (self.bot, message_id),
+                )
+            ).fetchone()
+        if row is None:
+            return None
+        session, message, runs = row
+        return PendingTurn(message_id, converter.structure(session, Session), converter.structure(message, IncomingMessage), runs)
+
+    async def finish_turn(self, message_id: str, outcome: TurnOutcome | None, *, error: str | None = None) -> None:
+        """For workers: store how the turn of `message_id` ended, which releases its submitter's wait."""
+        stored = None if outcome is None else Jsonb(converter.unstructure(outcome))
+        await self._execute(
+            "UPDATE agentloop_inbox SET finished_at = now(), outcome = %s, error = %s WHERE bot = %s AND message_id = %s",
+            (stored, error, self.bot, message_id),
+        )
+
+    async def record_error(self, message_id: str, error: str) -> None:
+        """For workers: note why a run failed; the message stays for the next run."""
+        await self._execute(
+            "UPDATE agentloop_inbox SET error = %s WHERE bot = %s AND message_id = %s", (error, self.bot, message_id)
+        )
+
+    async def _fetch(self, select: LiteralString, message_id: str) -> tuple[Any, ...] | None:
+        async with self.connector.pool.connection() as conn:
+            query: LiteralString = select + " FROM agentloop_inbox WHERE bot = %s AND message_id = %s"
+            return await (await conn.execute(query, (self.bot, message_id))).fetchone()
+
+    async def _execute(self, query: LiteralString, params: tuple[Any, ...]) -> None:
+        async with self.connector.pool.connection() as conn:
+            await conn.execute(query, params)
+
+
+async def migrate_inbox(url: str) -> None:
+    """Create (or bring up to date) the inbox tables and procrastinate's schema at `url`.
+
+    Idempotent and safe to run from several processes at once; a database whose inbox
+    schema is newer than this agentloop knows is refused with `NewerSchemaError`.
+    procrastinate's own schema is created when absent; upgrading an existing one is
+    procrastinate's migrations' job (docs/deploy.md).
+    """
+    async with await _connect(url) as conn, conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+        if (await (await conn.execute("SELECT to_regclass('procrastinate_jobs')")).fetchone() or (None,))[0] is None:
+            await conn.execute(SchemaManager.get_schema())
+        await conn.execute("CREATE TABLE IF NOT EXISTS agentloop_inbox_schema (version integer NOT NULL)")
+        found = (await (await conn.execute("SELECT max(version) FROM agentloop_inbox_schema")).fetchone() or (None,))[0]
+        version = found or 0
+        if version > SCHEMA_VERSION:
+            raise NewerSchemaError(shown_url(url), "inbox", version, SCHEMA_VERSION)
+        for step in _STEPS[version:]:
+            await conn.execute(step)
+        if version < SCHEMA_VERSION:
+            await conn.execute("DELETE FROM agentloop_inbox_schema")
+            await conn.execute("INSERT INTO agentloop_inbox_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
+            _log.info("inbox.migrated", url=shown_url(url), version=SCHEMA_VERSION, previous=version)
+
+
+async def _connect(url: str) -> psycopg.AsyncConnection[tuple[Any, ...]]:
+    """One connection to `url`, or a one-line `InboxUrlError` when it is no PostgreSQL URL or unreachable."""
+    if not url.startswith(("postgresql://", "postgres://")):
+        raise InboxUrlError(shown_url(url), "the inbox needs PostgreSQL")
+    try:
+        return await psycopg.AsyncConnection.connect(url, connect_timeout=10, autocommit=True)
+    except psycopg.Error as error:
+        reason = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
+        raise InboxUrlError(shown_url(url), f"PostgreSQL did not accept the connection ({reason})") from error
+
+
+@asynccontextmanager
+async def open_inbox(url: str, *, bot: str = "bot", pool_size: int = 4, migrate: bool = True) -> AsyncIterator[Inbox]:
+    """The inbox of `bot` in the PostgreSQL database at `url`, open for the block.
+
+    With `migrate` (the default) its tables are created or brought up to date first.
+    `pool_size` is the most connections it holds at once.
+    """
+    check_bot_name(bot)
+    if migrate:
+        await migrate_inbox(url)
+    else:
+        await (await _connect(url)).close()
+    connector = procrastinate.PsycopgConnector(conninfo=url, min_size=1, max_size=max(pool_size, 2))
+    app = procrastinate.App(connector=connector)
+    async with app.open_async():
+        yield Inbox(app, connector, bot, shown_url(url))
+

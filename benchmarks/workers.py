@@ -1,0 +1,209 @@
+"""Turns per second through the durable inbox with 1, 2 and 4 worker processes, next to
+one process running the same turns on SQLite with no inbox.
+
+Each level submits `--sessions` sessions x `--messages` messages to a fresh PostgreSQL
+database, starts that many `agentloop worker` processes (each `--concurrency` turns at
+once) and counts the turns finished from the moment every worker is ready until the
+last one, by the database's clock (so a worker's start-up is not counted; a run too
+small for that is timed from its first turn). The bot is the standard pipeline with a model that awaits
+`--model-delay` seconds and a channel that sends nowhere. The stores are PostgreSQL when
+this release opens postgresql:// stores, else one SQLite data directory shared by the
+workers (the line above the table says which). The target is 1.6x the turns/s from 1
+to 2 workers at saturation; on a 2-core machine PostgreSQL and the workers share the cores.
+
+    python benchmarks/workers.py [--url postgresql://...] [--workers 1,2,4] [--sessions 200]
+                                 [--messages 5] [--concurrency 50] [--model-delay 0.05]
+
+Without `--url` a temporary PostgreSQL is started with pgserver (the test extra).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from agentloop import IncomingMessage, LlmReply, LlmRequest, Session
+from agentloop.adapters import open_stores
+from agentloop.ports import Stores
+from agentloop.errors import StoreUrlError
+from agentloop.logging import configure_logging
+from agentloop.testing import ScriptedLLM
+from agentloop.workers import open_inbox
+from systems import StandardPipeline, standard_pipeline
+
+HERE = Path(__file__).resolve().parent
+TARGET_SPEEDUP = 1.6
+
+
+class NowhereChannel:
+    """Sends nothing: the benchmark times turns, not a transport."""
+
+    async def send_text(self, session: Session, text: str, hints: dict[str, str]) -> None: ...
+
+    async def send_voice(self, session: Session, text: str) -> None: ...
+
+    async def send_attachment(self, session: Session, attachment: Any) -> None: ...
+
+
+def reply(request: LlmRequest) -> LlmReply:
+    return LlmReply(f"noted: {request.messages[-1].content}", model="bench")
+
+
+def factory(stores: Stores) -> StandardPipeline:
+    """The workers' pipeline (`--pipeline workers:factory`, run from this directory)."""
+    llm = ScriptedLLM(reply, latency=float(os.environ.get("AGENTLOOP_BENCH_MODEL_DELAY", "0.05")))
+    return standard_pipeline(llm, NowhereChannel(), stores=stores)
+
+
+def session(number: int) -> Session:
+    return Session(f"s{number}", user_id=f"u{number}", project_id=f"p{number % 10}")
+
+
+@contextmanager
+def postgres(url: str | None) -> Iterator[str]:
+    """`url`, or a temporary server's when none is given."""
+    if url is not None:
+        yield url
+        return
+    import pgserver
+
+    server = pgserver.get_server(tempfile.mkdtemp(prefix="agentloop-bench-pg-"), cleanup_mode="delete")
+    try:
+        yield server.get_uri()
+    finally:
+        server.cleanup()
+
+
+def fresh_database(url: str) -> str:
+    name = f"bench_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    base, _, query = url.partition("?")
+    return f"{base.rsplit('/', 1)[0]}/{name}" + (f"?{query}" if query else "")
+
+
+def stores_for(database: str, scratch: Path) -> tuple[str, str]:
+    """The stores URL for a level and its label: PostgreSQL when this release opens it."""
+    try:
+        open_stores(database, bot="bench").close()
+    except StoreUrlError:
+        return str(scratch / f"data-{uuid.uuid4().hex[:8]}"), "SQLite (one data directory shared by the workers)"
+    return database, "PostgreSQL"
+
+
+async def submit(url: str, sessions: int, messages: int) -> None:
+    async with open_inbox(url, bot="bench", pool_size=4) as inbox:
+        for message in range(messages):
+            for number in range(sessions):
+                await inbox.submit(session(number), IncomingMessage(f"message {message} of session {number}"))
+
+
+def run_level(database: str, stores: str, workers: int, args: argparse.Namespace) -> float:
+    """Turns per second of `workers` worker processes over every submitted message."""
+    asyncio.run(submit(database, args.sessions, args.messages))
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE.parent), os.environ.get("PYTHONPATH")])),
+        "AGENTLOOP_BENCH_MODEL_DELAY": str(args.model_delay),
+    }
+    command = [
+        sys.executable, "-m", "agentloop.cli", "worker", "--stores", stores, "--inbox", database, "--bot", "bench",
+        "--pipeline", "workers:factory", "--concurrency", str(args.concurrency),
+    ]
+    processes = [
+        subprocess.Popen(command, cwd=HERE, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        for _ in range(workers)
+    ]
+    try:
+        for process in processes:  # each prints its status line once it takes turns
+            assert process.stdout is not None
+            if not process.stdout.readline():
+                raise SystemExit(f"a worker exited before it started, status {process.wait()}")
+        with psycopg.connect(database, autocommit=True) as conn:
+            ready = conn.execute("SELECT now()").fetchone()
+            assert ready is not None
+            while True:
+                row = conn.execute(
+                    "SELECT count(*) FILTER (WHERE finished_at IS NULL), count(*) FILTER (WHERE finished_at > %s), "
+                    "extract(epoch FROM max(finished_at) - %s), count(*), "
+                    "extract(epoch FROM max(finished_at) - min(started_at)) FROM agentloop_inbox",
+                    (ready[0], ready[0]),
+                ).fetchone()
+                assert row is not None
+                unfinished, after_ready, seconds_after_ready, every, seconds = row
+                if unfinished == 0:  # a run too small to outlast the start-up is timed whole
+                    return float(after_ready / seconds_after_ready if after_ready * 2 >= every else every / seconds)
+                if any(p.poll() is not None for p in processes):
+                    raise SystemExit(f"a worker exited early with status {[p.poll() for p in processes]}")
+                time.sleep(0.1)
+    finally:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            process.wait()
+
+
+async def single_process(data: Path, args: argparse.Namespace) -> float:
+    """Turns per second of one process running every session concurrently on SQLite, no inbox."""
+    llm = ScriptedLLM(reply, latency=args.model_delay)
+    with open_stores(data, bot="bench") as stores, standard_pipeline(llm, NowhereChannel(), stores=stores) as pipeline:
+        loop = pipeline.build()
+        limit = asyncio.Semaphore(args.concurrency)
+
+        async def converse(number: int) -> None:
+            for message in range(args.messages):
+                async with limit:
+                    await loop.run_turn(session(number), IncomingMessage(f"message {message} of session {number}"))
+
+        started = time.perf_counter()
+        await asyncio.gather(*(converse(number) for number in range(args.sessions)))
+        return args.sessions * args.messages / (time.perf_counter() - started)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--url", help="a PostgreSQL server to create the benchmark's databases on")
+    parser.add_argument("--workers", default="1,2,4", help="worker process counts, comma-separated")
+    parser.add_argument("--sessions", type=int, default=200)
+    parser.add_argument("--messages", type=int, default=5, help="messages per session")
+    parser.add_argument("--concurrency", type=int, default=50, help="turns one worker runs at once")
+    parser.add_argument("--model-delay", type=float, default=0.05)
+    args = parser.parse_args(argv)
+    configure_logging("ERROR")
+    counts = [int(n) for n in args.workers.split(",")]
+    with postgres(args.url) as server, tempfile.TemporaryDirectory(prefix="agentloop-bench-") as scratch:
+        rates: dict[int, float] = {}
+        label = ""
+        for workers in counts:
+            database = fresh_database(server)
+            stores, label = stores_for(database, Path(scratch))
+            rates[workers] = run_level(database, stores, workers, args)
+        alone = asyncio.run(single_process(Path(scratch) / "single", args))
+    turns = args.sessions * args.messages
+    print(f"{turns} turns ({args.sessions} sessions x {args.messages}), model awaits {args.model_delay * 1000:.0f} ms, "
+          f"{args.concurrency} turns at once per process; stores: {label}")
+    print(f"{'setup':<40} {'turns/s':>9}  {'vs 1 worker':>11}  target")
+    for workers, rate in rates.items():
+        ratio = f"{rate / rates[counts[0]]:.2f}x" if counts[0] == 1 else "-"
+        target = ""
+        if workers == 2 and 1 in rates:
+            verdict = "ok" if rate / rates[1] >= TARGET_SPEEDUP else "MISSED"
+            target = f">= {TARGET_SPEEDUP}x  {verdict}"
+        print(f"{f'{workers} worker process(es), PostgreSQL inbox':<40} {rate:>9.1f}  {ratio:>11}  {target}".rstrip())
+    print(f"{'1 process, SQLite, no inbox':<40} {alone:>9.1f}")
+
+
+if __name__ == "__main__":
+    main()

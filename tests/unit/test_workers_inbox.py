@@ -1,0 +1,156 @@
+"""The durable inbox on a real PostgreSQL: submit, await the outcome, resubmit, the schema."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from agentloop import FinishReason, IncomingMessage, Session
+from agentloop.adapters import open_stores
+from agentloop.errors import NewerSchemaError
+from agentloop.testing import RecordingChannel, ScriptedLLM
+from agentloop.workers import (
+    SCHEMA_VERSION,
+    Inbox,
+    InboxUrlError,
+    MessageIdConflict,
+    MessageNotAnsweredError,
+    UnknownMessageError,
+    WorkerSettings,
+    migrate_inbox,
+    open_inbox,
+    run_worker,
+)
+from systems import standard_pipeline
+
+SESSION = Session("s1", user_id="u1")
+
+
+def run(coro: Awaitable[Any]) -> Any:
+    return asyncio.run(coro)  # type: ignore[arg-type]
+
+
+async def with_worker(
+    url: str, body: Callable[[Inbox, RecordingChannel], Awaitable[Any]], *, poll_interval: float = 0.2
+) -> Any:
+    """Run `body` against a bot's inbox while one in-process worker answers it; the bot's
+    stores are in the inbox's database."""
+    channel = RecordingChannel()
+    llm = ScriptedLLM(lambda request: f"echo: {request.messages[-1].content}")
+    with open_stores(url, bot="helper") as stores, standard_pipeline(llm, channel, stores=stores) as pipeline:
+        loop = pipeline.build()
+        async with open_inbox(url, bot="helper") as inbox:
+            worker = asyncio.create_task(
+                run_worker(inbox, loop, WorkerSettings(concurrency=2, poll_interval=poll_interval), install_signal_handlers=False)
+            )
+            try:
+                return await body(inbox, channel)
+            finally:
+                worker.cancel()
+                await asyncio.gather(worker, return_exceptions=True)
+
+
+def test_a_submitted_message_is_answered_and_its_submitter_gets_the_outcome(postgres_url: str) -> None:
+    async def body(inbox: Inbox, channel: RecordingChannel) -> Any:
+        message_id = await inbox.submit(SESSION, IncomingMessage("hello"))
+        return await inbox.wait(message_id, timeout=20), channel.texts
+
+    result, texts = run(with_worker(postgres_url, body))
+    assert result.finish_reason is FinishReason.SUCCESS
+    assert result.reply_text == "echo: hello"
+    assert result.runs == 1 and result.outcome.failures == ()
+    assert texts == ["echo: hello"]
+
+
+def test_messages_of_one_session_are_answered_in_submission_order(postgres_url: str) -> None:
+    async def body(inbox: Inbox, channel: RecordingChannel) -> Any:
+        ids = [await inbox.submit(SESSION, IncomingMessage(f"m{i}")) for i in range(6)]
+        for message_id in ids:
+            await inbox.wait(message_id, timeout=20)
+        return channel.texts
+
+    assert run(with_worker(postgres_url, body)) == [f"echo: m{i}" for i in range(6)]
+
+
+def test_a_sessions_next_message_starts_when_its_turn_ends_not_at_the_next_poll(postgres_url: str) -> None:
+    """Finishing a session's turn wakes the workers, so its queued messages never wait for a poll (here 60 s)."""
+
+    async def body(inbox: Inbox, channel: RecordingChannel) -> float:
+        ids = [await inbox.submit(SESSION, IncomingMessage(f"m{i}")) for i in range(4)]
+        started = time.monotonic()
+        for message_id in ids:
+            await inbox.wait(message_id, timeout=20)
+        return time.monotonic() - started
+
+    assert run(with_worker(postgres_url, body, poll_interval=60)) < 5
+
+
+def test_resubmitting_a_message_id_keeps_one_message_and_another_text_under_it_is_refused(postgres_url: str) -> None:
+    async def body() -> tuple[str, int]:
+        async with open_inbox(postgres_url, bot="helper") as inbox:
+            first = await inbox.submit(SESSION, IncomingMessage("hello"), message_id="client-1")
+            again = await inbox.submit(SESSION, IncomingMessage("hello"), message_id="client-1")
+            with pytest.raises(MessageIdConflict, match="'client-1' of bot 'helper' was already submitted"):
+                await inbox.submit(SESSION, IncomingMessage("something else"), message_id="client-1")
+            assert first == again == "client-1"
+        async with await psycopg.AsyncConnection.connect(postgres_url) as conn:
+            jobs = await (await conn.execute("SELECT count(*) FROM procrastinate_jobs")).fetchone()
+        assert jobs is not None
+        return first, jobs[0]
+
+    assert run(body()) == ("client-1", 1)
+
+
+def test_waiting_without_a_worker_times_out_with_a_message_that_says_what_to_do(postgres_url: str) -> None:
+    async def body() -> None:
+        async with open_inbox(postgres_url, bot="helper") as inbox:
+            message_id = await inbox.submit(SESSION, IncomingMessage("hello"))
+            assert await inbox.result(message_id) is None
+            with pytest.raises(MessageNotAnsweredError, match="not answered within 0.1s .*agentloop worker"):
+                await inbox.wait(message_id, timeout=0.1)
+            with pytest.raises(UnknownMessageError, match="no message 'nope'"):
+                await inbox.result("nope")
+
+    run(body())
+
+
+def test_inboxes_of_two_bots_in_one_database_keep_their_messages_apart(postgres_url: str) -> None:
+    async def body() -> None:
+        async with open_inbox(postgres_url, bot="one") as one, open_inbox(postgres_url, bot="two") as two:
+            message_id = await one.submit(SESSION, IncomingMessage("hello"), message_id="m")
+            with pytest.raises(UnknownMessageError):
+                await two.result(message_id)
+            assert await two.submit(SESSION, IncomingMessage("other"), message_id="m") == "m"
+
+    run(body())
+
+
+def test_migrating_twice_changes_nothing_and_a_newer_schema_is_refused(postgres_url: str) -> None:
+    async def body() -> None:
+        await migrate_inbox(postgres_url)
+        await migrate_inbox(postgres_url)
+        async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as conn:
+            versions = await (await conn.execute("SELECT version FROM agentloop_inbox_schema")).fetchall()
+            assert versions == [(SCHEMA_VERSION,)]
+            await conn.execute("UPDATE agentloop_inbox_schema SET version = %s", (SCHEMA_VERSION + 1,))
+        with pytest.raises(NewerSchemaError, match=f"inbox schema at version {SCHEMA_VERSION + 1}, newer than version {SCHEMA_VERSION}"):
+            await migrate_inbox(postgres_url)
+
+    run(body())
+
+
+def test_an_inbox_url_that_is_not_postgresql_or_not_reachable_is_one_line(tmp_path: Path) -> None:
+    async def body(url: str) -> None:
+        async with open_inbox(url):
+            pass
+
+    with pytest.raises(InboxUrlError, match="the inbox needs PostgreSQL"):
+        run(body(f"sqlite:///{tmp_path}"))
+    with pytest.raises(InboxUrlError, match=r"postgresql://me:\*\*\*@.*did not accept the connection"):
+        run(body(f"postgresql://me:secret@/nodb?host={tmp_path}"))
