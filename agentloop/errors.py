@@ -93,6 +93,21 @@ class NewerSchemaError(ValueError):
         self.known = known
 
 
+class EmbedderMismatchError(ValueError):
+    """A store's vectors were made by another embedder than the one it is opened with;
+    vectors of two embedders cannot be compared."""
+
+    def __init__(self, where: str, recorded: str, given: str) -> None:
+        super().__init__(
+            f"{where} was embedded by {recorded!r}, but it is opened with the embedder {given!r}; "
+            f"open it with {recorded!r}, or re-embed it with the new one: "
+            f"agentloop stores reembed URL --bot BOT --embedder SPEC"
+        )
+        self.where = where
+        self.recorded = recorded
+        self.given = given
+
+
 class TemplateError(ValueError):
     """A task template could not be loaded; says which file, which line and why."""
 

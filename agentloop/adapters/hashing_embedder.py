@@ -19,6 +19,14 @@ from agentloop.ports.vectors import Vectors
 
 _WORD = re.compile(r"\w+")
 _WORD_CACHE_SIZE = 16_384
+NAME_PREFIX = "hashing-v1/"
+"""The start of a default HashingEmbedder's name; its dimension follows."""
+
+
+def hashing_name(dim: int) -> str:
+    """The name of `HashingEmbedder(dim)` with its default settings (what stores written
+    before embedders had names were built with)."""
+    return f"{NAME_PREFIX}{dim}"
 
 
 class HashingEmbedder:
@@ -45,6 +53,10 @@ class HashingEmbedder:
         if char_ngram < 1:
             raise ValueError(f"HashingEmbedder needs char_ngram >= 1, got {char_ngram}; use e.g. 3")
         self._dim = dim
+        settings = (char_ngram, word_weight, bigram_weight, char_weight, seed)
+        self._name = hashing_name(dim)
+        if settings != (3, 1.0, 0.7, 0.4, 0):  # other settings make other vectors
+            self._name += ";n={};w={};b={};c={};seed={}".format(*settings)
         self._char_ngram = char_ngram
         self._word_weight = word_weight
         self._bigram_weight = bigram_weight
@@ -54,8 +66,17 @@ class HashingEmbedder:
         self._word_features = lru_cache(maxsize=_WORD_CACHE_SIZE)(self._hash_word)
 
     @property
+    def name(self) -> str:
+        """"hashing-v1/<dim>", followed by the settings when they are not the defaults."""
+        return self._name
+
+    @property
     def dim(self) -> int:
         return self._dim
+
+    async def aembed(self, texts: Sequence[str]) -> Vectors:
+        """`embed`, inline: a text takes microseconds, less than a handover to a thread."""
+        return self.embed(texts)
 
     def embed(self, texts: Sequence[str]) -> Vectors:
         """One L2-normalised float32 row per text, shape (len(texts), dim)."""

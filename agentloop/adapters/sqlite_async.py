@@ -243,16 +243,21 @@ class AsyncSqliteMemoryStore(_OnItsThread[SqliteMemoryStore]):
 
 
 class AsyncSqliteRagStore(_OnItsThread[SqliteRagStore]):
-    """The RagStore port on a `SqliteRagStore` (`engine`); an add that must first grow the
-    index (a copy of the whole graph) always runs on the thread."""
+    """The RagStore port on a `SqliteRagStore` (`engine`); texts are embedded first (awaited,
+    so an embedder that waits on a server holds up neither the loop nor the file's thread),
+    and an add that must first grow the index (a copy of the whole graph) always runs on the thread."""
 
     async def add(self, scope: Scope, text: str, *, session_id: str | None = None) -> int:
+        vector = await self.engine.embedder.aembed([text])
         if self.engine.add_grows_index():
-            return await self._thread.write_on_thread(self.engine.add, scope, text, session_id=session_id)
-        return await self._thread.write(self.engine.add, scope, text, session_id=session_id)
+            return await self._thread.write_on_thread(self.engine.add, scope, text, session_id=session_id, vector=vector)
+        return await self._thread.write(self.engine.add, scope, text, session_id=session_id, vector=vector)
 
     async def search(self, scope: Scope, query: str, k: int) -> list[RagHit]:
-        return await self._thread.read(self.engine.search, scope, query, k)
+        if k <= 0:
+            return []
+        vector = await self.engine.embedder.aembed([query])
+        return await self._thread.read(self.engine.search, scope, query, k, vector=vector)
 
     async def count(self) -> int:
         return await self._thread.read(self.engine.__len__)

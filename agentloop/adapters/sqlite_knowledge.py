@@ -16,6 +16,8 @@ import structlog
 from agentloop.adapters.hnsw_index import DEFAULT_EF, HnswVectorIndex
 from agentloop.adapters.rows import knowledge_item, knowledge_row
 from agentloop.adapters.sqlite import closing_on_error, connect, data_version, index_missing, transaction
+from agentloop.adapters.hashing_embedder import hashing_name
+from agentloop.adapters.sqlite_embedders import check_embedder, record_step
 from agentloop.adapters.sqlite_schema import Schema, Step, add_missing_columns, columns, has_table, migrate, rebuild
 from agentloop.errors import UnknownNoteError
 from agentloop.notes.models import (
@@ -109,6 +111,7 @@ SCHEMA = Schema(
                 "BEGIN INSERT INTO note_status_changes (note_id) VALUES (new.id); END",
             ),
         ),
+        record_step("knowledge_items", "embedding"),
     ),
     has_table("knowledge_items"),
 )
@@ -149,9 +152,12 @@ class SqliteKnowledgeRepository:
         path: str | os.PathLike[str],
         *,
         dim: int,
+        embedder: str | None = None,
         index_path: str | os.PathLike[str] | None = None,
         ef: int = DEFAULT_EF,
     ) -> None:
+        """Open the notes at `path`, made by the embedder named `embedder` (default: the
+        HashingEmbedder of `dim`); a file made by another is refused (EmbedderMismatchError)."""
         self.path = Path(path)
         self.dim = dim
         self._lock = threading.Lock()
@@ -166,6 +172,7 @@ class SqliteKnowledgeRepository:
         self._code_of: dict[int, int] = {}
         with closing_on_error(self._conn):
             migrate(self._conn, SCHEMA)
+            check_embedder(self._conn, "knowledge_items", embedder or hashing_name(dim), dim)
             (count,) = self._conn.execute("SELECT count(*) FROM knowledge_items").fetchone()
             self._index = HnswVectorIndex.open_or_rebuild(
                 Path(index_path) if index_path is not None else self.path.with_name(self.path.name + ".hnsw"),

@@ -15,6 +15,7 @@ import numpy as np
 
 from agentloop.adapters.hnsw_index import HnswVectorIndex
 from agentloop.adapters.sqlite import closing_on_error, connect, data_version, index_missing, transaction
+from agentloop.adapters.sqlite_embedders import check_embedder, record_step
 from agentloop.adapters.sqlite_schema import Schema, Step, migrate
 from agentloop.adapters.rows import scope_values
 from agentloop.adapters.sqlite_scopes import (
@@ -60,6 +61,7 @@ SCHEMA = Schema(
             ),
         ),
         scope_columns_step("rag_documents", _SCOPED, _DOCUMENT_COLUMNS),
+        record_step("rag_documents", "vector"),
     ),
     scoped_version("rag_documents"),
 )
@@ -136,13 +138,7 @@ class SqliteRagStore:
         """`open` on a connection the caller opened (and closes if this fails); with a `lock`,
         the connection is shared and `close` leaves it open for its owner."""
         migrate(conn, SCHEMA)
-        row = conn.execute("SELECT length(vector) FROM rag_documents LIMIT 1").fetchone()
-        if row is not None and row[0] != embedder.dim * 4:
-            path = conn.execute("PRAGMA database_list").fetchone()[2]  # the main database comes first
-            raise ValueError(
-                f"{path} holds vectors of dim {row[0] // 4} but the embedder makes dim {embedder.dim}; "
-                f"use the embedder the texts were indexed with, or index them again in a new file"
-            )
+        check_embedder(conn, "rag_documents", embedder.name, embedder.dim)
         (count,) = conn.execute("SELECT count(*) FROM rag_documents").fetchone()
         index = HnswVectorIndex.open_or_rebuild(
             index_path,
@@ -155,9 +151,15 @@ class SqliteRagStore:
         )
         return cls(conn, embedder, index, lock)
 
-    def add(self, scope: Scope, text: str, *, session_id: str | None = None) -> int:
+    @property
+    def embedder(self) -> Embedder:
+        return self._embedder
+
+    def add(self, scope: Scope, text: str, *, session_id: str | None = None, vector: Vectors | None = None) -> int:
+        """Store `text` in `scope` (its `vector` as given, or embedded now); its id."""
         digest = hashlib.sha256(text.encode()).hexdigest()
-        vector = self._embedder.embed([text])
+        if vector is None:
+            vector = self._embedder.embed([text])
         chain = scope_values(scope)
         with self._lock, transaction(self._conn):  # BEGIN IMMEDIATE: another process cannot slip the same text in between
             for (existing,) in self._conn.execute(
@@ -181,13 +183,15 @@ class SqliteRagStore:
         """Whether the next new text first grows the index, a copy of the whole graph."""
         return len(self._index) >= self._index.capacity
 
-    def search(self, scope: Scope, query: str, k: int) -> list[RagHit]:
+    def search(self, scope: Scope, query: str, k: int, *, vector: Vectors | None = None) -> list[RagHit]:
+        """The `k` texts of `scope` nearest `query` (its `vector` as given, or embedded now)."""
         with self._lock:
             self._catch_up()
         scopes, key = self._scopes, scope.key
         if k <= 0 or self._scope_sizes[key] == 0:
             return []
-        vector = self._embedder.embed([query])
+        if vector is None:
+            vector = self._embedder.embed([query])
         if not vector.any():
             return []
         # A filter costs a Python call per visited node; skip it when the scope is everything.

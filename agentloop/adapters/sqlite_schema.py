@@ -72,13 +72,13 @@ def migrate(conn: sqlite3.Connection, schema: Schema) -> None:
         recorded = _recorded(conn, schema.store)
         version = schema.detect(conn) if recorded is None else recorded
         if version > schema.version:
-            raise NewerSchemaError(_file(conn), schema.store, version, schema.version)
+            raise NewerSchemaError(file_of(conn), schema.store, version, schema.version)
         for number, step in enumerate(schema.steps[version:], version + 1):
             for statement in step.sql:
                 conn.execute(statement)
             if step.run is not None:
                 step.run(conn)
-            _log.info("stores.schema.step", store=schema.store, version=number, step=step.description, path=_file(conn))
+            _log.info("stores.schema.step", store=schema.store, version=number, step=step.description, path=file_of(conn))
         conn.execute(
             "INSERT OR REPLACE INTO schema_versions (name, version) VALUES (?, ?)", (schema.store, schema.version)
         )
@@ -116,6 +116,6 @@ def _recorded(conn: sqlite3.Connection, store: str) -> int | None:
     return None if row is None else int(row[0])
 
 
-def _file(conn: sqlite3.Connection) -> str:
+def file_of(conn: sqlite3.Connection) -> str:
     """The file `conn` has open as its main database ('' for an in-memory one)."""
     return str(conn.execute("PRAGMA database_list").fetchone()[2])

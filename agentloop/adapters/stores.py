@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import os
 import re
-from contextlib import ExitStack
+from contextlib import ExitStack, closing
 from pathlib import Path
+from types import ModuleType
+
+import attrs
 
 from agentloop.adapters.attempt_notes_files import FileAttemptNotes
 from agentloop.adapters.hashing_embedder import HashingEmbedder
+from agentloop.adapters.sqlite import connect
+from agentloop.adapters import sqlite_knowledge, sqlite_rag
+from agentloop.adapters.sqlite_embedders import reembed_table
+from agentloop.adapters.sqlite_schema import migrate
 from agentloop.adapters.sqlite_async import (
     AsyncSqliteKnowledgeRepository,
     AsyncSqliteMemoryStore,
@@ -81,7 +88,7 @@ def open_stores(
         )
         opened.callback(rag.close)
         knowledge = AsyncSqliteKnowledgeRepository(
-            SqliteKnowledgeRepository(directory / f"{bot}.notes.sqlite3", dim=embedder.dim)
+            SqliteKnowledgeRepository(directory / f"{bot}.notes.sqlite3", dim=embedder.dim, embedder=embedder.name)
         )
         opened.callback(knowledge.close)
         trajectories = AsyncSqliteTrajectoryStore(SqliteTrajectoryStore(directory / f"{bot}.trajectories.sqlite3"))
@@ -96,16 +103,62 @@ def open_stores(
     )
 
 
+@attrs.frozen
+class Reembedded:
+    """What `reembed_stores` embedded again: how many RAG texts and how many notes."""
+
+    texts: int
+    notes: int
+
+
+def reembed_stores(
+    url: str | os.PathLike[str], *, bot: str = "bot", embedder: Embedder, batch_size: int = 64
+) -> Reembedded:
+    """Embed every RAG text and note of `bot` at `url` again with `embedder` (in batches of
+    `batch_size`) and record it as their embedder, so the stores open with it from now on.
+
+    Texts and notes are unchanged; only their vectors are replaced, each table in one
+    transaction. Stop the bot first: a process holding the old vectors would keep using them.
+    """
+    check_bot_name(bot)
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+    scheme = _SCHEME.match(os.fspath(url))
+    if scheme is not None and scheme.group(1).lower() in _POSTGRES_SCHEMES:
+        postgres = _postgres_backend(os.fspath(url))
+        texts, notes = postgres.reembed_postgres_stores(os.fspath(url), bot=bot, embedder=embedder, batch_size=batch_size)
+        return Reembedded(texts, notes)
+    directory = _sqlite_directory(url, create=False)
+    database, notes_file = directory / f"{bot}.sqlite3", directory / f"{bot}.notes.sqlite3"
+    if not database.exists():
+        raise StoreUrlError(os.fspath(url), f"the bot {bot!r} has no stores there yet", "run the bot first, or give its URL and name")
+    counts = []
+    for path, schema, table, text, vector, index in (
+        (database, sqlite_rag.SCHEMA, "rag_documents", "text", "vector", directory / f"{bot}.rag.hnsw"),
+        (notes_file, sqlite_knowledge.SCHEMA, "knowledge_items", "markdown", "embedding", Path(f"{notes_file}.hnsw")),
+    ):
+        with closing(connect(path)) as conn:
+            migrate(conn, schema)
+            counts.append(reembed_table(conn, table, text, vector, embedder, batch_size))
+        index.unlink(missing_ok=True)  # derived from the rows: the next open builds it from the new vectors
+    return Reembedded(*counts)
+
+
 def _open_postgres(url: str, bot: str, embedder: Embedder, create: bool) -> Stores:
-    """The PostgreSQL backend's stores, imported only now so the base install needs no driver."""
+    stores: Stores = _postgres_backend(url).open_postgres_stores(url, bot=bot, embedder=embedder, create=create)
+    return stores
+
+
+def _postgres_backend(url: str) -> ModuleType:
+    """The PostgreSQL backend, imported only now so the base install needs no driver."""
     try:
-        from agentloop.adapters.postgres import open_postgres_stores
+        from agentloop.adapters import postgres
     except ModuleNotFoundError as missing:
         raise StoreUrlError(
             shown_url(url), f"the PostgreSQL backend needs {missing.name}, which is not installed",
             "pip install 'agentloop-ecs[postgres]'",
         ) from None
-    return open_postgres_stores(url, bot=bot, embedder=embedder, create=create)
+    return postgres
 
 
 def _sqlite_directory(url: str | os.PathLike[str], create: bool) -> Path:

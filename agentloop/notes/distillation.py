@@ -282,7 +282,7 @@ class Distiller:
         reply = await self.llm.complete(request)
         note = parse_note(storable(reply.content or ""))  # model output may hold bytes no store takes
         markdown = note.to_markdown()
-        vector = self.knowledge.embed(markdown)
+        vector = await self.knowledge.aembed(markdown)
         layer = owner.narrowest()
         now = self.clock.now()
         duplicate = await self.knowledge.find_duplicate(vector, owner=owner, above=settings.duplicate_above)

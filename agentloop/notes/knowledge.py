@@ -77,7 +77,13 @@ class KnowledgeBase:
         self._log = logger if logger is not None else structlog.get_logger("agentloop.notes.knowledge")
 
     def embed(self, text: str) -> Vectors:
+        """The vector of `text` (for scripts; code on an event loop awaits `aembed`)."""
         vector: Vectors = self.embedder.embed([text])[0]
+        return vector
+
+    async def aembed(self, text: str) -> Vectors:
+        """The vector of `text`, awaited without holding up the event loop."""
+        vector: Vectors = (await self.embedder.aembed([text]))[0]
         return vector
 
     async def add(self, item: KnowledgeItem) -> KnowledgeItem:
@@ -115,7 +121,7 @@ class KnowledgeBase:
         """
         settings = self.settings
         k = settings.k if k is None else k
-        vector = self.embed(query)
+        vector = await self.aembed(query)
         if k <= 0 or not np.any(vector):
             return []
         hits = await self.repository.search(

@@ -13,6 +13,19 @@ Vectors = npt.NDArray[np.float32]
 
 @runtime_checkable
 class Embedder(Protocol):
+    """Turns texts into vectors whose cosine similarity follows their meaning.
+
+    Vectors of two embedders are not comparable, so a store records the `name` of the
+    embedder that built it and refuses another. `aembed` is what code on an event loop
+    awaits: it must not hold the loop up for longer than a short computation (an HTTP
+    embedder awaits its server, a local model runs on a worker thread).
+    """
+
+    @property
+    def name(self) -> str:
+        """Which embedder and model made the vectors, with their dimension, e.g. "hashing-v1/384"."""
+        ...
+
     @property
     def dim(self) -> int:
         """The length of every vector this embedder returns."""
@@ -20,6 +33,10 @@ class Embedder(Protocol):
 
     def embed(self, texts: Sequence[str]) -> Vectors:
         """One L2-normalised float32 row per text, shape (len(texts), dim)."""
+        ...
+
+    async def aembed(self, texts: Sequence[str]) -> Vectors:
+        """`embed`, awaited without holding up the event loop."""
         ...
 
 

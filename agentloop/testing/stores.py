@@ -12,11 +12,13 @@ what is particular to it (files, indexes, migrations).
     class TestMyStores(StoresTests):
         @pytest.fixture
         def open_backend(self, tmp_path):
-            return lambda: open_stores(tmp_path)
+            return lambda embedder=None: open_stores(tmp_path, embedder=embedder)
 
 The fixture contract: `open_backend` returns a function that opens the backend's
 `Stores` at one place, empty before the first call. Calling it again after the stores
 it returned were closed must open the same data again (that is how reopening is tested).
+It takes an optional `embedder` and opens the stores with it instead of the usual one
+(that is how refusing a store's wrong embedder is tested).
 The stores must embed with `HashingEmbedder` (the default, any dim): the retrieval tests
 rely on texts sharing words being similar, and on a text with no words embedding to
 nothing. Each test closes the stores it opens.
@@ -48,7 +50,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentloop.ports.stores import Stores
-from agentloop.errors import UnknownNoteError
+from agentloop.errors import EmbedderMismatchError, UnknownNoteError
 from agentloop.messages import ChatMessage, ToolCall
 from agentloop.notes.models import KnowledgeItem, Layer, LayerIds, MergeSuggestion, NoteMetadata, NoteStatus, NoteType
 from agentloop.ports import (
@@ -347,6 +349,24 @@ class RagStoreTests(_Backend):
         assert len(set(same)) == 1 and run(stores.rag.count()) == len(texts) + 1
         found = run(stores.rag.search(CHAIN, "note number 7 about topic7", 1))
         assert [(h.id, h.text) for h in found] == [(ids[7], texts[7])]
+
+
+@attrs.frozen
+class _Renamed:
+    """`embedder` under another name: the vectors of one model passed off as another's."""
+
+    embedder: Embedder
+    name: str
+
+    @property
+    def dim(self) -> int:
+        return self.embedder.dim
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        return self.embedder.embed(texts)
+
+    async def aembed(self, texts: Sequence[str]) -> Vectors:
+        return await self.embedder.aembed(texts)
 
 
 def unit_vector(seed: int, dim: int) -> Vectors:
@@ -805,6 +825,21 @@ class StoresTests(
         ]
         assert not_coroutines == [], "every call of a store port is a coroutine"
         assert isinstance(stores.embedder, Embedder) and stores.url and stores.bot
+
+    def test_stores_opened_with_another_embedder_are_refused_naming_both(
+        self, stores: Stores, open_backend: Callable[..., Stores]
+    ) -> None:
+        """Vectors of two embedders cannot be compared: stores record the one that built
+        them and refuse another, even one of the same dimension, until they are re-embedded."""
+        run(stores.rag.add(CHAIN, "The shop opens at nine"))
+        built_by = stores.embedder
+        stores.close()
+        other = _Renamed(built_by, "another-model/" + str(built_by.dim))
+        with pytest.raises(EmbedderMismatchError) as refused:
+            open_backend(embedder=other).close()
+        assert repr(built_by.name) in str(refused.value) and repr(other.name) in str(refused.value)
+        with open_backend() as again:  # the embedder that built them still opens them
+            assert [hit.text for hit in run(again.rag.search(CHAIN, "when does the shop open", 1))] == ["The shop opens at nine"]
 
     def test_closing_twice_does_nothing(self, stores: Stores) -> None:
         stores.close()

@@ -20,7 +20,7 @@ import numpy as np
 from agentloop.adapters.hashing_embedder import HashingEmbedder
 from agentloop.ports import Stores
 from agentloop.components import ToolExecution
-from agentloop.errors import UnknownNoteError
+from agentloop.errors import EmbedderMismatchError, UnknownNoteError
 from agentloop.messages import ChatMessage
 from agentloop.notes import KnowledgeItem, Layer, LayerIds, MergeSuggestion, NoteStatus, Retrieval, Trajectory, quarantine_record
 from agentloop.ports import Embedder, MemoryEntry, RagHit, TaskRecord, TaskState, Vectors
@@ -51,6 +51,8 @@ class MemoryData:
     distilled: set[str] = attrs.Factory(set)
     tasks: dict[str, TaskRecord] = attrs.Factory(dict)
     attempt_notes: dict[str, str] = attrs.Factory(dict)
+    embedder: tuple[str, int] | None = None
+    """The (name, dim) of the embedder that built the vectors, recorded by the first open."""
 
 
 class MemorySessionStore:
@@ -92,7 +94,7 @@ class MemoryRagStore:
         self.embedder = embedder
 
     async def add(self, scope: Scope, text: str, *, session_id: str | None = None) -> int:
-        vector = self.embedder.embed([text])[0]
+        vector = (await self.embedder.aembed([text]))[0]
         with self.data.lock:
             for id_, (owner, stored, _) in self.data.rag.items():
                 if owner == scope and stored == text:
@@ -102,7 +104,7 @@ class MemoryRagStore:
         return id_
 
     async def search(self, scope: Scope, query: str, k: int) -> list[RagHit]:
-        vector = self.embedder.embed([query])[0]
+        vector = (await self.embedder.aembed([query]))[0]
         if k <= 0 or not vector.any():
             return []
         with self.data.lock:
@@ -312,6 +314,10 @@ class MemoryAttemptNotes:
 def open_memory_stores(data: MemoryData, *, embedder: Embedder | None = None) -> Stores:
     """A `Stores` over `data`: what `open_stores` gives for a URL, for this backend."""
     embedder = embedder or HashingEmbedder(dim=64)
+    with data.lock:
+        data.embedder = data.embedder or (embedder.name, embedder.dim)
+    if data.embedder != (embedder.name, embedder.dim):
+        raise EmbedderMismatchError("memory://", data.embedder[0], embedder.name)
     return Stores(
         "memory://", "bot", embedder, MemorySessionStore(data), MemoryMemoryStore(data), MemoryRagStore(data, embedder),
         MemoryKnowledgeRepository(data, embedder.dim), MemoryTrajectoryStore(data), MemoryTaskStore(data),

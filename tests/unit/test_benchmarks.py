@@ -72,3 +72,12 @@ def test_turn_latency_without_the_baseline_commit_says_so_and_times_this_checkou
     assert sum(line.startswith("no baseline: git cannot give no-such-revision here") for line in lines) == 1
     assert any(re.match(r"standard turn, framework time \(median\)\s+\d+\.\d{3} ms\s+<= 1\.0 ms", line) for line in lines)
     assert not any("this /" in line for line in lines)
+
+
+def test_embedders_prints_a_row_per_way_of_embedding(capsys: pytest.CaptureFixture[str]) -> None:
+    run_main("embedders", "--calls", "3", "--server-delay", "0")
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[:2] for line in lines[1:]] == [
+        ["hashing", "aembed"], ["hashing", "to_thread(embed)"], ["openai", "aembed"], ["openai", "to_thread(embed)"],
+    ]
+    assert all(len(re.findall(r"\d+\.\d+ ms", line)) == 2 for line in lines[1:])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -105,3 +106,13 @@ def test_a_different_seed_gives_different_vectors() -> None:
 def test_invalid_parameters_are_refused(dim: int, ngram: int) -> None:
     with pytest.raises(ValueError, match="HashingEmbedder needs"):
         HashingEmbedder(dim=dim, char_ngram=ngram)
+
+
+def test_the_name_says_the_dimension_and_any_setting_that_changes_the_vectors() -> None:
+    """Stores record the name and refuse another, so vectors that differ must have names that differ."""
+    assert HashingEmbedder().name == "hashing-v1/384" and HashingEmbedder(dim=64).name == "hashing-v1/64"
+    assert HashingEmbedder(dim=64, seed=1).name == "hashing-v1/64;n=3;w=1.0;b=0.7;c=0.4;seed=1"
+    assert len({HashingEmbedder(dim=64, **setting).name for setting in (
+        {}, {"char_ngram": 4}, {"word_weight": 2.0}, {"bigram_weight": 0.0}, {"char_weight": 0.1}, {"seed": 7},
+    )}) == 6
+    assert asyncio.run(HashingEmbedder(dim=64).aembed(["same text"])).tolist() == HashingEmbedder(dim=64).embed(["same text"]).tolist()

@@ -24,11 +24,12 @@ from agentloop.adapters.postgres import database
 from agentloop.adapters.postgres.nearest import nearest_query
 from agentloop.adapters.postgres.schema import Schema, Step, migrate
 from agentloop.adapters.postgres.scopes import scope_match
-from agentloop.errors import ExecutionRefusedError, NewerSchemaError, StoreUrlError
+from agentloop.errors import EmbedderMismatchError, ExecutionRefusedError, NewerSchemaError, StoreUrlError
 from agentloop.messages import ChatMessage, Role
 from agentloop.notes import RETRIEVABLE, KnowledgeItem, Layer, LayerIds, NoteStatus, NoteType, quarantine_record
 from agentloop.scopes import Scope
 from agentloop.testing.notes import make_execution
+from test_stores import check_reembedding  # the same checks as on SQLite
 
 ROOT = Path(__file__).resolve().parents[2]
 AT = datetime(2026, 1, 1, tzinfo=UTC)
@@ -107,9 +108,37 @@ def test_a_database_of_a_newer_release_is_refused_naming_both_versions_and_left_
 
 def test_vectors_of_another_dimension_are_refused(postgres_url: str) -> None:
     open_bot(postgres_url, dim=64).close()
-    with pytest.raises(ValueError, match="holds vectors of dim 64 in rag_documents but the embedder makes dim 32"):
+    with pytest.raises(EmbedderMismatchError, match=r"\(rag_documents\) was embedded by 'hashing-v1/64', but it is opened with the embedder 'hashing-v1/32'"):
         open_bot(postgres_url, dim=32)
     open_bot(postgres_url, bot="other", dim=32).close()  # another bot in the same database has its own
+
+
+def _forget_embedders(url: str) -> None:
+    """Make the bot's schema as it was before stores recorded their embedder."""
+    with psycopg.connect(url) as conn:
+        conn.execute("DROP TABLE agentloop_helper.vector_embedders")
+        conn.execute("UPDATE agentloop_helper.schema_versions SET version = 1 WHERE name IN ('rag', 'knowledge')")
+
+
+def test_vectors_stored_before_embedders_were_recorded_belong_to_the_default_hashing_embedder(postgres_url: str) -> None:
+    with open_bot(postgres_url) as stores:
+        asyncio.run(stores.rag.add(ADA, "The shop opens at nine"))
+    _forget_embedders(postgres_url)
+    with pytest.raises(EmbedderMismatchError, match=r"\(rag_documents\) was embedded by 'hashing-v1/64'"):
+        open_stores(postgres_url, bot="helper", embedder=HashingEmbedder(dim=64, seed=1))
+    open_bot(postgres_url).close()
+
+
+def test_stores_still_empty_take_the_first_embedder_whatever_their_dimension(postgres_url: str) -> None:
+    open_bot(postgres_url, dim=64).close()
+    _forget_embedders(postgres_url)
+    with open_bot(postgres_url, dim=32) as stores:
+        asyncio.run(stores.rag.add(ADA, "The shop opens at nine"))
+        assert [hit.text for hit in asyncio.run(stores.rag.search(ADA, "shop", 1))] == ["The shop opens at nine"]
+
+
+def test_reembedding_moves_the_stores_to_another_embedder_and_dimension(postgres_url: str) -> None:
+    check_reembedding(postgres_url)
 
 
 def test_bots_sharing_a_database_each_see_only_their_own_rows(postgres_url: str) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from agentloop.adapters import HashingEmbedder, SqliteRagStore
+from agentloop.errors import EmbedderMismatchError
 from agentloop.scopes import Scope
 
 A, B = Scope(project_id="a"), Scope(project_id="b")
@@ -49,7 +50,7 @@ def test_an_embedder_of_another_dimension_is_refused(tmp_path: Path) -> None:
     store = SqliteRagStore.open(tmp_path / "bot.sqlite3", HashingEmbedder(dim=64), tmp_path / "bot.rag.hnsw")
     store.add(A, "hello world")
     store.close()
-    with pytest.raises(ValueError, match="dim 64 but the embedder makes dim 32"):
+    with pytest.raises(EmbedderMismatchError, match="was embedded by 'hashing-v1/64', but it is opened with the embedder 'hashing-v1/32'"):
         SqliteRagStore.open(tmp_path / "bot.sqlite3", HashingEmbedder(dim=32), tmp_path / "other.hnsw")
 
 

@@ -33,7 +33,7 @@ from agentloop.adapters import (
 )
 from agentloop.adapters import sqlite_knowledge, sqlite_scopes, sqlite_tasks
 from agentloop.adapters.sqlite_async import AsyncSqliteTaskStore
-from agentloop.errors import NewerSchemaError
+from agentloop.errors import EmbedderMismatchError, NewerSchemaError
 from agentloop.notes import Layer, LayerIds, NoteStatus
 from agentloop.notes.models import trajectory_hash
 from agentloop.ports import MemoryEntry, TaskRecord, TaskState
@@ -81,7 +81,7 @@ def _steps(logs: list[dict[str, Any]]) -> list[tuple[str, int]]:
     return [(log["store"], log["version"]) for log in logs if log["event"] == "stores.schema.step"]
 
 
-ALL_STEPS = [("sessions", 2), ("sessions", 3), ("memory", 2), ("rag", 2), ("knowledge", 2), ("knowledge", 3), ("trajectories", 2), ("trajectories", 3),
+ALL_STEPS = [("sessions", 2), ("sessions", 3), ("memory", 2), ("rag", 2), ("rag", 3), ("knowledge", 2), ("knowledge", 3), ("knowledge", 4), ("trajectories", 2), ("trajectories", 3),
              ("tasks", 2)]
 
 
@@ -169,6 +169,16 @@ def test_every_note_keeps_its_status_and_counters_and_old_retrievals_belong_to_t
     assert [i.key for i in notes.credit_session(bob, AT)] == [2, 3]
     assert notes.credit_session(bob, AT) == []
     notes.close()
+
+
+def test_vectors_stored_before_embedders_were_recorded_belong_to_the_default_hashing_embedder(old_data: Path) -> None:
+    """Release 0.1 had one embedder: its texts and notes open with it, and another is refused."""
+    other = HashingEmbedder(dim=DIM, seed=1)
+    with pytest.raises(EmbedderMismatchError, match=rf"helper.sqlite3 \(rag_documents\) was embedded by 'hashing-v1/{DIM}'"):
+        open_stores(old_data, bot="helper", embedder=other)
+    with pytest.raises(EmbedderMismatchError, match=rf"helper.notes.sqlite3 \(knowledge_items\) was embedded by 'hashing-v1/{DIM}'"):
+        SqliteKnowledgeRepository(old_data / "helper.notes.sqlite3", dim=DIM, embedder=other.name)
+    open_stores(old_data, bot="helper", embedder=HashingEmbedder(dim=DIM)).close()
 
 
 # --- trajectories -----------------------------------------------------------------------

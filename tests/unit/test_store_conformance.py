@@ -15,12 +15,12 @@ from agentloop.testing.stores import StoresTests
 
 class TestSqliteStores(StoresTests):
     @pytest.fixture
-    def open_backend(self, tmp_path: Path) -> Callable[[], Stores]:
-        return lambda: open_stores(tmp_path, embedder=HashingEmbedder(dim=64))
+    def open_backend(self, tmp_path: Path) -> Callable[..., Stores]:
+        return lambda embedder=None: open_stores(tmp_path, embedder=embedder or HashingEmbedder(dim=64))
 
 
 class TestMemoryStores(StoresTests):
     @pytest.fixture
-    def open_backend(self) -> Callable[[], Stores]:
+    def open_backend(self) -> Callable[..., Stores]:
         data = MemoryData()
-        return lambda: open_memory_stores(data)
+        return lambda embedder=None: open_memory_stores(data, embedder=embedder)

@@ -13,5 +13,5 @@ from agentloop.testing.stores import StoresTests
 
 class TestPostgresStores(StoresTests):
     @pytest.fixture
-    def open_backend(self, postgres_url: str) -> Callable[[], Stores]:
-        return lambda: open_stores(postgres_url, embedder=HashingEmbedder(dim=64))
+    def open_backend(self, postgres_url: str) -> Callable[..., Stores]:
+        return lambda embedder=None: open_stores(postgres_url, embedder=embedder or HashingEmbedder(dim=64))

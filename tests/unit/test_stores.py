@@ -14,10 +14,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import attrs
+import numpy as np
 import pytest
 
-from agentloop.adapters import DEFAULT_STORES_URL, HashingEmbedder, Stores, open_note_taking, open_stores
-from agentloop.errors import StoreUrlError
+from agentloop.adapters import DEFAULT_STORES_URL, HashingEmbedder, Reembedded, Stores, open_note_taking, open_stores, reembed_stores
+from agentloop.errors import EmbedderMismatchError, StoreUrlError
 from agentloop.notes import KnowledgeItem, Layer, LayerIds, NoteType
 from agentloop.ports import (
     AttemptNotesStore,
@@ -30,6 +31,7 @@ from agentloop.ports import (
     TaskState,
     TaskStore,
     TrajectoryStore,
+    Vectors,
 )
 from agentloop.scopes import Scope
 from agentloop.testing import RecordingChannel, ScriptedLLM
@@ -165,7 +167,7 @@ def test_a_failed_open_leaves_no_connection_behind(tmp_path: Path, connections: 
     asyncio.run(stores.rag.add(Scope(), "a text indexed at dim 64"))
     stores.close()
     connections.clear()
-    with pytest.raises(ValueError, match="dim 64 but the embedder makes dim 32"):
+    with pytest.raises(ValueError, match="was embedded by 'hashing-v1/64', but it is opened with the embedder 'hashing-v1/32'"):
         open_stores(tmp_path, embedder=HashingEmbedder(dim=32))
     assert_all_closed(connections, count=1)  # history and memory's file was open when the RAG store refused
 
@@ -309,3 +311,50 @@ def test_whoever_opens_the_stores_closes_them(tmp_path: Path) -> None:
         assert pipeline.stores is not None and pipeline.stores.url == f"sqlite:///{tmp_path}"
     open_note_taking(tmp_path, ScriptedLLM()).close()
     assert [name for name in os.listdir(tmp_path) if open_descriptors(tmp_path / name)] == []
+
+
+class _FailingEmbedder(HashingEmbedder):
+    """Embeds one batch, then fails as a model server that went away would."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__(dim)
+        self.calls = 0
+
+    def embed(self, texts: typing.Sequence[str]) -> Vectors:
+        self.calls += 1
+        if self.calls > 1:
+            raise ConnectionError("the embedding server went away")
+        return super().embed(texts)
+
+    async def aembed(self, texts: typing.Sequence[str]) -> Vectors:
+        return self.embed(texts)
+
+
+def check_reembedding(url: str) -> None:
+    """Stores moved to another embedder keep their texts and notes, search with the new
+    vectors, open only with the new embedder; one that fails half-way changes nothing."""
+    old, new = HashingEmbedder(dim=32), HashingEmbedder(dim=48)
+    scope, note = Scope(user_id="ada"), "Deploy the shop with make deploy-shop."
+    with open_stores(url, embedder=old) as stores:
+        for text in ("Lunch is at noon.", "The shop opens at nine."):
+            asyncio.run(stores.rag.add(scope, text))
+        asyncio.run(stores.knowledge.add(
+            KnowledgeItem(NoteType.PATTERN, Layer.COMPANY, LayerIds("default"), "deploys", note, old.embed([note])[0], AT)
+        ))
+    with pytest.raises(ConnectionError):
+        reembed_stores(url, embedder=_FailingEmbedder(48), batch_size=1)
+    open_stores(url, embedder=old).close()  # still the old embedder's, whole
+    assert reembed_stores(url, embedder=new, batch_size=1) == Reembedded(texts=2, notes=1)
+    with pytest.raises(EmbedderMismatchError):
+        open_stores(url, embedder=old)
+    with open_stores(url, embedder=new) as stores:
+        assert asyncio.run(stores.rag.texts(scope)) == ["Lunch is at noon.", "The shop opens at nine."]
+        assert [h.text for h in asyncio.run(stores.rag.search(scope, "when does the shop open", 1))] == ["The shop opens at nine."]
+        (item,) = asyncio.run(stores.knowledge.items())
+        assert item.markdown == note and np.allclose(item.embedding, new.embed([note])[0], atol=1e-6)
+
+
+def test_reembedding_moves_the_sqlite_stores_to_another_embedder(tmp_path: Path) -> None:
+    check_reembedding(f"sqlite:///{tmp_path}")
+    with pytest.raises(StoreUrlError, match="the bot 'nobody' has no stores there yet"):
+        reembed_stores(tmp_path, bot="nobody", embedder=HashingEmbedder())

@@ -15,7 +15,8 @@ from agentloop.adapters.postgres.database import CONNECT_TIMEOUT_S, Database, co
 from agentloop.adapters.postgres.knowledge import PostgresKnowledgeRepository
 from agentloop.adapters.postgres.memory import PostgresMemoryStore
 from agentloop.adapters.postgres.rag import PostgresRagStore
-from agentloop.adapters.postgres.schema import dimension, exists, migrate
+from agentloop.adapters.postgres.embedders import VECTOR_TABLES, check_embedder, reembed_table
+from agentloop.adapters.postgres.schema import exists, lock_migrations, migrate, search_path, vector_schema
 from agentloop.adapters.postgres.sessions import PostgresSessionStore
 from agentloop.adapters.postgres.tasks import PostgresTaskStore
 from agentloop.adapters.postgres.trajectories import PostgresTrajectoryStore
@@ -27,7 +28,6 @@ from agentloop.ports import Embedder
 SCHEMAS = (
     sessions.SCHEMA, memory.SCHEMA, rag.SCHEMA, knowledge.SCHEMA, trajectories.SCHEMA, tasks.SCHEMA, attempt_notes.SCHEMA,
 )
-_VECTOR_COLUMNS = (("rag_documents", "vector"), ("knowledge_items", "embedding"))
 
 __all__ = [
     "PostgresAttemptNotes",
@@ -46,7 +46,7 @@ def open_postgres_stores(url: str, *, bot: str, embedder: Embedder, create: bool
     schema (made on first use unless `create` is false); see `open_stores`."""
     db = Database(url, schema_name(url, bot))
     try:
-        db.wait(_prepare(db, embedder.dim, create, bot))
+        db.wait(_prepare(db, embedder, create, bot))
     except BaseException:
         db.close()
         raise
@@ -57,25 +57,47 @@ def open_postgres_stores(url: str, *, bot: str, embedder: Embedder, create: bool
     )
 
 
-async def _prepare(db: Database, dim: int, create: bool, bot: str) -> None:
-    """Migrate the bot's schema (or refuse), check the vectors' dimension, open the pool."""
+def reembed_postgres_stores(url: str, *, bot: str, embedder: Embedder, batch_size: int) -> tuple[int, int]:
+    """Embed `bot`'s RAG texts and notes again with `embedder` and record it (see
+    `reembed_stores`); how many texts and notes."""
+    db = Database(url, schema_name(url, bot))
+    try:
+        return db.wait(_reembed(db, embedder, bot, batch_size))
+    finally:
+        db.close()
+
+
+async def _reembed(db: Database, embedder: Embedder, bot: str, batch_size: int) -> tuple[int, int]:
+    async with await connect_once(db.url) as conn:
+        if not await exists(conn, db.schema):
+            raise StoreUrlError(shown_url(db.url), f"the bot {bot!r} has no stores there yet", "run the bot first, or give its URL and name")
+        await migrate(conn, db.schema, SCHEMAS, dim=embedder.dim, where=f"{shown_url(db.url)} (schema {db.schema})")
+    await db.pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
+    counts = []
+    async with db.pool.connection() as conn, conn.transaction():
+        await lock_migrations(conn)
+        for table in VECTOR_TABLES:
+            counts.append(await reembed_table(conn, table, embedder, batch_size))
+    return counts[0], counts[1]
+
+
+async def _prepare(db: Database, embedder: Embedder, create: bool, bot: str) -> None:
+    """Migrate the bot's schema (or refuse), check (or record) the embedder of its vectors, open the pool."""
     where = f"{shown_url(db.url)} (schema {db.schema})"
     async with await connect_once(db.url) as conn:
         if not create and not await exists(conn, db.schema):
             raise StoreUrlError(shown_url(db.url), f"the bot {bot!r} has no stores there yet", "run the bot first, or give its URL and name")
         try:
-            await migrate(conn, db.schema, SCHEMAS, dim=dim, where=where)
+            await migrate(conn, db.schema, SCHEMAS, dim=embedder.dim, where=where)
         except (psycopg.errors.InsufficientPrivilege, psycopg.errors.FeatureNotSupported, psycopg.errors.UndefinedFile) as error:
             raise StoreUrlError(
                 shown_url(db.url), f"the stores cannot be created there ({one_line(error)})",
                 "install pgvector on the server and let this user create the extension vector and a schema "
                 "(or have an administrator run CREATE EXTENSION vector)",
             ) from None
-        for table, column in _VECTOR_COLUMNS:
-            found = await dimension(conn, db.schema, table, column)
-            if found != dim:
-                raise ValueError(
-                    f"{where} holds vectors of dim {found} in {table} but the embedder makes dim {dim}; use the "
-                    "embedder the texts were indexed with, or another bot name or database"
-                )
+        async with conn.transaction():
+            await lock_migrations(conn)
+            await conn.execute(search_path(db.schema, await vector_schema(conn), local=True))
+            for table in VECTOR_TABLES:
+                await check_embedder(conn, db.schema, table, embedder, where)
     await db.pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)

@@ -12,6 +12,7 @@ import numpy as np
 import psycopg
 from psycopg.rows import dict_row
 
+from agentloop.adapters.postgres.embedders import KNOWLEDGE
 from agentloop.adapters.postgres.database import Database, on_database
 from agentloop.adapters.postgres.nearest import nearest
 from agentloop.adapters.postgres.schema import Schema, Step
@@ -51,7 +52,7 @@ SCHEMA = Schema(
                     updated_at timestamptz
                 )""",
                 "CREATE INDEX knowledge_items_by_owner ON knowledge_items (company_id, org_id, team_id, project_id, status)",
-                "CREATE INDEX knowledge_items_by_embedding ON knowledge_items USING hnsw (embedding vector_cosine_ops)",
+                KNOWLEDGE.index_sql,
                 f"""CREATE TABLE note_retrievals (
                     seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
                     note_id bigint NOT NULL REFERENCES knowledge_items (id),
@@ -76,6 +77,7 @@ SCHEMA = Schema(
                 )""",
             ),
         ),
+        KNOWLEDGE.record_step(),
     ),
 )
 _COLUMNS = (

@@ -3,10 +3,10 @@ pgvector HNSW index with the scope filter inside the query."""
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 from typing import Any
 
+from agentloop.adapters.postgres.embedders import RAG
 from agentloop.adapters.postgres.database import Database, on_database
 from agentloop.adapters.postgres.nearest import nearest
 from agentloop.adapters.postgres.schema import Schema, Step
@@ -33,9 +33,10 @@ SCHEMA = Schema(
                     created_at timestamptz NOT NULL DEFAULT now()
                 )""",
                 f"CREATE UNIQUE INDEX rag_documents_by_scope ON rag_documents ({SCOPE_COLUMNS_SQL}, digest) NULLS NOT DISTINCT",
-                "CREATE INDEX rag_documents_by_vector ON rag_documents USING hnsw (vector vector_cosine_ops)",
+                RAG.index_sql,
             ),
         ),
+        RAG.record_step(),
     ),
 )
 
@@ -44,7 +45,7 @@ class PostgresRagStore:
     """Scoped similarity search over stored texts; a text already stored in its scope is
     not stored twice (`add` returns its id), even when two writers add it at once.
 
-    Embedding runs on a worker thread, so a slow embedder holds up no other store call.
+    Embedding is awaited (`Embedder.aembed`), so a slow embedder holds up no other store call.
     """
 
     def __init__(self, db: Database, embedder: Embedder) -> None:
@@ -54,7 +55,7 @@ class PostgresRagStore:
     @on_database
     async def add(self, scope: Scope, text: str, *, session_id: str | None = None) -> int:
         digest = hashlib.sha256(text.encode()).hexdigest()
-        vector = (await asyncio.to_thread(self._embedder.embed, [text]))[0]
+        vector = (await self._embedder.aembed([text]))[0]
         chain = scope_values(scope)
         async with self._db.pool.connection() as conn:
             row = await (
@@ -77,7 +78,7 @@ class PostgresRagStore:
     async def search(self, scope: Scope, query: str, k: int) -> list[RagHit]:
         if k <= 0:
             return []
-        vector = (await asyncio.to_thread(self._embedder.embed, [query]))[0]
+        vector = (await self._embedder.aembed([query]))[0]
         if not vector.any():
             return []
         where, params = scope_match(scope)

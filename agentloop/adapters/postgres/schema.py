@@ -49,7 +49,7 @@ async def migrate(
     """Create the pgvector extension and `schema` if missing, and bring each store of
     `stores` there to its version, all in one transaction (`where` names the database in errors)."""
     async with conn.transaction():
-        await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (_LOCK,))
+        await lock_migrations(conn)
         await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
         await conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
         versions = sql.Identifier(schema, "schema_versions")
@@ -74,6 +74,11 @@ async def migrate(
                 ).format(versions),
                 (store.store, store.version),
             )
+
+
+async def lock_migrations(conn: psycopg.AsyncConnection[Any]) -> None:
+    """Wait for, then hold until the transaction ends, the lock every change of a bot's schema takes."""
+    await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (_LOCK,))
 
 
 async def vector_schema(conn: psycopg.AsyncConnection[Any]) -> str:
