@@ -36,6 +36,7 @@ from agentloop.errors import (
     InvalidTransition,
     LlmCallError,
     NewerSchemaError,
+    StoreError,
     StoreUrlError,
     TaskError,
     TemplateError,
@@ -734,7 +735,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     try:
         _configure_logging(args.log_level or getattr(args, "quiet_log_level", "WARNING"))
         return handler(args, out or sys.stdout)
-    except CliError as error:
+    except (CliError, StoreError) as error:  # a store failing mid-command is said in one line too
         print(f"agentloop: {error}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

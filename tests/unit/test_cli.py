@@ -570,3 +570,13 @@ def test_stores_migrate_a_postgresql_bot_creates_its_stores_and_its_inbox(postgr
             "to_regnamespace('agentloop_helper') IS NOT NULL"
         ).fetchone()
     assert found == (True, True, True)
+
+
+def test_a_store_failing_mid_command_is_one_line(postgres_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["stores", "migrate", postgres_url, "--bot", "helper"], io.StringIO()) == 0
+    with psycopg.connect(postgres_url, autocommit=True) as conn:  # the notes are lost under the bot
+        conn.execute("DROP TABLE agentloop_helper.knowledge_items CASCADE")
+    assert main(["notes", "list", "--stores", postgres_url, "--bot", "helper"], io.StringIO()) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"agentloop: the PostgreSQL stores of {shown_url(postgres_url)} (schema agentloop_helper) failed: ")
+    assert "knowledge_items" in err and err.count("\n") == 1
