@@ -24,7 +24,7 @@ from typing import Any, TextIO, cast
 import attrs
 import structlog
 
-from agentloop.adapters import ConsoleChannel, HashingEmbedder, open_note_taking, open_stores, reembed_stores
+from agentloop.adapters import ConsoleChannel, HashingEmbedder, open_note_taking, open_stores, reembed_stores, stores_exist
 from agentloop.adapters.stores import shown_url
 from agentloop.context import IncomingMessage, Session
 from agentloop.scopes import DEFAULT_COMPANY
@@ -36,6 +36,7 @@ from agentloop.errors import (
     InvalidTransition,
     LlmCallError,
     NewerSchemaError,
+    StoreError,
     StoreUrlError,
     TaskError,
     TemplateError,
@@ -203,16 +204,29 @@ def _pipeline_show(args: argparse.Namespace, out: TextIO) -> int:
 
 def _demo(args: argparse.Namespace, out: TextIO) -> int:
     with ExitStack() as stack:
-        if args.data_dir is None:
-            data_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="agentloop-demo-")))
+        stores: str | Path
+        if args.stores is not None:
+            stores = args.stores
+            try:
+                taken = stores_exist(stores)
+            except StoreUrlError as error:
+                raise CliError(str(error)) from error
+            if taken:
+                raise CliError(
+                    f"the bot 'bot' already has stores at {shown_url(args.stores)}; the demo's story starts from a new bot, "
+                    "so give --stores a place with no bot named 'bot' (a new database or directory)"
+                )
+        elif args.data_dir is None:
+            stores = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="agentloop-demo-")))
         else:
-            data_dir = Path(args.data_dir)
-            if data_dir.exists() and not data_dir.is_dir():
-                raise CliError(f"{data_dir} is a file, not a directory; give a new or empty directory as --data-dir")
-            if data_dir.exists() and any(data_dir.iterdir()):
-                raise CliError(f"{data_dir} is not empty; the demo's story starts from a new bot, so give a new or empty --data-dir")
+            stores = Path(args.data_dir)
+            if stores.exists() and not stores.is_dir():
+                raise CliError(f"{stores} is a file, not a directory; give a new or empty directory as --data-dir")
+            if stores.exists() and any(stores.iterdir()):
+                raise CliError(f"{stores} is not empty; the demo's story starts from a new bot, so give a new or empty --data-dir")
+        temporary = args.stores is None and args.data_dir is None
         try:
-            asyncio.run(run_demo(open_bot, data_dir, out=out, progress=sys.stderr, temporary=args.data_dir is None))
+            asyncio.run(run_demo(open_bot, stores, out=out, progress=sys.stderr, temporary=temporary))
         except DemoCheckFailed as error:
             raise CliError(f"demo failed: {error}") from error
     return 0
@@ -584,9 +598,14 @@ def build_parser() -> argparse.ArgumentParser:
         "a session and offered to a later one. Progress goes to stderr, the story to stdout.",
         epilog="exit status: 0 every step behaved as expected; 1 a step misbehaved (the line says which); 2 a usage error.",
     )
-    demo.add_argument(
+    demo_place = demo.add_mutually_exclusive_group()
+    demo_place.add_argument(
         "--data-dir", metavar="DIR",
         help="a new or empty directory to keep the bot's files in (default: a temporary directory, removed)",
+    )
+    demo_place.add_argument(
+        "--stores", metavar="URL",
+        help="where to keep the bot's stores instead: sqlite:///DIR or postgresql://..., where no bot named 'bot' has stores yet",
     )
     demo.set_defaults(handler=_demo, quiet_log_level="ERROR")
 
@@ -734,7 +753,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     try:
         _configure_logging(args.log_level or getattr(args, "quiet_log_level", "WARNING"))
         return handler(args, out or sys.stdout)
-    except CliError as error:
+    except (CliError, StoreError) as error:  # a store failing mid-command is said in one line too
         print(f"agentloop: {error}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -13,11 +13,11 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
-from pathlib import Path
 from typing import Any, Protocol, TextIO
 
 import attrs
 
+from agentloop.adapters.stores import shown_url
 from agentloop.components import ToolExecution, ToolExecutions
 from agentloop.context import AgentContext, IncomingMessage, Session
 from agentloop.errors import DemoCheckFailed, LlmCallError
@@ -325,9 +325,10 @@ def _kinds(failures: Iterable[tuple[FailureSource, FailureKind]]) -> list[str]:
 
 
 async def run_demo(
-    open_bot: BotFactory, data_dir: Path, *, out: TextIO, progress: TextIO, temporary: bool = False
+    open_bot: BotFactory, stores: str | os.PathLike[str], *, out: TextIO, progress: TextIO, temporary: bool = False
 ) -> int:
-    """Run the story on a bot opened in `data_dir`; returns the number of checks that held.
+    """Run the story on a bot opened on the stores at `stores` (a URL or a data directory);
+    returns the number of checks that held.
 
     Raises `DemoCheckFailed` naming the first step that misbehaved.
     """
@@ -337,8 +338,8 @@ async def run_demo(
     channel = RecordingChannel()
     total = sum(len(s.turns) + 1 for s in sessions)
     print(f"agentloop demo: a travel helper on a {SCRIPTED_LABEL}", file=out)
-    print(f"data: {data_dir}" + (" (temporary; keep it with --data-dir DIR)" if temporary else ""), file=out)
-    with open_bot(data_dir, llm, channel, tools=demo_tools(clock), clock=clock) as bot:
+    print(f"data: {shown_url(os.fspath(stores))}" + (" (temporary; keep it with --data-dir DIR)" if temporary else ""), file=out)
+    with open_bot(stores, llm, channel, tools=demo_tools(clock), clock=clock) as bot:
         run = _Run(bot, llm, channel, clock, out, progress, total)
         notes: list[DistillationResult] = []
         for demo in sessions:

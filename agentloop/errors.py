@@ -303,3 +303,15 @@ class StoreUrlError(ValueError):
     def __init__(self, url: str, problem: str, fix: str) -> None:
         super().__init__(f"cannot open the stores at {url}: {problem}; {fix}")
         self.url = url
+
+
+class StoreError(RuntimeError):
+    """A store's database failed while answering a call (a lost connection, a full disk, a
+    damaged file); every backend raises it, with the driver's own error as its cause."""
+
+    def __init__(self, where: str, reason: str) -> None:
+        super().__init__(
+            f"{where} failed: {reason}; check that the database is reachable, has room and is not damaged, then try again"
+        )
+        self.where = where
+        self.reason = reason

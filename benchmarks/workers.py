@@ -11,8 +11,14 @@ this release opens postgresql:// stores, else one SQLite data directory shared b
 workers (the line above the table says which). The target is 1.6x the turns/s from 1
 to 2 workers at saturation; on a 2-core machine PostgreSQL and the workers share the cores.
 
+Then retrieval: `--notes` notes (HashingEmbedder vectors of dim 384 of generated texts)
+owned by 100 tenants, 1% each, loaded with the knowledge repository's `add_many`, and
+`--queries` searches through `KnowledgeBase.search` by one tenant: p50 and p95 on
+PostgreSQL with pgvector beside SQLite with hnswlib.
+
     python benchmarks/workers.py [--url postgresql://...] [--workers 1,2,4] [--sessions 200]
                                  [--messages 5] [--concurrency 50] [--model-delay 0.05]
+                                 [--notes 100000] [--queries 60]
 
 Without `--url` a temporary PostgreSQL is started with pgserver (the test extra).
 """
@@ -22,12 +28,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import random
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
 from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -35,16 +44,19 @@ from typing import Any
 import psycopg
 
 from agentloop import IncomingMessage, LlmReply, LlmRequest, Session
-from agentloop.adapters import open_stores
+from agentloop.adapters import HashingEmbedder, open_stores
 from agentloop.ports import Stores
 from agentloop.errors import StoreUrlError
 from agentloop.logging import configure_logging
+from agentloop.notes import KnowledgeBase, KnowledgeItem, Layer, LayerIds, NoteType
 from agentloop.testing import ScriptedLLM
 from agentloop.workers import open_inbox
 from systems import StandardPipeline, standard_pipeline
 
 HERE = Path(__file__).resolve().parent
 TARGET_SPEEDUP = 1.6
+TENANTS = 100
+LOAD_BATCH = 5000
 
 
 class NowhereChannel:
@@ -172,6 +184,41 @@ async def single_process(data: Path, args: argparse.Namespace) -> float:
         return args.sessions * args.messages / (time.perf_counter() - started)
 
 
+def tenant(number: int) -> LayerIds:
+    return LayerIds("default", f"o{number}", f"t{number}", f"p{number}")
+
+
+def texts(count: int, rng: random.Random) -> list[str]:
+    """Random 12-word texts over a 3,000-word vocabulary."""
+    vocabulary = [f"w{i}" for i in range(3000)]
+    return [" ".join(rng.choices(vocabulary, k=12)) for _ in range(count)]
+
+
+async def retrieval(url: str, notes: int, queries: Sequence[str]) -> tuple[float, float, float]:
+    """Seconds to load `notes` notes into the stores at `url` (tenant `i % TENANTS` owns note i)
+    and the p50 and p95 in ms of `KnowledgeBase.search` by tenant 0 over `queries`."""
+    embedder = HashingEmbedder(384)
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    rng = random.Random(7)
+    with open_stores(url, bot="retrieval", embedder=embedder) as stores:
+        started = time.perf_counter()
+        for start in range(0, notes, LOAD_BATCH):
+            batch = texts(min(LOAD_BATCH, notes - start), rng)
+            vectors = await embedder.aembed(batch)
+            await stores.knowledge.add_many([
+                KnowledgeItem(NoteType.PATTERN, Layer.PROJECT, tenant((start + i) % TENANTS), text[:20], text, vector, at)
+                for i, (text, vector) in enumerate(zip(batch, vectors, strict=True))
+            ])
+        loaded = time.perf_counter() - started
+        knowledge = KnowledgeBase(stores.knowledge, embedder)
+        latencies = []
+        for query in queries:
+            started = time.perf_counter()
+            await knowledge.search(query, tenant(0), min_similarity=0.0)
+            latencies.append((time.perf_counter() - started) * 1000.0)
+    return loaded, statistics.median(latencies), statistics.quantiles(latencies, n=20)[-1]
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--url", help="a PostgreSQL server to create the benchmark's databases on")
@@ -180,6 +227,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--messages", type=int, default=5, help="messages per session")
     parser.add_argument("--concurrency", type=int, default=50, help="turns one worker runs at once")
     parser.add_argument("--model-delay", type=float, default=0.05)
+    parser.add_argument("--notes", type=int, default=100_000, help="notes in the retrieval benchmark")
+    parser.add_argument("--queries", type=int, default=60, help="searches per backend in the retrieval benchmark")
     args = parser.parse_args(argv)
     configure_logging("ERROR")
     counts = [int(n) for n in args.workers.split(",")]
@@ -191,6 +240,11 @@ def main(argv: Sequence[str] | None = None) -> None:
             stores, label = stores_for(database, Path(scratch))
             rates[workers] = run_level(database, stores, workers, args)
         alone = asyncio.run(single_process(Path(scratch) / "single", args))
+        queries = texts(args.queries, random.Random(11))
+        searched = {
+            "PostgreSQL + pgvector (HNSW)": asyncio.run(retrieval(fresh_database(server), args.notes, queries)),
+            "SQLite + hnswlib": asyncio.run(retrieval(str(Path(scratch) / "retrieval"), args.notes, queries)),
+        }
     turns = args.sessions * args.messages
     print(f"{turns} turns ({args.sessions} sessions x {args.messages}), model awaits {args.model_delay * 1000:.0f} ms, "
           f"{args.concurrency} turns at once per process; stores: {label}")
@@ -203,6 +257,12 @@ def main(argv: Sequence[str] | None = None) -> None:
             target = f">= {TARGET_SPEEDUP}x  {verdict}"
         print(f"{f'{workers} worker process(es), PostgreSQL inbox':<40} {rate:>9.1f}  {ratio:>11}  {target}".rstrip())
     print(f"{'1 process, SQLite, no inbox':<40} {alone:>9.1f}")
+    print()
+    print(f"retrieval at {args.notes:,} notes of dim 384, {TENANTS} tenants of 1% each: "
+          f"{args.queries} KnowledgeBase.search calls (k=5) by one tenant")
+    print(f"{'stores':<40} {'load s':>9}  {'p50':>11}  {'p95':>11}")
+    for label, (loaded, p50, p95) in searched.items():
+        print(f"{label:<40} {loaded:>9.1f}  {p50:>8.2f} ms  {p95:>8.2f} ms")
 
 
 if __name__ == "__main__":

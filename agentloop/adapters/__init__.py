@@ -21,7 +21,7 @@ from agentloop.adapters.sqlite_rag import SqliteRagStore  # noqa: E402
 from agentloop.adapters.sqlite_sessions import SqliteSessionStore  # noqa: E402
 
 __all__ += ["ConsoleChannel", "SqliteMemoryStore", "SqliteRagStore", "SqliteSessionStore"]
-from agentloop.adapters.stores import DEFAULT_STORES_URL, Reembedded, open_stores, reembed_stores  # noqa: E402
+from agentloop.adapters.stores import DEFAULT_STORES_URL, Reembedded, open_stores, reembed_stores, stores_exist  # noqa: E402
 from agentloop.ports.stores import Stores  # noqa: E402
 
-__all__ += ["DEFAULT_STORES_URL", "Reembedded", "Stores", "open_stores", "reembed_stores"]
+__all__ += ["DEFAULT_STORES_URL", "Reembedded", "Stores", "open_stores", "reembed_stores", "stores_exist"]

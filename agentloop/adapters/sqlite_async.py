@@ -15,7 +15,8 @@ import asyncio
 import functools
 import sqlite3
 import threading
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from queue import SimpleQueue
@@ -31,6 +32,7 @@ from agentloop.adapters.sqlite_sessions import SqliteSessionStore
 from agentloop.adapters.sqlite_tasks import SqliteTaskStore
 from agentloop.adapters.sqlite_trajectories import SqliteTrajectoryStore
 from agentloop.components import ToolExecution
+from agentloop.errors import StoreError
 from agentloop.messages import ChatMessage
 from agentloop.notes.models import KnowledgeItem, Layer, LayerIds, MergeSuggestion, NoteStatus, Retrieval, Trajectory
 from agentloop.ports.stores import MemoryEntry, RagHit
@@ -71,6 +73,7 @@ class StoreThread:
         self._checkpoint = checkpoint
         self._caller: asyncio.Task[Any] | None = None
         self._shut = False
+        self._name = name
         self._thread = threading.Thread(target=self._serve, name=f"agentloop-{name}", daemon=True)
         self._thread.start()
 
@@ -79,16 +82,29 @@ class StoreThread:
         inline, so a closed store answers with its own error."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[R] = loop.create_future()
-        if not self._hand_over(functools.partial(call, *args, **kwargs), loop, future):
-            return call(*args, **kwargs)
-        return await future
+        with self._failures():
+            if not self._hand_over(functools.partial(call, *args, **kwargs), loop, future):
+                return call(*args, **kwargs)
+            return await future
 
     async def read(self, call: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         """`call(*args, **kwargs)` inline if the thread has nothing to do, else there."""
         self._caller = asyncio.current_task()
         if self._pending == 0:
-            return call(*args, **kwargs)
+            with self._failures():
+                return call(*args, **kwargs)
         return await self.run(call, *args, **kwargs)
+
+    @contextmanager
+    def _failures(self) -> Iterator[None]:
+        """Turn the database failing into a StoreError; a ProgrammingError (a closed store, a
+        mistake in how it was asked, which retrying cannot mend) stays as it is."""
+        try:
+            yield
+        except sqlite3.ProgrammingError:
+            raise
+        except sqlite3.DatabaseError as error:
+            raise StoreError(f"the SQLite store {self._name}", str(error)) from error
 
     async def write(self, call: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         """`call(*args, **kwargs)` inline like a read while one task has the file to itself

@@ -144,6 +144,17 @@ def reembed_stores(
     return Reembedded(*counts)
 
 
+def stores_exist(url: str | os.PathLike[str] = DEFAULT_STORES_URL, *, bot: str = "bot") -> bool:
+    """Whether `bot` already has stores at `url`, creating nothing (so a caller that needs a
+    new bot can refuse an old one); StoreUrlError when the URL names no backend or no server answers."""
+    check_bot_name(bot)
+    scheme = _SCHEME.match(os.fspath(url))
+    if scheme is not None and scheme.group(1).lower() in _POSTGRES_SCHEMES:
+        found: bool = _postgres_backend(os.fspath(url)).postgres_stores_exist(os.fspath(url), bot=bot)
+        return found
+    return (_sqlite_directory(url, create=False) / f"{bot}.sqlite3").exists()
+
+
 def _open_postgres(url: str, bot: str, embedder: Embedder, create: bool) -> Stores:
     stores: Stores = _postgres_backend(url).open_postgres_stores(url, bot=bot, embedder=embedder, create=create)
     return stores

@@ -47,14 +47,20 @@ def test_event_loop_lag_prints_a_row_of_figures_per_session_count(capsys: pytest
     assert any(line.startswith("tool executions captured") for line in lines)
 
 
-def test_workers_prints_turns_per_second_per_worker_count(capsys: pytest.CaptureFixture[str], postgres_url: str) -> None:
+def test_workers_prints_turns_per_second_per_worker_count_and_retrieval_on_pgvector_beside_hnswlib(
+    capsys: pytest.CaptureFixture[str], postgres_url: str
+) -> None:
     run_main("workers", "--url", postgres_url, "--workers", "1,2", "--sessions", "3", "--messages", "2", "--concurrency", "2",
-             "--model-delay", "0.001")
+             "--model-delay", "0.001", "--notes", "300", "--queries", "3")
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("6 turns (3 sessions x 2)")
     assert re.match(r"1 worker process\(es\), PostgreSQL inbox\s+\d+\.\d\s+1\.00x$", lines[2])
     assert re.match(r"2 worker process\(es\), PostgreSQL inbox\s+\d+\.\d\s+\d+\.\d\dx\s+>= 1\.6x\s+(ok|MISSED)$", lines[3])
     assert re.match(r"1 process, SQLite, no inbox\s+\d+\.\d$", lines[4])
+    at = lines.index("") + 1
+    assert lines[at].startswith("retrieval at 300 notes of dim 384, 100 tenants of 1% each: 3 KnowledgeBase.search calls")
+    assert re.match(rf"PostgreSQL \+ pgvector \(HNSW\)\s+\d+\.\d\s+{MS}\s+{MS}$", lines[at + 2])
+    assert re.match(rf"SQLite \+ hnswlib\s+\d+\.\d\s+{MS}\s+{MS}$", lines[at + 3])
 
 
 def test_turn_latency_times_the_baseline_in_the_same_run_and_prints_the_ratios(capsys: pytest.CaptureFixture[str]) -> None:

@@ -570,3 +570,40 @@ def test_stores_migrate_a_postgresql_bot_creates_its_stores_and_its_inbox(postgr
             "to_regnamespace('agentloop_helper') IS NOT NULL"
         ).fetchone()
     assert found == (True, True, True)
+
+
+def test_a_store_failing_mid_command_is_one_line(postgres_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["stores", "migrate", postgres_url, "--bot", "helper"], io.StringIO()) == 0
+    with psycopg.connect(postgres_url, autocommit=True) as conn:  # the notes are lost under the bot
+        conn.execute("DROP TABLE agentloop_helper.knowledge_items CASCADE")
+    assert main(["notes", "list", "--stores", postgres_url, "--bot", "helper"], io.StringIO()) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"agentloop: the PostgreSQL stores of {shown_url(postgres_url)} (schema agentloop_helper) failed: ")
+    assert "knowledge_items" in err and err.count("\n") == 1
+
+
+def test_the_demo_runs_on_postgresql_stores_and_refuses_a_bot_already_there(
+    postgres_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = io.StringIO()
+    assert main(["demo", "--stores", postgres_url], out) == 0
+    assert f"data: {shown_url(postgres_url)}\n" in out.getvalue() and "demo ok: 37 checks held" in out.getvalue()
+    capsys.readouterr()
+    assert main(["demo", "--stores", postgres_url], io.StringIO()) == 1
+    assert capsys.readouterr().err == (
+        f"agentloop: the bot 'bot' already has stores at {shown_url(postgres_url)}; the demo's story starts from a new bot, "
+        "so give --stores a place with no bot named 'bot' (a new database or directory)\n"
+    )
+
+
+def test_the_demo_on_a_sqlite_stores_url_refuses_a_bot_already_there(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--stores", f"sqlite:///{tmp_path}"], io.StringIO()) == 0
+    assert main(["demo", "--stores", f"sqlite:///{tmp_path}"], io.StringIO()) == 1
+    assert "the bot 'bot' already has stores at sqlite:///" in capsys.readouterr().err
+
+
+def test_the_demo_on_a_postgresql_server_that_does_not_answer_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--stores", "postgresql://ada:secret@127.0.0.1:1/bots"], io.StringIO()) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("agentloop: cannot open the stores at postgresql://ada:***@127.0.0.1:1/bots: the server cannot be reached")
+    assert err.count("\n") == 1 and "secret" not in err

@@ -24,7 +24,7 @@ from agentloop.adapters.postgres import database
 from agentloop.adapters.postgres.nearest import nearest_query
 from agentloop.adapters.postgres.schema import Schema, Step, migrate
 from agentloop.adapters.postgres.scopes import scope_match
-from agentloop.errors import EmbedderMismatchError, ExecutionRefusedError, NewerSchemaError, StoreUrlError
+from agentloop.errors import EmbedderMismatchError, ExecutionRefusedError, NewerSchemaError, StoreError, StoreUrlError
 from agentloop.messages import ChatMessage, Role
 from agentloop.notes import RETRIEVABLE, KnowledgeItem, Layer, LayerIds, NoteStatus, NoteType, quarantine_record
 from agentloop.scopes import Scope
@@ -291,3 +291,17 @@ def test_an_older_schema_gets_only_its_missing_steps_keeping_its_rows_and_a_fail
             return rows, versions
 
     assert asyncio.run(migrations()) == ([("hi", "ada")], [("greetings", 2)])
+
+
+def test_a_lost_server_connection_is_a_one_line_store_error_and_the_next_call_reconnects(
+    stores: Stores, postgres_url: str
+) -> None:
+    asyncio.run(stores.sessions.append(ADA, [said("one")]))
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute(
+            "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+    with pytest.raises(StoreError, match=r"^the PostgreSQL stores of .* \(schema agentloop_helper\) failed: .*; check that") as failed:
+        asyncio.run(stores.sessions.recent(ADA, 10))
+    assert "\n" not in str(failed.value) and isinstance(failed.value.__cause__, psycopg.OperationalError)
+    assert [m.content for m in asyncio.run(stores.sessions.recent(ADA, 10))] == ["one"]

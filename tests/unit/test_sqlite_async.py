@@ -5,6 +5,7 @@ thread checkpoints the WAL and no other task is using the file."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import threading
 import time
 from collections.abc import Sequence
@@ -15,6 +16,7 @@ import pytest
 
 from agentloop.adapters import open_stores
 from agentloop.adapters.sqlite_async import CHECKPOINT_EVERY, StoreThread
+from agentloop.errors import StoreError
 from agentloop.messages import ChatMessage
 from agentloop.scopes import Scope
 
@@ -162,3 +164,14 @@ def test_the_bot_files_wal_stays_bounded_while_writes_answer_inline_or_on_the_th
         asyncio.run(append(3 * CHECKPOINT_EVERY))
         assert wal.stat().st_size < 2 * before_first_checkpoint
         assert len(asyncio.run(stores.sessions.recent(ADA, 10_000))) == 4 * CHECKPOINT_EVERY - 1
+
+
+def test_a_database_failing_under_a_store_call_is_a_store_error_and_a_closed_store_says_it_is_closed(tmp_path: Path) -> None:
+    stores = open_stores(tmp_path)
+    with sqlite3.connect(tmp_path / "bot.sqlite3") as damage:  # another hand drops the history under the bot
+        damage.execute("DROP TABLE session_messages")
+    with pytest.raises(StoreError, match=r"^the SQLite store bot\.sqlite3 failed: no such table: session_messages; check that"):
+        asyncio.run(stores.sessions.recent(ADA, 10))
+    stores.close()
+    with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+        asyncio.run(stores.sessions.recent(ADA, 10))

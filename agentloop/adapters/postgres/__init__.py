@@ -11,7 +11,7 @@ import psycopg
 
 from agentloop.adapters.postgres import attempt_notes, knowledge, memory, rag, sessions, tasks, trajectories
 from agentloop.adapters.postgres.attempt_notes import PostgresAttemptNotes
-from agentloop.adapters.postgres.database import CONNECT_TIMEOUT_S, Database, connect_once, one_line, schema_name
+from agentloop.adapters.postgres.database import CONNECT_TIMEOUT_S, Database, LoopThread, connect_once, one_line, schema_name
 from agentloop.adapters.postgres.knowledge import PostgresKnowledgeRepository
 from agentloop.adapters.postgres.memory import PostgresMemoryStore
 from agentloop.adapters.postgres.rag import PostgresRagStore
@@ -38,6 +38,7 @@ __all__ = [
     "PostgresTaskStore",
     "PostgresTrajectoryStore",
     "open_postgres_stores",
+    "postgres_stores_exist",
 ]
 
 
@@ -55,6 +56,20 @@ def open_postgres_stores(url: str, *, bot: str, embedder: Embedder, create: bool
         PostgresKnowledgeRepository(db, embedder.dim), PostgresTrajectoryStore(db), PostgresTaskStore(db),
         PostgresAttemptNotes(db), (db.close,),
     )
+
+
+def postgres_stores_exist(url: str, *, bot: str) -> bool:
+    """Whether `bot` has stores in the PostgreSQL database at `url` (see `stores_exist`)."""
+    thread = LoopThread("agentloop-postgres-exists")
+    try:
+        return thread.submit(_exists(url, schema_name(url, bot))).result()
+    finally:
+        thread.stop()
+
+
+async def _exists(url: str, schema: str) -> bool:
+    async with await connect_once(url) as conn:
+        return await exists(conn, schema)
 
 
 def reembed_postgres_stores(url: str, *, bot: str, embedder: Embedder, batch_size: int) -> tuple[int, int]:

@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
+from contextlib import contextmanager
 from concurrent.futures import Future
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
@@ -22,7 +23,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from agentloop.adapters.postgres.schema import search_path, vector_schema
 from agentloop.adapters.stores import shown_url
-from agentloop.errors import StoreUrlError
+from agentloop.errors import StoreError, StoreUrlError
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -91,7 +92,8 @@ class Database:
 
     def wait(self, coroutine: Coroutine[Any, Any, R]) -> R:
         """Run `coroutine` on the pool's loop and block until it finishes (for opening and closing)."""
-        return self._thread.submit(coroutine).result()
+        with self._failures():
+            return self._thread.submit(coroutine).result()
 
     async def run(self, coroutine: Coroutine[Any, Any, R]) -> R:
         """Run `coroutine` on the pool's loop, awaited from the caller's loop."""
@@ -101,7 +103,16 @@ class Database:
                 f"the PostgreSQL stores of {shown_url(self.url)} (schema {self.schema}) are closed; "
                 "open them again with open_stores"
             )
-        return await asyncio.wrap_future(self._thread.submit(coroutine))
+        with self._failures():
+            return await asyncio.wrap_future(self._thread.submit(coroutine))
+
+    @contextmanager
+    def _failures(self) -> Iterator[None]:
+        """Turn an error the server reports (a lost connection, a full disk, a table gone) into a StoreError."""
+        try:
+            yield
+        except psycopg.DatabaseError as error:
+            raise StoreError(f"the PostgreSQL stores of {shown_url(self.url)} (schema {self.schema})", one_line(error)) from error
 
     def close(self) -> None:
         """Close the pool (waiting for the calls in flight) and stop its loop; closing twice does nothing."""
