@@ -66,7 +66,11 @@ FACTORIES = textwrap.dedent(
     def wrong():
         return 42
 
-    def needs_arguments(llm, channel):
+    def needs_arguments(llm, channel, stores):
+        from systems import standard_pipeline
+        return standard_pipeline(llm, channel, stores=stores)
+
+    def needs_config(config):
         return []
 
     def for_worker(stores):
@@ -99,6 +103,14 @@ def test_pipeline_show_closes_a_builder_it_built(user_module: str) -> None:
     assert len(closed) == before + 1
 
 
+def test_pipeline_show_gives_a_factory_the_llm_channel_and_stores_it_names(user_module: str) -> None:
+    """A factory had to take no arguments, so a pipeline on the bot's model and stores could not be shown."""
+    out = io.StringIO()
+    assert main(["pipeline", "show", f"{user_module}:needs_arguments"], out) == 0
+    names = [line.split()[1] for line in out.getvalue().splitlines()[2:]]
+    assert names[:4] == ["InputSanitizationSystem", "ContextBuildingSystem", "ToolLoopSystem", "TurnOutcomeFinalizationSystem"]
+
+
 def test_pipeline_show_mermaid(user_module: str) -> None:
     out = io.StringIO()
     assert main(["pipeline", "show", "--mermaid", f"{user_module}:as_list"], out) == 0
@@ -114,7 +126,7 @@ def test_pipeline_show_mermaid(user_module: str) -> None:
         ("{m}:missing", "has no callable 'missing'"),
         ("{m}:wrong", "returned int"),
         ("{m}:broken", "does not build: Reviewer (order 5) reads Draft"),
-        ("{m}:needs_arguments", "does not build: needs_arguments() missing 2 required positional arguments"),
+        ("{m}:needs_config", "takes 'config', which this command cannot give; a factory may take llm, channel, stores"),
     ],
 )
 def test_pipeline_show_explains_bad_targets(
