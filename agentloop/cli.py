@@ -808,7 +808,8 @@ def build_parser() -> argparse.ArgumentParser:
     show = pipeline_commands.add_parser(
         "show", help="print the ordered pipeline table or a Mermaid graph",
         description="Print the systems in run order with what each reads and writes: the standard pipeline, "
-        "or yours given as MODULE:FACTORY (a callable returning an AgentLoop, a list of systems or a builder).",
+        "or yours given as MODULE:FACTORY (a callable returning an AgentLoop, a list of systems or a builder; "
+        "it may take llm, channel and stores by name, given a scripted model, the console and scratch stores).",
         epilog=EXIT_STATUS,
     )
     show.add_argument("target", nargs="?", metavar="MODULE:FACTORY", help="a factory returning a pipeline (default: the standard pipeline)")
@@ -907,12 +908,12 @@ def build_parser() -> argparse.ArgumentParser:
     worker = commands.add_parser(
         "worker", parents=[data], help="run the turns of a bot's inbox, beside any number of other workers",
         description="Take messages from the bot's durable inbox in PostgreSQL and run their turns through the "
-        "pipeline that MODULE:FACTORY builds (the factory is called with the opened Stores). Turns of one session "
+        "pipeline that MODULE:FACTORY builds (its `stores` parameter gets the opened Stores). Turns of one session "
         "run one at a time in submission order across every worker; a worker that dies has its turns run again "
         "by another. Prints one status line; SIGTERM or Ctrl-C stops it after the turns in flight.",
         epilog=EXIT_STATUS,
     )
-    worker.add_argument("--pipeline", required=True, metavar="MODULE:FACTORY", help="a factory taking the Stores and returning an AgentLoop, a list of systems or a builder")
+    worker.add_argument("--pipeline", required=True, metavar="MODULE:FACTORY", help="a factory taking stores (by that name) and returning an AgentLoop, a list of systems or a builder")
     worker.add_argument("--inbox", metavar="URL", help="the PostgreSQL database of the inbox (default: --stores, when that is a postgresql URL)")
     worker.add_argument("--concurrency", type=int, default=4, metavar="N", help="turns of different sessions run at once (default: 4)")
     worker.add_argument("--stall-timeout", type=float, default=30.0, metavar="SECONDS", help="a worker silent this long is taken for dead and its turns run again elsewhere (default: 30)")

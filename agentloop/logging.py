@@ -46,17 +46,28 @@ def library_default() -> None:
     configures logging gets no log lines on stdout. `configure_logging` replaces it."""
     if structlog.is_configured():
         return
+    # Filtered by a processor, not the wrapper class: structlog.testing.capture_logs, which
+    # replaces the processors, then still sees every level, as it does unconfigured.
     structlog.configure(
         processors=[
+            _warnings_and_errors,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.dev.set_exc_info,
             structlog.dev.ConsoleRenderer(colors=False),
         ],
-        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
         logger_factory=_stderr_logger,
         cache_logger_on_first_use=False,
     )
+
+
+def _warnings_and_errors(logger: object, method_name: str, event_dict: structlog.typing.EventDict) -> structlog.typing.EventDict:
+    if logging.getLevelName(method_name.upper()) in _BELOW_WARNING:
+        raise structlog.DropEvent
+    return event_dict
+
+
+_BELOW_WARNING = frozenset({logging.DEBUG, logging.INFO, logging.NOTSET})
 
 
 def _stderr_logger(*args: object) -> structlog.PrintLogger:
