@@ -12,7 +12,7 @@ from agentloop import ChatMessage, FailureSource, IncomingMessage, Session, hist
 from agentloop.adapters import open_stores
 from agentloop.testing import RecordingChannel
 from agentloop.workers import Inbox, open_inbox, queue_name, reclaim_stalled
-from tests.unit.test_workers_inbox import with_worker
+from test_workers_inbox import with_worker
 
 SESSION = Session("s1", user_id="u1")
 
