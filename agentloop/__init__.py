@@ -109,3 +109,7 @@ __all__ += ["Finished", "StreamEvent", "TextDelta", "ToolCallDelta", "Usage"]
 from agentloop.streaming import collect, events_of, reply_events  # noqa: E402
 
 __all__ += ["collect", "events_of", "reply_events"]
+
+from agentloop.logging import library_default  # noqa: E402
+
+library_default()

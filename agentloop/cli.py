@@ -10,13 +10,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import inspect
+import itertools
 import json
 import os
 import sqlite3
 import sys
 import tempfile
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, TextIO, cast
@@ -24,7 +26,15 @@ from typing import Any, TextIO, cast
 import attrs
 import structlog
 
-from agentloop.adapters import ConsoleChannel, HashingEmbedder, open_note_taking, open_stores, reembed_stores, stores_exist
+from agentloop.adapters import (
+    ConsoleChannel,
+    HashingEmbedder,
+    Stores,
+    open_note_taking,
+    open_stores,
+    reembed_stores,
+    stores_exist,
+)
 from agentloop.adapters.stores import shown_url
 from agentloop.context import IncomingMessage, Session
 from agentloop.scopes import DEFAULT_COMPANY
@@ -60,6 +70,9 @@ DEFAULT_DATA_DIR = "agentloop-data"
 DEFAULT_BASE_URL = "http://localhost:11434/v1"
 DEFAULT_MODEL = "llama3.1"
 API_KEY_VARIABLES = ("AGENTLOOP_API_KEY", "OPENAI_API_KEY")
+ANTHROPIC_KEY_VARIABLES = ("AGENTLOOP_API_KEY", "ANTHROPIC_API_KEY")
+FACTORY_ARGUMENTS = ("llm", "channel", "stores")
+"""What a pipeline factory may take, each by its parameter name."""
 EXIT_STATUS = "exit status: 0 success; 1 an error, explained in one line on stderr; 2 a usage error."
 
 
@@ -123,9 +136,32 @@ def load_factory(target: str) -> Callable[..., Any]:
     return cast(Callable[..., Any], factory)
 
 
+def factory_arguments(target: str, factory: Callable[..., Any], offered: Mapping[str, Callable[[], Any]]) -> dict[str, Any]:
+    """The keyword arguments `factory` asks for by name, each made by its maker in `offered`
+    (only those it names are made); a required parameter nothing offers is a CliError."""
+    try:
+        parameters = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        return {}
+    arguments: dict[str, Any] = {}
+    for parameter in parameters:
+        if parameter.name in offered and parameter.kind is not inspect.Parameter.POSITIONAL_ONLY:
+            arguments[parameter.name] = offered[parameter.name]()
+        elif parameter.default is inspect.Parameter.empty and parameter.kind not in (
+            inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD
+        ):
+            given = ", ".join(name for name in FACTORY_ARGUMENTS if name in offered) or "nothing"
+            raise CliError(
+                f"{target} takes {parameter.name!r}, which this command cannot give; "
+                f"a factory may take {given} (by those names), or nothing"
+            )
+    return arguments
+
+
 @contextmanager
-def built_pipeline(target: str, *args: Any) -> Iterator[AgentLoop]:
-    """The AgentLoop that `module:factory` builds when called with `args`.
+def built_pipeline(target: str, offered: Mapping[str, Callable[[], Any]] | None = None) -> Iterator[AgentLoop]:
+    """The AgentLoop that `module:factory` builds, called with what it names of `offered`
+    (`llm`, `channel`, `stores`: parameter name to a function making the argument).
 
     The factory may return an AgentLoop, a sequence of systems, or a builder with a
     `build()` method (closed on exit if it has `close()`, as a `StandardPipeline` does).
@@ -133,8 +169,9 @@ def built_pipeline(target: str, *args: Any) -> Iterator[AgentLoop]:
     """
     factory = load_factory(target)
     with ExitStack() as stack:
+        arguments = factory_arguments(target, factory, offered or {})
         try:
-            built = factory(*args)
+            built = factory(**arguments)
             if callable(getattr(built, "close", None)):
                 stack.callback(built.close)
             if callable(getattr(built, "build", None)):
@@ -150,25 +187,47 @@ def built_pipeline(target: str, *args: Any) -> Iterator[AgentLoop]:
         yield built
 
 
-def describe_pipeline(target: str) -> PipelineDescription:
-    """Import `module:factory`, call it with no arguments and describe the pipeline it builds."""
-    with built_pipeline(target) as loop:
-        return loop.describe()
+def describe_pipeline(target: str, out: TextIO) -> PipelineDescription:
+    """Import `module:factory` and describe the pipeline it builds; a factory that takes `llm`,
+    `channel` or `stores` gets a scripted model, the console and stores in a scratch directory."""
+    with ExitStack() as stack:
+
+        def scratch_stores() -> Stores:
+            return stack.enter_context(open_stores(stack.enter_context(tempfile.TemporaryDirectory(prefix="agentloop-show-"))))
+
+        offered: dict[str, Callable[[], Any]] = {"llm": ScriptedLLM, "channel": lambda: ConsoleChannel(out), "stores": scratch_stores}
+        with built_pipeline(target, offered) as loop:
+            return loop.describe()
 
 
-def http_llm(base_url: str, model: str) -> LLM:
-    """An OpenAI-compatible model at `base_url`, checked to be reachable and to serve `model`
-    (where the server lists its models); key from the environment."""
+def _api_key(variables: Sequence[str]) -> str | None:
+    return next((os.environ[name] for name in variables if os.environ.get(name)), None)
+
+
+def http_llm(base_url: str | None, model: str, *, provider: str = "openai") -> LLM:
+    """The model `provider` (openai or anthropic) serves at `base_url` (the provider's default
+    when None), checked to be reachable and to serve `model` (where the server lists its
+    models); the key comes from the environment."""
+    check: Callable[..., None]
+    make: Callable[..., LLM]
     try:
-        from agentloop.adapters.openai_llm import OpenAICompatibleLLM, check_reachable
+        if provider == "anthropic":
+            from agentloop.adapters import anthropic_llm
+
+            url, api_key = base_url or anthropic_llm.ANTHROPIC_API_URL, _api_key(ANTHROPIC_KEY_VARIABLES)
+            check, make = anthropic_llm.check_reachable, anthropic_llm.AnthropicLLM
+        else:
+            from agentloop.adapters import openai_llm
+
+            url, api_key = base_url or os.environ.get("AGENTLOOP_BASE_URL", DEFAULT_BASE_URL), _api_key(API_KEY_VARIABLES)
+            check, make = openai_llm.check_reachable, openai_llm.OpenAICompatibleLLM
     except ImportError as error:
-        raise CliError(f"talking to a model server needs httpx and tenacity: pip install 'agentloop-ecs[openai]' ({error})") from error
-    api_key = next((os.environ[name] for name in API_KEY_VARIABLES if os.environ.get(name)), None)
+        raise CliError(f"talking to a model server needs httpx and tenacity: pip install 'agentloop-ecs[{provider}]' ({error})") from error
     try:
-        check_reachable(base_url, model=model, api_key=api_key)
+        check(url, model=model, api_key=api_key)
     except (EndpointUnreachableError, UnknownModelError) as error:
         raise CliError(str(error)) from error
-    return OpenAICompatibleLLM(base_url, model, api_key=api_key)
+    return make(url, model, api_key=api_key)
 
 
 async def close_llm(llm: LLM) -> None:
@@ -192,7 +251,7 @@ def echo_instruction(request: LlmRequest) -> str:
 
 def _pipeline_show(args: argparse.Namespace, out: TextIO) -> int:
     if args.target is not None:
-        description = describe_pipeline(args.target)
+        description = describe_pipeline(args.target, out)
     else:
         with tempfile.TemporaryDirectory(prefix="agentloop-show-") as scratch, open_bot(
             scratch, ScriptedLLM(), ConsoleChannel(out)
@@ -232,31 +291,167 @@ def _demo(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+SPINNER_FRAMES = "|/-\\"
+
+
+class Spinner:
+    """A sign of life on a terminal while the model has not answered: frames on `stream`,
+    started with a turn and wiped by `stop` (before the first token is printed)."""
+
+    def __init__(self, stream: TextIO, *, interval: float = 0.1) -> None:
+        self.stream = stream
+        self.interval = interval
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._spin())
+
+    async def _spin(self) -> None:
+        for frame in itertools.cycle(SPINNER_FRAMES):
+            self.stream.write(f"\r{frame} waiting for the model")
+            self.stream.flush()
+            await asyncio.sleep(self.interval)
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+
+
+@attrs.define
+class Chat:
+    """A conversation at the console: the loop that runs its turns, the note-taking that
+    ends it, the model to close, and the spinner shown while a turn waits (on a terminal)."""
+
+    loop: AgentLoop
+    note_taking: NoteTaking
+    llm: LLM
+    session: Session
+    spinner: Spinner | None = None
+    answered: bool = False
+    satisfied: bool = True
+
+
 def _chat(args: argparse.Namespace, out: TextIO) -> int:
-    llm = http_llm(args.base_url, args.model)
-    session = Session(args.session, user_id=args.user)
-    with open_bot(stores_url(args), llm, ConsoleChannel(out), bot=args.bot) as bot:
-        asyncio.run(_converse(bot.loop, session, llm, sys.stdin))
-    return 0
+    llm = http_llm(args.base_url, args.model, provider=args.provider)
+    spinner = Spinner(sys.stderr) if sys.stderr.isatty() else None
+    channel = ConsoleChannel(out, before_output=spinner.stop if spinner is not None else None)
+    with ExitStack() as stack:
+        if args.pipeline is None:
+            tools = user_tools(args.tools) if args.tools is not None else []
+            bot = stack.enter_context(open_bot(stores_url(args), llm, channel, bot=args.bot, tools=tools))
+            loop, note_taking = bot.loop, bot.note_taking
+        else:
+            loop, note_taking = _user_bot(stack, args, llm, channel)
+        if args.timeout is not None:
+            loop.turn_timeout = args.timeout
+        chat = Chat(loop, note_taking, llm, Session(args.session, user_id=args.user), spinner)
+        status = converse(chat, sys.stdin)
+    return status
 
 
-async def _converse(loop: AgentLoop, session: Session, llm: LLM, lines: TextIO) -> None:
-    """One turn per non-empty line until end of input or /quit; failures go to stderr."""
-    interactive = lines.isatty()
+def _user_bot(stack: ExitStack, args: argparse.Namespace, llm: LLM, channel: Channel) -> tuple[AgentLoop, NoteTaking]:
+    """The pipeline of `--pipeline MODULE:FACTORY` on the bot's stores, and note-taking on them."""
     try:
-        while True:
-            if interactive:
-                print("you> ", end="", file=sys.stderr, flush=True)
-            line = lines.readline()
-            if not line or line.strip() in ("/quit", "/exit"):
-                break
-            if not line.strip():
-                continue
-            ctx = await loop.run_turn(session, IncomingMessage(line.strip()))
-            for failure in ctx.failures:
-                print(f"agentloop: {failure.source.value} {failure.component} failed: {failure.message}", file=sys.stderr)
+        opened = stack.enter_context(open_stores(stores_url(args), bot=args.bot))
+        note_taking = stack.enter_context(open_note_taking(opened, llm))
+    except StoreUrlError as error:
+        raise CliError(str(error)) from error
+    except (OSError, ValueError, sqlite3.Error) as error:
+        raise CliError(f"cannot open the bot {args.bot!r} in {stores_url(args)}: {error}") from error
+    offered: dict[str, Callable[[], Any]] = {"llm": lambda: llm, "channel": lambda: channel, "stores": lambda: opened}
+    loop = stack.enter_context(built_pipeline(args.pipeline, offered))
+    return loop, note_taking
+
+
+def user_tools(module_name: str) -> list[Tool]:
+    """The `Tool`s (functions decorated with `@tool`, or Tool objects) defined in a module."""
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise CliError(f"cannot import {module_name!r}: {error}") from error
+    tools = [value for value in vars(module).values() if isinstance(value, Tool)]
+    if not tools:
+        raise CliError(f"{module_name!r} defines no tools; decorate its functions with @agentloop.tool")
+    return tools
+
+
+def converse(chat: Chat, lines: TextIO) -> int:
+    """One turn per non-empty line until end of input, /quit or Ctrl-C; then the session ends
+    (and is distilled). Returns the exit status: 130 after Ctrl-C at the prompt, else 0.
+
+    The prompt is read outside the event loop, so Ctrl-C there stops at once; Ctrl-C during
+    a turn cancels that turn and the prompt comes back.
+    """
+    interactive = lines.isatty()
+    status = 0
+    with asyncio.Runner() as runner:
+        try:
+            while True:
+                if interactive:
+                    print("you> ", end="", file=sys.stderr, flush=True)
+                try:
+                    line = lines.readline()
+                except KeyboardInterrupt:
+                    status = 130
+                    print(file=sys.stderr)
+                    break
+                text = line.strip()
+                if not line or text in ("/quit", "/exit"):
+                    if not line and interactive:
+                        print(file=sys.stderr)
+                    break
+                if text in ("/good", "/bad"):
+                    runner.run(_feedback(chat, positive=text == "/good"))
+                elif text:
+                    try:
+                        runner.run(_turn(chat, text))
+                    except KeyboardInterrupt:
+                        print("\nagentloop: turn cancelled", file=sys.stderr)
+        finally:
+            runner.run(_leave(chat, report=interactive))
+    return status
+
+
+async def _turn(chat: Chat, text: str) -> None:
+    """Run one turn, the spinner turning until the answer starts; failures go to stderr."""
+    if chat.spinner is not None:
+        chat.spinner.start()
+    try:
+        ctx = await chat.loop.run_turn(chat.session, IncomingMessage(text))
     finally:
-        await close_llm(llm)
+        if chat.spinner is not None:
+            chat.spinner.stop()
+    chat.answered = True
+    for failure in ctx.failures:
+        print(f"agentloop: {failure.source.value} {failure.component} failed: {failure.message}", file=sys.stderr)
+
+
+async def _feedback(chat: Chat, *, positive: bool) -> None:
+    """The user's verdict on the conversation so far: credits the notes its turns were shown."""
+    if not chat.answered:
+        print("agentloop: nothing to rate yet; /good or /bad rate the answers of this session", file=sys.stderr)
+        return
+    chat.satisfied = positive
+    credited = await chat.note_taking.record_feedback(chat.session, positive=positive)
+    noted = f"; credited note(s) {', '.join(f'#{item.id}' for item in credited)}" if credited else ""
+    print(f"agentloop: feedback recorded ({'good' if positive else 'bad'}){noted}", file=sys.stderr)
+
+
+async def _leave(chat: Chat, *, report: bool) -> None:
+    """End the session, successful unless the user's last verdict was /bad, so it is distilled;
+    with `report`, say on stderr what distillation made of it."""
+    try:
+        if chat.answered:
+            result = await chat.note_taking.end_session(chat.session, success=chat.satisfied)
+            if report:
+                print(f"agentloop: session {chat.session.id!r} ended; distillation {result.status.value} ({result.reason})", file=sys.stderr)
+    finally:
+        await close_llm(chat.llm)
 
 
 @contextmanager
@@ -394,7 +589,7 @@ def _tasks_run(args: argparse.Namespace, out: TextIO) -> int:
         registry.get(args.template)
     except UnknownTemplateError as error:
         raise CliError(f"{error} from {args.templates}") from error
-    llm: LLM = ScriptedLLM(echo_instruction) if args.scripted else http_llm(args.base_url, args.model)
+    llm: LLM = ScriptedLLM(echo_instruction) if args.scripted else http_llm(args.base_url, args.model, provider=args.provider)
     trace = TaskTrace()
     with open_bot(stores_url(args), llm, ConsoleChannel(out), bot=args.bot, inputs=(TaskTurn,)) as bot:
         evaluator = Evaluator(registry, bot.loop, session=Session(f"tasks-{args.template}"))
@@ -477,7 +672,7 @@ def _worker(args: argparse.Namespace, out: TextIO) -> int:
     except ValueError as error:
         raise CliError(f"bad worker setting: {error}") from error
     try:
-        with open_stores(stores, bot=args.bot) as opened, built_pipeline(args.pipeline, opened) as loop:
+        with open_stores(stores, bot=args.bot) as opened, built_pipeline(args.pipeline, {"stores": lambda: opened}) as loop:
             asyncio.run(_work(workers, inbox_url, args.bot, loop, settings, shown_url(stores), out))
     except StoreUrlError as error:
         raise CliError(str(error)) from error
@@ -551,8 +746,12 @@ def _chain_options() -> argparse.ArgumentParser:
 def _model_options() -> argparse.ArgumentParser:
     options = argparse.ArgumentParser(add_help=False)
     options.add_argument(
-        "--base-url", default=os.environ.get("AGENTLOOP_BASE_URL", DEFAULT_BASE_URL), metavar="URL",
-        help=f"an OpenAI-compatible endpoint (default: $AGENTLOOP_BASE_URL or {DEFAULT_BASE_URL}, Ollama's)",
+        "--provider", choices=("openai", "anthropic"), default="openai",
+        help="the API the endpoint speaks: openai (chat completions, the default) or anthropic (the Messages API)",
+    )
+    options.add_argument(
+        "--base-url", metavar="URL",
+        help=f"the endpoint (default for openai: $AGENTLOOP_BASE_URL or {DEFAULT_BASE_URL}, Ollama's; for anthropic: Anthropic's API)",
     )
     options.add_argument(
         "--model", default=os.environ.get("AGENTLOOP_MODEL", DEFAULT_MODEL),
@@ -562,7 +761,8 @@ def _model_options() -> argparse.ArgumentParser:
 
 
 MODEL_EPILOG = (
-    "The API key is read from $AGENTLOOP_API_KEY, else $OPENAI_API_KEY (none is sent if both are unset). "
+    "The API key is read from $AGENTLOOP_API_KEY, else $OPENAI_API_KEY ($ANTHROPIC_API_KEY for anthropic; "
+    "none is sent if both are unset). "
     "An endpoint that does not answer at all, or that lists its models without the one named, is reported before the first turn."
 )
 
@@ -612,11 +812,22 @@ def build_parser() -> argparse.ArgumentParser:
     chat = commands.add_parser(
         "chat", parents=[data, model], help="talk to a bot on an OpenAI-compatible endpoint",
         description="An interactive console bot: one turn per line of standard input (piped input works), "
-        "replies on standard output, history and memory kept in the data directory. End with /quit or end of input.",
-        epilog=f"{MODEL_EPILOG} {EXIT_STATUS}",
+        "replies streamed to standard output, history and memory kept in the data directory. /good or /bad rate "
+        "the answers; /quit, end of input (Ctrl-D) or Ctrl-C at the prompt end the session, which is then distilled. "
+        "Ctrl-C during a turn cancels that turn.",
+        epilog=f"{MODEL_EPILOG} exit status: 0 the session ended; 1 an error, explained in one line on stderr; "
+        "2 a usage error; 130 Ctrl-C at the prompt.",
     )
     chat.add_argument("--session", default="console", help="the session id; reuse it to continue a conversation")
     chat.add_argument("--user", default="local", help="the user id (memory is shared across a user's sessions)")
+    chat.add_argument("--timeout", type=_seconds, metavar="SECONDS", help="the turn deadline: past it the bot answers with a fallback (default: none)")
+    yours = chat.add_mutually_exclusive_group()
+    yours.add_argument(
+        "--pipeline", metavar="MODULE:FACTORY",
+        help="your pipeline instead of the standard one: a factory taking llm, channel and stores by name (or nothing), "
+        "returning an AgentLoop, a list of systems or a builder",
+    )
+    yours.add_argument("--tools", metavar="MODULE", help="add the @tool functions (and Tool objects) of MODULE to the standard pipeline")
     chat.set_defaults(handler=_chat)
 
     pipeline = commands.add_parser("pipeline", help="inspect a pipeline", epilog=EXIT_STATUS)
@@ -624,7 +835,8 @@ def build_parser() -> argparse.ArgumentParser:
     show = pipeline_commands.add_parser(
         "show", help="print the ordered pipeline table or a Mermaid graph",
         description="Print the systems in run order with what each reads and writes: the standard pipeline, "
-        "or yours given as MODULE:FACTORY (a callable returning an AgentLoop, a list of systems or a builder).",
+        "or yours given as MODULE:FACTORY (a callable returning an AgentLoop, a list of systems or a builder; "
+        "it may take llm, channel and stores by name, given a scripted model, the console and scratch stores).",
         epilog=EXIT_STATUS,
     )
     show.add_argument("target", nargs="?", metavar="MODULE:FACTORY", help="a factory returning a pipeline (default: the standard pipeline)")
@@ -723,18 +935,29 @@ def build_parser() -> argparse.ArgumentParser:
     worker = commands.add_parser(
         "worker", parents=[data], help="run the turns of a bot's inbox, beside any number of other workers",
         description="Take messages from the bot's durable inbox in PostgreSQL and run their turns through the "
-        "pipeline that MODULE:FACTORY builds (the factory is called with the opened Stores). Turns of one session "
+        "pipeline that MODULE:FACTORY builds (its `stores` parameter gets the opened Stores). Turns of one session "
         "run one at a time in submission order across every worker; a worker that dies has its turns run again "
         "by another. Prints one status line; SIGTERM or Ctrl-C stops it after the turns in flight.",
         epilog=EXIT_STATUS,
     )
-    worker.add_argument("--pipeline", required=True, metavar="MODULE:FACTORY", help="a factory taking the Stores and returning an AgentLoop, a list of systems or a builder")
+    worker.add_argument("--pipeline", required=True, metavar="MODULE:FACTORY", help="a factory taking stores (by that name) and returning an AgentLoop, a list of systems or a builder")
     worker.add_argument("--inbox", metavar="URL", help="the PostgreSQL database of the inbox (default: --stores, when that is a postgresql URL)")
     worker.add_argument("--concurrency", type=int, default=4, metavar="N", help="turns of different sessions run at once (default: 4)")
     worker.add_argument("--stall-timeout", type=float, default=30.0, metavar="SECONDS", help="a worker silent this long is taken for dead and its turns run again elsewhere (default: 30)")
     worker.add_argument("--shutdown-grace", type=float, default=30.0, metavar="SECONDS", help="on SIGTERM, how long the turns in flight may take before they are handed back to the inbox (default: 30)")
     worker.set_defaults(handler=_worker)
     return parser
+
+
+def _seconds(text: str) -> float:
+    """A positive number of seconds, for argparse."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = 0.0
+    if not seconds > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return seconds
 
 
 def _configure_logging(level: str) -> None:

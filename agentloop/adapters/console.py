@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import TextIO
 
 from agentloop.context import Session
@@ -19,13 +20,20 @@ class ConsoleChannel:
     A streamed answer is printed token by token on one line. When it closes with the same
     text, the line just ends; when the final text differs (the model's answer was replaced),
     the final text follows on a line of its own; a withdrawn answer ends with ` [cut off]`.
+    `before_output` is called before anything is written (the chat command clears its
+    waiting spinner with it).
     """
 
-    def __init__(self, stream: TextIO | None = None, *, prompt: str = "bot> ") -> None:
+    def __init__(
+        self, stream: TextIO | None = None, *, prompt: str = "bot> ", before_output: Callable[[], None] | None = None
+    ) -> None:
         self._stream = stream
         self.prompt = prompt
+        self._before_output = before_output
 
     def _emit(self, text: str) -> None:
+        if self._before_output is not None:
+            self._before_output()
         stream = self._stream if self._stream is not None else sys.stdout
         try:
             stream.write(text)

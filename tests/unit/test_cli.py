@@ -9,19 +9,22 @@ import shutil
 import socket
 import subprocess
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import attrs
+import pexpect
 import psycopg
 
 from agentloop.adapters.stores import shown_url
 from agentloop.cli import main, open_bot, parse_inputs
 from agentloop.notes import Layer, LayerIds
 from agentloop.testing import RecordingChannel, ScriptedLLM
-from agentloop.testing.http import ScriptedServer, completion
+from agentloop.testing.anthropic_server import message_events, queue_stream
+from agentloop.testing.http import ScriptedServer, completion, streamed_completion
 
 FACTORIES = textwrap.dedent(
     """
@@ -66,7 +69,11 @@ FACTORIES = textwrap.dedent(
     def wrong():
         return 42
 
-    def needs_arguments(llm, channel):
+    def needs_arguments(llm, channel, stores):
+        from systems import standard_pipeline
+        return standard_pipeline(llm, channel, stores=stores)
+
+    def needs_config(config):
         return []
 
     def for_worker(stores):
@@ -99,6 +106,14 @@ def test_pipeline_show_closes_a_builder_it_built(user_module: str) -> None:
     assert len(closed) == before + 1
 
 
+def test_pipeline_show_gives_a_factory_the_llm_channel_and_stores_it_names(user_module: str) -> None:
+    """A factory had to take no arguments, so a pipeline on the bot's model and stores could not be shown."""
+    out = io.StringIO()
+    assert main(["pipeline", "show", f"{user_module}:needs_arguments"], out) == 0
+    names = [line.split()[1] for line in out.getvalue().splitlines()[2:]]
+    assert names[:4] == ["InputSanitizationSystem", "ContextBuildingSystem", "ToolLoopSystem", "TurnOutcomeFinalizationSystem"]
+
+
 def test_pipeline_show_mermaid(user_module: str) -> None:
     out = io.StringIO()
     assert main(["pipeline", "show", "--mermaid", f"{user_module}:as_list"], out) == 0
@@ -114,7 +129,7 @@ def test_pipeline_show_mermaid(user_module: str) -> None:
         ("{m}:missing", "has no callable 'missing'"),
         ("{m}:wrong", "returned int"),
         ("{m}:broken", "does not build: Reviewer (order 5) reads Draft"),
-        ("{m}:needs_arguments", "does not build: needs_arguments() missing 2 required positional arguments"),
+        ("{m}:needs_config", "takes 'config', which this command cannot give; a factory may take llm, channel, stores"),
     ],
 )
 def test_pipeline_show_explains_bad_targets(
@@ -607,3 +622,156 @@ def test_the_demo_on_a_postgresql_server_that_does_not_answer_is_one_line(capsys
     err = capsys.readouterr().err
     assert err.startswith("agentloop: cannot open the stores at postgresql://ada:***@127.0.0.1:1/bots: the server cannot be reached")
     assert err.count("\n") == 1 and "secret" not in err
+
+
+USER_TOOLS = textwrap.dedent(
+    """
+    from agentloop import tool
+    from systems import standard_pipeline
+
+
+    @tool
+    def weather(city: str) -> str:
+        \"\"\"Today's weather in a city.\"\"\"
+        return f"sunny and 24 C in {city}"
+
+
+    def factory(llm, channel, stores):
+        return standard_pipeline(llm, channel, stores=stores, tools=[weather])
+    """
+)
+
+
+def spawn_chat(server: ScriptedServer, cwd: Path, *argv: str) -> pexpect.spawn:
+    """`agentloop chat` on `server` in a pseudo-terminal, as a user at a terminal runs it."""
+    script = shutil.which("agentloop")
+    assert script is not None
+    environment = {k: v for k, v in os.environ.items() if k not in ("AGENTLOOP_API_KEY", "OPENAI_API_KEY")}
+    argv = ("chat", "--base-url", server.url, "--model", "tiny", "--data-dir", "data", *argv)
+    return pexpect.spawn(script, list(argv), cwd=str(cwd), env=environment, encoding="utf-8", timeout=10)
+
+
+def test_chat_prints_the_answer_while_the_model_is_still_writing_it(server: ScriptedServer, tmp_path: Path) -> None:
+    """A user waited in silence for the whole reply; now its first tokens show while the rest is on its way."""
+    answer = "Lisbon is lovely in spring, mild and bright."
+    server.stream(streamed_completion(answer, size=4), delay=0.3, pause=0.15)
+    chat = spawn_chat(server, tmp_path)
+    chat.expect_exact("you> ")
+    chat.sendline("where should I go?")
+    chat.expect_exact("waiting for the model")
+    chat.expect_exact("bot> Lisb")
+    first_token = time.monotonic()
+    chat.expect_exact("bright.")
+    assert time.monotonic() - first_token > 1.0, "the whole answer arrived at once"
+    chat.expect_exact("you> ")
+    chat.sendeof()
+    chat.expect(pexpect.EOF)
+    chat.close()
+    assert chat.exitstatus == 0
+
+
+def test_ctrl_c_at_the_prompt_exits_130_at_once(server: ScriptedServer, tmp_path: Path) -> None:
+    """Ctrl-C at an idle prompt did nothing until Enter."""
+    chat = spawn_chat(server, tmp_path)
+    chat.expect_exact("you> ")
+    chat.sendintr()
+    chat.expect(pexpect.EOF, timeout=5)
+    chat.close()
+    assert chat.exitstatus == 130 and server.requests == []
+
+
+def test_ctrl_c_during_a_turn_cancels_it_and_the_prompt_comes_back(server: ScriptedServer, tmp_path: Path) -> None:
+    server.stream(streamed_completion("too late"), delay=1.5)
+    server.reply(body=completion("Here now."))
+    chat = spawn_chat(server, tmp_path)
+    chat.expect_exact("you> ")
+    chat.sendline("slow one")
+    chat.expect_exact("waiting for the model")
+    asked = time.monotonic() + 10
+    while not server.requests and time.monotonic() < asked:
+        time.sleep(0.02)
+    chat.sendintr()
+    chat.expect_exact("agentloop: turn cancelled")
+    chat.expect_exact("you> ")
+    chat.sendline("again")
+    chat.expect_exact("bot> Here now.")
+    chat.sendline("/quit")
+    chat.expect(pexpect.EOF)
+    chat.close()
+    assert chat.exitstatus == 0 and "too late" not in (chat.before or "")
+    assert "slow one" not in [message["content"] for message in server.requests[1]["body"]["messages"]]
+
+
+@pytest.mark.parametrize("option", [["--pipeline", "my_tools:factory"], ["--tools", "my_tools"]])
+def test_chat_runs_the_users_tool_from_their_module(server: ScriptedServer, tmp_path: Path, option: list[str]) -> None:
+    """chat knew only the standard tools: `there is no tool named 'weather'`."""
+    (tmp_path / "my_tools.py").write_text(USER_TOOLS)
+    server.stream(streamed_completion(tool_calls=[("call_1", "weather", '{"city": "Lisbon"}')]))
+    server.stream(streamed_completion("Sunny and 24 C in Lisbon today."))
+    chat = spawn_chat(server, tmp_path, *option)
+    chat.expect_exact("you> ")
+    chat.sendline("weather in Lisbon?")
+    chat.expect_exact("bot> Sunny and 24 C in Lisbon today.")
+    chat.expect_exact("you> ")
+    chat.sendeof()
+    chat.expect(pexpect.EOF)
+    chat.close()
+    assert chat.exitstatus == 0
+    assert "weather" in [tool["function"]["name"] for tool in server.requests[0]["body"]["tools"]]
+    tool_message = server.requests[1]["body"]["messages"][-1]
+    assert tool_message["role"] == "tool" and "sunny and 24 C in Lisbon" in tool_message["content"]
+
+
+def test_good_records_feedback_and_ctrl_d_ends_the_session_on_a_new_line(server: ScriptedServer, tmp_path: Path) -> None:
+    server.stream(streamed_completion("Hello."))
+    chat = spawn_chat(server, tmp_path)
+    chat.expect_exact("you> ")
+    chat.sendline("/good")
+    chat.expect_exact("agentloop: nothing to rate yet")
+    chat.sendline("hi")
+    chat.expect_exact("bot> Hello.")
+    chat.expect_exact("you> ")
+    chat.sendline("/good")
+    chat.expect_exact("agentloop: feedback recorded (good)")
+    chat.expect_exact("you> ")
+    chat.sendeof()
+    chat.expect_exact("\r\nagentloop: session 'console' ended; distillation skipped")
+    chat.expect(pexpect.EOF)
+    chat.close()
+    assert chat.exitstatus == 0 and len(server.requests) == 1
+
+
+def test_chat_with_a_timeout_answers_a_slow_model_with_the_deadline_fallback(server: ScriptedServer, tmp_path: Path) -> None:
+    """With a slow server chat was silent for minutes; --timeout bounds the turn."""
+    server.stream(streamed_completion("far too late"), delay=1.5)
+    started = time.monotonic()
+    result = agentloop("chat", "--base-url", server.url, "--data-dir", "data", "--timeout", "0.5", stdin="hello\n", cwd=tmp_path)
+    assert result.returncode == 0 and time.monotonic() - started < 10
+    assert result.stdout.splitlines() == ["bot> I ran out of time before finishing. Please try again."]
+
+
+def test_chat_on_the_anthropic_messages_api(server: ScriptedServer, tmp_path: Path) -> None:
+    queue_stream(server, message_events("Hello from Claude."))
+    result = agentloop("chat", "--provider", "anthropic", "--base-url", server.url, "--model", "claude-x",
+                       "--data-dir", "data", stdin="hi\n", cwd=tmp_path, env={"ANTHROPIC_API_KEY": "sk-ant"})
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout == "bot> Hello from Claude.\n"
+    assert server.requests[0]["path"] == "/v1/messages" and server.headers[0]["x-api-key"] == "sk-ant"
+    assert server.requests[0]["body"]["model"] == "claude-x"
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--pipeline", "my_tools:factory", "--tools", "my_tools"], "not allowed with argument"),
+    (["--timeout", "0"], "expected a positive number of seconds"),
+])
+def test_chat_usage_errors(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["chat", *argv])
+    assert info.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_chat_tools_from_a_module_without_tools_is_one_line(server: ScriptedServer, tmp_path: Path) -> None:
+    (tmp_path / "plain.py").write_text("x = 1\n")
+    result = agentloop("chat", "--base-url", server.url, "--data-dir", "data", "--tools", "plain", stdin="hi\n", cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr == "agentloop: 'plain' defines no tools; decorate its functions with @agentloop.tool\n"

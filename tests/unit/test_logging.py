@@ -51,3 +51,19 @@ def test_failures_are_rendered_with_the_traceback() -> None:
 def test_unknown_level_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown log level"):
         configure_logging("LOUD")
+
+
+def test_a_program_that_never_configures_logging_has_only_its_own_output_on_stdout() -> None:
+    """Library log lines went to stdout, mixed into the bot's output; they go to stderr now."""
+    import subprocess
+    import sys
+
+    script = (
+        "from agentloop.testing import make_system, run_pipeline\n"
+        "def boom(ctx): raise RuntimeError('kaput')\n"
+        "ctx = run_pipeline([make_system('A', 10), make_system('Breaker', 20, boom)])\n"
+        "print('turn done with', len(ctx.failures), 'failure')\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert result.stdout == "turn done with 1 failure\n"
+    assert "system.failed" in result.stderr and "kaput" in result.stderr and "turn.finished" not in result.stderr
