@@ -100,7 +100,7 @@ def test_failing_unknown_and_badly_called_tools_are_tool_failures_told_to_the_mo
     told = [m.content or "" for m in llm.requests[-1].messages if m.role is Role.TOOL]
     assert told[0] == "error: ValueError: no luck"
     assert told[1].startswith("error: there is no tool named 'nope'")
-    assert told[2].startswith("error: a: expected int")
+    assert told[2].startswith("error: tool 'add': a: input should be a valid integer")
     assert [(f.source, f.component, f.kind) for f in ctx.failures] == [
         (FailureSource.TOOL, "fail", FailureKind.EXCEPTION), (FailureSource.TOOL, "nope", FailureKind.VALIDATION),
         (FailureSource.TOOL, "add", FailureKind.VALIDATION)]
