@@ -38,10 +38,13 @@ from agentloop import (
     LlmReply,
     LlmRequest,
     LlmResponse,
+    OutputType,
+    OutputValidationError,
     PlanProposal,
     PromptContext,
     SanitizedInput,
     StreamedText,
+    StructuredOutput,
     System,
     Tool,
     ToolArgumentError,
@@ -126,6 +129,7 @@ class _Turn:
         self.message: MessageStream | None = None
         self.message_id = ""
         self.shown = ""
+        self.repaired = False
 
     def fail(self, source: FailureSource, component: str, kind: FailureKind, message: str) -> None:
         self.ctx.add_failure(FailureEvent(source, component, kind, message, self.ctx.clock.now()))
@@ -191,7 +195,7 @@ class ToolLoopSystem(System):
     order: ClassVar[int] = 30
     reads = (PromptContext, SanitizedInput)
     optional_reads = (LlmResponse, InboxTurn)
-    writes = (LlmResponse, LlmError, ToolLoopStop, PlanProposal, ToolExecutions, StreamedText)
+    writes = (LlmResponse, LlmError, ToolLoopStop, PlanProposal, ToolExecutions, StreamedText, StructuredOutput)
 
     def __init__(
         self,
@@ -209,6 +213,7 @@ class ToolLoopSystem(System):
         max_tool_output_bytes: int = DEFAULT_MAX_TOOL_OUTPUT_BYTES,
         channel: Channel | None = None,
         metrics: Metrics | None = None,
+        output_type: type[Any] | None = None,
     ) -> None:
         if max_llm_calls < 1 or max_tool_executions < 0:
             raise ValueError("max_llm_calls must be at least 1 and max_tool_executions not negative")
@@ -229,6 +234,7 @@ class ToolLoopSystem(System):
         self.channel = channel
         self._stream_to = channel if isinstance(channel, StreamingChannel) else None
         self.metrics = metrics
+        self.output: OutputType[Any] | None = OutputType(output_type) if output_type is not None else None
 
     def should_process(self, ctx: AgentContext) -> bool:
         return not ctx.has(LlmResponse)
@@ -237,7 +243,9 @@ class ToolLoopSystem(System):
         return self.plan_mode(ctx) if callable(self.plan_mode) else self.plan_mode
 
     async def process(self, ctx: AgentContext) -> None:
-        turn = _Turn(ctx, ctx.require(PromptContext), self.name, None if ctx.auto_mode else self._stream_to)
+        quiet = ctx.auto_mode or self.output is not None  # a structured answer is JSON, not text to show
+        turn = _Turn(ctx, ctx.require(PromptContext), self.name, None if quiet else self._stream_to)
+        schema = self.output.schema if self.output is not None else None
         plan_mode = self._in_plan_mode(ctx)
         specs = self.tools.specs
         while True:
@@ -248,7 +256,9 @@ class ToolLoopSystem(System):
                 turn.stop(FinishReason.ITERATION_LIMIT, f"the model was called {turn.llm_calls} times without finishing")
                 return
             turn.llm_calls += 1
-            request = LlmRequest(tuple(turn.messages), specs, self.model, self.temperature, time_left=ctx.time_left())
+            request = LlmRequest(
+                tuple(turn.messages), specs, self.model, self.temperature, time_left=ctx.time_left(), response_schema=schema
+            )
             try:
                 reply = await self._call(turn, request)
             except LlmCallError as exc:
@@ -258,6 +268,12 @@ class ToolLoopSystem(System):
                 self._llm_failed(turn, FailureKind.EXCEPTION, f"{type(exc).__name__}: {exc}")
                 return
             content = storable(reply.content) if reply.content is not None else None
+            if self.output is not None:
+                done = self._structured(turn, self.output, reply, content)
+                if done is True:
+                    return
+                if done is False:
+                    continue
             if not reply.tool_calls:
                 self._answer(turn, content or "", reply.model)
                 return
@@ -320,6 +336,31 @@ class ToolLoopSystem(System):
                 self.metrics.increment("agentloop.llm.input_tokens", reply.usage.input_tokens, labels)
                 self.metrics.increment("agentloop.llm.output_tokens", reply.usage.output_tokens, labels)
         return reply
+
+    def _structured(self, turn: _Turn, output: OutputType[Any], reply: LlmReply, content: str | None) -> bool | None:
+        """Take the reply as the structured answer: True when the turn is answered (or failed its second
+        try), False when the model is asked once to repair it, None when the reply asks for other tools."""
+        calls = [c for c in reply.tool_calls if c.name == output.schema.name]
+        if reply.tool_calls and not calls:
+            return None
+        call = calls[0] if calls else None
+        answer: str | dict[str, Any] = dict(call.arguments) if call is not None else content or ""
+        try:
+            value = output.parse(answer)
+        except OutputValidationError as exc:
+            if turn.repaired:
+                self._llm_failed(turn, FailureKind.VALIDATION, str(exc))
+                return True
+            turn.repaired = True
+            told = f"{exc}. Answer again, fitting the schema."
+            if call is None:
+                turn.messages += [ChatMessage.assistant(content), ChatMessage.user(told)]
+            else:
+                turn.messages += [ChatMessage.assistant(content, (call,)), ChatMessage.tool(call.id, call.name, f"error: {told}")]
+            return False
+        turn.ctx.set(StructuredOutput(value))
+        self._answer(turn, storable(output.text_of(answer)), reply.model)
+        return True
 
     def _llm_failed(self, turn: _Turn, kind: FailureKind, message: str) -> None:
         turn.fail(FailureSource.LLM, self.name, kind, message)
