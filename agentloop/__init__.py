@@ -9,6 +9,7 @@ from agentloop.components import (
     PromptSection,
     SanitizedInput,
     StreamedText,
+    StructuredOutput,
     ToolExecution,
     ToolExecutions,
     ToolLoopStop,
@@ -23,7 +24,7 @@ from agentloop.errors import (
     UndeclaredAccessError,
 )
 from agentloop.loop import AgentLoop, PipelineDescription, PipelineRow, validate_pipeline
-from agentloop.messages import ChatMessage, LlmReply, LlmRequest, Role, ToolCall, ToolSpec
+from agentloop.messages import ChatMessage, LlmReply, LlmRequest, ResponseSchema, Role, ToolCall, ToolSpec
 from agentloop.outcome import (
     FINISH_REASON_PRIORITY,
     Attachment,
@@ -60,6 +61,10 @@ __all__ = [
     "PromptSection",
     "SanitizedInput",
     "StreamedText",
+    "StructuredOutput",
+    "ResponseSchema",
+    "OutputType",
+    "OutputValidationError",
     "ToolExecution",
     "ToolExecutions",
     "ToolLoopStop",
@@ -107,6 +112,7 @@ from agentloop.messages import Finished, StreamEvent, TextDelta, ToolCallDelta, 
 __all__ += ["Finished", "StreamEvent", "TextDelta", "ToolCallDelta", "Usage"]
 
 from agentloop.streaming import collect, events_of, reply_events  # noqa: E402
+from agentloop.structured import OutputType, OutputValidationError  # noqa: E402
 
 __all__ += ["collect", "events_of", "reply_events"]
 

@@ -74,6 +74,14 @@ class LlmResponse:
 
 
 @attrs.frozen
+class StructuredOutput:
+    """The model's final answer validated into the tool loop's `output_type` (an attrs class, a
+    dataclass or any type pydantic validates); `LlmResponse.text` holds the JSON it came as."""
+
+    value: Any
+
+
+@attrs.frozen
 class StreamedText:
     """What the tool loop streamed to the user's message `message_id` while the model wrote it.
 

@@ -69,6 +69,16 @@ class ToolSpec:
 
 
 @attrs.frozen
+class ResponseSchema:
+    """The JSON schema the model's final answer must fit. A provider that can constrain its text sends
+    it as `response_format`; one that cannot offers a tool named `name` and the answer is that call's arguments."""
+
+    name: str
+    schema: dict[str, Any] = attrs.field(hash=False)
+    description: str = ""
+
+
+@attrs.frozen
 class LlmRequest:
     """What a model is asked: the conversation, the tools it may call, and sampling settings
     passed through to the provider as given (None: the provider's default).
@@ -86,6 +96,7 @@ class LlmRequest:
     stop: tuple[str, ...] = ()
     seed: int | None = None
     time_left: float | None = None
+    response_schema: ResponseSchema | None = None
 
 
 @attrs.frozen

@@ -2,26 +2,33 @@
 
     @tool
     def weather(city: str, days: int = 1) -> str:
-        '''The forecast for a city.'''
+        '''The forecast for a city.
 
-Arguments are validated against the signature before the call; a bad call raises
-`ToolArgumentError` and never reaches the function.
+        Args:
+            city: the city's name, in English.
+        '''
+
+Pydantic builds the schema and checks the arguments before the call (nested attrs classes and
+dataclasses, enums, Literals, defaults; parameter descriptions from the docstring); a bad call
+raises `ToolArgumentError` and never reaches the function.
 """
 
 from __future__ import annotations
 
-import enum
 import inspect
-import types
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Annotated, Any, Literal, Union, get_args, get_origin, get_type_hints, overload
+from typing import Any, get_type_hints, overload
 
 import attrs
+import pydantic
+from pydantic import TypeAdapter
 
+from agentloop.docstrings import parse_docstring
 from agentloop.errors import ToolArgumentError, ToolDefinitionError
 from agentloop.messages import ToolSpec
+from agentloop.schemas import FieldSpec, adapter, error_lines, json_schema, object_type
 
 _CURRENT_EXECUTION: ContextVar[str | None] = ContextVar("agentloop_current_execution", default=None)
 
@@ -42,116 +49,16 @@ def running_execution(execution_id: str) -> Iterator[None]:
         _CURRENT_EXECUTION.reset(token)
 
 
-_SCALARS: dict[type, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
-
-
-def _schema(annotation: Any, where: str) -> dict[str, Any]:
-    """The JSON schema of a parameter type; raises for types a model cannot produce."""
-    origin = get_origin(annotation)
-    if origin is Annotated:
-        base, *meta = get_args(annotation)
-        schema = _schema(base, where)
-        descriptions = [m for m in meta if isinstance(m, str)]
-        return {**schema, "description": descriptions[0]} if descriptions else schema
-    if annotation in _SCALARS:
-        return {"type": _SCALARS[annotation]}
-    if annotation is Any:
-        return {}
-    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
-        return {"enum": [member.value for member in annotation]}
-    if origin is Literal:
-        return {"enum": list(get_args(annotation))}
-    if origin in (Union, types.UnionType):
-        options = [a for a in get_args(annotation) if a is not type(None)]
-        inner = [_schema(a, where) for a in options]
-        schema = inner[0] if len(inner) == 1 else {"anyOf": inner}
-        return {"anyOf": [schema, {"type": "null"}]} if len(options) < len(get_args(annotation)) else schema
-    if origin in (list, tuple, Sequence) or annotation in (list, tuple):
-        args = [a for a in get_args(annotation) if a is not Ellipsis]
-        return {"type": "array", "items": _schema(args[0], where) if args else {}}
-    if origin in (dict, Mapping) or annotation is dict:
-        key_value = get_args(annotation)
-        if key_value and key_value[0] is not str:
-            raise ToolDefinitionError(f"{where}: JSON object keys are strings, so use dict[str, ...]")
-        return {"type": "object", "additionalProperties": _schema(key_value[1], where) if key_value else {}}
-    raise ToolDefinitionError(
-        f"{where}: type {annotation!r} has no JSON schema; use str, int, float, bool, an Enum, "
-        f"a Literal, list[...], dict[str, ...] or an Optional of these"
-    )
-
-
-def _check(value: Any, annotation: Any, where: str) -> Any:
-    """`value` converted to `annotation` (ints become floats, values become enums), or raise."""
-    origin = get_origin(annotation)
-    if origin is Annotated:
-        return _check(value, get_args(annotation)[0], where)
-    if annotation is Any:
-        return value
-    if annotation is bool:
-        if isinstance(value, bool):
-            return value
-    elif annotation is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-    elif annotation is float:
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
-    elif annotation is str:
-        if isinstance(value, str):
-            return value
-    elif isinstance(annotation, type) and issubclass(annotation, enum.Enum):
-        try:
-            return annotation(value)
-        except ValueError:
-            pass
-    elif origin is Literal:
-        if value in get_args(annotation):
-            return value
-    elif origin in (Union, types.UnionType):
-        if value is None and type(None) in get_args(annotation):
-            return None
-        options = [a for a in get_args(annotation) if a is not type(None)]
-        if len(options) == 1:
-            return _check(value, options[0], where)
-        for option in options:
-            try:
-                return _check(value, option, where)
-            except ToolArgumentError:
-                continue
-    elif origin in (list, tuple, Sequence) or annotation in (list, tuple):
-        if isinstance(value, list):
-            args = [a for a in get_args(annotation) if a is not Ellipsis]
-            items = [_check(v, args[0], f"{where}[{i}]") for i, v in enumerate(value)] if args else list(value)
-            return tuple(items) if origin is tuple or annotation is tuple else items
-    elif origin in (dict, Mapping) or annotation is dict:
-        if isinstance(value, dict) and all(isinstance(k, str) for k in value):
-            key_value = get_args(annotation)
-            if not key_value:
-                return dict(value)
-            return {k: _check(v, key_value[1], f"{where}.{k}") for k, v in value.items()}
-    raise ToolArgumentError(f"{where}: expected {_describe(annotation)}, got {value!r}")
-
-
-def _describe(annotation: Any) -> str:
-    return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
-
-
-@attrs.frozen
-class _Parameter:
-    name: str
-    annotation: Any
-    required: bool
-
-
 @attrs.frozen
 class Tool:
-    """A callable the model may use: its `spec` (name, description, schema) and function."""
+    """A callable the model may use: its `spec` (name, description, schema) and function.
+
+    `arguments` validates what the model sent (None for a tool whose subclass validates itself).
+    """
 
     spec: ToolSpec
     function: Callable[..., Any]
-    parameters: tuple[_Parameter, ...] = attrs.field(repr=False)
+    arguments: TypeAdapter[Any] | None = attrs.field(default=None, repr=False, eq=False)
 
     @property
     def name(self) -> str:
@@ -159,16 +66,12 @@ class Tool:
 
     def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """The arguments converted to the signature's types; `ToolArgumentError` if they do not fit."""
-        known = {p.name for p in self.parameters}
-        unknown = sorted(set(arguments) - known)
-        if unknown:
-            raise ToolArgumentError(f"tool {self.name!r} has no parameter {', '.join(map(repr, unknown))}")
-        checked: dict[str, Any] = {}
-        for parameter in self.parameters:
-            if parameter.name in arguments:
-                checked[parameter.name] = _check(arguments[parameter.name], parameter.annotation, parameter.name)
-            elif parameter.required:
-                raise ToolArgumentError(f"tool {self.name!r} needs the argument {parameter.name!r}")
+        if self.arguments is None:
+            return dict(arguments)
+        try:
+            checked: dict[str, Any] = self.arguments.validate_python(dict(arguments))
+        except pydantic.ValidationError as exc:
+            raise ToolArgumentError(f"tool {self.name!r}: {'; '.join(error_lines(exc, 'argument'))}") from None
         return checked
 
     async def invoke(self, arguments: Mapping[str, Any]) -> Any:
@@ -178,6 +81,11 @@ class Tool:
             return await result
         return result
 
+    @property
+    def is_async(self) -> bool:
+        """Whether calling the function gives an awaitable, so that it can run beside other calls."""
+        return inspect.iscoroutinefunction(self.function)
+
 
 def _make_tool(function: Callable[..., Any], name: str | None, description: str | None) -> Tool:
     tool_name = name or function.__name__
@@ -185,25 +93,30 @@ def _make_tool(function: Callable[..., Any], name: str | None, description: str 
         hints = get_type_hints(function, include_extras=True)
     except NameError as exc:
         raise ToolDefinitionError(f"tool {tool_name!r}: cannot resolve a type annotation ({exc})") from exc
-    parameters: list[_Parameter] = []
-    properties: dict[str, Any] = {}
+    doc = parse_docstring(inspect.getdoc(function))
+    fields: list[FieldSpec] = []
     for param in inspect.signature(function).parameters.values():
         where = f"tool {tool_name!r} parameter {param.name!r}"
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
             raise ToolDefinitionError(f"{where}: a tool takes named parameters only")
         if param.name not in hints:
             raise ToolDefinitionError(f"{where} needs a type annotation")
+        annotation = hints[param.name]
+        noted = [m for m in getattr(annotation, "__metadata__", ()) if isinstance(m, str)]
         required = param.default is inspect.Parameter.empty
-        parameters.append(_Parameter(param.name, hints[param.name], required))
-        properties[param.name] = _schema(hints[param.name], where)
-    schema = {
-        "type": "object",
-        "properties": properties,
-        "required": [p.name for p in parameters if p.required],
-        "additionalProperties": False,
-    }
-    doc = description if description is not None else inspect.getdoc(function) or ""
-    return Tool(ToolSpec(tool_name, doc.strip(), schema), function, tuple(parameters))
+        fields.append(FieldSpec(param.name, annotation, required, attrs.NOTHING if required else param.default,
+                                noted[0] if noted else doc.parameters.get(param.name)))
+        try:
+            json_schema(adapter(annotation))
+        except pydantic.PydanticUserError as exc:  # a schema-generation error names the type; ours adds the tool
+            raise ToolDefinitionError(
+                f"{where}: type {annotation!r} has no JSON schema ({exc.message.splitlines()[0]}); use str, int, "
+                f"float, bool, an Enum, a Literal, an attrs class or dataclass, list[...], dict[str, ...] or an "
+                f"Optional of these"
+            ) from None
+    arguments = adapter(object_type(tool_name, fields))
+    text = description if description is not None else doc.description
+    return Tool(ToolSpec(tool_name, text.strip(), json_schema(arguments)), function, arguments)
 
 
 @overload
@@ -219,8 +132,8 @@ def tool(
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Turn a typed function (sync or async) into a `Tool`; the docstring is its description.
 
-    Use `@tool` or `@tool(name=..., description=...)`. `Annotated[str, "what it is"]`
-    adds a parameter description to the schema.
+    Use `@tool` or `@tool(name=..., description=...)`. A parameter's description comes from the
+    docstring's `Args:` (or numpy `Parameters`, or Sphinx `:param x:`) or `Annotated[str, "what it is"]`.
     """
     if function is not None:
         return _make_tool(function, name, description)

@@ -65,6 +65,8 @@ class StandardOptions:
     max_tool_output_bytes: int = DEFAULT_MAX_TOOL_OUTPUT_BYTES
     """A tool's output beyond this many UTF-8 bytes is cut (and the cut marked) before
     the model or trajectory capture sees it."""
+    output_type: type[Any] | None = None
+    """Validate the final answer into this type (an attrs class, say); `StructuredOutput` holds it."""
 
 
 class StandardPipeline:
@@ -254,6 +256,7 @@ def _standard(
             model=opts.model,
             temperature=opts.temperature,
             max_tool_output_bytes=opts.max_tool_output_bytes,
+            output_type=opts.output_type,
             channel=channel,
             metrics=metrics,
         ),

@@ -13,6 +13,7 @@ or aborts it before a fallback.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import Callable, Iterable
@@ -20,6 +21,7 @@ from contextlib import aclosing
 from time import perf_counter
 from typing import Any, ClassVar
 
+import attrs
 import structlog
 
 from agentloop import (
@@ -36,10 +38,13 @@ from agentloop import (
     LlmReply,
     LlmRequest,
     LlmResponse,
+    OutputType,
+    OutputValidationError,
     PlanProposal,
     PromptContext,
     SanitizedInput,
     StreamedText,
+    StructuredOutput,
     System,
     Tool,
     ToolArgumentError,
@@ -98,6 +103,16 @@ def _render_result(result: Any) -> str:
     return json.dumps(converter.unstructure(result), default=str)
 
 
+@attrs.frozen
+class _Ran:
+    """One tool call's run, kept until the step's runs are put on the turn in call order."""
+
+    call: ToolCall
+    execution: ToolExecution
+    result: Any
+    failure: tuple[FailureKind, str] | None
+
+
 class _Turn:
     """The mutable state of one run of the tool loop."""
 
@@ -114,6 +129,7 @@ class _Turn:
         self.message: MessageStream | None = None
         self.message_id = ""
         self.shown = ""
+        self.repaired = False
 
     def fail(self, source: FailureSource, component: str, kind: FailureKind, message: str) -> None:
         self.ctx.add_failure(FailureEvent(source, component, kind, message, self.ctx.clock.now()))
@@ -169,7 +185,9 @@ class ToolLoopSystem(System):
     Each model call is streamed: with a `channel` that can stream, in a user turn, its
     text reaches the user as it is written and `StreamedText` records what was shown;
     token usage adds up on `LlmResponse.usage` and in `metrics`.
-    Sync tools run on the event loop: make slow or blocking tools `async def`. A turn
+    The async tools one model reply asks for run concurrently (sync tools run on the event
+    loop, in call order: make slow or blocking tools `async def`); their results reach the
+    model, `ToolExecutions` and the failures in call order. A turn
     that an earlier system already answered with an `LlmResponse` (a cache hit, a canned
     reply) is left alone: the model is not asked and no tool runs.
     """
@@ -177,7 +195,7 @@ class ToolLoopSystem(System):
     order: ClassVar[int] = 30
     reads = (PromptContext, SanitizedInput)
     optional_reads = (LlmResponse, InboxTurn)
-    writes = (LlmResponse, LlmError, ToolLoopStop, PlanProposal, ToolExecutions, StreamedText)
+    writes = (LlmResponse, LlmError, ToolLoopStop, PlanProposal, ToolExecutions, StreamedText, StructuredOutput)
 
     def __init__(
         self,
@@ -195,6 +213,7 @@ class ToolLoopSystem(System):
         max_tool_output_bytes: int = DEFAULT_MAX_TOOL_OUTPUT_BYTES,
         channel: Channel | None = None,
         metrics: Metrics | None = None,
+        output_type: type[Any] | None = None,
     ) -> None:
         if max_llm_calls < 1 or max_tool_executions < 0:
             raise ValueError("max_llm_calls must be at least 1 and max_tool_executions not negative")
@@ -215,6 +234,7 @@ class ToolLoopSystem(System):
         self.channel = channel
         self._stream_to = channel if isinstance(channel, StreamingChannel) else None
         self.metrics = metrics
+        self.output: OutputType[Any] | None = OutputType(output_type) if output_type is not None else None
 
     def should_process(self, ctx: AgentContext) -> bool:
         return not ctx.has(LlmResponse)
@@ -223,7 +243,9 @@ class ToolLoopSystem(System):
         return self.plan_mode(ctx) if callable(self.plan_mode) else self.plan_mode
 
     async def process(self, ctx: AgentContext) -> None:
-        turn = _Turn(ctx, ctx.require(PromptContext), self.name, None if ctx.auto_mode else self._stream_to)
+        quiet = ctx.auto_mode or self.output is not None  # a structured answer is JSON, not text to show
+        turn = _Turn(ctx, ctx.require(PromptContext), self.name, None if quiet else self._stream_to)
+        schema = self.output.schema if self.output is not None else None
         plan_mode = self._in_plan_mode(ctx)
         specs = self.tools.specs
         while True:
@@ -234,7 +256,9 @@ class ToolLoopSystem(System):
                 turn.stop(FinishReason.ITERATION_LIMIT, f"the model was called {turn.llm_calls} times without finishing")
                 return
             turn.llm_calls += 1
-            request = LlmRequest(tuple(turn.messages), specs, self.model, self.temperature, time_left=ctx.time_left())
+            request = LlmRequest(
+                tuple(turn.messages), specs, self.model, self.temperature, time_left=ctx.time_left(), response_schema=schema
+            )
             try:
                 reply = await self._call(turn, request)
             except LlmCallError as exc:
@@ -244,6 +268,12 @@ class ToolLoopSystem(System):
                 self._llm_failed(turn, FailureKind.EXCEPTION, f"{type(exc).__name__}: {exc}")
                 return
             content = storable(reply.content) if reply.content is not None else None
+            if self.output is not None:
+                done = self._structured(turn, self.output, reply, content)
+                if done is True:
+                    return
+                if done is False:
+                    continue
             if not reply.tool_calls:
                 self._answer(turn, content or "", reply.model)
                 return
@@ -252,18 +282,47 @@ class ToolLoopSystem(System):
                 turn.stop(FinishReason.PLAN_MODE, f"plan mode: {len(reply.tool_calls)} tool call(s) proposed, none run")
                 return
             turn.messages.append(ChatMessage.assistant(content, reply.tool_calls))
-            step_id = uuid.uuid4().hex  # the calls of one model step share it
-            for call in reply.tool_calls:
-                if len(turn.executions) >= self.max_tool_executions:
-                    turn.stop(FinishReason.ITERATION_LIMIT, f"the tool limit ({self.max_tool_executions}) was reached")
-                    return
-                denial = self.policy(ctx, call) if self.policy is not None else None
-                if denial is not None:
-                    turn.fail(FailureSource.TOOL, call.name, FailureKind.POLICY, f"tool {call.name!r} denied: {denial}")
-                    turn.stop(FinishReason.POLICY_DENIED, denial)
-                    return
-                told = await self._execute(turn, call, step_id)
-                turn.messages.append(ChatMessage.tool(call.id, call.name, told))
+            admitted, stop = self._admit(turn, reply.tool_calls)
+            for ran in await self._run_step(turn, admitted):
+                turn.messages.append(ChatMessage.tool(ran.call.id, ran.call.name, self._record(turn, ran)))
+            if stop is not None:
+                turn.stop(*stop)
+                return
+
+    def _admit(self, turn: _Turn, calls: Iterable[ToolCall]) -> tuple[list[ToolCall], tuple[FinishReason, str] | None]:
+        """The calls of one model step that may run, in order, and why the loop stops after them, if it does
+        (the tool limit, or the policy denying a call: the calls before it still run)."""
+        admitted: list[ToolCall] = []
+        for call in calls:
+            if len(turn.executions) + len(admitted) >= self.max_tool_executions:
+                return admitted, (FinishReason.ITERATION_LIMIT, f"the tool limit ({self.max_tool_executions}) was reached")
+            denial = self.policy(turn.ctx, call) if self.policy is not None else None
+            if denial is not None:
+                turn.fail(FailureSource.TOOL, call.name, FailureKind.POLICY, f"tool {call.name!r} denied: {denial}")
+                return admitted, (FinishReason.POLICY_DENIED, denial)
+            admitted.append(call)
+        return admitted, None
+
+    async def _run_step(self, turn: _Turn, calls: list[ToolCall]) -> list[_Ran]:
+        """Run one model step's calls: async tools concurrently, sync tools on the loop in call order
+        (each runs whole when its task starts); the runs come back in call order."""
+        step_id = uuid.uuid4().hex  # the calls of one model step share it
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(self._execute(turn, call, step_id)) for call in calls]
+        return [task.result() for task in tasks]
+
+    def _record(self, turn: _Turn, ran: _Ran) -> str:
+        """Put a finished run on the turn (its failure, voice, attachment, execution); what the model is told."""
+        if ran.failure is not None:
+            turn.fail(FailureSource.TOOL, ran.call.name, *ran.failure)
+        if isinstance(ran.result, VoiceReply):
+            turn.voice_text = ran.result.text
+        elif isinstance(ran.result, Attachment):
+            turn.attachments.append(ran.result)
+        turn.executions.append(ran.execution)
+        turn.ctx.set(ToolExecutions(tuple(turn.executions)))
+        error, result = ran.execution.error, ran.execution.result
+        return f"error: {error}" if error is not None else result or ""
 
     async def _call(self, turn: _Turn, request: LlmRequest) -> LlmReply:
         """Ask the model, streaming its text to the user as it comes; its reply once it finished."""
@@ -278,6 +337,31 @@ class ToolLoopSystem(System):
                 self.metrics.increment("agentloop.llm.output_tokens", reply.usage.output_tokens, labels)
         return reply
 
+    def _structured(self, turn: _Turn, output: OutputType[Any], reply: LlmReply, content: str | None) -> bool | None:
+        """Take the reply as the structured answer: True when the turn is answered (or failed its second
+        try), False when the model is asked once to repair it, None when the reply asks for other tools."""
+        calls = [c for c in reply.tool_calls if c.name == output.schema.name]
+        if reply.tool_calls and not calls:
+            return None
+        call = calls[0] if calls else None
+        answer: str | dict[str, Any] = dict(call.arguments) if call is not None else content or ""
+        try:
+            value = output.parse(answer)
+        except OutputValidationError as exc:
+            if turn.repaired:
+                self._llm_failed(turn, FailureKind.VALIDATION, str(exc))
+                return True
+            turn.repaired = True
+            told = f"{exc}. Answer again, fitting the schema."
+            if call is None:
+                turn.messages += [ChatMessage.assistant(content), ChatMessage.user(told)]
+            else:
+                turn.messages += [ChatMessage.assistant(content, (call,)), ChatMessage.tool(call.id, call.name, f"error: {told}")]
+            return False
+        turn.ctx.set(StructuredOutput(value))
+        self._answer(turn, storable(output.text_of(answer)), reply.model)
+        return True
+
     def _llm_failed(self, turn: _Turn, kind: FailureKind, message: str) -> None:
         turn.fail(FailureSource.LLM, self.name, kind, message)
         turn.ctx.set(LlmError(kind, message, self.model))
@@ -288,38 +372,36 @@ class ToolLoopSystem(System):
             return
         turn.ctx.set(LlmResponse(text, model or self.model, turn.voice_text, tuple(turn.attachments), turn.usage))
 
-    async def _execute(self, turn: _Turn, call: ToolCall, step_id: str) -> str:
-        """Run one tool call of model step `step_id`; returns what the model is told about it."""
+    async def _execute(self, turn: _Turn, call: ToolCall, step_id: str) -> _Ran:
+        """Run one tool call of model step `step_id`; the turn records it later, in call order."""
         ctx = turn.ctx
         started_at = ctx.clock.now()
         t0 = perf_counter()
         execution_id = uuid.uuid4().hex
         parent_id = current_execution_id()
         found = self.tools.get(call.name)
+        result: Any = None
         result_text: str | None = None
         error: str | None = None
+        failure: tuple[FailureKind, str] | None = None
         if found is None:
             error = f"there is no tool named {call.name!r}; available: {', '.join(t.name for t in self.tools)}"
-            turn.fail(FailureSource.TOOL, call.name, FailureKind.VALIDATION, error)
+            failure = (FailureKind.VALIDATION, error)
         elif call.arguments_error is not None:
             error = f"the arguments of {call.name!r} could not be read: {call.arguments_error}; send a JSON object"
-            turn.fail(FailureSource.TOOL, call.name, FailureKind.VALIDATION, error)
+            failure = (FailureKind.VALIDATION, error)
         else:
             try:
                 with running_execution(execution_id):
                     result = await found.invoke(call.arguments)
             except ToolArgumentError as exc:
                 error = str(exc)
-                turn.fail(FailureSource.TOOL, call.name, FailureKind.VALIDATION, error)
+                failure = (FailureKind.VALIDATION, error)
             except Exception as exc:
                 error = f"{type(exc).__name__}: {exc}"
-                turn.fail(FailureSource.TOOL, call.name, FailureKind.EXCEPTION, error)
+                failure = (FailureKind.EXCEPTION, error)
                 _log.warning("tool.failed", tool=call.name, turn_id=ctx.turn_id, exc_info=exc)
             else:
-                if isinstance(result, VoiceReply):
-                    turn.voice_text = result.text
-                elif isinstance(result, Attachment):
-                    turn.attachments.append(result)
                 result_text = storable(cap_bytes(_render_result(result), self.max_tool_output_bytes))
         if error is not None:
             error = storable(cap_bytes(error, self.max_tool_output_bytes))
@@ -344,11 +426,9 @@ class ToolLoopSystem(System):
             team_id=session.team_id,
             step_id=step_id,
         )
-        turn.executions.append(execution)
-        ctx.set(ToolExecutions(tuple(turn.executions)))
         if self.on_tool_execution is not None:
             try:
                 self.on_tool_execution(execution)
             except Exception as exc:
                 _log.error("tool.hook_failed", tool=call.name, turn_id=ctx.turn_id, exc_info=exc)
-        return f"error: {error}" if error is not None else result_text or ""
+        return _Ran(call, execution, result, failure)

@@ -220,6 +220,10 @@ class AnthropicLLM:
             payload["system"] = system
         if request.tools:
             payload["tools"] = [_tool(t) for t in request.tools]
+        if request.response_schema is not None:  # no JSON response format: the answer is a call of its own tool
+            answer = request.response_schema
+            payload["tools"] = [*payload.get("tools", []), _tool(ToolSpec(answer.name, answer.description, answer.schema))]
+            payload["tool_choice"] = {"type": "any"} if request.tools else {"type": "tool", "name": answer.name}
         if request.temperature is not None:
             payload["temperature"] = request.temperature
         if request.stop:

@@ -72,7 +72,7 @@ class McpToolError(RuntimeError):
 class McpTool(Tool):
     """A tool an MCP server runs: the server's schema checks the arguments, the server runs the call."""
 
-    validator: Validator = attrs.field(repr=False, eq=False)
+    validator: Validator = attrs.field(repr=False, eq=False, kw_only=True)
 
     def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """The arguments unchanged if they fit the server's schema; `ToolArgumentError` if not."""
@@ -268,7 +268,7 @@ def _tool(connection: _Connection, listed: mcp_types.Tool) -> McpTool | None:
         return text
 
     spec = ToolSpec(connection.server.prefix + listed.name, listed.description or listed.title or "", schema)
-    return McpTool(spec, call, (), validator_class(schema))
+    return McpTool(spec, call, validator=validator_class(schema))
 
 
 class McpToolset:

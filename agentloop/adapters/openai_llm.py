@@ -157,6 +157,10 @@ class OpenAICompatibleLLM:
         }
         if request.tools:
             payload["tools"] = [_tool(t) for t in request.tools]
+        if request.response_schema is not None:
+            answer = request.response_schema
+            payload["response_format"] = {"type": "json_schema", "json_schema": {
+                "name": answer.name, "description": answer.description, "schema": answer.schema}}
         settings = {"temperature": request.temperature, "max_tokens": request.max_tokens, "seed": request.seed}
         payload.update({key: value for key, value in settings.items() if value is not None})
         if request.stop:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import itertools
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any, TypeAlias
 
@@ -12,7 +13,7 @@ import attrs
 
 from agentloop.errors import LlmCallError
 from agentloop.messages import LlmReply, LlmRequest, StreamEvent, ToolCall
-from agentloop.outcome import FailureKind
+from agentloop.outcome import FailureKind, converter
 from agentloop.streaming import collect, reply_events
 
 
@@ -68,6 +69,11 @@ class ScriptedLLM:
     def tool_call(name: str, arguments: dict[str, Any] | None = None, *, text: str | None = None) -> LlmReply:
         """A reply asking for one tool call (a fresh call id each time)."""
         return LlmReply(content=text, tool_calls=(ToolCall(f"call_{next(_call_ids)}", name, dict(arguments or {})),))
+
+    @staticmethod
+    def answer(value: Any) -> str:
+        """A structured answer: `value` (an attrs instance, say) as the JSON text a model would write."""
+        return json.dumps(converter.unstructure(value))
 
     @staticmethod
     def cut(reply: LlmReply | str, after: int, error: BaseException | None = None) -> StreamCut:

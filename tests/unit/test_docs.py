@@ -115,7 +115,7 @@ def run_guide(guide: Path, directory: Path, monkeypatch: pytest.MonkeyPatch) -> 
         with contextlib.redirect_stdout(printed):
             for index, block in enumerate(found):
                 if block.lang == "python" and not block.is_file:
-                    exec(compile(block.text, f"{guide.name} code block {index + 1}", "exec"), namespace)
+                    exec(compile(block.text, f"{guide.name} code block {index + 1}", "exec", dont_inherit=True), namespace)
                 elif block.lang == "console":
                     run_console(block.text, directory)
     finally:

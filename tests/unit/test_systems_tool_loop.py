@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
+from time import perf_counter
 
 import attrs
 
@@ -100,12 +101,62 @@ def test_failing_unknown_and_badly_called_tools_are_tool_failures_told_to_the_mo
     told = [m.content or "" for m in llm.requests[-1].messages if m.role is Role.TOOL]
     assert told[0] == "error: ValueError: no luck"
     assert told[1].startswith("error: there is no tool named 'nope'")
-    assert told[2].startswith("error: a: expected int")
+    assert told[2].startswith("error: tool 'add': a: input should be a valid integer")
     assert [(f.source, f.component, f.kind) for f in ctx.failures] == [
         (FailureSource.TOOL, "fail", FailureKind.EXCEPTION), (FailureSource.TOOL, "nope", FailureKind.VALIDATION),
         (FailureSource.TOOL, "add", FailureKind.VALIDATION)]
     assert [e.succeeded for e in ctx.require(ToolExecutions).executions] == [False, False, False]
     assert ctx.require(LlmResponse).text == "sorry"
+
+
+def test_async_tools_of_one_step_run_concurrently_and_report_in_call_order() -> None:
+    spans: dict[str, tuple[float, float]] = {}
+    order: list[str] = []
+
+    @tool
+    async def slow(name: str, seconds: float) -> str:
+        """Wait, then answer with the name."""
+        start = perf_counter()
+        await asyncio.sleep(seconds)
+        spans[name] = (start, perf_counter())
+        return f"{name} done"
+
+    @tool
+    def note(name: str) -> str:
+        """Note a name, synchronously."""
+        order.append(name)
+        return f"{name} noted"
+
+    calls = (ToolCall("1", "slow", {"name": "first", "seconds": 0.25}), ToolCall("2", "note", {"name": "a"}),
+             ToolCall("3", "slow", {"name": "second", "seconds": 0.2}), ToolCall("4", "note", {"name": "b"}))
+    llm = ScriptedLLM([LlmReply(tool_calls=calls), "all done"])
+    ctx = context()
+    started = perf_counter()
+    run_system_sync(ToolLoopSystem(llm, [slow, note]), ctx)
+    elapsed = perf_counter() - started
+    assert spans["second"][0] < spans["first"][1], "the second async tool started before the first finished"
+    assert elapsed < 0.4, f"two async tools of 250 and 200 ms took {elapsed:.3f} s: they ran one after the other"
+    assert order == ["a", "b"]
+    told = [(m.tool_call_id, m.content) for m in llm.requests[-1].messages if m.role is Role.TOOL]
+    assert told == [("1", "first done"), ("2", "a noted"), ("3", "second done"), ("4", "b noted")]
+    executions = ctx.require(ToolExecutions).executions
+    assert [e.arguments.get("name") for e in executions] == ["first", "a", "second", "b"]
+    assert len({e.step_id for e in executions}) == 1 and ctx.require(LlmResponse).text == "all done"
+
+
+def test_a_step_over_the_tool_limit_runs_only_the_calls_within_it() -> None:
+    ran: list[int] = []
+
+    @tool
+    async def count(n: int) -> str:
+        """Count."""
+        ran.append(n)
+        return str(n)
+
+    llm = ScriptedLLM([LlmReply(tool_calls=tuple(ToolCall(str(n), "count", {"n": n}) for n in range(4)))])
+    ctx = context()
+    run_system_sync(ToolLoopSystem(llm, [count], max_tool_executions=3), ctx)
+    assert ran == [0, 1, 2] and ctx.require(ToolLoopStop).reason is FinishReason.ITERATION_LIMIT
 
 
 def test_limits_stop_the_loop_with_iteration_limit() -> None:

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import dataclasses
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
+
+import attrs
 
 import pytest
 from hypothesis import given, settings
@@ -32,12 +36,13 @@ def test_schema_comes_from_the_signature_and_docstring() -> None:
         "type": "object",
         "properties": {
             "city": {"type": "string", "description": "the city name"},
-            "days": {"type": "integer"},
-            "unit": {"enum": ["c", "f"]},
-            "tags": {"anyOf": [{"type": "array", "items": {"type": "string"}}, {"type": "null"}]},
+            "days": {"type": "integer", "default": 1},
+            "unit": {"$ref": "#/$defs/Unit", "default": "c"},
+            "tags": {"anyOf": [{"type": "array", "items": {"type": "string"}}, {"type": "null"}], "default": None},
         },
         "required": ["city"],
         "additionalProperties": False,
+        "$defs": {"Unit": {"enum": ["c", "f"], "title": "Unit", "type": "string"}},
     }
 
 
@@ -48,9 +53,9 @@ def test_valid_arguments_are_converted_and_the_function_runs() -> None:
 
 @pytest.mark.parametrize(
     ("arguments", "message"),
-    [({}, "needs the argument 'city'"), ({"city": 5}, "city: expected str"),
-     ({"city": "x", "days": True}, "days: expected int"), ({"city": "x", "unit": "kelvin"}, "unit"),
-     ({"city": "x", "mood": "happy"}, "no parameter 'mood'"), ({"city": "x", "tags": ["a", 1]}, "tags[1]")],
+    [({}, "the argument 'city' is required"), ({"city": 5}, "city: input should be a valid string, got 5"),
+     ({"city": "x", "days": "many"}, "days: input should be a valid integer"), ({"city": "x", "unit": "kelvin"}, "unit"),
+     ({"city": "x", "mood": "happy"}, "there is no argument 'mood'"), ({"city": "x", "tags": ["a", 1]}, "tags[1]")],
 )
 def test_bad_arguments_never_reach_the_function(arguments: dict[str, Any], message: str) -> None:
     calls: list[str] = []
@@ -70,11 +75,15 @@ def test_async_tools_and_named_decorator() -> None:
         return table[key]
 
     assert find.spec.name == "lookup" and find.spec.description == "Find a key."
-    assert find.spec.parameters["properties"]["key"] == {"enum": ["a", "b"]}
+    assert find.spec.parameters["properties"]["key"] == {"enum": ["a", "b"], "type": "string"}
     assert asyncio.run(find.invoke({"key": "b", "table": {"b": 2}})) == 2
 
 
-@pytest.mark.parametrize("annotation", [object, set[int], dict[int, str]])
+class Opaque:
+    """A class that is neither attrs, a dataclass nor anything pydantic knows."""
+
+
+@pytest.mark.parametrize("annotation", [Opaque, list[Opaque], Callable[[int], int]])
 def test_types_without_a_json_schema_are_refused(annotation: Any) -> None:
     def f(x: Any) -> None: ...
     f.__annotations__["x"] = annotation
@@ -119,3 +128,83 @@ def test_validation_accepts_exactly_what_the_schema_allows(arguments: dict[str, 
     assert isinstance(checked.get("days", 1), int) and not isinstance(checked.get("days", 1), bool)
     assert isinstance(checked.get("unit", Unit.CELSIUS), Unit)
     assert set(checked) <= {"city", "days", "unit", "tags"}
+
+
+@attrs.frozen
+class Point:
+    """A place on the map.
+
+    Args:
+        lat: latitude in degrees north.
+    """
+
+    lat: float
+    lon: float = 0.0
+    labels: tuple[str, ...] = attrs.field(factory=tuple)
+
+
+@dataclasses.dataclass
+class Route:
+    start: Point
+    stops: list[Point]
+    mode: Literal["walk", "drive"] = "walk"
+
+
+def test_nested_attrs_classes_and_dataclasses_arrive_built() -> None:
+    @tool
+    def plan(route: Route, around: Point | None = None) -> str:
+        """Plan a route."""
+        return repr((route, around))
+
+    result = asyncio.run(plan.invoke({"route": {"start": {"lat": 1}, "stops": [{"lat": 2, "lon": 3.5}]}}))
+    assert result == repr((Route(Point(1.0), [Point(2.0, 3.5)]), None))
+    defs = plan.spec.parameters["$defs"]
+    assert defs["Point"]["properties"]["lat"] == {"type": "number", "description": "latitude in degrees north."}
+    assert defs["Point"]["description"] == "A place on the map." and defs["Point"]["required"] == ["lat"]
+    assert defs["Route"]["properties"]["mode"] == {"enum": ["walk", "drive"], "type": "string", "default": "walk"}
+    with pytest.raises(ToolArgumentError, match=r"route.stops\[0\].lat: input should be a valid number"):
+        plan.validate({"route": {"start": {"lat": 1}, "stops": [{"lat": "north"}]}})
+    with pytest.raises(ToolArgumentError, match=r"there is no argument 'route.start.height'"):
+        plan.validate({"route": {"start": {"lat": 1, "height": 3}, "stops": []}})
+
+
+@pytest.mark.parametrize("doc", [
+    """Send a parcel.
+
+    Args:
+        weight (float): the weight in kg,
+            rounded up.
+        express: whether it flies.
+
+    Returns:
+        the tracking number.
+    """,
+    """Send a parcel.
+
+    Parameters
+    ----------
+    weight : float
+        the weight in kg,
+        rounded up.
+    express : bool
+        whether it flies.
+    """,
+    """Send a parcel.
+
+    :param weight: the weight in kg,
+        rounded up.
+    :param bool express: whether it flies.
+    :returns: the tracking number.
+    """,
+])
+def test_parameter_descriptions_come_from_the_docstring(doc: str) -> None:
+    def send(weight: float, express: bool = False) -> str:
+        return "T1"
+
+    send.__doc__ = doc
+    made = tool(send)
+    assert made.spec.description == "Send a parcel."
+    assert made.spec.parameters["properties"] == {
+        "weight": {"type": "number", "description": "the weight in kg, rounded up."},
+        "express": {"type": "boolean", "description": "whether it flies.", "default": False},
+    }
