@@ -124,16 +124,20 @@ def load_factory(target: str) -> Callable[..., Any]:
     module_name, _, attribute = target.partition(":")
     if not module_name or not attribute:
         raise CliError(f"expected MODULE:FACTORY, got {target!r}")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as error:
-        raise CliError(f"cannot import {module_name!r}: {error}") from error
-    factory = getattr(module, attribute, None)
+    factory = getattr(_user_module(module_name), attribute, None)
     if not callable(factory):
         raise CliError(f"{module_name!r} has no callable {attribute!r}")
     return cast(Callable[..., Any], factory)
+
+
+def _user_module(module_name: str) -> Any:
+    """Import the user's module; modules in the current directory are found, as with `python -m`."""
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        return importlib.import_module(module_name)
+    except ImportError as error:
+        raise CliError(f"cannot import {module_name!r}: {error}") from error
 
 
 def factory_arguments(target: str, factory: Callable[..., Any], offered: Mapping[str, Callable[[], Any]]) -> dict[str, Any]:
@@ -368,13 +372,7 @@ def _user_bot(stack: ExitStack, args: argparse.Namespace, llm: LLM, channel: Cha
 
 def user_tools(module_name: str) -> list[Tool]:
     """The `Tool`s (functions decorated with `@tool`, or Tool objects) defined in a module."""
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as error:
-        raise CliError(f"cannot import {module_name!r}: {error}") from error
-    tools = [value for value in vars(module).values() if isinstance(value, Tool)]
+    tools = [value for value in vars(_user_module(module_name)).values() if isinstance(value, Tool)]
     if not tools:
         raise CliError(f"{module_name!r} defines no tools; decorate its functions with @agentloop.tool")
     return tools
