@@ -394,6 +394,7 @@ class ToolLoopSystem(System):
             try:
                 with running_execution(execution_id):
                     result = await found.invoke(call.arguments)
+                rendered = _render_result(result)  # a result JSON cannot hold fails here, as the tool's failure
             except ToolArgumentError as exc:
                 error = str(exc)
                 failure = (FailureKind.VALIDATION, error)
@@ -402,7 +403,7 @@ class ToolLoopSystem(System):
                 failure = (FailureKind.EXCEPTION, error)
                 _log.warning("tool.failed", tool=call.name, turn_id=ctx.turn_id, exc_info=exc)
             else:
-                result_text = storable(cap_bytes(_render_result(result), self.max_tool_output_bytes))
+                result_text = storable(cap_bytes(rendered, self.max_tool_output_bytes))
         if error is not None:
             error = storable(cap_bytes(error, self.max_tool_output_bytes))
         session = ctx.session

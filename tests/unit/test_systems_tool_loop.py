@@ -144,6 +144,31 @@ def test_async_tools_of_one_step_run_concurrently_and_report_in_call_order() -> 
     assert len({e.step_id for e in executions}) == 1 and ctx.require(LlmResponse).text == "all done"
 
 
+def test_a_tool_result_json_cannot_hold_is_that_tools_failure_and_its_siblings_still_finish() -> None:
+    finished: list[str] = []
+
+    @tool
+    async def slow() -> str:
+        """Wait a little, then answer."""
+        await asyncio.sleep(0.05)
+        finished.append("slow")
+        return "slow done"
+
+    @tool
+    def pairs() -> dict[tuple[int, int], str]:
+        """Answer with a mapping keyed by pairs, which JSON cannot hold."""
+        return {(1, 2): "a pair"}
+
+    llm = ScriptedLLM([LlmReply(tool_calls=(ToolCall("1", "slow"), ToolCall("2", "pairs"))), "done anyway"])
+    ctx = context()
+    run_system_sync(ToolLoopSystem(llm, [slow, pairs]), ctx)
+    assert finished == ["slow"], "the sibling was cancelled"
+    told = [(m.tool_call_id, m.content or "") for m in llm.requests[-1].messages if m.role is Role.TOOL]
+    assert told[0] == ("1", "slow done") and told[1][0] == "2" and told[1][1].startswith("error: TypeError")
+    assert [(f.source, f.component, f.kind) for f in ctx.failures] == [(FailureSource.TOOL, "pairs", FailureKind.EXCEPTION)]
+    assert ctx.require(LlmResponse).text == "done anyway"
+
+
 def test_a_step_over_the_tool_limit_runs_only_the_calls_within_it() -> None:
     ran: list[int] = []
 
