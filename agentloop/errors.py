@@ -49,12 +49,18 @@ class UndeclaredAccessError(TypeError):
 
 
 class LlmCallError(RuntimeError):
-    """An LLM call failed; `kind` says how, and drives the finish reason and fallback."""
+    """An LLM call failed; `kind` says how, and drives the finish reason and fallback.
 
-    def __init__(self, message: str, *, kind: FailureKind, retryable: bool = False) -> None:
+    `partial_text` is the answer's text the model had streamed before a stream broke ("" if
+    none): `collect` (so every adapter's `complete`) fills it in, for a caller that wants to
+    show or log how far the model got.
+    """
+
+    def __init__(self, message: str, *, kind: FailureKind, retryable: bool = False, partial_text: str = "") -> None:
         super().__init__(message)
         self.kind = kind
         self.retryable = retryable
+        self.partial_text = partial_text
 
 
 class TransportError(ConnectionError):

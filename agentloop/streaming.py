@@ -69,13 +69,23 @@ async def collect(
     """The reply a stream ends with (its `Finished`); `LlmCallError` if it ends without one.
 
     `on_text` is awaited with each text delta as it arrives (to show the answer while it is written).
+    An `LlmCallError` that breaks the stream leaves with the text streamed so far as its `partial_text`.
     """
-    async for event in events:
-        if isinstance(event, Finished):
-            return event.reply
-        if on_text is not None and isinstance(event, TextDelta):
-            await on_text(event.text)
-    raise LlmCallError("the model's stream ended before it finished", kind=FailureKind.UNKNOWN, retryable=True)
+    streamed: list[str] = []
+    try:
+        async for event in events:
+            if isinstance(event, Finished):
+                return event.reply
+            if isinstance(event, TextDelta):
+                streamed.append(event.text)
+                if on_text is not None:
+                    await on_text(event.text)
+    except LlmCallError as exc:
+        exc.partial_text = exc.partial_text or "".join(streamed)
+        raise
+    raise LlmCallError(
+        "the model's stream ended before it finished", kind=FailureKind.UNKNOWN, retryable=True, partial_text="".join(streamed)
+    )
 
 
 class ReplyBuilder:

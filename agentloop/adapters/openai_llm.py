@@ -192,7 +192,9 @@ class OpenAICompatibleLLM:
                 for event in reader.read(body):
                     yield event
         if not done and reader.stop_reason is None:
-            raise LlmCallError("the model server's stream ended before the answer was finished", kind=FailureKind.UNKNOWN)
+            raise LlmCallError(
+                "the model server's stream ended before the answer was finished", kind=FailureKind.UNKNOWN, retryable=True
+            )
         yield reader.finished()
 
 

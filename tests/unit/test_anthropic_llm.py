@@ -192,7 +192,7 @@ def test_a_stream_cut_off_before_message_stop_is_an_error_not_a_short_answer(ser
     queue_stream(server, message_events("Half an answer")[:-2])
     with pytest.raises(LlmCallError, match="cut off before message_stop") as caught:
         complete(AnthropicLLM(server.url, "m"))
-    assert caught.value.retryable
+    assert caught.value.retryable and caught.value.partial_text == "Half an answer"
 
 
 @pytest.mark.parametrize(

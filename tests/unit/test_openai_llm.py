@@ -306,6 +306,11 @@ def test_a_stream_cut_off_midway_is_an_error_after_the_text_so_far(server: Scrip
         asyncio.run(go())
     assert caught.value.kind is FailureKind.UNKNOWN and "".join(e.text for e in seen if isinstance(e, TextDelta)) == "Half an answ"
     assert not any(isinstance(e, Finished) for e in seen) and len(server.requests) == 1
+    assert caught.value.retryable, "a new call could succeed, as after any stream cut off"
+    server.stream(streamed_completion("Half an answ", usage=None)[:-1], done=False)
+    with pytest.raises(LlmCallError) as completed:
+        run(OpenAICompatibleLLM(server.url, "m"), HELLO)
+    assert completed.value.partial_text == "Half an answ"
 
 
 def test_an_error_the_server_streams_is_one_line(server: ScriptedServer) -> None:

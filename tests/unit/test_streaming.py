@@ -12,6 +12,7 @@ from agentloop.errors import LlmCallError
 from agentloop.outcome import FailureKind
 from agentloop.ports import LLM, StreamingLLM
 from agentloop.streaming import ReplyBuilder, collect, events_of, reply_events
+from agentloop.testing import ScriptedLLM
 
 REQUEST = LlmRequest(())
 REPLY = LlmReply("Let me look.", (ToolCall("c1", "search", {"q": "x"}),), "m", Usage(12, 5), "tool_calls")
@@ -51,7 +52,14 @@ def test_a_stream_that_ends_without_finishing_is_a_retryable_model_error() -> No
 
     with pytest.raises(LlmCallError, match="ended before it finished") as caught:
         asyncio.run(collect(cut()))
-    assert caught.value.retryable and caught.value.kind is FailureKind.UNKNOWN
+    assert caught.value.retryable and caught.value.kind is FailureKind.UNKNOWN and caught.value.partial_text == "Let"
+
+
+def test_a_model_error_that_breaks_the_stream_carries_the_text_streamed_before_it() -> None:
+    llm = ScriptedLLM([ScriptedLLM.cut("Oslo is sunny today", after=3)], chunk=5)
+    with pytest.raises(LlmCallError, match="closed in the middle") as caught:
+        asyncio.run(llm.complete(REQUEST))
+    assert caught.value.partial_text == "Oslo is sunny t"
 
 
 def test_the_builder_joins_argument_fragments_per_call_in_index_order() -> None:
