@@ -55,7 +55,9 @@ def _blocks(message: ChatMessage) -> list[dict[str, Any]]:
     """`message` as Messages API content blocks (text, tool_use or tool_result)."""
     if message.role is Role.TOOL:
         return [{"type": "tool_result", "tool_use_id": message.tool_call_id, "content": message.content or ""}]
-    blocks: list[dict[str, Any]] = [{"type": "text", "text": message.content}] if message.content else []
+    # The API refuses a text block of only whitespace, which a model may write before a tool call.
+    text = message.content if message.content and not message.content.isspace() else None
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
     return blocks + [{"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments} for c in message.tool_calls]
 
 
@@ -174,9 +176,11 @@ class _Events:
             yield ToolCallDelta(self.tools[index], arguments_fragment=delta["partial_json"])
 
     def _count(self, usage: Any) -> None:
-        """Take the counts `usage` has: input tokens come at the start, output tokens grow to the end."""
+        """Take the counts `usage` has: input tokens come at the start (those written to and read from
+        the prompt cache, which the API counts apart, included), output tokens grow to the end."""
         if isinstance(usage, dict):
-            self.input_tokens = usage.get("input_tokens") or self.input_tokens
+            read = sum(usage.get(key) or 0 for key in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
+            self.input_tokens = read or self.input_tokens
             self.output_tokens = usage.get("output_tokens") or self.output_tokens
 
 

@@ -127,6 +127,22 @@ def test_tool_use_and_tool_results_go_as_content_blocks_with_one_steps_results_i
     ]
 
 
+def test_whitespace_a_model_wrote_before_its_tool_call_is_not_sent_back_as_a_text_block(server: ScriptedServer) -> None:
+    queue_stream(server, message_events("Sunny."))
+    request = LlmRequest((ChatMessage.user("weather?"), ChatMessage.assistant("\n\n", (ToolCall("t1", "weather", {}),)),
+                          ChatMessage.tool("t1", "weather", "sunny")))
+    complete(AnthropicLLM(server.url, "m"), request)
+    assert server.requests[0]["body"]["messages"][1] == {
+        "role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "weather", "input": {}}]}
+
+
+def test_input_tokens_include_those_written_to_and_read_from_the_prompt_cache(server: ScriptedServer) -> None:
+    events = message_events("Hi.", input_tokens=7, output_tokens=3)
+    events[0]["message"]["usage"].update(cache_creation_input_tokens=20, cache_read_input_tokens=100)
+    queue_stream(server, events)
+    assert complete(AnthropicLLM(server.url, "m")).usage == Usage(127, 3)
+
+
 class SleepLog:
     def __init__(self) -> None:
         self.delays: list[float] = []
