@@ -344,7 +344,9 @@ class ToolLoopSystem(System):
         if reply.tool_calls and not calls:
             return None
         call = calls[0] if calls else None
-        answer: str | dict[str, Any] = dict(call.arguments) if call is not None else content or ""
+        answer: str | dict[str, Any] = content or ""
+        if call is not None:  # unreadable arguments are checked as the text they came as, so the model is told why
+            answer = call.arguments_text or "" if call.arguments_error is not None else dict(call.arguments)
         try:
             value = output.parse(answer)
         except OutputValidationError as exc:

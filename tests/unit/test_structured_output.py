@@ -93,6 +93,16 @@ def test_a_wrong_answer_gets_one_repair_round_with_the_validation_error() -> Non
     assert ctx.failures == ()
 
 
+def test_an_answer_tool_call_whose_arguments_are_cut_short_is_repaired_with_the_json_error() -> None:
+    cut = ToolCall("c1", "final_answer", arguments_error="they are not valid JSON", arguments_text='{"city": "Os')
+    llm = ScriptedLLM([LlmReply(tool_calls=(cut,)), ScriptedLLM.answer(Forecast("Oslo", "rain"))])
+    ctx = run(llm)
+    repair = llm.requests[1].messages[-1]
+    assert repair.role is Role.TOOL and "invalid json" in (repair.content or "")
+    assert "required" not in (repair.content or ""), "the model was told a field it sent is missing"
+    assert ctx.require(StructuredOutput).value == Forecast("Oslo", "rain")
+
+
 def test_a_second_wrong_answer_is_a_validation_failure() -> None:
     llm = ScriptedLLM([ScriptedLLM.tool_call("final_answer", {"city": "Oslo"}), "it is sunny", "unused"])
     ctx = run(llm)
