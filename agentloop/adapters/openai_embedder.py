@@ -48,7 +48,13 @@ class OpenAIEmbedder:
 
     @property
     def dim(self) -> int:
+        """The vectors' length: as given, else asked of the server once (and not from an event loop)."""
         if self._dim is None:
+            if _in_event_loop():
+                raise RuntimeError(
+                    f"OpenAIEmbedder({self.model!r}) does not know the length of its vectors yet, and asking the server "
+                    "from this thread's event loop would hold it up; give dim=, or await aembed() once before"
+                )
             self._dim = int(self.embed(["dimension"]).shape[1])
         return self._dim
 
@@ -59,9 +65,7 @@ class OpenAIEmbedder:
 
     def embed(self, texts: Sequence[str]) -> Vectors:
         """`aembed` for code that runs no event loop (scripts, a worker thread)."""
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
+        if not _in_event_loop():
             return asyncio.run(self.aembed(texts))
         raise RuntimeError(
             "OpenAIEmbedder.embed was called on a thread that runs an event loop, which it would hold up; "
@@ -89,6 +93,15 @@ class OpenAIEmbedder:
         async with self.http.post("/embeddings", {"model": self.model, "input": list(texts)}) as response:
             body = await json_body(response)
         return _vectors(body, len(texts), self.model)
+
+
+def _in_event_loop() -> bool:
+    """Whether this thread runs an event loop, which a blocking request would hold up."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def _vectors(body: Any, count: int, model: str) -> Vectors:

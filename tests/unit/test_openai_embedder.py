@@ -53,6 +53,20 @@ def test_the_dimension_is_asked_of_the_server_once_when_not_given() -> None:
         assert embedder.dim == 7 and len(server.requests) == 1
 
 
+def test_an_unknown_dimension_asked_for_on_an_event_loop_says_to_give_dim() -> None:
+    with ScriptedServer() as server:
+        server.reply(body=embeddings([1.0] * 7))
+        embedder = OpenAIEmbedder(server.url, "mini")
+
+        async def name() -> str:
+            return embedder.name  # what stores opened in async code (a server's start-up) read first
+
+        with pytest.raises(RuntimeError, match="give dim=, or await aembed"):
+            asyncio.run(name())
+        asyncio.run(embedder.aembed(["a"]))
+        assert asyncio.run(name()) == "openai:mini/7" and len(server.requests) == 1
+
+
 def test_a_server_error_is_one_line_with_the_servers_explanation() -> None:
     page = b"<html><head><title>404 Not Found</title></head><body>" + b"<p>x</p>" * 500 + b"</body></html>"
     with ScriptedServer() as server:
