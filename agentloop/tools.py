@@ -81,11 +81,6 @@ class Tool:
             return await result
         return result
 
-    @property
-    def is_async(self) -> bool:
-        """Whether calling the function gives an awaitable, so that it can run beside other calls."""
-        return inspect.iscoroutinefunction(self.function)
-
 
 def _make_tool(function: Callable[..., Any], name: str | None, description: str | None) -> Tool:
     tool_name = name or function.__name__
