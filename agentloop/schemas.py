@@ -80,12 +80,19 @@ def _class_fields(cls: type) -> list[FieldSpec]:
     ]
 
 
+def class_summary(annotation: Any) -> str:
+    """What the docstring of a class of the user's says it is; "" for a type the user did not
+    write (a builtin, `list[...]`) and for a dataclass's generated docstring (its signature, no prose)."""
+    if not isinstance(annotation, type) or annotation.__module__ == "builtins":
+        return ""
+    summary = parse_docstring(annotation.__doc__).description
+    return "" if dataclasses.is_dataclass(annotation) and summary.startswith(f"{annotation.__name__}(") else summary
+
+
 @functools.cache
 def _class_type(cls: type) -> Any:
     """`cls` (an attrs class or a dataclass) for pydantic: validated as an object of its init fields, then built."""
-    summary = parse_docstring(cls.__doc__).description
-    generated = dataclasses.is_dataclass(cls) and summary.startswith(f"{cls.__name__}(")  # the signature, no prose
-    shape = object_type(cls.__name__, _class_fields(cls), None if generated else summary or None)
+    shape = object_type(cls.__name__, _class_fields(cls), class_summary(cls) or None)
 
     def schema(source: Any, handler: pydantic.GetCoreSchemaHandler) -> core_schema.CoreSchema:
         return core_schema.no_info_after_validator_function(lambda given: cls(**given), handler.generate_schema(shape))

@@ -11,9 +11,8 @@ from typing import Any, Generic, TypeVar
 
 import pydantic
 
-from agentloop.docstrings import parse_docstring
 from agentloop.messages import ResponseSchema
-from agentloop.schemas import adapter, error_lines, json_schema
+from agentloop.schemas import adapter, class_summary, error_lines, json_schema
 
 T = TypeVar("T")
 
@@ -31,8 +30,8 @@ class OutputType(Generic[T]):
     def __init__(self, cls: type[T]) -> None:
         self.cls = cls
         self._adapter = adapter(cls)
-        summary = parse_docstring(getattr(cls, "__doc__", None)).description
-        self.schema = ResponseSchema(ANSWER_TOOL, json_schema(self._adapter), summary or f"Give the answer as {cls.__name__}.")
+        name = getattr(cls, "__name__", None) or str(cls)
+        self.schema = ResponseSchema(ANSWER_TOOL, json_schema(self._adapter), class_summary(cls) or f"Give the answer as {name}.")
 
     def parse(self, answer: str | dict[str, Any]) -> T:
         """`answer` (JSON text or an already decoded object) as a `T`; `OutputValidationError` if it does not fit."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from typing import Literal
@@ -77,6 +78,21 @@ def test_the_answer_arrives_as_an_instance_and_the_model_is_shown_the_schema() -
     assert schema.schema["properties"]["sky"] == {"enum": ["sunny", "cloudy", "rain"], "type": "string",
                                                   "description": "what the sky looks like."}
     assert schema.schema["required"] == ["city", "sky"]
+
+
+@dataclasses.dataclass
+class Reading:
+    city: str
+    degrees: float
+
+
+@pytest.mark.parametrize("output_type", [Reading, list[Forecast], int])
+def test_a_type_without_a_docstring_of_its_own_is_described_by_its_name(output_type: type) -> None:
+    """Not by a dataclass's generated signature, nor by the docstring of list or int."""
+    llm = ScriptedLLM(["[]"])
+    run_system_sync(ToolLoopSystem(llm, output_type=output_type), context())
+    schema = llm.requests[0].response_schema
+    assert schema is not None and schema.description == f"Give the answer as {output_type.__name__}."
 
 
 def test_an_answer_given_as_the_answer_tool_call_counts_too() -> None:
