@@ -78,6 +78,9 @@ class _ChunkReader:
         self.builder = ReplyBuilder()
         self.model: str | None = None
         self.stop_reason: str | None = None
+        self.calls: dict[int, tuple[int, str | None]] = {}
+        """the server's index of a call -> (the call's place in the reply, its id)"""
+        self.placed = 0
 
     def read(self, body: Any, *, whole: bool = False) -> list[StreamEvent]:
         """The events in one chunk (`whole`: a complete non-streamed body); a VALIDATION
@@ -104,12 +107,21 @@ class _ChunkReader:
             text = _text(part.get("content"))
             if text:
                 events.append(TextDelta(text))
-            events.extend(_call_delta(call, position) for position, call in enumerate(part.get("tool_calls") or ()))
+            events.extend(self._placed(_call_delta(call, position)) for position, call in enumerate(part.get("tool_calls") or ()))
             self.stop_reason = choice.get("finish_reason") or self.stop_reason
         usage = body.get("usage")
         if usage:
             events.append(Usage(int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)))
         return events
+
+    def _placed(self, delta: ToolCallDelta) -> ToolCallDelta:
+        """`delta` at its call's place in the reply: a new id at an index already taken starts another
+        call, since Ollama sends every call of a step at index 0 (and vLLM repeats a call's id)."""
+        place, known_id = self.calls.get(delta.index, (None, None))
+        if place is None or (delta.id and known_id and delta.id != known_id):
+            place, self.placed = self.placed, self.placed + 1
+        self.calls[delta.index] = (place, delta.id or known_id)
+        return ToolCallDelta(place, delta.id, delta.name, delta.arguments_fragment)
 
     def finished(self) -> Finished:
         return Finished(self.builder.reply(model=self.model, stop_reason=self.stop_reason))

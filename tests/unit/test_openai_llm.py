@@ -270,6 +270,21 @@ def test_interleaved_argument_pieces_of_parallel_calls_go_to_their_own_call(serv
     assert events[-1].reply.tool_calls == (ToolCall("c0", "f", {"n": 0}), ToolCall("c1", "f", {"n": 1}))  # type: ignore[union-attr]
 
 
+def test_calls_a_server_streams_all_at_index_0_stay_apart_and_a_repeated_id_continues_its_call(server: ScriptedServer) -> None:
+    def piece(call_id: str, arguments: str, name: str | None = "f") -> dict[str, Any]:
+        return {"index": 0, "id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+    server.stream([  # as Ollama sends a step's calls: each whole, each at index 0; vLLM repeats the id with each piece
+        chunk({"role": "assistant", "content": "", "tool_calls": [piece("call_1", '{"n": 1}')]}),
+        chunk({"tool_calls": [piece("call_2", '{"n": ')]}),
+        chunk({"tool_calls": [piece("call_2", "2}", name=None)]}),
+        chunk({"tool_calls": [piece("call_3", "{}", name="g")]}),
+        chunk(finish_reason="tool_calls"),
+    ])
+    reply = run(OpenAICompatibleLLM(server.url, "m1"), HELLO)
+    assert reply.tool_calls == (ToolCall("call_1", "f", {"n": 1}), ToolCall("call_2", "f", {"n": 2}), ToolCall("call_3", "g"))
+
+
 @pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
 def test_content_as_a_list_of_parts_and_arguments_as_an_object_are_read(server: ScriptedServer, streamed: bool) -> None:
     parts = [{"type": "text", "text": "Sunny "}, {"type": "image_url", "image_url": {"url": "x"}}, {"type": "text", "text": "today."}]
