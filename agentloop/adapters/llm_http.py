@@ -38,7 +38,7 @@ MESSAGE_LIMIT = 200
 class RetryPolicy:
     """How often and how patiently a failed model call is tried again.
 
-    A 429, a 5xx, a timeout or a lost connection is retried up to `max_retries` times,
+    A 408, 409, 429 or 5xx, a timeout or a lost connection is retried up to `max_retries` times,
     waiting `backoff * 2**n` seconds before retry n+1, or the server's Retry-After
     when it sends one; never longer than `max_backoff`.
     """
@@ -84,10 +84,17 @@ def _json_message(body: Any) -> str:
 
 
 def http_error(response: httpx.Response, url: str) -> ModelServerError:
-    """The `LlmCallError` for an HTTP error status: 429 and 5xx are retryable, other 4xx are not."""
+    """The `LlmCallError` for an HTTP error status: 408, 409, 429 and 5xx are retryable (as the
+    OpenAI and Anthropic SDKs retry them), other 4xx are not."""
     status = response.status_code
     said = server_message(response)
     detail = f": {said}" if said else ""
+    if status in (408, 409):
+        return ModelServerError(
+            f"the model server could not take the request just now (HTTP {status}){detail}",
+            status=status, kind=FailureKind.TIMEOUT if status == 408 else FailureKind.UNKNOWN, retryable=True,
+            retry_after=_retry_after(response),
+        )
     if status == 429:
         return ModelServerError(
             f"the model server is rate limiting requests (HTTP 429){detail}",

@@ -21,7 +21,7 @@ class OpenAIEmbedder:
     `dim` is the length of the model's vectors: give it, or it is asked of the server once
     (one request) when first needed. Rows come back L2-normalised, in the order of the
     texts whatever order the server lists them in. Requests go through the shared HTTP
-    layer: retries of 429, 5xx, timeouts and lost connections, the server's explanation
+    layer: retries of 408, 409, 429, 5xx, timeouts and lost connections, the server's explanation
     in one line (`LlmCallError`), a client per call so any event loop can await `aembed`.
     """
 

@@ -132,7 +132,7 @@ class OpenAICompatibleLLM:
 
     Every call streams (`stream: true`, with usage in the last chunk); `complete` is the
     collected stream, and a server that answers with one JSON body instead works too.
-    Retries 429, 5xx, timeouts and connection errors up to `max_retries` times, waiting
+    Retries 408, 409, 429, 5xx, timeouts and connection errors up to `max_retries` times, waiting
     `backoff * 2**attempt` seconds (or the server's Retry-After, capped at `max_backoff`),
     never past the request's `time_left`. Failures raise `LlmCallError` with kind
     RATE_LIMIT (429), TIMEOUT, VALIDATION (a 4xx or an unreadable body) or UNKNOWN

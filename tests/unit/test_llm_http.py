@@ -50,6 +50,19 @@ def test_retries_follow_the_policy_and_honour_retry_after(server: ScriptedServer
     assert sleep.delays == [2.0, 0.5, 1.5, 10.0] and len(server.requests) == 5
 
 
+def test_a_request_timeout_or_conflict_is_tried_again_as_the_official_sdks_do(server: ScriptedServer) -> None:
+    server.reply(408, {"error": {"message": "request timed out"}})
+    server.reply(409, {"error": {"message": "a lock is held"}})
+    server.reply(body={"ok": True})
+    sleep = SleepLog()
+    assert post(ModelHttpClient(server.url, retry=RetryPolicy(max_retries=2, backoff=0.25), sleep=sleep)) == {"ok": True}
+    assert sleep.delays == [0.25, 0.5] and len(server.requests) == 3
+    server.reply(408, {"error": {"message": "request timed out"}})
+    with pytest.raises(ModelServerError) as caught:
+        post(ModelHttpClient(server.url, retry=RetryPolicy(max_retries=0)))
+    assert caught.value.kind is FailureKind.TIMEOUT and "HTTP 408" in str(caught.value)
+
+
 def test_the_last_error_is_raised_when_retries_run_out(server: ScriptedServer) -> None:
     for _ in range(2):
         server.reply(503, {"error": {"message": "the upstream model is overloaded"}})
