@@ -169,6 +169,27 @@ def test_a_tool_result_json_cannot_hold_is_that_tools_failure_and_its_siblings_s
     assert ctx.require(LlmResponse).text == "done anyway"
 
 
+def test_the_tools_that_finished_before_the_turn_deadline_cut_their_step_short_stay_on_the_turn(tmp_path: Path) -> None:
+    @tool
+    async def quick(name: str) -> str:
+        """Answer at once."""
+        return f"{name} done"
+
+    @tool
+    async def stuck() -> str:
+        """Never answer in time."""
+        await asyncio.sleep(5)
+        return "too late"
+
+    calls = (ToolCall("1", "quick", {"name": "a"}), ToolCall("2", "stuck"), ToolCall("3", "quick", {"name": "b"}))
+    llm = ScriptedLLM([LlmReply(tool_calls=calls), "unused"])
+    options = StandardOptions(turn_timeout=0.3)
+    with standard_pipeline(llm, RecordingChannel(), data_dir=tmp_path, tools=[quick, stuck], options=options) as pipeline:
+        ctx = pipeline.build().run_turn_sync(Session("s1", user_id="u1"), IncomingMessage("go"))
+    executions = ctx.require(ToolExecutions).executions
+    assert [(e.arguments, e.result) for e in executions] == [({"name": "a"}, "a done"), ({"name": "b"}, "b done")]
+
+
 def test_a_step_over_the_tool_limit_runs_only_the_calls_within_it() -> None:
     ran: list[int] = []
 
