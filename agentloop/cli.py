@@ -17,6 +17,7 @@ import os
 import sqlite3
 import sys
 import tempfile
+import types
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
@@ -130,7 +131,7 @@ def load_factory(target: str) -> Callable[..., Any]:
     return cast(Callable[..., Any], factory)
 
 
-def _user_module(module_name: str) -> Any:
+def _user_module(module_name: str) -> types.ModuleType:
     """Import the user's module; modules in the current directory are found, as with `python -m`."""
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
