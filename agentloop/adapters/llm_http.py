@@ -133,9 +133,12 @@ def _retry_after(response: httpx.Response) -> float | None:
 
 @contextmanager
 def transport_errors(url: str) -> Iterator[None]:
-    """Turn httpx's timeouts and connection failures into retryable `LlmCallError`s."""
+    """Turn httpx's timeouts and connection failures into retryable `LlmCallError`s, and a body
+    that cannot be decoded (a broken gzip, say) into a VALIDATION one."""
     try:
         yield
+    except httpx.DecodingError as exc:
+        raise LlmCallError(f"the model server sent a body that cannot be decoded ({exc})", kind=FailureKind.VALIDATION) from exc
     except httpx.TimeoutException as exc:
         raise LlmCallError(f"the model server did not answer in time ({exc!r})", kind=FailureKind.TIMEOUT, retryable=True) from exc
     except httpx.TransportError as exc:

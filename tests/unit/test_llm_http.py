@@ -63,6 +63,14 @@ def test_a_request_timeout_or_conflict_is_tried_again_as_the_official_sdks_do(se
     assert caught.value.kind is FailureKind.TIMEOUT and "HTTP 408" in str(caught.value)
 
 
+@pytest.mark.parametrize("content_type", ["application/json", "text/event-stream"])
+def test_a_body_that_cannot_be_decoded_is_one_line_llm_call_error(server: ScriptedServer, content_type: str) -> None:
+    server.reply(raw=b"not gzip at all", headers={"Content-Encoding": "gzip", "Content-Type": content_type})
+    with pytest.raises(LlmCallError, match="^the model server sent a body that cannot be decoded") as caught:
+        post(ModelHttpClient(server.url, sleep=SleepLog()))
+    assert caught.value.kind is FailureKind.VALIDATION and len(server.requests) == 1
+
+
 def test_the_last_error_is_raised_when_retries_run_out(server: ScriptedServer) -> None:
     for _ in range(2):
         server.reply(503, {"error": {"message": "the upstream model is overloaded"}})
