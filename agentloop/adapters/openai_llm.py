@@ -104,7 +104,7 @@ class _ChunkReader:
         if choices or whole:
             choice = choices[0]
             part = choice["message"] if whole else choice.get("delta") or {}
-            text = _text(part.get("content"))
+            text = (_text(part.get("content")) or "") + (part.get("refusal") or "")  # a refusal is what the user is told
             if text:
                 events.append(TextDelta(text))
             events.extend(self._placed(_call_delta(call, position)) for position, call in enumerate(part.get("tool_calls") or ()))

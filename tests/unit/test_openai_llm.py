@@ -297,6 +297,16 @@ def test_content_as_a_list_of_parts_and_arguments_as_an_object_are_read(server: 
     assert reply.content == "Sunny today." and reply.tool_calls == (ToolCall("c1", "weather", {"city": "Oslo"}),)
 
 
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+def test_a_refusal_is_the_answers_text(server: ScriptedServer, streamed: bool) -> None:
+    if streamed:
+        server.stream([chunk({"role": "assistant", "content": None, "refusal": ""}), chunk({"refusal": "I can't "}),
+                       chunk({"refusal": "help with that."}), chunk(finish_reason="stop")])
+    else:
+        server.reply(body={"choices": [{"message": {"role": "assistant", "content": None, "refusal": "I can't help with that."}}]})
+    assert run(OpenAICompatibleLLM(server.url, "m"), HELLO).content == "I can't help with that."
+
+
 def test_sampling_settings_and_usage_pass_through(server: ScriptedServer) -> None:
     server.reply(body={**completion("ok"), "usage": {"prompt_tokens": 9, "completion_tokens": 1, "total_tokens": 10}})
     request = LlmRequest(HELLO.messages, temperature=0.3, max_tokens=64, stop=("\n\n", "END"), seed=7)
