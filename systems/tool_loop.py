@@ -283,7 +283,8 @@ class ToolLoopSystem(System):
                 return
             turn.messages.append(ChatMessage.assistant(content, reply.tool_calls))
             admitted, stop = self._admit(turn, reply.tool_calls)
-            await self._run_step(turn, admitted)
+            for ran in await self._run_step(turn, admitted):
+                turn.messages.append(ChatMessage.tool(ran.call.id, ran.call.name, self._record(turn, ran)))
             if stop is not None:
                 turn.stop(*stop)
                 return
@@ -302,20 +303,19 @@ class ToolLoopSystem(System):
             admitted.append(call)
         return admitted, None
 
-    async def _run_step(self, turn: _Turn, calls: list[ToolCall]) -> None:
+    async def _run_step(self, turn: _Turn, calls: list[ToolCall]) -> list[_Ran]:
         """Run one model step's calls: async tools concurrently, sync tools on the loop in call order
-        (each runs whole when its task starts); the runs go on the turn in call order, and when the
-        step is cut short (the turn deadline), the runs that did finish still do."""
+        (each runs whole when its task starts); the runs come back in call order."""
         step_id = uuid.uuid4().hex  # the calls of one model step share it
         tasks: list[asyncio.Task[_Ran]] = []
         try:
             async with asyncio.TaskGroup() as group:
                 tasks.extend(group.create_task(self._execute(turn, call, step_id)) for call in calls)
-        finally:
-            for task in tasks:
-                if task.done() and not task.cancelled() and task.exception() is None:
-                    ran = task.result()
-                    turn.messages.append(ChatMessage.tool(ran.call.id, ran.call.name, self._record(turn, ran)))
+        except BaseException:  # cut short (the turn deadline): the runs that did finish stay on the turn
+            for ran in [task.result() for task in tasks if task.done() and not task.cancelled() and task.exception() is None]:
+                turn.messages.append(ChatMessage.tool(ran.call.id, ran.call.name, self._record(turn, ran)))
+            raise
+        return [task.result() for task in tasks]
 
     def _record(self, turn: _Turn, ran: _Ran) -> str:
         """Put a finished run on the turn (its failure, voice, attachment, execution); what the model is told."""
