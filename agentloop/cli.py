@@ -62,7 +62,7 @@ from agentloop.demo import run_demo
 from agentloop.notes import KnowledgeBase, KnowledgeItem, Layer, LayerIds, NoteStatus, NoteTaking
 from agentloop.ports import LLM, Channel, Clock, Embedder
 from agentloop.system import System
-from agentloop.tasks import Evaluator, TaskTrace, TaskTurn, TemplateRegistry, validate_path
+from agentloop.tasks import Evaluator, TaskResult, TaskTrace, TaskTurn, TemplateRegistry, validate_path
 from agentloop.testing.llm import ScriptedLLM
 from agentloop.tools import Tool
 from systems import StandardPipeline, add_note_taking, standard_pipeline
@@ -235,6 +235,13 @@ def http_llm(base_url: str | None, model: str, *, provider: str = "openai") -> L
     return make(url, model, api_key=api_key)
 
 
+async def close_llm(llm: LLM) -> None:
+    """Close the model's HTTP client, if it has one."""
+    aclose = getattr(llm, "aclose", None)
+    if aclose is not None:
+        await aclose()
+
+
 def echo_instruction(request: LlmRequest) -> str:
     """The offline model of `tasks run --scripted`: answers with the task's instruction.
 
@@ -321,10 +328,11 @@ class Spinner:
 @attrs.define
 class Chat:
     """A conversation at the console: the loop that runs its turns, the note-taking that
-    ends it, and the spinner shown while a turn waits (on a terminal)."""
+    ends it, the model to close, and the spinner shown while a turn waits (on a terminal)."""
 
     loop: AgentLoop
     note_taking: NoteTaking
+    llm: LLM
     session: Session
     spinner: Spinner | None = None
     answered: bool = False
@@ -344,7 +352,7 @@ def _chat(args: argparse.Namespace, out: TextIO) -> int:
             loop, note_taking = _user_bot(stack, args, llm, channel)
         if args.timeout is not None:
             loop.turn_timeout = args.timeout
-        chat = Chat(loop, note_taking, Session(args.session, user_id=args.user), spinner)
+        chat = Chat(loop, note_taking, llm, Session(args.session, user_id=args.user), spinner)
         status = converse(chat, sys.stdin)
     return status
 
@@ -436,10 +444,13 @@ async def _feedback(chat: Chat, *, positive: bool) -> None:
 async def _leave(chat: Chat, *, report: bool) -> None:
     """End the session, successful unless the user's last verdict was /bad, so it is distilled;
     with `report`, say on stderr what distillation made of it."""
-    if chat.answered:
-        result = await chat.note_taking.end_session(chat.session, success=chat.satisfied)
-        if report:
-            print(f"agentloop: session {chat.session.id!r} ended; distillation {result.status.value} ({result.reason})", file=sys.stderr)
+    try:
+        if chat.answered:
+            result = await chat.note_taking.end_session(chat.session, success=chat.satisfied)
+            if report:
+                print(f"agentloop: session {chat.session.id!r} ended; distillation {result.status.value} ({result.reason})", file=sys.stderr)
+    finally:
+        await close_llm(chat.llm)
 
 
 @contextmanager
@@ -582,7 +593,7 @@ def _tasks_run(args: argparse.Namespace, out: TextIO) -> int:
     with open_bot(stores_url(args), llm, ConsoleChannel(out), bot=args.bot, inputs=(TaskTurn,)) as bot:
         evaluator = Evaluator(registry, bot.loop, session=Session(f"tasks-{args.template}"))
         try:
-            result = asyncio.run(evaluator.run(args.template, inputs, trace=trace))
+            result = asyncio.run(_run_task(evaluator, args.template, inputs, trace, llm))
         except (TaskError, TemplateError) as error:
             raise CliError(f"task {args.template!r} failed after {trace.turns} turn(s): {error}") from error
     if args.trace:
@@ -591,6 +602,15 @@ def _tasks_run(args: argparse.Namespace, out: TextIO) -> int:
     if result.notes:
         print(f"notes: {json.dumps(result.notes, ensure_ascii=False, default=repr)}", file=out)
     return 0
+
+
+async def _run_task(
+    evaluator: Evaluator, name: str, inputs: dict[str, str | list[str]], trace: TaskTrace, llm: LLM
+) -> TaskResult:
+    try:
+        return await evaluator.run(name, inputs, trace=trace)
+    finally:
+        await close_llm(llm)
 
 
 def embedder_from_spec(spec: str, *, base_url: str) -> Embedder:
