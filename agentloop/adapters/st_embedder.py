@@ -35,10 +35,11 @@ class SentenceTransformerEmbedder:
         where = os.fspath(model)
         try:
             self._model: Any = SentenceTransformer(where, device=device, local_files_only=True)
-        except OSError as error:
+        except (OSError, ValueError) as error:  # a directory holding no model is a ValueError of transformers
+            said = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             raise FileNotFoundError(
                 f"no sentence-transformers model at {where!r}, neither a model directory nor a model in the model cache "
-                f"({error}); give the directory the model was saved to, or download it once where a network is allowed"
+                f"({said}); give the directory the model was saved to, or download it once where a network is allowed"
             ) from None
         dimension = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
         found = dimension()  # the method's name before sentence-transformers 5 is the second one

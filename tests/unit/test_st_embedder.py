@@ -63,8 +63,13 @@ def test_a_model_directory_embeds_in_batches_normalised_rows_named_by_the_direct
 
 
 def test_a_model_that_is_neither_a_directory_nor_in_the_cache_is_named_in_the_error(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError, match="no sentence-transformers model at .*nowhere"):
+    with pytest.raises(FileNotFoundError, match="no sentence-transformers model at .*nowhere") as caught:
         SentenceTransformerEmbedder(tmp_path / "nowhere")
+    assert "\n" not in str(caught.value)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="no sentence-transformers model at .*empty") as empty:
+        SentenceTransformerEmbedder(tmp_path / "empty")
+    assert "\n" not in str(empty.value)
 
 
 def test_stores_built_with_the_model_refuse_another_embedder_until_reembedded(tiny_model: Path, tmp_path: Path) -> None:
