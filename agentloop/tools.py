@@ -103,6 +103,8 @@ def _make_tool(function: Callable[..., Any], name: str | None, description: str 
                                 noted[0] if noted else doc.parameters.get(param.name)))
         try:
             json_schema(adapter(annotation))
+        except NameError as exc:  # an attrs class or dataclass in the annotation names a type that does not exist
+            raise ToolDefinitionError(f"{where}: cannot resolve a type annotation ({exc})") from exc
         except pydantic.PydanticUserError as exc:  # a schema-generation error names the type; ours adds the tool
             raise ToolDefinitionError(
                 f"{where}: type {annotation!r} has no JSON schema ({exc.message.splitlines()[0]}); use str, int, "

@@ -91,6 +91,20 @@ def test_types_without_a_json_schema_are_refused(annotation: Any) -> None:
         tool(f)
 
 
+@attrs.frozen
+class Trip:
+    city: str
+    plan: Itinerary  # type: ignore[name-defined]  # noqa: F821 - a class never defined
+
+
+def test_a_class_whose_field_names_a_type_that_does_not_exist_is_refused_naming_the_tool() -> None:
+    def book(trip: Trip) -> str:
+        return "booked"
+
+    with pytest.raises(ToolDefinitionError, match="tool 'book' parameter 'trip': cannot resolve a type annotation"):
+        tool(book)
+
+
 def test_missing_annotation_and_var_args_are_refused() -> None:
     def untyped(x):  # type: ignore[no-untyped-def]
         return x
