@@ -55,7 +55,7 @@ def _pieces(text: str, chunk: int | None) -> Iterator[str]:
 async def events_of(llm: LLM, request: LlmRequest) -> AsyncGenerator[StreamEvent, None]:
     """`llm`'s answer to `request` as a stream, whether or not the model streams (has `StreamingLLM.stream`)."""
     stream = getattr(llm, "stream", None)  # what isinstance(llm, StreamingLLM) checks, at a tenth of its cost per call
-    if stream is not None:
+    if callable(stream):  # a model may keep a setting named `stream` (stream=False): it is no method to call
         async for event in stream(request):
             yield event
         return

@@ -40,6 +40,12 @@ def test_a_model_that_cannot_stream_streams_its_whole_reply_part_by_part() -> No
     ]
 
 
+def test_a_model_whose_stream_is_a_setting_not_a_method_is_streamed_from_its_complete() -> None:
+    model = WholeModel()
+    model.stream = False  # type: ignore[attr-defined]
+    assert asyncio.run(collect(events_of(model, REQUEST))) == REPLY
+
+
 def test_a_streaming_model_is_streamed_as_it_writes_and_collects_to_its_reply() -> None:
     assert isinstance(StreamingModel(), StreamingLLM)
     assert asyncio.run(_all(StreamingModel()))[:2] == [TextDelta("Let "), TextDelta("me look.")]
