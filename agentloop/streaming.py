@@ -81,7 +81,7 @@ async def collect(
                 if on_text is not None:
                     await on_text(event.text)
     except LlmCallError as exc:
-        exc.partial_text = exc.partial_text or "".join(streamed)
+        exc.partial_text = "".join(streamed)
         raise
     raise LlmCallError(
         "the model's stream ended before it finished", kind=FailureKind.UNKNOWN, retryable=True, partial_text="".join(streamed)

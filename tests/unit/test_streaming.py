@@ -62,10 +62,14 @@ def test_a_stream_that_ends_without_finishing_is_a_retryable_model_error() -> No
 
 
 def test_a_model_error_that_breaks_the_stream_carries_the_text_streamed_before_it() -> None:
-    llm = ScriptedLLM([ScriptedLLM.cut("Oslo is sunny today", after=3)], chunk=5)
-    with pytest.raises(LlmCallError, match="closed in the middle") as caught:
+    broken = LlmCallError("the connection closed", kind=FailureKind.UNKNOWN)
+    llm = ScriptedLLM([ScriptedLLM.cut("Oslo is sunny today", 3, broken), ScriptedLLM.cut("Rain", 1, broken)], chunk=5)
+    with pytest.raises(LlmCallError, match="the connection closed") as caught:
         asyncio.run(llm.complete(REQUEST))
     assert caught.value.partial_text == "Oslo is sunny t"
+    with pytest.raises(LlmCallError) as again:  # one error raised by two streams says what each one streamed
+        asyncio.run(llm.complete(REQUEST))
+    assert again.value.partial_text == "Rain"
 
 
 def test_the_builder_joins_argument_fragments_per_call_in_index_order() -> None:
