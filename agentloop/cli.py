@@ -139,6 +139,8 @@ def _user_module(module_name: str) -> types.ModuleType:
         return importlib.import_module(module_name)
     except ImportError as error:
         raise CliError(f"cannot import {module_name!r}: {error}") from error
+    except Exception as error:  # the module fails as it runs: a tool it defines is refused, a syntax error
+        raise CliError(f"cannot import {module_name!r}: {type(error).__name__}: {error}") from error
 
 
 def factory_arguments(target: str, factory: Callable[..., Any], offered: Mapping[str, Callable[[], Any]]) -> dict[str, Any]:

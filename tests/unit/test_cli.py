@@ -139,6 +139,19 @@ def test_pipeline_show_explains_bad_targets(
     assert message in capsys.readouterr().err
 
 
+def test_a_user_module_that_fails_as_it_is_imported_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "refused_tools_module.py").write_text(
+        "from agentloop import tool\n\n\n@tool\ndef lookup(query):\n    return query\n\n\ndef build():\n    return []\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert main(["pipeline", "show", "refused_tools_module:build"], io.StringIO()) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == ("agentloop: cannot import 'refused_tools_module': ToolDefinitionError: "
+                    "tool 'lookup' parameter 'query' needs a type annotation")
+
+
 def test_the_console_script_is_installed() -> None:
     script = shutil.which("agentloop")
     assert script is not None, "pip install -e . should put `agentloop` on PATH"
