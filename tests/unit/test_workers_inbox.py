@@ -11,10 +11,11 @@ from typing import Any
 import psycopg
 import pytest
 
-from agentloop import FinishReason, IncomingMessage, Session
-from agentloop.adapters import open_stores
+from agentloop import FinishReason, IncomingMessage, Session, tool
+from agentloop.adapters import open_note_taking, open_stores
 from agentloop.errors import NewerSchemaError
-from agentloop.testing import RecordingChannel, ScriptedLLM
+from agentloop.notes import DistillationSettings, IdleSessions, NoteTaking
+from agentloop.testing import FakeClock, RecordingChannel, ScriptedLLM
 from agentloop.workers import (
     SCHEMA_VERSION,
     Inbox,
@@ -27,9 +28,10 @@ from agentloop.workers import (
     open_inbox,
     run_worker,
 )
-from systems import standard_pipeline
+from systems import add_note_taking, standard_pipeline
 
 SESSION = Session("s1", user_id="u1")
+NOTE = "## Context\nA weather question.\n## Solution\nLook the city up.\n## Key Patterns\nLook it up.\n## Tags\nweather"
 
 
 def run(coro: Awaitable[Any]) -> Any:
@@ -89,6 +91,44 @@ def test_a_sessions_next_message_starts_when_its_turn_ends_not_at_the_next_poll(
         return time.monotonic() - started
 
     assert run(with_worker(postgres_url, body, poll_interval=60)) < 5
+
+
+def test_a_worker_ends_and_distils_a_session_idle_longer_than_the_idle_time(postgres_url: str) -> None:
+    clock = FakeClock()
+
+    @tool
+    def lookup(city: str) -> str:
+        """Look a city up."""
+        return f"{city}: sunny"
+
+    llm = ScriptedLLM([ScriptedLLM.tool_call("lookup", {"city": "Lisbon"}), "Sunny in Lisbon."])
+    quick = DistillationSettings(min_executions=1, min_duration_s=0)
+
+    async def scenario(inbox: Inbox, note_taking: NoteTaking, idle: IdleSessions) -> tuple[int, int]:
+        await inbox.wait(await inbox.submit(SESSION, IncomingMessage("weather in Lisbon?")), timeout=20)
+        before = await note_taking.knowledge.repository.count()
+        clock.advance(61)
+        for _ in range(500):
+            if await note_taking.knowledge.repository.count():
+                break
+            await asyncio.sleep(0.02)
+        return before, await note_taking.knowledge.repository.count()
+
+    async def body() -> tuple[int, int]:
+        with open_stores(postgres_url, bot="helper") as stores, \
+                open_note_taking(stores, ScriptedLLM([NOTE]), clock=clock, distillation=quick) as note_taking, \
+                standard_pipeline(llm, RecordingChannel(), stores=stores, tools=[lookup]) as pipeline:
+            loop = add_note_taking(pipeline, note_taking).build()
+            idle = IdleSessions(note_taking, idle_after=60, check_every=0.02, clock=clock)
+            async with open_inbox(postgres_url, bot="helper") as inbox:
+                worker = asyncio.create_task(run_worker(inbox, loop, WorkerSettings(), install_signal_handlers=False, idle=idle))
+                try:
+                    return await scenario(inbox, note_taking, idle)
+                finally:
+                    worker.cancel()
+                    await asyncio.gather(worker, return_exceptions=True)
+
+    assert run(body()) == (0, 1), "the session was distilled into one note once idle"
 
 
 def test_resubmitting_a_message_id_keeps_one_message_and_another_text_under_it_is_refused(postgres_url: str) -> None:
