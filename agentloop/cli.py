@@ -973,6 +973,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-message-chars", type=int, default=8000, metavar="N", help="longer messages get 422 (default: 8000)")
     serve.add_argument("--rate-limit", type=float, default=60.0, metavar="PER_MINUTE", help="requests a token may make a minute on average (default: 60)")
     serve.add_argument("--burst", type=int, default=10, metavar="N", help="requests a token may make at once (default: 10)")
+    serve.add_argument(
+        "--idle-timeout", type=_seconds, default=1800.0, metavar="SECONDS",
+        help="a session without a turn this long is ended and distilled (default: 1800)",
+    )
     serve.add_argument("--otel", action="store_true", help="export traces and metrics with OpenTelemetry, configured by the OTEL_* variables")
     serve.set_defaults(handler=_serve)
     return parser
