@@ -51,7 +51,7 @@ def settings(tmp_path: Path, llm: Any = None, **overrides: Any) -> ServeSettings
     tokens = tmp_path / "tokens.toml"
     tokens.write_text(TOKENS)
     model = llm if llm is not None else ScriptedLLM(lambda request: f"echo: {request.messages[-1].content}")
-    return ServeSettings(tokens=tokens, llm=model, stores=str(tmp_path / "stores"), **overrides)
+    return ServeSettings(tokens=tokens, llm=model, **{"stores": str(tmp_path / "stores"), **overrides})
 
 
 @asynccontextmanager
