@@ -83,8 +83,9 @@ class _Turns:
         if self.idle is not None:
             self.idle.touch(pending.session)
         try:
-            ctx = await self.loop.run_turn(
-                pending.session, pending.incoming, components=(InboxTurn(message_id, pending.run, self.inbox),)
+            ctx = await self.loop.run_turn(  # the message id names the turn: feedback on it reaches its notes
+                pending.session, pending.incoming, components=(InboxTurn(message_id, pending.run, self.inbox),),
+                turn_id=message_id,
             )
         except Exception as error:
             text = f"{type(error).__name__}: {error}"
