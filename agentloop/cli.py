@@ -677,23 +677,28 @@ def _worker(args: argparse.Namespace, out: TextIO) -> int:
         raise CliError(f"bad worker setting: --idle-end must be a positive number of seconds, not {args.idle_end:g}")
     try:
         with open_stores(stores, bot=args.bot) as opened, built_pipeline(args.pipeline, {"stores": lambda: opened}) as loop:
-            idle = None if args.idle_end is None else IdleSessions(pipeline_note_taking(args.pipeline, loop), idle_after=args.idle_end)
+            idle = None if args.idle_end is None else _idle_sessions(args.pipeline, loop, args.idle_end)
             asyncio.run(_work(workers, inbox_url, args.bot, loop, settings, shown_url(stores), out, idle))
     except StoreUrlError as error:
         raise CliError(str(error)) from error
     return 0
 
 
-def pipeline_note_taking(target: str, loop: AgentLoop) -> NoteTaking:
-    """The note-taking the pipeline of `target` captures its sessions' tool calls with: ending
+def pipeline_note_taking(loop: AgentLoop) -> NoteTaking | None:
+    """The note-taking a pipeline captures its sessions' tool calls with, if it has one: ending
     a session must drain that recorder before its trajectory is distilled."""
-    for system in loop.systems:
-        if isinstance(system, TrajectoryCaptureSystem):
-            return system.note_taking
-    raise CliError(
-        f"--idle-end ends sessions through the pipeline's note-taking, and {target} has none; "
-        "plug it in with systems.add_note_taking(pipeline, note_taking)"
-    )
+    return next((s.note_taking for s in loop.systems if isinstance(s, TrajectoryCaptureSystem)), None)
+
+
+def _idle_sessions(target: str, loop: AgentLoop, idle_after: float) -> IdleSessions:
+    """The watch that ends the sessions of the pipeline of `target` once idle (`--idle-end`)."""
+    note_taking = pipeline_note_taking(loop)
+    if note_taking is None:
+        raise CliError(
+            f"--idle-end ends sessions through the pipeline's note-taking, and {target} has none; "
+            "plug it in with systems.add_note_taking(pipeline, note_taking)"
+        )
+    return IdleSessions(note_taking, idle_after=idle_after)
 
 
 async def _work(
