@@ -358,7 +358,8 @@ def _chat(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _user_bot(stack: ExitStack, args: argparse.Namespace, llm: LLM, channel: Channel) -> tuple[AgentLoop, NoteTaking]:
-    """The pipeline of `--pipeline MODULE:FACTORY` on the bot's stores, and note-taking on them."""
+    """The pipeline of `--pipeline MODULE:FACTORY` on the bot's stores, and the note-taking that
+    ends its sessions: the pipeline's own when it has one (it holds what was captured)."""
     try:
         opened = stack.enter_context(open_stores(stores_url(args), bot=args.bot))
         note_taking = stack.enter_context(open_note_taking(opened, llm))
@@ -368,7 +369,7 @@ def _user_bot(stack: ExitStack, args: argparse.Namespace, llm: LLM, channel: Cha
         raise CliError(f"cannot open the bot {args.bot!r} in {stores_url(args)}: {error}") from error
     offered: dict[str, Callable[[], Any]] = {"llm": lambda: llm, "channel": lambda: channel, "stores": lambda: opened}
     loop = stack.enter_context(built_pipeline(args.pipeline, offered))
-    return loop, note_taking
+    return loop, pipeline_note_taking(loop) or note_taking
 
 
 def user_tools(module_name: str) -> list[Tool]:

@@ -26,6 +26,7 @@ from agentloop.notes import KnowledgeItem, Layer, LayerIds, NoteType
 from agentloop.testing import FakeClock, RecordingChannel, ScriptedLLM
 from agentloop.testing.anthropic_server import message_events, queue_stream
 from agentloop.testing.http import ScriptedServer, completion, streamed_completion
+from learning_kit import NOTE
 
 FACTORIES = textwrap.dedent(
     """
@@ -766,6 +767,23 @@ def test_good_credits_the_notes_of_the_last_answer_and_bye_ends_the_session(
     err = capsys.readouterr().err
     assert f"credited note(s) #{keys['verify backups by restoring them']}" in err
     assert "agentloop: session 'console' ended; distillation skipped" in err
+
+
+def test_chat_ends_a_pipelines_session_through_that_pipelines_note_taking(server: ScriptedServer, tmp_path: Path) -> None:
+    """chat ended the session through note-taking of its own, which had captured nothing: 0 tool executions."""
+    for page in (1, 2):
+        server.stream(streamed_completion(tool_calls=[(f"call_{page}", "fetch_page", f'{{"page": {page}}}')]))
+    server.stream(streamed_completion(tool_calls=[("call_3", "count_rows", "{}")]))
+    server.stream(streamed_completion("Export done: 1000 rows."))
+    server.reply(body=completion(NOTE))
+    tests = Path(__file__).resolve().parents[1]
+    result = agentloop(
+        "chat", "--base-url", server.url, "--model", "tiny", "--data-dir", "data", "--pipeline", "learning_kit:export_bot",
+        stdin="Run the nightly export of the orders table\n/bye\n", cwd=tmp_path,
+        env={"PYTHONPATH": os.pathsep.join([str(tests), os.environ.get("PYTHONPATH", "")])},
+    )
+    assert result.returncode == 0 and result.stdout == "bot> Export done: 1000 rows.\n", result.stderr
+    assert "agentloop: session 'console' ended; distillation stored" in result.stderr
 
 
 def test_chat_with_a_timeout_answers_a_slow_model_with_the_deadline_fallback(server: ScriptedServer, tmp_path: Path) -> None:
