@@ -362,14 +362,14 @@ def _user_bot(stack: ExitStack, args: argparse.Namespace, llm: LLM, channel: Cha
     ends its sessions: the pipeline's own when it has one (it holds what was captured)."""
     try:
         opened = stack.enter_context(open_stores(stores_url(args), bot=args.bot))
-        note_taking = stack.enter_context(open_note_taking(opened, llm))
+        offered: dict[str, Callable[[], Any]] = {"llm": lambda: llm, "channel": lambda: channel, "stores": lambda: opened}
+        loop = stack.enter_context(built_pipeline(args.pipeline, offered))
+        note_taking = pipeline_note_taking(loop) or stack.enter_context(open_note_taking(opened, llm))
     except StoreUrlError as error:
         raise CliError(str(error)) from error
     except (OSError, ValueError, sqlite3.Error) as error:
         raise CliError(f"cannot open the bot {args.bot!r} in {stores_url(args)}: {error}") from error
-    offered: dict[str, Callable[[], Any]] = {"llm": lambda: llm, "channel": lambda: channel, "stores": lambda: opened}
-    loop = stack.enter_context(built_pipeline(args.pipeline, offered))
-    return loop, pipeline_note_taking(loop) or note_taking
+    return loop, note_taking
 
 
 def user_tools(module_name: str) -> list[Tool]:
