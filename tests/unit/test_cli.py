@@ -820,3 +820,41 @@ def test_chat_tools_from_a_module_without_tools_is_one_line(server: ScriptedServ
     result = agentloop("chat", "--base-url", server.url, "--data-dir", "data", "--tools", "plain", stdin="hi\n", cwd=tmp_path)
     assert result.returncode == 1
     assert result.stderr == "agentloop: 'plain' defines no tools; decorate its functions with @agentloop.tool\n"
+
+
+APPROVED_TOOLS = textwrap.dedent(
+    """
+    from pathlib import Path
+
+    from agentloop import tool
+
+
+    @tool(requires_approval=True)
+    def delete_file(path: str) -> str:
+        \"\"\"Delete a file for good.\"\"\"
+        Path(path).unlink()
+        return f"deleted {path}"
+    """
+)
+
+
+def test_chat_asks_before_a_tool_that_needs_approval_and_approve_runs_it_in_a_later_chat(
+    server: ScriptedServer, tmp_path: Path
+) -> None:
+    (tmp_path / "risky.py").write_text(APPROVED_TOOLS)
+    (tmp_path / "a.txt").write_text("precious")
+    server.stream(streamed_completion(tool_calls=[("call_1", "delete_file", '{"path": "a.txt"}')]))
+    chat = ("chat", "--base-url", server.url, "--model", "tiny", "--data-dir", "data", "--tools", "risky")
+    env = {"AGENTLOOP_API_KEY": "sk-cli"}
+    asked = agentloop(*chat, stdin="/approve\ndelete a.txt\n", cwd=tmp_path, env=env)
+    assert asked.returncode == 0 and (tmp_path / "a.txt").exists()
+    assert asked.stdout == "bot> Before I run delete_file(path='a.txt'), I need your approval: approve or deny it.\n"
+    assert asked.stderr.splitlines()[0] == "agentloop: no tool call awaits your approval in this session"
+
+    server.stream(streamed_completion("Deleted a.txt."))
+    approved = agentloop(*chat, stdin="/approve\n/approve\n", cwd=tmp_path, env=env)
+    assert approved.returncode == 0 and not (tmp_path / "a.txt").exists()
+    assert approved.stdout == "bot> Deleted a.txt.\n"
+    assert "agentloop: no tool call awaits your approval in this session" in approved.stderr
+    tool_message = server.requests[1]["body"]["messages"][-1]
+    assert (tool_message["role"], tool_message["content"]) == ("tool", "deleted a.txt")
