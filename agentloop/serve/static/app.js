@@ -11,8 +11,14 @@
   let token = sessionStorage.getItem(TOKEN_KEY);
   let sessionId = sessionStorage.getItem(SESSION_KEY);
 
-  /** An error whose message a user can read and act on. */
-  class PageError extends Error {}
+  /** An error whose message a user can read and act on; `reached` is false when the request never got to the server. */
+  class PageError extends Error {
+    constructor(message, { reached = true, status = null } = {}) {
+      super(message);
+      this.reached = reached;
+      this.status = status;
+    }
+  }
 
   function showError(message) {
     $("error").textContent = message;
@@ -36,13 +42,9 @@
     try {
       response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
     } catch (_) {
-      throw new PageError(UNREACHABLE);
+      throw new PageError(UNREACHABLE, { reached: false });
     }
-    if (!response.ok) {
-      const error = new PageError(await errorMessage(response));
-      error.status = response.status;
-      throw error;
-    }
+    if (!response.ok) throw new PageError(await errorMessage(response), { status: response.status });
     return response;
   }
 
@@ -196,8 +198,8 @@
     const buttons = box.querySelectorAll("button");
     const decide = async (approve) => {
       buttons.forEach((b) => (b.disabled = true));
-      const done = await turn(`approvals/${encodeURIComponent(approval.approval_id)}`, { approve });
-      if (done) {
+      const failed = await turn(`approvals/${encodeURIComponent(approval.approval_id)}`, { approve });
+      if (!failed) {
         const decided = document.createElement("p");
         decided.className = "decided";
         decided.textContent = approve ? `You approved ${approval.tool}.` : `You denied ${approval.tool}.`;
@@ -211,17 +213,17 @@
     return box;
   }
 
-  /** Runs a turn with the page marked busy; returns whether it finished, showing the error when not. */
+  /** Runs a turn with the page marked busy; returns null when it finished, else the error it shows. */
   async function turn(suffix, body) {
     clearError();
     $("send").disabled = true;
     setStatus("The assistant is answering…");
     try {
       await runTurn(suffix, body);
-      return true;
+      return null;
     } catch (error) {
       showError(error.message);
-      return false;
+      return error;
     } finally {
       $("send").disabled = false;
       setStatus("");
@@ -244,8 +246,12 @@
       }
     }
     input.value = "";
-    addMessage("user", text);
-    if (!(await turn("messages", { text })) && !input.value) input.value = text;
+    const mine = addMessage("user", text);
+    const failed = await turn("messages", { text });
+    if (failed && !failed.reached) {
+      mine.remove();
+      if (!input.value) input.value = text;
+    }
   }
 
   async function endSession() {
@@ -272,21 +278,23 @@
   async function logIn(candidate) {
     clearError();
     token = candidate;
+    let me;
     try {
-      const me = await callJson("GET", "/v1/me");
-      sessionStorage.setItem(TOKEN_KEY, token);
-      const chain = [me.tenant.org, me.tenant.team, me.tenant.project].filter(Boolean).join(" / ");
-      $("who").textContent = chain ? `${me.user} · ${chain}` : me.user;
-      $("who").hidden = false;
-      $("login").hidden = true;
-      $("chat").hidden = false;
-      await showHistory();
-      $("message").focus();
+      me = await callJson("GET", "/v1/me");
     } catch (error) {
       token = null;
       sessionStorage.removeItem(TOKEN_KEY);
       showError(error.message);
+      return;
     }
+    sessionStorage.setItem(TOKEN_KEY, token);
+    const chain = [me.tenant.org, me.tenant.team, me.tenant.project].filter(Boolean).join(" / ");
+    $("who").textContent = chain ? `${me.user} · ${chain}` : me.user;
+    $("who").hidden = false;
+    $("login").hidden = true;
+    $("chat").hidden = false;
+    $("message").focus();
+    await showHistory();
   }
 
   async function showHistory() {
@@ -296,8 +304,8 @@
       const history = await callJson("GET", sessionPath("messages"));
       for (const message of history.messages) addMessage(message.role, message.text);
     } catch (error) {
-      if (error.status !== 404) throw error;
-      forgetSession();
+      if (error.status === 404) forgetSession();
+      else showError(error.message);
     }
   }
 
