@@ -25,12 +25,14 @@ from typing import Any, Generic, ParamSpec, Protocol, TypeVar
 import structlog
 
 from agentloop.adapters.sqlite import closing_on_error, connect
+from agentloop.adapters.sqlite_approvals import SqliteApprovalStore
 from agentloop.adapters.sqlite_knowledge import SqliteKnowledgeRepository
 from agentloop.adapters.sqlite_memory import SqliteMemoryStore
 from agentloop.adapters.sqlite_rag import SqliteRagStore
 from agentloop.adapters.sqlite_sessions import SqliteSessionStore
 from agentloop.adapters.sqlite_tasks import SqliteTaskStore
 from agentloop.adapters.sqlite_trajectories import SqliteTrajectoryStore
+from agentloop.approvals import PendingApproval
 from agentloop.components import ToolExecution
 from agentloop.errors import StoreError
 from agentloop.messages import ChatMessage
@@ -280,6 +282,19 @@ class AsyncSqliteRagStore(_OnItsThread[SqliteRagStore]):
 
     async def texts(self, scope: Scope) -> list[str]:
         return await self._thread.read(self.engine.texts, scope)
+
+
+class AsyncSqliteApprovalStore(_OnItsThread[SqliteApprovalStore]):
+    """The ApprovalStore port on a `SqliteApprovalStore` (`engine`)."""
+
+    async def add(self, pending: PendingApproval) -> None:
+        await self._thread.write(self.engine.add, pending)
+
+    async def pending(self, scope: Scope, session_id: str) -> list[PendingApproval]:
+        return await self._thread.read(self.engine.pending, scope, session_id)
+
+    async def take(self, scope: Scope, approval_id: str, approved: bool) -> PendingApproval | None:
+        return await self._thread.write(self.engine.take, scope, approval_id, approved)
 
 
 class AsyncSqliteKnowledgeRepository(_OnItsThread[SqliteKnowledgeRepository]):

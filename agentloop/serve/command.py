@@ -1,0 +1,57 @@
+"""The `agentloop serve` command: settings from the command line, then uvicorn until SIGTERM or Ctrl-C."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from collections.abc import Callable
+from typing import TextIO
+
+import uvicorn
+
+from agentloop.adapters.stores import shown_url
+from agentloop.cli import CliError, http_llm, stores_url
+from agentloop.serve.app import create_app
+from agentloop.serve.errors import TokenFileError
+from agentloop.serve.settings import ServeSettings
+
+
+def serve(args: argparse.Namespace, out: TextIO) -> int:
+    """Serve the bot the arguments name; one status line when listening."""
+    stores = stores_url(args)
+    try:
+        settings = ServeSettings(
+            tokens=args.tokens,
+            llm=http_llm(args.base_url, args.model, provider=args.provider),
+            stores=stores,
+            bot=args.bot,
+            pipeline=args.pipeline,
+            inbox=args.inbox,
+            max_body_bytes=args.max_body_bytes,
+            max_message_chars=args.max_message_chars,
+            rate_per_minute=args.rate_limit,
+            rate_burst=args.burst,
+            turn_timeout=args.timeout,
+        )
+        app = create_app(settings)
+    except (TokenFileError, ValueError) as error:
+        raise CliError(str(error)) from error
+    shutdown = _telemetry() if args.otel else None
+    mode = "turns through the workers' inbox" if settings.uses_inbox else "turns run here"
+    print(f"agentloop serve: http://{args.host}:{args.port} bot {args.bot!r}, stores {shown_url(stores)}, {mode}", file=out, flush=True)
+    try:
+        uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    finally:
+        if shutdown is not None:
+            shutdown()
+    return 0
+
+
+def _telemetry() -> Callable[[], None]:
+    """Switch OpenTelemetry on from the standard OTEL_* variables; returns its shutdown."""
+    try:
+        otel = importlib.import_module("agentloop.adapters.otel")
+    except ImportError as error:
+        raise CliError(f"--otel needs OpenTelemetry: pip install 'agentloop-ecs[otel]' ({error})") from error
+    shutdown: Callable[[], None] = otel.setup_from_environment("agentloop-serve")
+    return shutdown
