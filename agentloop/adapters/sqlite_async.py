@@ -330,15 +330,15 @@ class AsyncSqliteKnowledgeRepository(_OnItsThread[SqliteKnowledgeRepository]):
         )
 
     async def record_retrievals(
-        self, note_ids: Sequence[int], query: str, session: Scope | None, at: datetime
+        self, note_ids: Sequence[int], query: str, session: Scope | None, at: datetime, turn_id: str | None = None
     ) -> list[KnowledgeItem]:
-        return await self._thread.run(self.engine.record_retrievals, note_ids, query, session, at)
+        return await self._thread.run(self.engine.record_retrievals, note_ids, query, session, at, turn_id)
 
     async def retrievals(self, note_id: int) -> list[Retrieval]:
         return await self._thread.read(self.engine.retrievals, note_id)
 
-    async def credit_session(self, session: Scope, at: datetime) -> list[KnowledgeItem]:
-        return await self._thread.run(self.engine.credit_session, session, at)
+    async def credit_session(self, session: Scope, at: datetime, turn_id: str | None = None) -> list[KnowledgeItem]:
+        return await self._thread.run(self.engine.credit_session, session, at, turn_id)
 
     async def add_reference(self, note_id: int, at: datetime) -> KnowledgeItem:
         return await self._thread.run(self.engine.add_reference, note_id, at)

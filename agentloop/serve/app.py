@@ -23,8 +23,8 @@ from agentloop.cli import CliError, built_pipeline, open_bot
 from agentloop.context import IncomingMessage, Session
 from agentloop.loop import AgentLoop
 from agentloop.messages import Role
-from agentloop.notes import NoteTaking
-from agentloop.scopes import history_scope
+from agentloop.notes import IdleSessions, NoteTaking
+from agentloop.scopes import approval_scope, history_scope
 from agentloop.serve.auth import Caller, Tokens, load_tokens
 from agentloop.serve.channel import Event, HttpChannel
 from agentloop.serve.errors import ApiError
@@ -42,12 +42,14 @@ _log = structlog.get_logger("agentloop.serve")
 
 @attrs.define
 class _Bot:
-    """What serves the requests: the loop (None when workers run the turns), the inbox, the stores, note-taking."""
+    """What serves the requests: the loop (None when workers run the turns), the inbox, the stores,
+    note-taking and the watch that ends idle sessions."""
 
     stores: Stores
     note_taking: NoteTaking
     loop: AgentLoop | None = None
     inbox: Any = None
+    idle: IdleSessions | None = None
 
 
 @attrs.define
@@ -96,6 +98,7 @@ def create_app(settings: ServeSettings) -> Starlette:
         Route("/v1/sessions/{session_id}/messages", _api(server, _send), methods=["POST"]),
         Route("/v1/sessions/{session_id}/messages", _api(server, _history), methods=["GET"]),
         Route("/v1/sessions/{session_id}/feedback", _api(server, _feedback), methods=["POST"]),
+        Route("/v1/sessions/{session_id}/approvals/{approval_id}", _api(server, _decide), methods=["POST"]),
         Route("/v1/sessions/{session_id}/end", _api(server, _end), methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC, check_dir=False), name="static"),
     ]
@@ -130,6 +133,7 @@ async def _open(server: _Server) -> AsyncIterator[_Bot]:
             raise RuntimeError(f"agentloop serve cannot open the bot: {error}") from error
         if bot.loop is not None and settings.turn_timeout is not None:
             bot.loop.turn_timeout = settings.turn_timeout
+        bot.idle = await closing.enter_async_context(IdleSessions(bot.note_taking, idle_after=settings.idle_timeout))
         _log.info("serve.started", bot=settings.bot, inbox=bot.inbox is not None)
         yield bot
 
@@ -276,19 +280,33 @@ async def _send(server: _Server, request: Request, caller: Caller) -> Response:
     return await _turn(server, request, session, IncomingMessage(text), message_id)
 
 
+async def _decide(server: _Server, request: Request, caller: Caller) -> Response:
+    """The user's decision on a pending tool call: a turn that runs the call (or tells the model it was denied)."""
+    session = _session(server, request, caller)
+    approval_id = request.path_params["approval_id"]
+    body = await _body(server, request)
+    approve = _field(body, "approve", bool)
+    note = _field(body, "note", str, required=False)
+    pending = await server.running.stores.approvals.pending(approval_scope(session), session.id)
+    if all(waiting.request.approval_id != approval_id for waiting in pending):
+        raise ApiError(404, "not_found", f"no tool call awaits approval {approval_id!r} in this session; it may have been decided already")
+    incoming = IncomingMessage.approval(approval_id, approved=approve, note=note)
+    return await _turn(server, request, session, incoming, uuid.uuid4().hex)
+
+
 async def _turn(server: _Server, request: Request, session: Session, incoming: IncomingMessage, message_id: str) -> Response:
     """Run (or submit) the turn; the Outcome as JSON, or as SSE deltas and a final outcome event when the client asks."""
     bot = server.running
     stream = "text/event-stream" in request.headers.get("accept", "")
     if bot.loop is None:
-        outcome = _inbox_turn(server, bot, session, incoming, message_id)
+        outcome = _watched(bot, session, _inbox_turn(server, bot, session, incoming, message_id))
         if stream:
             return _sse(_only(outcome))
         return JSONResponse(await outcome)
     lock = server.locks.setdefault(session.id, asyncio.Lock())
     await lock.acquire()
     events = server.channel.listen(session.id)
-    task = asyncio.create_task(_direct_turn(bot.loop, session, incoming, message_id))
+    task = asyncio.create_task(_watched(bot, session, _direct_turn(bot.loop, session, incoming, message_id)))
     server.turns.add(task)
 
     def finished(done: asyncio.Task[Any]) -> None:
@@ -302,6 +320,14 @@ async def _turn(server: _Server, request: Request, session: Session, incoming: I
     if stream:
         return _sse(_relay(events, task))
     return JSONResponse(await asyncio.shield(task))
+
+
+async def _watched(bot: _Bot, session: Session, turn: Awaitable[dict[str, Any]]) -> dict[str, Any]:
+    """The turn's Outcome; the session counts as active from it, and as failing when the turn erred."""
+    outcome = await turn
+    if bot.idle is not None:
+        bot.idle.touch(session, success=outcome["finish_reason"] != "error")
+    return outcome
 
 
 async def _direct_turn(loop: AgentLoop, session: Session, incoming: IncomingMessage, message_id: str) -> dict[str, Any]:
@@ -374,9 +400,9 @@ async def _history(server: _Server, request: Request, caller: Caller) -> Respons
 async def _feedback(server: _Server, request: Request, caller: Caller) -> Response:
     session = _session(server, request, caller)
     body = await _body(server, request)
-    _field(body, "turn_id", str)
+    turn_id = _field(body, "turn_id", str)
     positive = _field(body, "positive", bool)
-    credited = await server.running.note_taking.record_feedback(session, positive=positive)
+    credited = await server.running.note_taking.record_feedback(session, positive=positive, turn_id=turn_id)
     return JSONResponse({"credited": len(credited)})
 
 
@@ -384,5 +410,7 @@ async def _end(server: _Server, request: Request, caller: Caller) -> Response:
     session = _session(server, request, caller)
     body = await _body(server, request)
     success = _field(body, "success", bool, required=False)
-    result = await server.running.note_taking.end_session(session, success=success is not False)
+    idle = server.running.idle
+    assert idle is not None  # set when the bot opens
+    result = await idle.end(session, success=success)
     return JSONResponse({"status": result.status.value, "reason": result.reason})

@@ -32,6 +32,7 @@ def serve(args: argparse.Namespace, out: TextIO) -> int:
             rate_per_minute=args.rate_limit,
             rate_burst=args.burst,
             turn_timeout=args.timeout,
+            idle_timeout=args.idle_timeout,
         )
         app = create_app(settings)
     except (TokenFileError, ValueError) as error:

@@ -127,6 +127,18 @@ OPENAPI: dict[str, Any] = {
                 "responses": {"200": _json({"type": "object"}, "{credited: number of notes}"), **_errors("404", "413", "422")},
             }
         },
+        "/v1/sessions/{session_id}/approvals/{approval_id}": {
+            "post": {
+                "summary": "approve or deny the tool call awaiting approval; the turn that follows, like a message's",
+                "security": _BEARER,
+                "parameters": [_SESSION, {"name": "approval_id", "in": "path", "required": True, "schema": {"type": "string"}}],
+                "requestBody": _json(
+                    {"type": "object", "required": ["approve"], "properties": {"approve": {"type": "boolean"}, "note": {"type": "string"}}},
+                    "the decision, with an optional note for the model",
+                ),
+                "responses": {**_TURN, **_errors("404", "413", "422")},
+            }
+        },
         "/v1/sessions/{session_id}/end": {
             "post": {
                 "summary": "end the session and distil it into a note",

@@ -33,7 +33,9 @@ def outcome_json(turn_id: str, message_id: str, outcome: TurnOutcome | None) -> 
         "text": None if response is None else response.text,
         "fallback": outcome.fallback,
         "failures": [user_safe(failure) for failure in outcome.failures],
-        "approval": None,
+        "approval": None if outcome.approval is None else {
+            "approval_id": outcome.approval.approval_id, "tool": outcome.approval.tool, "arguments": outcome.approval.arguments,
+        },
     }
 
 

@@ -23,7 +23,8 @@ class ServeSettings:
     `pipeline` is `module:factory` (taking llm, channel, stores by name, as `agentloop chat`
     offers) or None for the standard bot with note-taking. `inbox` None means: through the
     workers' inbox when `stores` is a postgresql URL, in this process otherwise. `llm` is the
-    model of the standard bot and of distillation at the end of a session.
+    model of the standard bot and of distillation at the end of a session. A session without
+    a turn for `idle_timeout` seconds is ended (distilled) as `POST .../end` would.
     """
 
     tokens: str | os.PathLike[str]
@@ -38,6 +39,7 @@ class ServeSettings:
     rate_burst: int = attrs.field(default=10, validator=_positive)
     turn_timeout: float | None = attrs.field(default=120.0, validator=_positive)
     history_limit: int = attrs.field(default=200, validator=_positive)
+    idle_timeout: float = attrs.field(default=1800.0, validator=_positive)
 
     @property
     def uses_inbox(self) -> bool:

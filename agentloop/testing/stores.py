@@ -517,6 +517,22 @@ class KnowledgeRepositoryTests(_Backend):
         assert run(stores.knowledge.credit_session(Scope(session_id="never-seen"), AT)) == []
         assert run(stores.knowledge.get(a.key)).usefulness_score == 1
 
+    def test_feedback_on_a_turn_credits_what_that_turn_was_shown_once_per_session(self, stores: Stores) -> None:
+        a, b, c = self.add(stores, 1), self.add(stores, 2), self.add(stores, 3)
+        session = Scope(session_id="s1")
+        run(stores.knowledge.record_retrievals([a.key], "q1", session, AT, "turn-1"))
+        run(stores.knowledge.record_retrievals([a.key, b.key], "q2", session, LATER, "turn-2"))
+        run(stores.knowledge.record_retrievals([c.key], "q3", session, LATER))
+        assert [r.turn_id for r in run(stores.knowledge.retrievals(a.key))] == ["turn-1", "turn-2"]
+        assert run(stores.knowledge.credit_session(session, AT, "turn-unknown")) == []
+        assert run(stores.knowledge.credit_session(Scope(session_id="s2"), AT, "turn-1")) == []
+        assert [(i.key, i.usefulness_score) for i in run(stores.knowledge.credit_session(session, AT, "turn-1"))] == [
+            (a.key, 1),
+        ]
+        assert [i.key for i in run(stores.knowledge.credit_session(session, AT, "turn-2"))] == [b.key]
+        assert [i.key for i in run(stores.knowledge.credit_session(session, AT))] == [c.key]
+        assert run(stores.knowledge.get(a.key)).usefulness_score == 1
+
     def test_a_session_credits_only_what_its_own_chain_was_shown(self, stores: Stores) -> None:
         """I11: one session id under two chains is two sessions: each credits what it was shown."""
         a, b = self.add(stores, 1), self.add(stores, 2)

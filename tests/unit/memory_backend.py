@@ -163,12 +163,14 @@ class MemoryKnowledgeRepository:
                     if item.status in statuses and item.layer_ids in owners]
         return sorted([hit for hit in hits if hit[1] >= min_similarity], key=lambda hit: -hit[1])[: max(k, 0)]
 
-    async def record_retrievals(self, note_ids: Sequence[int], query: str, session: Scope | None, at: datetime) -> list[KnowledgeItem]:
+    async def record_retrievals(
+        self, note_ids: Sequence[int], query: str, session: Scope | None, at: datetime, turn_id: str | None = None
+    ) -> list[KnowledgeItem]:
         with self.data.lock:
             for note_id in note_ids:
                 self._get(note_id)
             session_id = None if session is None else session.session_id
-            self.data.retrievals += [Retrieval(i, query, session_id, at, session) for i in note_ids]
+            self.data.retrievals += [Retrieval(i, query, session_id, at, session, turn_id) for i in note_ids]
             return [self._bump(i, at, retrieval_count=1) for i in note_ids]
 
     async def retrievals(self, note_id: int) -> list[Retrieval]:
@@ -176,9 +178,12 @@ class MemoryKnowledgeRepository:
             self._get(note_id)
             return [r for r in self.data.retrievals if r.note_id == note_id]
 
-    async def credit_session(self, session: Scope, at: datetime) -> list[KnowledgeItem]:
+    async def credit_session(self, session: Scope, at: datetime, turn_id: str | None = None) -> list[KnowledgeItem]:
         with self.data.lock:
-            shown = sorted({r.note_id for r in self.data.retrievals if r.session == session} - {
+            shown = sorted({
+                r.note_id for r in self.data.retrievals
+                if r.session == session and (turn_id is None or r.turn_id == turn_id)
+            } - {
                 note_id for note_id, credited in self.data.credited if credited == session
             })
             self.data.credited |= {(note_id, session) for note_id in shown}

@@ -8,13 +8,15 @@ from pathlib import Path
 
 import httpx
 import pytest
+from structlog.testing import capture_logs
 
 from agentloop import FailureKind, LlmCallError
 from agentloop.serve import TokenFileError, create_app, load_tokens
 from agentloop.serve.openapi import OPENAPI
 from agentloop.testing import ScriptedLLM
 from agentloop.testing.serve import served
-from serve_kit import ALICE, BOB, CAROL, GatedLLM, auth, client, new_session, settings
+from agentloop.serve import Caller
+from serve_kit import ALICE, BOB, CAROL, GatedLLM, auth, client, new_session, seed_note, settings, usefulness
 
 
 def test_health_answers_without_a_token(tmp_path: Path) -> None:
@@ -233,3 +235,57 @@ def test_the_openapi_document_lists_exactly_the_routes_of_the_app(tmp_path: Path
             return await http.get("/openapi.json")
 
     assert asyncio.run(body()).json() == OPENAPI
+
+
+def test_feedback_on_a_turn_credits_the_note_that_turn_was_shown(tmp_path: Path) -> None:
+    served_settings = settings(tmp_path)
+    key = seed_note(served_settings.stores, "page through rate-limited APIs and verify totals", Caller("alice", "acme", "support"))
+
+    async def body() -> tuple[httpx.Response, httpx.Response]:
+        async with client(served_settings) as http:
+            session = await new_session(http)
+            reply = await http.post(
+                f"/v1/sessions/{session}/messages", json={"text": "how do I page through rate-limited APIs?"}, headers=auth(ALICE)
+            )
+            feedback = {"turn_id": reply.json()["turn_id"], "positive": True}
+            return reply, await http.post(f"/v1/sessions/{session}/feedback", json=feedback, headers=auth(ALICE))
+
+    reply, credited = asyncio.run(body())
+    assert credited.json() == {"credited": 1}
+    assert usefulness(served_settings.stores, key) == 1
+
+
+def test_ending_a_session_says_what_distillation_made_of_it(tmp_path: Path) -> None:
+    async def body() -> httpx.Response:
+        async with client(settings(tmp_path)) as http:
+            session = await new_session(http)
+            await http.post(f"/v1/sessions/{session}/messages", json={"text": "hi"}, headers=auth(ALICE))
+            return await http.post(f"/v1/sessions/{session}/end", headers=auth(ALICE))
+
+    ended = asyncio.run(body())
+    assert ended.status_code == 200
+    assert ended.json()["status"] == "skipped" and ended.json()["reason"]
+
+
+def test_deciding_an_approval_that_is_not_pending_is_not_found(tmp_path: Path) -> None:
+    async def body() -> httpx.Response:
+        async with client(settings(tmp_path)) as http:
+            session = await new_session(http)
+            return await http.post(f"/v1/sessions/{session}/approvals/nothing-pending", json={"approve": True}, headers=auth(ALICE))
+
+    answer = asyncio.run(body())
+    assert answer.status_code == 404
+    assert "no tool call awaits approval" in answer.json()["error"]["message"]
+
+
+def test_a_session_idle_past_the_idle_timeout_is_ended(tmp_path: Path) -> None:
+    async def body() -> tuple[str, list[dict[str, object]]]:
+        with capture_logs() as logs:
+            async with client(settings(tmp_path, idle_timeout=0.2)) as http:
+                session = await new_session(http)
+                await http.post(f"/v1/sessions/{session}/messages", json={"text": "hi"}, headers=auth(ALICE))
+                await asyncio.sleep(0.6)
+        return session, logs
+
+    session, logs = asyncio.run(body())
+    assert [log["session_id"] for log in logs if log["event"] == "notes.end_session"] == [session]

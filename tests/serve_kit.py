@@ -6,6 +6,7 @@ import asyncio
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -13,7 +14,9 @@ import httpx
 
 from agentloop import AgentContext, AgentLoop, LlmReply, LlmRequest, System
 from agentloop.messages import Finished, StreamEvent, TextDelta
-from agentloop.serve import ServeSettings, create_app
+from agentloop.adapters import open_note_taking
+from agentloop.notes import KnowledgeItem, NoteType
+from agentloop.serve import Caller, ServeSettings, create_app
 from agentloop.testing import ScriptedLLM
 
 ALICE, BOB, CAROL = "alice-token-0123456789", "bob-token-0123456789ab", "carol-token-0123456789"
@@ -48,7 +51,7 @@ def settings(tmp_path: Path, llm: Any = None, **overrides: Any) -> ServeSettings
     tokens = tmp_path / "tokens.toml"
     tokens.write_text(TOKENS)
     model = llm if llm is not None else ScriptedLLM(lambda request: f"echo: {request.messages[-1].content}")
-    return ServeSettings(tokens=tokens, llm=model, stores=str(tmp_path / "stores"), **overrides)
+    return ServeSettings(tokens=tokens, llm=model, **{"stores": str(tmp_path / "stores"), **overrides})
 
 
 @asynccontextmanager
@@ -107,3 +110,16 @@ class _BrokenLoop(AgentLoop):
 def broken_pipeline() -> AgentLoop:
     """A pipeline whose turns raise out of the loop (a bug in the server's stack, not in a system)."""
     return _BrokenLoop([_Broken()])
+
+
+def seed_note(stores: str, text: str, caller: Caller) -> int:
+    """Store a note that sessions of `caller`'s chain can be shown; returns its key."""
+    with open_note_taking(stores, ScriptedLLM()) as notes:
+        chain = notes.chain(caller.session("seeding"))
+        item = KnowledgeItem(NoteType.PATTERN, chain.narrowest(), chain, text[:20], text, notes.knowledge.embed(text), datetime.now(UTC))
+        return asyncio.run(notes.knowledge.add(item)).key
+
+
+def usefulness(stores: str, key: int) -> int:
+    with open_note_taking(stores, ScriptedLLM()) as notes:
+        return asyncio.run(notes.knowledge.get(key)).usefulness_score
