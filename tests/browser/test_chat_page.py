@@ -93,7 +93,7 @@ async def _usefulness(stores_url: str, note_id: int) -> int:
         return (await notes.knowledge.get(note_id)).usefulness_score
 
 
-def test_a_streamed_answer_grows_thumbs_up_credits_its_note_and_a_stopped_server_shows_an_error(
+def test_a_streamed_answer_grows_thumbs_up_credits_its_note_the_session_ends_and_a_stopped_server_shows_an_error(
     page: Page, tmp_path: Path
 ) -> None:
     served_settings = settings(tmp_path)
@@ -116,6 +116,9 @@ def test_a_streamed_answer_grows_thumbs_up_credits_its_note_and_a_stopped_server
         page.get_by_role("button", name="Good answer").click()
         expect(page.get_by_text("Thanks for your feedback (credited 1 note).")).to_be_visible()
         expect(page.get_by_role("button", name="Good answer")).to_have_attribute("aria-pressed", "true")
+
+        page.get_by_role("button", name="End session").click()
+        expect(page.get_by_text(re.compile(r"^Session ended; learning from it: \w+"))).to_be_visible()
     assert run_async(_usefulness(served_settings.stores, note_id)) == 1
 
     send(page, "Are you still there?")

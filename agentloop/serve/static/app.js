@@ -263,7 +263,7 @@
     try {
       const ended = await callJson("POST", sessionPath("end"));
       forgetSession();
-      addNotice(`Session ended (${ended.status}: ${ended.reason}). Your next message starts a new one.`);
+      addNotice(`Session ended; learning from it: ${ended.status} (${ended.reason}). Your next message starts a new session.`);
     } catch (error) {
       showError(error.message);
     }
