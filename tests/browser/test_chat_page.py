@@ -125,3 +125,15 @@ def test_a_streamed_answer_grows_thumbs_up_credits_its_note_the_session_ends_and
     expect(page.get_by_role("alert")).to_have_text(re.compile("The server cannot be reached"))
     expect(page.get_by_label("Message")).to_have_value("Are you still there?")
     expect(page.locator(".message.user")).to_have_count(1)
+
+
+def test_a_tool_call_awaiting_approval_runs_once_approved_on_the_page(page: Page, tmp_path: Path) -> None:
+    with served(create_app(settings(tmp_path, pipeline="chat_page_bot:factory"))) as url:
+        log_in(page, url)
+        send(page, "Please delete notes.txt")
+        request = page.get_by_role("group", name="Tool call awaiting approval")
+        expect(request).to_contain_text("delete_file")
+        expect(request).to_contain_text("notes.txt")
+        request.get_by_role("button", name="Approve").click()
+        expect(page.get_by_text("You approved delete_file.")).to_be_visible()
+        expect(page.locator(".message.assistant .text").last).to_have_text("Done: deleted notes.txt.")
