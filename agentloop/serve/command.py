@@ -12,6 +12,7 @@ import uvicorn
 from agentloop.adapters.stores import shown_url
 from agentloop.cli import CliError, http_llm, stores_url
 from agentloop.serve.app import create_app
+from agentloop.serve.auth import load_tokens
 from agentloop.serve.errors import TokenFileError
 from agentloop.serve.settings import ServeSettings
 
@@ -20,8 +21,12 @@ def serve(args: argparse.Namespace, out: TextIO) -> int:
     """Serve the bot the arguments name; one status line when listening."""
     stores = stores_url(args)
     try:
+        tokens = load_tokens(args.tokens)  # before the model is reached for: a typo here is the likelier mistake
+    except TokenFileError as error:
+        raise CliError(str(error)) from error
+    try:
         settings = ServeSettings(
-            tokens=args.tokens,
+            tokens=tokens,
             llm=http_llm(args.base_url, args.model, provider=args.provider),
             stores=stores,
             bot=args.bot,
@@ -35,13 +40,15 @@ def serve(args: argparse.Namespace, out: TextIO) -> int:
             idle_timeout=args.idle_timeout,
         )
         app = create_app(settings)
-    except (TokenFileError, ValueError) as error:
+    except ValueError as error:
         raise CliError(str(error)) from error
     shutdown = _telemetry() if args.otel else None
     mode = "turns through the workers' inbox" if settings.uses_inbox else "turns run here"
     print(f"agentloop serve: http://{args.host}:{args.port} bot {args.bot!r}, stores {shown_url(stores)}, {mode}", file=out, flush=True)
     try:
         uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    except SystemExit as error:  # uvicorn's way of saying the app did not start
+        raise CliError(f"the server did not start at {args.host}:{args.port}; the log above says why") from error
     finally:
         if shutdown is not None:
             shutdown()
