@@ -58,13 +58,13 @@ from agentloop.logging import configure_logging
 from agentloop.loop import AgentLoop, PipelineDescription
 from agentloop.messages import LlmRequest, Role
 from agentloop.demo import run_demo
-from agentloop.notes import KnowledgeBase, KnowledgeItem, Layer, LayerIds, NoteStatus, NoteTaking
+from agentloop.notes import IdleSessions, KnowledgeBase, KnowledgeItem, Layer, LayerIds, NoteStatus, NoteTaking
 from agentloop.ports import LLM, Channel, Clock, Embedder
 from agentloop.system import System
 from agentloop.tasks import Evaluator, TaskResult, TaskTrace, TaskTurn, TemplateRegistry, validate_path
 from agentloop.testing.llm import ScriptedLLM
 from agentloop.tools import Tool
-from systems import StandardPipeline, add_note_taking, standard_pipeline
+from systems import StandardPipeline, TrajectoryCaptureSystem, add_note_taking, standard_pipeline
 
 DEFAULT_DATA_DIR = "agentloop-data"
 DEFAULT_BASE_URL = "http://localhost:11434/v1"
@@ -673,15 +673,33 @@ def _worker(args: argparse.Namespace, out: TextIO) -> int:
         )
     except ValueError as error:
         raise CliError(f"bad worker setting: {error}") from error
+    if args.idle_end is not None and args.idle_end <= 0:
+        raise CliError(f"bad worker setting: --idle-end must be a positive number of seconds, not {args.idle_end:g}")
     try:
         with open_stores(stores, bot=args.bot) as opened, built_pipeline(args.pipeline, {"stores": lambda: opened}) as loop:
-            asyncio.run(_work(workers, inbox_url, args.bot, loop, settings, shown_url(stores), out))
+            idle = None if args.idle_end is None else IdleSessions(pipeline_note_taking(args.pipeline, loop), idle_after=args.idle_end)
+            asyncio.run(_work(workers, inbox_url, args.bot, loop, settings, shown_url(stores), out, idle))
     except StoreUrlError as error:
         raise CliError(str(error)) from error
     return 0
 
 
-async def _work(workers: Any, inbox_url: str, bot: str, loop: AgentLoop, settings: Any, stores: str, out: TextIO) -> None:
+def pipeline_note_taking(target: str, loop: AgentLoop) -> NoteTaking:
+    """The note-taking the pipeline of `target` captures its sessions' tool calls with: ending
+    a session must drain that recorder before its trajectory is distilled."""
+    for system in loop.systems:
+        if isinstance(system, TrajectoryCaptureSystem):
+            return system.note_taking
+    raise CliError(
+        f"--idle-end ends sessions through the pipeline's note-taking, and {target} has none; "
+        "plug it in with systems.add_note_taking(pipeline, note_taking)"
+    )
+
+
+async def _work(
+    workers: Any, inbox_url: str, bot: str, loop: AgentLoop, settings: Any, stores: str, out: TextIO,
+    idle: IdleSessions | None,
+) -> None:
     """Serve the inbox until SIGTERM or SIGINT; one status line when ready and one when stopped."""
     try:
         async with workers.open_inbox(inbox_url, bot=bot, pool_size=settings.concurrency + 4) as inbox:
@@ -691,7 +709,7 @@ async def _work(workers: Any, inbox_url: str, bot: str, loop: AgentLoop, setting
                 f"{settings.recovery_bound:g}s; SIGTERM stops after the turns in flight",
                 file=out, flush=True,
             )
-            await workers.run_worker(inbox, loop, settings)
+            await workers.run_worker(inbox, loop, settings, idle=idle)
     except (workers.InboxUrlError, NewerSchemaError) as error:
         raise CliError(str(error)) from error
     print(f"agentloop worker {os.getpid()}: stopped", file=out, flush=True)
@@ -947,6 +965,11 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--concurrency", type=int, default=4, metavar="N", help="turns of different sessions run at once (default: 4)")
     worker.add_argument("--stall-timeout", type=float, default=30.0, metavar="SECONDS", help="a worker silent this long is taken for dead and its turns run again elsewhere (default: 30)")
     worker.add_argument("--shutdown-grace", type=float, default=30.0, metavar="SECONDS", help="on SIGTERM, how long the turns in flight may take before they are handed back to the inbox (default: 30)")
+    worker.add_argument(
+        "--idle-end", type=float, metavar="SECONDS",
+        help="end (and distil) a session this worker ran turns of once nobody has spoken in it for this long; "
+        "needs a pipeline with note-taking (default: sessions are not ended)",
+    )
     worker.set_defaults(handler=_worker)
 
     serve = commands.add_parser(

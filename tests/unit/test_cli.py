@@ -562,6 +562,8 @@ def test_stores_migrate_opens_and_closes_a_sqlite_bot(tmp_path: Path) -> None:
     (["--inbox", "postgresql://me@/db?host=/nowhere", "--concurrency", "0"], "bad worker setting: 'concurrency' must be >= 1"),
     (["--inbox", "postgresql://me@/db?host=/nowhere", "--pipeline", "no_such_module_xyz:f"], "cannot import 'no_such_module_xyz'"),
     (["--inbox", "postgresql://me:secret@/db?host=/nowhere"], "cannot open the inbox at postgresql://me:***@/db"),
+    (["--inbox", "postgresql://me@/db?host=/nowhere", "--idle-end", "0"], "--idle-end must be a positive number of seconds, not 0"),
+    (["--inbox", "postgresql://me@/db?host=/nowhere", "--idle-end", "600"], ":for_worker has none; plug it in with systems.add_note_taking"),
 ])
 def test_worker_problems_are_one_line(
     user_module: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
