@@ -334,7 +334,8 @@ class Chat:
     llm: LLM
     session: Session
     spinner: Spinner | None = None
-    answered: bool = False
+    last_turn: str | None = None
+    """The id of the last turn answered: what /good and /bad rate."""
     satisfied: bool = True
 
 
@@ -379,13 +380,15 @@ def user_tools(module_name: str) -> list[Tool]:
 
 
 def converse(chat: Chat, lines: TextIO) -> int:
-    """One turn per non-empty line until end of input, /quit or Ctrl-C; then the session ends
-    (and is distilled). Returns the exit status: 130 after Ctrl-C at the prompt, else 0.
+    """One turn per non-empty line until end of input, /quit, /bye or Ctrl-C; then the session
+    ends (and is distilled; after /bye, always said on stderr). Returns the exit status: 130
+    after Ctrl-C at the prompt, else 0.
 
     The prompt is read outside the event loop, so Ctrl-C there stops at once; Ctrl-C during
     a turn cancels that turn and the prompt comes back.
     """
     interactive = lines.isatty()
+    report = interactive
     status = 0
     with asyncio.Runner() as runner:
         try:
@@ -399,9 +402,10 @@ def converse(chat: Chat, lines: TextIO) -> int:
                     print(file=sys.stderr)
                     break
                 text = line.strip()
-                if not line or text in ("/quit", "/exit"):
+                if not line or text in ("/quit", "/exit", "/bye"):
                     if not line and interactive:
                         print(file=sys.stderr)
+                    report = report or text == "/bye"
                     break
                 if text in ("/good", "/bad"):
                     runner.run(_feedback(chat, positive=text == "/good"))
@@ -411,7 +415,7 @@ def converse(chat: Chat, lines: TextIO) -> int:
                     except KeyboardInterrupt:
                         print("\nagentloop: turn cancelled", file=sys.stderr)
         finally:
-            runner.run(_leave(chat, report=interactive))
+            runner.run(_leave(chat, report=report))
     return status
 
 
@@ -424,18 +428,18 @@ async def _turn(chat: Chat, text: str) -> None:
     finally:
         if chat.spinner is not None:
             chat.spinner.stop()
-    chat.answered = True
+    chat.last_turn = ctx.turn_id
     for failure in ctx.failures:
         print(f"agentloop: {failure.source.value} {failure.component} failed: {failure.message}", file=sys.stderr)
 
 
 async def _feedback(chat: Chat, *, positive: bool) -> None:
-    """The user's verdict on the conversation so far: credits the notes its turns were shown."""
-    if not chat.answered:
-        print("agentloop: nothing to rate yet; /good or /bad rate the answers of this session", file=sys.stderr)
+    """The user's verdict on the last answer: credits the notes that turn was shown."""
+    if chat.last_turn is None:
+        print("agentloop: nothing to rate yet; /good or /bad rate the last answer of this session", file=sys.stderr)
         return
     chat.satisfied = positive
-    credited = await chat.note_taking.record_feedback(chat.session, positive=positive)
+    credited = await chat.note_taking.record_feedback(chat.session, positive=positive, turn_id=chat.last_turn)
     noted = f"; credited note(s) {', '.join(f'#{item.id}' for item in credited)}" if credited else ""
     print(f"agentloop: feedback recorded ({'good' if positive else 'bad'}){noted}", file=sys.stderr)
 
@@ -444,7 +448,7 @@ async def _leave(chat: Chat, *, report: bool) -> None:
     """End the session, successful unless the user's last verdict was /bad, so it is distilled;
     with `report`, say on stderr what distillation made of it."""
     try:
-        if chat.answered:
+        if chat.last_turn is not None:
             result = await chat.note_taking.end_session(chat.session, success=chat.satisfied)
             if report:
                 print(f"agentloop: session {chat.session.id!r} ended; distillation {result.status.value} ({result.reason})", file=sys.stderr)
@@ -811,7 +815,7 @@ def build_parser() -> argparse.ArgumentParser:
         "chat", parents=[data, model], help="talk to a bot on an OpenAI-compatible endpoint",
         description="An interactive console bot: one turn per line of standard input (piped input works), "
         "replies streamed to standard output, history and memory kept in the data directory. /good or /bad rate "
-        "the answers; /quit, end of input (Ctrl-D) or Ctrl-C at the prompt end the session, which is then distilled. "
+        "the last answer; /bye, /quit, end of input (Ctrl-D) or Ctrl-C at the prompt end the session, which is then distilled. "
         "Ctrl-C during a turn cancels that turn.",
         epilog=f"{MODEL_EPILOG} exit status: 0 the session ended; 1 an error, explained in one line on stderr; "
         "2 a usage error; 130 Ctrl-C at the prompt.",

@@ -7,11 +7,11 @@ import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 
-from agentloop import LlmReply, LlmRequest
+from agentloop import AgentContext, AgentLoop, LlmReply, LlmRequest, System
 from agentloop.messages import Finished, StreamEvent, TextDelta
 from agentloop.serve import ServeSettings, create_app
 from agentloop.testing import ScriptedLLM
@@ -88,3 +88,22 @@ class GatedLLM:
         yield TextDelta(self.rest)
         self.finished = True
         yield Finished(LlmReply(self.first + self.rest, model=self.model))
+
+
+class _Broken(System):
+    """A system whose turn escapes the loop: the pipeline's outcome can never be read."""
+
+    order: ClassVar[int] = 0
+
+    def process(self, ctx: AgentContext) -> None:
+        return None
+
+
+class _BrokenLoop(AgentLoop):
+    async def run_turn(self, *args: Any, **kwargs: Any) -> AgentContext:
+        raise RuntimeError("internal detail: the database password is hunter2")
+
+
+def broken_pipeline() -> AgentLoop:
+    """A pipeline whose turns raise out of the loop (a bug in the server's stack, not in a system)."""
+    return _BrokenLoop([_Broken()])

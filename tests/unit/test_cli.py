@@ -20,9 +20,10 @@ import pexpect
 import psycopg
 
 from agentloop.adapters.stores import shown_url
-from agentloop.cli import main, open_bot, parse_inputs
-from agentloop.notes import Layer, LayerIds
-from agentloop.testing import RecordingChannel, ScriptedLLM
+from agentloop import Session
+from agentloop.cli import Chat, converse, main, open_bot, parse_inputs
+from agentloop.notes import KnowledgeItem, Layer, LayerIds, NoteType
+from agentloop.testing import FakeClock, RecordingChannel, ScriptedLLM
 from agentloop.testing.anthropic_server import message_events, queue_stream
 from agentloop.testing.http import ScriptedServer, completion, streamed_completion
 
@@ -739,6 +740,30 @@ def test_good_records_feedback_and_ctrl_d_ends_the_session_on_a_new_line(server:
     chat.expect(pexpect.EOF)
     chat.close()
     assert chat.exitstatus == 0 and len(server.requests) == 1
+
+
+def test_good_credits_the_notes_of_the_last_answer_and_bye_ends_the_session(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """/good credited every note the session had seen; /bye was sent to the model as a message."""
+    llm = ScriptedLLM(["Page through it.", "Restore one to check it.", "never asked"])
+    with open_bot(tmp_path, llm, RecordingChannel()) as bot:
+        knowledge = bot.note_taking.knowledge
+        session = Session("console", user_id="ada")
+        keys = {}
+        for text in ("page through rate-limited APIs", "verify backups by restoring them"):
+            item = KnowledgeItem(NoteType.PATTERN, Layer.COMPANY, bot.note_taking.chain(session), text, text,
+                                 knowledge.embed(text), FakeClock().now())
+            keys[text] = asyncio.run(knowledge.add(item)).key
+        chat = Chat(bot.loop, bot.note_taking, llm, session)
+        lines = "how do I page rate-limited APIs?\nhow do I verify backups by restoring them?\n/good\n/bye\nignored\n"
+        assert converse(chat, io.StringIO(lines)) == 0
+        useful = {text: asyncio.run(knowledge.get(key)).usefulness_score for text, key in keys.items()}
+    assert useful == {"page through rate-limited APIs": 0, "verify backups by restoring them": 1}
+    assert len(llm.requests) == 2
+    err = capsys.readouterr().err
+    assert f"credited note(s) #{keys['verify backups by restoring them']}" in err
+    assert "agentloop: session 'console' ended; distillation skipped" in err
 
 
 def test_chat_with_a_timeout_answers_a_slow_model_with_the_deadline_fallback(server: ScriptedServer, tmp_path: Path) -> None:

@@ -9,7 +9,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from agentloop import FailureKind, LlmCallError
 from agentloop.serve import TokenFileError, create_app, load_tokens
+from agentloop.serve.openapi import OPENAPI
+from agentloop.testing import ScriptedLLM
 from agentloop.testing.serve import served
 from serve_kit import ALICE, BOB, CAROL, GatedLLM, auth, client, new_session, settings
 
@@ -122,3 +125,111 @@ def test_a_token_may_be_listed_by_its_sha256(tmp_path: Path) -> None:
     tokens = load_tokens(path)
     assert tokens.caller(ALICE) is not None and tokens.caller(ALICE).user == "alice"  # type: ignore[union-attr]
     assert tokens.caller(BOB) is None
+
+
+def test_a_body_over_the_limit_gets_413(tmp_path: Path) -> None:
+    async def body() -> httpx.Response:
+        async with client(settings(tmp_path, max_body_bytes=100)) as http:
+            session = await new_session(http)
+            return await http.post(f"/v1/sessions/{session}/messages", json={"text": "x" * 200}, headers=auth(ALICE))
+
+    answer = asyncio.run(body())
+    assert answer.status_code == 413
+    assert answer.json()["error"] == {"code": "too_large", "message": "the request body is larger than 100 bytes; send less"}
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (json.dumps({"text": "x" * 51}), "the limit is 50"),
+        ("{not json", "not valid JSON"),
+        (json.dumps({"text": 3}), "'text' must be a string"),
+        (json.dumps(["hello"]), "must be a JSON object"),
+        (json.dumps({"text": "   "}), "empty"),
+    ],
+    ids=["too long", "bad json", "mistyped field", "not an object", "blank"],
+)
+def test_a_bad_message_gets_422_saying_what_is_wrong(tmp_path: Path, content: str, says: str) -> None:
+    async def body() -> httpx.Response:
+        async with client(settings(tmp_path, max_message_chars=50)) as http:
+            session = await new_session(http)
+            return await http.post(f"/v1/sessions/{session}/messages", content=content, headers=auth(ALICE))
+
+    answer = asyncio.run(body())
+    assert answer.status_code == 422
+    assert answer.json()["error"]["code"] == "invalid"
+    assert says in answer.json()["error"]["message"]
+
+
+def test_a_token_over_its_rate_limit_gets_429_with_retry_after_while_others_go_on(tmp_path: Path) -> None:
+    async def body() -> tuple[list[int], httpx.Response, httpx.Response]:
+        async with client(settings(tmp_path, rate_per_minute=6, rate_burst=2)) as http:
+            first = [(await http.get("/v1/me", headers=auth(ALICE))).status_code for _ in range(2)]
+            return first, await http.get("/v1/me", headers=auth(ALICE)), await http.get("/v1/me", headers=auth(BOB))
+
+    allowed, limited, other = asyncio.run(body())
+    assert allowed == [200, 200]
+    assert limited.status_code == 429
+    assert limited.json()["error"]["code"] == "rate_limited"
+    assert 1 <= int(limited.headers["Retry-After"]) <= 10
+    assert other.status_code == 200
+
+
+def test_a_turn_past_its_deadline_ends_with_finish_reason_deadline_inside_a_200(tmp_path: Path) -> None:
+    slow = ScriptedLLM(["too late"], latency=2.0)
+
+    async def body() -> httpx.Response:
+        async with client(settings(tmp_path, slow, turn_timeout=0.2)) as http:
+            session = await new_session(http)
+            return await http.post(f"/v1/sessions/{session}/messages", json={"text": "hi"}, headers=auth(ALICE))
+
+    answer = asyncio.run(body())
+    assert answer.status_code == 200
+    assert answer.json()["finish_reason"] == "deadline"
+    assert answer.json()["text"]  # the fallback the user receives
+    assert all("Error:" not in failure for failure in answer.json()["failures"])
+
+
+def test_an_internal_error_is_a_json_500_without_a_stack_trace(tmp_path: Path) -> None:
+    async def body() -> httpx.Response:
+        async with client(settings(tmp_path, pipeline="serve_kit:broken_pipeline")) as http:
+            session = await new_session(http)
+            return await http.post(f"/v1/sessions/{session}/messages", json={"text": "hi"}, headers=auth(ALICE))
+
+    answer = asyncio.run(body())
+    assert answer.status_code == 500
+    assert answer.json()["error"]["code"] == "internal"
+    assert "Traceback" not in answer.text and "RuntimeError" not in answer.text and "internal detail" not in answer.text
+
+
+def test_failures_in_the_outcome_are_user_safe(tmp_path: Path) -> None:
+    failing = ScriptedLLM([LlmCallError("upstream said: key sk-secret is invalid", kind=FailureKind.UNKNOWN)])
+
+    async def body() -> httpx.Response:
+        async with client(settings(tmp_path, failing)) as http:
+            session = await new_session(http)
+            return await http.post(f"/v1/sessions/{session}/messages", json={"text": "hi"}, headers=auth(ALICE))
+
+    outcome = asyncio.run(body()).json()
+    assert outcome["finish_reason"] == "error" and outcome["fallback"] is True
+    assert outcome["failures"] and all("sk-secret" not in failure for failure in outcome["failures"])
+
+
+def test_the_openapi_document_lists_exactly_the_routes_of_the_app(tmp_path: Path) -> None:
+    from starlette.routing import Mount, Route
+
+    app = create_app(settings(tmp_path))
+    served_routes = set()
+    for route in app.routes:
+        if isinstance(route, Route):
+            served_routes |= {(route.path, method.lower()) for method in route.methods or () if method != "HEAD"}
+        elif isinstance(route, Mount):
+            served_routes.add((f"{route.path}/{{path}}", "get"))
+    documented = {(path, method) for path, item in OPENAPI["paths"].items() for method in item}
+    assert documented == served_routes
+
+    async def body() -> httpx.Response:
+        async with client(settings(tmp_path)) as http:
+            return await http.get("/openapi.json")
+
+    assert asyncio.run(body()).json() == OPENAPI
