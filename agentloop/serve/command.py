@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 from collections.abc import Callable
+from types import FrameType
 from typing import TextIO
 
 import uvicorn
@@ -45,14 +47,24 @@ def serve(args: argparse.Namespace, out: TextIO) -> int:
     shutdown = _telemetry() if args.otel else None
     mode = "turns through the workers' inbox" if settings.uses_inbox else "turns run here"
     print(f"agentloop serve: http://{args.host}:{args.port} bot {args.bot!r}, stores {shown_url(stores)}, {mode}", file=out, flush=True)
+    # uvicorn stops gracefully on SIGTERM and SIGINT, then raises the signal again for the handler
+    # it found; a handler that does nothing lets the command end as a stop should: status 0.
+    previous = {number: signal.signal(number, _stopped) for number in (signal.SIGTERM, signal.SIGINT)}
     try:
         uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     except SystemExit as error:  # uvicorn's way of saying the app did not start
         raise CliError(f"the server did not start at {args.host}:{args.port}; the log above says why") from error
     finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
         if shutdown is not None:
             shutdown()
+    print("agentloop serve: stopped", file=out, flush=True)
     return 0
+
+
+def _stopped(number: int, frame: FrameType | None) -> None:
+    """The signal uvicorn raises again once it has stopped: nothing is left to do."""
 
 
 def _telemetry() -> Callable[[], None]:
