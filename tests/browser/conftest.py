@@ -36,9 +36,10 @@ def chromium_missing_message(path: Path) -> str | None:
     )
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    """One headless chromium for the run, closed at its end."""
+    """One headless chromium per test module. Not one per run: while Playwright's sync API is
+    open it keeps an event loop running in the main thread, and asyncio.run elsewhere would fail."""
     missing = chromium_missing_message(CHROMIUM)
     if missing is not None:
         pytest.fail(missing, pytrace=False)
@@ -52,10 +53,14 @@ def browser() -> Iterator[Browser]:
 
 @pytest.fixture
 def page(browser: Browser) -> Iterator[Page]:
-    """A fresh browser tab (its own sessionStorage) for one test."""
+    """A fresh browser tab (its own sessionStorage) for one test; a script error on the page fails the test."""
     context = browser.new_context(viewport={"width": 900, "height": 800})
     context.set_default_timeout(10_000)
+    tab = context.new_page()
+    script_errors: list[str] = []
+    tab.on("pageerror", lambda error: script_errors.append(str(error)))
     try:
-        yield context.new_page()
+        yield tab
     finally:
         context.close()
+    assert script_errors == [], f"the page's script failed: {script_errors}"

@@ -120,17 +120,18 @@
     $("transcript").append(item);
   }
 
-  function sessionPath(suffix) {
-    return `/v1/sessions/${encodeURIComponent(sessionId)}/${suffix}`;
+  /** The API path of `suffix` in a session: the current one unless an answer names the session it belongs to. */
+  function sessionPath(suffix, session = sessionId) {
+    return `/v1/sessions/${encodeURIComponent(session)}/${suffix}`;
   }
 
   /** Runs one turn (a message, or an approval decision) and streams its answer into a new assistant bubble. */
-  async function runTurn(suffix, body) {
+  async function runTurn(suffix, body, session) {
     const bubble = addMessage("assistant", "");
     const text = bubble.querySelector(".text");
     bubble.setAttribute("aria-busy", "true");
     try {
-      const response = await call("POST", sessionPath(suffix), body, "text/event-stream");
+      const response = await call("POST", sessionPath(suffix, session), body, "text/event-stream");
       let outcome = null;
       if (!(response.headers.get("Content-Type") || "").startsWith("text/event-stream")) {
         outcome = await response.json();
@@ -143,7 +144,7 @@
         }
       }
       if (!outcome) throw new PageError(CUT_OFF);
-      finish(bubble, outcome);
+      finish(bubble, outcome, session);
     } catch (error) {
       bubble.classList.add("broken");
       if (!text.textContent) bubble.remove();
@@ -154,7 +155,7 @@
   }
 
   /** Shows the outcome: exactly the text the user receives, what went wrong, feedback buttons and any approval request. */
-  function finish(bubble, outcome) {
+  function finish(bubble, outcome, session) {
     const text = bubble.querySelector(".text");
     text.textContent = outcome.text ?? "";
     if (!outcome.text) text.classList.add("empty");
@@ -165,11 +166,11 @@
       reason.textContent = `This turn ended with “${outcome.finish_reason.replace(/_/g, " ")}”. ${failures}`.trim();
       bubble.append(reason);
     }
-    if (outcome.turn_id) bubble.append(feedbackButtons(outcome.turn_id));
-    if (outcome.approval) bubble.append(approvalRequest(outcome.approval));
+    if (outcome.turn_id) bubble.append(feedbackButtons(session, outcome.turn_id));
+    if (outcome.approval) bubble.append(approvalRequest(session, outcome.approval));
   }
 
-  function feedbackButtons(turnId) {
+  function feedbackButtons(session, turnId) {
     const group = $("answer-tools").content.firstElementChild.cloneNode(true);
     const buttons = group.querySelectorAll("button");
     const credited = group.querySelector(".credited");
@@ -177,10 +178,10 @@
       clearError();
       buttons.forEach((b) => (b.disabled = true));
       try {
-        const result = await callJson("POST", sessionPath("feedback"), { turn_id: turnId, positive });
+        const result = await callJson("POST", sessionPath("feedback", session), { turn_id: turnId, positive });
         button.setAttribute("aria-pressed", "true");
         const notes = result.credited === 1 ? "1 note" : `${result.credited} notes`;
-        credited.textContent = `Thanks for your feedback (credited ${notes}).`;
+        credited.textContent = positive ? `Thanks for your feedback (credited ${notes}).` : "Thanks for your feedback.";
       } catch (error) {
         buttons.forEach((b) => (b.disabled = false));
         showError(error.message);
@@ -191,14 +192,14 @@
     return group;
   }
 
-  function approvalRequest(approval) {
+  function approvalRequest(session, approval) {
     const box = $("approval-request").content.firstElementChild.cloneNode(true);
     box.querySelector(".tool").textContent = approval.tool;
     box.querySelector(".arguments").textContent = JSON.stringify(approval.arguments, null, 2);
     const buttons = box.querySelectorAll("button");
     const decide = async (approve) => {
       buttons.forEach((b) => (b.disabled = true));
-      const failed = await turn(`approvals/${encodeURIComponent(approval.approval_id)}`, { approve });
+      const failed = await turn(`approvals/${encodeURIComponent(approval.approval_id)}`, { approve }, session);
       if (!failed) {
         const decided = document.createElement("p");
         decided.className = "decided";
@@ -214,12 +215,12 @@
   }
 
   /** Runs a turn with the page marked busy; returns null when it finished, else the error it shows. */
-  async function turn(suffix, body) {
+  async function turn(suffix, body, session = sessionId) {
     clearError();
     $("send").disabled = true;
     setStatus("The assistant is answering…");
     try {
-      await runTurn(suffix, body);
+      await runTurn(suffix, body, session);
       return null;
     } catch (error) {
       showError(error.message);
