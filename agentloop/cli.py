@@ -37,7 +37,7 @@ from agentloop.adapters import (
 )
 from agentloop.adapters.stores import shown_url
 from agentloop.context import IncomingMessage, Session
-from agentloop.scopes import DEFAULT_COMPANY
+from agentloop.scopes import DEFAULT_COMPANY, approval_scope
 from agentloop.errors import (
     ContextManagementWarning,
     DemoCheckFailed,
@@ -58,13 +58,13 @@ from agentloop.logging import configure_logging
 from agentloop.loop import AgentLoop, PipelineDescription
 from agentloop.messages import LlmRequest, Role
 from agentloop.demo import run_demo
-from agentloop.notes import KnowledgeBase, KnowledgeItem, Layer, LayerIds, NoteStatus, NoteTaking
-from agentloop.ports import LLM, Channel, Clock, Embedder
+from agentloop.notes import IdleSessions, KnowledgeBase, KnowledgeItem, Layer, LayerIds, NoteStatus, NoteTaking
+from agentloop.ports import LLM, ApprovalStore, Channel, Clock, Embedder
 from agentloop.system import System
 from agentloop.tasks import Evaluator, TaskResult, TaskTrace, TaskTurn, TemplateRegistry, validate_path
 from agentloop.testing.llm import ScriptedLLM
 from agentloop.tools import Tool
-from systems import StandardPipeline, add_note_taking, standard_pipeline
+from systems import StandardPipeline, TrajectoryCaptureSystem, add_note_taking, standard_pipeline
 
 DEFAULT_DATA_DIR = "agentloop-data"
 DEFAULT_BASE_URL = "http://localhost:11434/v1"
@@ -327,7 +327,8 @@ class Spinner:
 @attrs.define
 class Chat:
     """A conversation at the console: the loop that runs its turns, the note-taking that
-    ends it, the model to close, and the spinner shown while a turn waits (on a terminal)."""
+    ends it, the model to close, the spinner shown while a turn waits (on a terminal), and
+    the store of tool calls awaiting the user's approval."""
 
     loop: AgentLoop
     note_taking: NoteTaking
@@ -337,6 +338,7 @@ class Chat:
     last_turn: str | None = None
     """The id of the last turn answered: what /good and /bad rate."""
     satisfied: bool = True
+    approvals: ApprovalStore | None = None
 
 
 def _chat(args: argparse.Namespace, out: TextIO) -> int:
@@ -347,28 +349,32 @@ def _chat(args: argparse.Namespace, out: TextIO) -> int:
         if args.pipeline is None:
             tools = user_tools(args.tools) if args.tools is not None else []
             bot = stack.enter_context(open_bot(stores_url(args), llm, channel, bot=args.bot, tools=tools))
-            loop, note_taking = bot.loop, bot.note_taking
+            loop, note_taking, stores = bot.loop, bot.note_taking, bot.pipeline.stores
         else:
-            loop, note_taking = _user_bot(stack, args, llm, channel)
+            loop, note_taking, stores = _user_bot(stack, args, llm, channel)
         if args.timeout is not None:
             loop.turn_timeout = args.timeout
-        chat = Chat(loop, note_taking, llm, Session(args.session, user_id=args.user), spinner)
+        session = Session(args.session, user_id=args.user)
+        chat = Chat(loop, note_taking, llm, session, spinner, approvals=None if stores is None else stores.approvals)
         status = converse(chat, sys.stdin)
     return status
 
 
-def _user_bot(stack: ExitStack, args: argparse.Namespace, llm: LLM, channel: Channel) -> tuple[AgentLoop, NoteTaking]:
-    """The pipeline of `--pipeline MODULE:FACTORY` on the bot's stores, and note-taking on them."""
+def _user_bot(
+    stack: ExitStack, args: argparse.Namespace, llm: LLM, channel: Channel
+) -> tuple[AgentLoop, NoteTaking, Stores]:
+    """The pipeline of `--pipeline MODULE:FACTORY` on the bot's stores, the note-taking that ends
+    its sessions (the pipeline's own when it has one: it holds what was captured), and the stores."""
     try:
         opened = stack.enter_context(open_stores(stores_url(args), bot=args.bot))
-        note_taking = stack.enter_context(open_note_taking(opened, llm))
+        offered: dict[str, Callable[[], Any]] = {"llm": lambda: llm, "channel": lambda: channel, "stores": lambda: opened}
+        loop = stack.enter_context(built_pipeline(args.pipeline, offered))
+        note_taking = pipeline_note_taking(loop) or stack.enter_context(open_note_taking(opened, llm))
     except StoreUrlError as error:
         raise CliError(str(error)) from error
     except (OSError, ValueError, sqlite3.Error) as error:
         raise CliError(f"cannot open the bot {args.bot!r} in {stores_url(args)}: {error}") from error
-    offered: dict[str, Callable[[], Any]] = {"llm": lambda: llm, "channel": lambda: channel, "stores": lambda: opened}
-    loop = stack.enter_context(built_pipeline(args.pipeline, offered))
-    return loop, note_taking
+    return loop, note_taking, opened
 
 
 def user_tools(module_name: str) -> list[Tool]:
@@ -382,7 +388,8 @@ def user_tools(module_name: str) -> list[Tool]:
 def converse(chat: Chat, lines: TextIO) -> int:
     """One turn per non-empty line until end of input, /quit, /bye or Ctrl-C; then the session
     ends (and is distilled; after /bye, always said on stderr). Returns the exit status: 130
-    after Ctrl-C at the prompt, else 0.
+    after Ctrl-C at the prompt, else 0. `/approve` and `/deny [note]` answer the session's
+    oldest tool call awaiting approval.
 
     The prompt is read outside the event loop, so Ctrl-C there stops at once; Ctrl-C during
     a turn cancels that turn and the prompt comes back.
@@ -407,11 +414,15 @@ def converse(chat: Chat, lines: TextIO) -> int:
                         print(file=sys.stderr)
                     report = report or text == "/bye"
                     break
+                command, _, note = text.partition(" ")
                 if text in ("/good", "/bad"):
                     runner.run(_feedback(chat, positive=text == "/good"))
                 elif text:
                     try:
-                        runner.run(_turn(chat, text))
+                        if command in ("/approve", "/deny"):
+                            runner.run(_decide(chat, approved=command == "/approve", note=note.strip() or None))
+                        else:
+                            runner.run(_turn(chat, IncomingMessage(text)))
                     except KeyboardInterrupt:
                         print("\nagentloop: turn cancelled", file=sys.stderr)
         finally:
@@ -419,18 +430,27 @@ def converse(chat: Chat, lines: TextIO) -> int:
     return status
 
 
-async def _turn(chat: Chat, text: str) -> None:
+async def _turn(chat: Chat, incoming: IncomingMessage) -> None:
     """Run one turn, the spinner turning until the answer starts; failures go to stderr."""
     if chat.spinner is not None:
         chat.spinner.start()
     try:
-        ctx = await chat.loop.run_turn(chat.session, IncomingMessage(text))
+        ctx = await chat.loop.run_turn(chat.session, incoming)
     finally:
         if chat.spinner is not None:
             chat.spinner.stop()
     chat.last_turn = ctx.turn_id
     for failure in ctx.failures:
         print(f"agentloop: {failure.source.value} {failure.component} failed: {failure.message}", file=sys.stderr)
+
+
+async def _decide(chat: Chat, *, approved: bool, note: str | None) -> None:
+    """Answer the session's oldest tool call awaiting approval with a turn that runs it or tells the model it was denied."""
+    waiting = [] if chat.approvals is None else await chat.approvals.pending(approval_scope(chat.session), chat.session.id)
+    if not waiting:
+        print("agentloop: no tool call awaits your approval in this session", file=sys.stderr)
+        return
+    await _turn(chat, IncomingMessage.approval(waiting[0].request.approval_id, approved=approved, note=note))
 
 
 async def _feedback(chat: Chat, *, positive: bool) -> None:
@@ -673,15 +693,38 @@ def _worker(args: argparse.Namespace, out: TextIO) -> int:
         )
     except ValueError as error:
         raise CliError(f"bad worker setting: {error}") from error
+    if args.idle_end is not None and args.idle_end <= 0:
+        raise CliError(f"bad worker setting: --idle-end must be a positive number of seconds, not {args.idle_end:g}")
     try:
         with open_stores(stores, bot=args.bot) as opened, built_pipeline(args.pipeline, {"stores": lambda: opened}) as loop:
-            asyncio.run(_work(workers, inbox_url, args.bot, loop, settings, shown_url(stores), out))
+            idle = None if args.idle_end is None else _idle_sessions(args.pipeline, loop, args.idle_end)
+            asyncio.run(_work(workers, inbox_url, args.bot, loop, settings, shown_url(stores), out, idle))
     except StoreUrlError as error:
         raise CliError(str(error)) from error
     return 0
 
 
-async def _work(workers: Any, inbox_url: str, bot: str, loop: AgentLoop, settings: Any, stores: str, out: TextIO) -> None:
+def pipeline_note_taking(loop: AgentLoop) -> NoteTaking | None:
+    """The note-taking a pipeline captures its sessions' tool calls with, if it has one: ending
+    a session must drain that recorder before its trajectory is distilled."""
+    return next((s.note_taking for s in loop.systems if isinstance(s, TrajectoryCaptureSystem)), None)
+
+
+def _idle_sessions(target: str, loop: AgentLoop, idle_after: float) -> IdleSessions:
+    """The watch that ends the sessions of the pipeline of `target` once idle (`--idle-end`)."""
+    note_taking = pipeline_note_taking(loop)
+    if note_taking is None:
+        raise CliError(
+            f"--idle-end ends sessions through the pipeline's note-taking, and {target} has none; "
+            "plug it in with systems.add_note_taking(pipeline, note_taking)"
+        )
+    return IdleSessions(note_taking, idle_after=idle_after)
+
+
+async def _work(
+    workers: Any, inbox_url: str, bot: str, loop: AgentLoop, settings: Any, stores: str, out: TextIO,
+    idle: IdleSessions | None,
+) -> None:
     """Serve the inbox until SIGTERM or SIGINT; one status line when ready and one when stopped."""
     try:
         async with workers.open_inbox(inbox_url, bot=bot, pool_size=settings.concurrency + 4) as inbox:
@@ -691,7 +734,7 @@ async def _work(workers: Any, inbox_url: str, bot: str, loop: AgentLoop, setting
                 f"{settings.recovery_bound:g}s; SIGTERM stops after the turns in flight",
                 file=out, flush=True,
             )
-            await workers.run_worker(inbox, loop, settings)
+            await workers.run_worker(inbox, loop, settings, idle=idle)
     except (workers.InboxUrlError, NewerSchemaError) as error:
         raise CliError(str(error)) from error
     print(f"agentloop worker {os.getpid()}: stopped", file=out, flush=True)
@@ -947,6 +990,11 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--concurrency", type=int, default=4, metavar="N", help="turns of different sessions run at once (default: 4)")
     worker.add_argument("--stall-timeout", type=float, default=30.0, metavar="SECONDS", help="a worker silent this long is taken for dead and its turns run again elsewhere (default: 30)")
     worker.add_argument("--shutdown-grace", type=float, default=30.0, metavar="SECONDS", help="on SIGTERM, how long the turns in flight may take before they are handed back to the inbox (default: 30)")
+    worker.add_argument(
+        "--idle-end", type=float, metavar="SECONDS",
+        help="end (and distil) a session this worker ran turns of once nobody has spoken in it for this long; "
+        "needs a pipeline with note-taking (default: sessions are not ended)",
+    )
     worker.set_defaults(handler=_worker)
 
     serve = commands.add_parser(

@@ -19,7 +19,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from agentloop.adapters import Stores, open_note_taking, open_stores
-from agentloop.cli import CliError, built_pipeline, open_bot
+from agentloop.cli import CliError, built_pipeline, open_bot, pipeline_note_taking
 from agentloop.context import IncomingMessage, Session
 from agentloop.loop import AgentLoop
 from agentloop.messages import Role
@@ -74,10 +74,11 @@ class _Server:
 def create_app(settings: ServeSettings) -> Starlette:
     """The app serving `settings`' bot: the API under /v1, /healthz, /openapi.json and the chat page at /.
 
-    The token file is read now (a bad one raises `TokenFileError`); the bot's stores, pipeline
+    The token file is read now if it was given by path (a bad one raises `TokenFileError`); the bot's stores, pipeline
     and inbox are opened when the app starts (its lifespan) and closed when it stops.
     """
-    server = _Server(settings, load_tokens(settings.tokens), RateLimiter(settings.rate_per_minute, settings.rate_burst))
+    tokens = settings.tokens if isinstance(settings.tokens, Tokens) else load_tokens(settings.tokens)
+    server = _Server(settings, tokens, RateLimiter(settings.rate_per_minute, settings.rate_burst))
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -124,11 +125,13 @@ async def _open(server: _Server) -> AsyncIterator[_Bot]:
                 bot = _Bot(standard.pipeline.stores, standard.note_taking, standard.loop)
             else:
                 stores = stack.enter_context(open_stores(settings.stores, bot=settings.bot))
-                note_taking = stack.enter_context(open_note_taking(stores, settings.llm))
                 offered: dict[str, Callable[[], Any]] = {
                     "llm": lambda: settings.llm, "channel": lambda: server.channel, "stores": lambda: stores,
                 }
-                bot = _Bot(stores, note_taking, stack.enter_context(built_pipeline(settings.pipeline, offered)))
+                loop = stack.enter_context(built_pipeline(settings.pipeline, offered))
+                # the pipeline's own note-taking holds what it captured: ending a session drains it first
+                note_taking = pipeline_note_taking(loop) or stack.enter_context(open_note_taking(stores, settings.llm))
+                bot = _Bot(stores, note_taking, loop)
         except CliError as error:
             raise RuntimeError(f"agentloop serve cannot open the bot: {error}") from error
         if bot.loop is not None and settings.turn_timeout is not None:
