@@ -12,12 +12,14 @@ from typing import Any, ClassVar
 
 import httpx
 
-from agentloop import AgentContext, AgentLoop, LlmReply, LlmRequest, System
+from agentloop import AgentContext, AgentLoop, LlmReply, LlmRequest, System, tool
 from agentloop.messages import Finished, StreamEvent, TextDelta
 from agentloop.adapters import open_note_taking
 from agentloop.notes import KnowledgeItem, NoteType
+from agentloop.ports import LLM, Channel, Stores
 from agentloop.serve import Caller, ServeSettings, create_app
 from agentloop.testing import ScriptedLLM
+from systems import StandardPipeline, standard_pipeline
 
 ALICE, BOB, CAROL = "alice-token-0123456789", "bob-token-0123456789ab", "carol-token-0123456789"
 TOKENS = f"""
@@ -123,3 +125,19 @@ def seed_note(stores: str, text: str, caller: Caller) -> int:
 def usefulness(stores: str, key: int) -> int:
     with open_note_taking(stores, ScriptedLLM()) as notes:
         return asyncio.run(notes.knowledge.get(key)).usefulness_score
+
+
+deleted: list[str] = []
+"""What `delete_file` deleted, in order (cleared by the tests that use it)."""
+
+
+@tool(requires_approval=True)
+def delete_file(path: str) -> str:
+    """Delete a file for good."""
+    deleted.append(path)
+    return f"deleted {path}"
+
+
+def approval_bot(llm: LLM, channel: Channel, stores: Stores) -> StandardPipeline:
+    """The standard bot with a tool that runs only once the user approves it."""
+    return standard_pipeline(llm, channel, stores=stores, tools=[delete_file])

@@ -74,10 +74,11 @@ class _Server:
 def create_app(settings: ServeSettings) -> Starlette:
     """The app serving `settings`' bot: the API under /v1, /healthz, /openapi.json and the chat page at /.
 
-    The token file is read now (a bad one raises `TokenFileError`); the bot's stores, pipeline
+    The token file is read now if it was given by path (a bad one raises `TokenFileError`); the bot's stores, pipeline
     and inbox are opened when the app starts (its lifespan) and closed when it stops.
     """
-    server = _Server(settings, load_tokens(settings.tokens), RateLimiter(settings.rate_per_minute, settings.rate_burst))
+    tokens = settings.tokens if isinstance(settings.tokens, Tokens) else load_tokens(settings.tokens)
+    server = _Server(settings, tokens, RateLimiter(settings.rate_per_minute, settings.rate_burst))
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

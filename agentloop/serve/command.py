@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 from collections.abc import Callable
+from types import FrameType
 from typing import TextIO
 
 import uvicorn
@@ -12,6 +14,7 @@ import uvicorn
 from agentloop.adapters.stores import shown_url
 from agentloop.cli import CliError, http_llm, stores_url
 from agentloop.serve.app import create_app
+from agentloop.serve.auth import load_tokens
 from agentloop.serve.errors import TokenFileError
 from agentloop.serve.settings import ServeSettings
 
@@ -20,8 +23,12 @@ def serve(args: argparse.Namespace, out: TextIO) -> int:
     """Serve the bot the arguments name; one status line when listening."""
     stores = stores_url(args)
     try:
+        tokens = load_tokens(args.tokens)  # before the model is reached for: a typo here is the likelier mistake
+    except TokenFileError as error:
+        raise CliError(str(error)) from error
+    try:
         settings = ServeSettings(
-            tokens=args.tokens,
+            tokens=tokens,
             llm=http_llm(args.base_url, args.model, provider=args.provider),
             stores=stores,
             bot=args.bot,
@@ -35,17 +42,29 @@ def serve(args: argparse.Namespace, out: TextIO) -> int:
             idle_timeout=args.idle_timeout,
         )
         app = create_app(settings)
-    except (TokenFileError, ValueError) as error:
+    except ValueError as error:
         raise CliError(str(error)) from error
     shutdown = _telemetry() if args.otel else None
     mode = "turns through the workers' inbox" if settings.uses_inbox else "turns run here"
     print(f"agentloop serve: http://{args.host}:{args.port} bot {args.bot!r}, stores {shown_url(stores)}, {mode}", file=out, flush=True)
+    # uvicorn stops gracefully on SIGTERM and SIGINT, then raises the signal again for the handler
+    # it found; a handler that does nothing lets the command end as a stop should: status 0.
+    previous = {number: signal.signal(number, _stopped) for number in (signal.SIGTERM, signal.SIGINT)}
     try:
         uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    except SystemExit as error:  # uvicorn's way of saying the app did not start
+        raise CliError(f"the server did not start at {args.host}:{args.port}; the log above says why") from error
     finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
         if shutdown is not None:
             shutdown()
+    print("agentloop serve: stopped", file=out, flush=True)
     return 0
+
+
+def _stopped(number: int, frame: FrameType | None) -> None:
+    """The signal uvicorn raises again once it has stopped: nothing is left to do."""
 
 
 def _telemetry() -> Callable[[], None]:

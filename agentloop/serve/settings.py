@@ -9,6 +9,7 @@ import attrs
 
 from agentloop.adapters.stores import DEFAULT_STORES_URL
 from agentloop.ports import LLM
+from agentloop.serve.auth import Tokens
 
 
 def _positive(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -20,14 +21,14 @@ def _positive(instance: object, attribute: attrs.Attribute[Any], value: Any) -> 
 class ServeSettings:
     """How `create_app` serves a bot.
 
-    `pipeline` is `module:factory` (taking llm, channel, stores by name, as `agentloop chat`
+    `tokens` is the token file's path (or the `Tokens` read from it). `pipeline` is `module:factory` (taking llm, channel, stores by name, as `agentloop chat`
     offers) or None for the standard bot with note-taking. `inbox` None means: through the
     workers' inbox when `stores` is a postgresql URL, in this process otherwise. `llm` is the
     model of the standard bot and of distillation at the end of a session. A session without
     a turn for `idle_timeout` seconds is ended (distilled) as `POST .../end` would.
     """
 
-    tokens: str | os.PathLike[str]
+    tokens: str | os.PathLike[str] | Tokens
     llm: LLM
     stores: str = DEFAULT_STORES_URL
     bot: str = "bot"

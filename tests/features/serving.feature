@@ -39,3 +39,28 @@ Feature: Serving a bot over HTTP
     And alice rates that answer as good
     Then 1 note is credited
     And the note's usefulness is 1
+
+  Scenario: A tool call approved after the server restarted runs once
+    Given the bot's tool delete_file runs only with the user's approval
+    And the model asks to delete "a.txt" and then says "a.txt is gone."
+    And alice has a session
+    When alice sends "please delete a.txt"
+    Then the answer awaits approval of delete_file for "a.txt"
+    And nothing is deleted
+    When the server restarts
+    And alice approves that call
+    Then "a.txt" is deleted
+    And the answer says "a.txt is gone."
+    When alice approves that call
+    Then the answer is 404 with the code "not_found"
+    And "a.txt" is deleted once
+
+  Scenario: A denied tool call does not run and the model is told
+    Given the bot's tool delete_file runs only with the user's approval
+    And the model asks to delete "a.txt" and then says "Understood, I left a.txt alone."
+    And alice has a session
+    When alice sends "please delete a.txt"
+    And alice denies that call
+    Then nothing is deleted
+    And the answer says "Understood, I left a.txt alone."
+    And the model was told the call was denied

@@ -15,6 +15,8 @@ from pytest_bdd import given, parsers, scenarios, then, when
 
 from agentloop.serve import Caller, ServeSettings, create_app
 from agentloop.testing.serve import served
+import serve_kit
+from agentloop.testing import ScriptedLLM
 from serve_kit import ALICE, BOB, GatedLLM, auth, seed_note, settings, usefulness
 
 scenarios("serving.feature")
@@ -26,17 +28,26 @@ class Served:
 
     settings: ServeSettings
     stack: ExitStack
+    running: ExitStack | None = None
     http: httpx.Client | None = None
     session: str | None = None
     answer: httpx.Response | None = None
     stream: list[str] = attrs.Factory(list)
     note: int | None = None
+    approval: str | None = None
 
     def client(self) -> httpx.Client:
         if self.http is None:
-            url = self.stack.enter_context(served(create_app(self.settings)))
-            self.http = self.stack.enter_context(httpx.Client(base_url=url, timeout=30))
+            self.running = self.stack.enter_context(ExitStack())
+            url = self.running.enter_context(served(create_app(self.settings)))
+            self.http = self.running.enter_context(httpx.Client(base_url=url, timeout=30))
         return self.http
+
+    def stop(self) -> None:
+        """Stop the server as SIGTERM would: its stores are closed; nothing but them is kept."""
+        if self.running is not None:
+            self.running.close()
+        self.running = self.http = None
 
 
 @pytest.fixture
@@ -77,6 +88,8 @@ def _session(bot: Served) -> None:
 @when(parsers.parse('alice sends "{text}"'))
 def _say(bot: Served, text: str) -> None:
     bot.answer = bot.client().post(f"/v1/sessions/{bot.session}/messages", json={"text": text}, headers=auth(ALICE))
+    awaiting = bot.answer.json().get("approval") if bot.answer.status_code == 200 else None
+    bot.approval = None if awaiting is None else awaiting["approval_id"]
 
 
 @when(parsers.parse('alice sends "{text}" asking for a stream'))
@@ -157,5 +170,63 @@ def _credited(bot: Served, count: int) -> None:
 @then(parsers.parse("the note's usefulness is {score:d}"))
 def _usefulness(bot: Served, score: int) -> None:
     assert bot.note is not None
-    bot.stack.close()  # the server stops and closes its stores before they are read
+    bot.stop()  # the server closes its stores before they are read
     assert usefulness(bot.settings.stores, bot.note) == score
+
+
+@given("the bot's tool delete_file runs only with the user's approval")
+def _approval_bot(bot: Served) -> None:
+    serve_kit.deleted.clear()
+    bot.settings = attrs.evolve(bot.settings, pipeline="serve_kit:approval_bot")
+
+
+@given(parsers.parse('the model asks to delete "{path}" and then says "{text}"'))
+def _asks_to_delete(bot: Served, path: str, text: str) -> None:
+    bot.settings = attrs.evolve(bot.settings, llm=ScriptedLLM([ScriptedLLM.tool_call("delete_file", {"path": path}), text]))
+
+
+@when("the server restarts")
+def _restart(bot: Served) -> None:
+    bot.stop()
+    bot.client()
+
+
+@when(parsers.parse("alice {decision} that call"))
+def _decide(bot: Served, decision: str) -> None:
+    assert bot.approval is not None
+    url = f"/v1/sessions/{bot.session}/approvals/{bot.approval}"
+    bot.answer = bot.client().post(url, json={"approve": decision == "approves"}, headers=auth(ALICE))
+
+
+@then(parsers.parse('the answer awaits approval of delete_file for "{path}"'))
+def _awaits(bot: Served, path: str) -> None:
+    assert bot.answer is not None
+    outcome = bot.answer.json()
+    assert outcome["finish_reason"] == "awaiting_approval"
+    assert (outcome["approval"]["tool"], outcome["approval"]["arguments"]) == ("delete_file", {"path": path})
+    assert outcome["text"]  # the user is told what awaits approval
+
+
+@then("nothing is deleted")
+def _nothing_deleted() -> None:
+    assert serve_kit.deleted == []
+
+
+@then(parsers.parse('"{path}" is deleted'))
+@then(parsers.parse('"{path}" is deleted once'))
+def _deleted(path: str) -> None:
+    assert serve_kit.deleted == [path]
+
+
+@then(parsers.parse('the answer says "{text}"'))
+def _says(bot: Served, text: str) -> None:
+    assert bot.answer is not None
+    assert bot.answer.status_code == 200 and bot.answer.json()["text"] == text
+
+
+@then("the model was told the call was denied")
+def _told(bot: Served) -> None:
+    llm = bot.settings.llm
+    assert isinstance(llm, ScriptedLLM)
+    last = llm.requests[-1].messages
+    assert any(message.role.value == "tool" and "denied" in (message.content or "") for message in last)

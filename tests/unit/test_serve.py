@@ -4,6 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -14,9 +20,10 @@ from agentloop import FailureKind, LlmCallError
 from agentloop.serve import TokenFileError, create_app, load_tokens
 from agentloop.serve.openapi import OPENAPI
 from agentloop.testing import ScriptedLLM
+from agentloop.testing.http import ScriptedServer, completion
 from agentloop.testing.serve import served
 from agentloop.serve import Caller
-from serve_kit import ALICE, BOB, CAROL, GatedLLM, auth, client, new_session, seed_note, settings, usefulness
+from serve_kit import ALICE, BOB, CAROL, TOKENS, GatedLLM, auth, client, new_session, seed_note, settings, usefulness
 
 
 def test_health_answers_without_a_token(tmp_path: Path) -> None:
@@ -289,3 +296,45 @@ def test_a_session_idle_past_the_idle_timeout_is_ended(tmp_path: Path) -> None:
 
     session, logs = asyncio.run(body())
     assert [log["session_id"] for log in logs if log["event"] == "notes.end_session"] == [session]
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def test_the_serve_command_serves_the_bot_until_sigterm(tmp_path: Path) -> None:
+    (tmp_path / "tokens.toml").write_text(TOKENS)
+    port = _free_port()
+    command = [
+        sys.executable, "-c", "import sys; from agentloop.cli import main; sys.exit(main())", "serve", "--tokens", "tokens.toml",
+        "--data-dir", "data", "--base-url", "MODEL", "--model", "tiny", "--port", str(port),
+    ]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")])}
+    with ScriptedServer() as model:
+        model.reply(body=completion("Hello from the model."))
+        command[command.index("MODEL")] = model.url
+        process = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert process.stdout is not None
+            assert process.stdout.readline().startswith(f"agentloop serve: http://127.0.0.1:{port} bot 'bot'")
+            url = f"http://127.0.0.1:{port}"
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    if httpx.get(f"{url}/healthz").status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                assert time.monotonic() < deadline and process.poll() is None, "the server did not come up"
+                time.sleep(0.1)
+            session = httpx.post(f"{url}/v1/sessions", headers=auth(ALICE)).json()["session_id"]
+            reply = httpx.post(f"{url}/v1/sessions/{session}/messages", json={"text": "hi"}, headers=auth(ALICE), timeout=30)
+            assert reply.json()["text"] == "Hello from the model."
+        finally:
+            process.send_signal(signal.SIGTERM)
+            stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 0, stderr
+    assert stdout == "agentloop serve: stopped\n"
