@@ -406,6 +406,7 @@ class AgentLoop:
         tracer = TELEMETRY.tracer
         turn_span = None if tracer is None else tracer.start_span("turn", {SESSION_ID: session.id, TURN_ID: ctx.turn_id})
         span: Span | None = None
+        watched = debug or tracer is not None
         try:
             for step in self._steps:
                 if deadline is not None and not timed_out and clock.monotonic() >= deadline:
@@ -453,11 +454,12 @@ class AgentLoop:
                         metrics = TELEMETRY.metrics_for(self.metrics)
                         if metrics is not None:
                             metrics.increment("agentloop.system.failures", labels={"system": step.name})
-                if span is not None:
-                    _end_system_span(span, result, ctx)
-                    span = None
-                if debug:
-                    log.debug("system.run", system=step.name, duration_ms=(perf_counter() - t0) * 1000.0, outcome=result)
+                if watched:  # tracing or debug logging: off in production, one check per system
+                    if span is not None:
+                        _end_system_span(span, result, ctx)
+                        span = None
+                    if debug:
+                        log.debug("system.run", system=step.name, duration_ms=(perf_counter() - t0) * 1000.0, outcome=result)
             ctx.current_system = ctx._access = None
             self._finish(ctx, timed_out)
         finally:
@@ -468,7 +470,7 @@ class AgentLoop:
         reason = outcome.finish_reason.value if outcome is not None else None
         if verbose:
             log.info("turn.finished", finish_reason=reason, failures=len(ctx.failures), duration_ms=duration_ms)
-        metrics = TELEMETRY.metrics_for(self.metrics)
+        metrics = self.metrics if TELEMETRY.metrics is None else TELEMETRY.metrics_for(self.metrics)
         if metrics is not None:
             metrics.observe("agentloop.turn.duration_ms", duration_ms)
         return ctx
