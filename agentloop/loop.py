@@ -307,7 +307,8 @@ class AgentLoop:
     VALIDATION, from `UndeclaredAccessError`). After `turn_timeout` seconds only `always_run` systems run, and an
     async one is interrupted `always_run_grace` seconds past the deadline, so a hung
     channel cannot hold the session forever. Turns of one session run one at a time
-    in arrival order; different sessions run concurrently.
+    in arrival order; different sessions run concurrently. With telemetry switched on
+    (`TELEMETRY`), each turn is a span with a child span per system run.
     """
 
     def __init__(

@@ -185,7 +185,8 @@ class ToolLoopSystem(System):
     `max_tool_output_bytes` (the cut marked) before the model or capture sees it.
     Each model call is streamed: with a `channel` that can stream, in a user turn, its
     text reaches the user as it is written and `StreamedText` records what was shown;
-    token usage adds up on `LlmResponse.usage` and in `metrics`.
+    token usage adds up on `LlmResponse.usage` and in `metrics`. With telemetry switched on,
+    each model call and each tool call is a span under the system's.
     The async tools one model reply asks for run concurrently (sync tools run on the event
     loop, in call order: make slow or blocking tools `async def`); their results reach the
     model, `ToolExecutions` and the failures in call order. A turn
