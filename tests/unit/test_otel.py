@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import http.server
 import io
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -266,6 +268,36 @@ def test_setup_from_environment_with_the_console_exporter_writes_spans_and_metri
     assert [span["parent_id"] for span in spans if span["name"] == "system Hello"] == [turn["context"]["span_id"]]
     [metrics] = [item for item in objects if "resource_metrics" in item]
     assert "agentloop.turn.duration_ms" in json.dumps(metrics)
+
+
+class Collector(http.server.BaseHTTPRequestHandler):
+    """An OTLP/HTTP endpoint that keeps what it is sent: (path, body)."""
+
+    received: list[tuple[str, bytes]] = []
+
+    def do_POST(self) -> None:
+        self.received.append((self.path, self.rfile.read(int(self.headers["Content-Length"]))))
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def test_setup_from_environment_exports_over_otlp_to_the_endpoint_the_variable_names() -> None:
+    server = http.server.HTTPServer(("127.0.0.1", 0), Collector)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        result = run_python(ONE_TURN, OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{server.server_port}")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.returncode == 0, result.stderr
+    received = dict(Collector.received)
+    assert set(received) == {"/v1/traces", "/v1/metrics"}
+    assert b"s-42" in received["/v1/traces"] and b"probe-bot" in received["/v1/traces"]
+    assert b"agentloop.turn.duration_ms" in received["/v1/metrics"]
 
 
 def test_setup_from_environment_honours_the_service_name_variable_and_none_exporters() -> None:
