@@ -99,9 +99,13 @@ __all__ += [
     "running_execution", "tool",
 ]
 
-from agentloop.scopes import DEFAULT_COMPANY, Scope, history_scope, knowledge_scope, memory_scope  # noqa: E402
+from agentloop.scopes import DEFAULT_COMPANY, Scope, approval_scope, history_scope, knowledge_scope, memory_scope  # noqa: E402
 
-__all__ += ["DEFAULT_COMPANY", "Scope", "history_scope", "knowledge_scope", "memory_scope"]
+__all__ += ["DEFAULT_COMPANY", "Scope", "approval_scope", "history_scope", "knowledge_scope", "memory_scope"]
+
+from agentloop.approvals import ApprovalDecision, ApprovalPolicy, ApprovalRequest, PendingApproval  # noqa: E402
+
+__all__ += ["ApprovalDecision", "ApprovalPolicy", "ApprovalRequest", "PendingApproval"]
 
 from agentloop.text import cap_bytes, storable  # noqa: E402
 

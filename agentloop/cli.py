@@ -37,7 +37,7 @@ from agentloop.adapters import (
 )
 from agentloop.adapters.stores import shown_url
 from agentloop.context import IncomingMessage, Session
-from agentloop.scopes import DEFAULT_COMPANY
+from agentloop.scopes import DEFAULT_COMPANY, approval_scope
 from agentloop.errors import (
     ContextManagementWarning,
     DemoCheckFailed,
@@ -58,13 +58,13 @@ from agentloop.logging import configure_logging
 from agentloop.loop import AgentLoop, PipelineDescription
 from agentloop.messages import LlmRequest, Role
 from agentloop.demo import run_demo
-from agentloop.notes import KnowledgeBase, KnowledgeItem, Layer, LayerIds, NoteStatus, NoteTaking
-from agentloop.ports import LLM, Channel, Clock, Embedder
+from agentloop.notes import IdleSessions, KnowledgeBase, KnowledgeItem, Layer, LayerIds, NoteStatus, NoteTaking
+from agentloop.ports import LLM, ApprovalStore, Channel, Clock, Embedder
 from agentloop.system import System
 from agentloop.tasks import Evaluator, TaskResult, TaskTrace, TaskTurn, TemplateRegistry, validate_path
 from agentloop.testing.llm import ScriptedLLM
 from agentloop.tools import Tool
-from systems import StandardPipeline, add_note_taking, standard_pipeline
+from systems import StandardPipeline, TrajectoryCaptureSystem, add_note_taking, standard_pipeline
 
 DEFAULT_DATA_DIR = "agentloop-data"
 DEFAULT_BASE_URL = "http://localhost:11434/v1"
@@ -327,15 +327,18 @@ class Spinner:
 @attrs.define
 class Chat:
     """A conversation at the console: the loop that runs its turns, the note-taking that
-    ends it, the model to close, and the spinner shown while a turn waits (on a terminal)."""
+    ends it, the model to close, the spinner shown while a turn waits (on a terminal), and
+    the store of tool calls awaiting the user's approval."""
 
     loop: AgentLoop
     note_taking: NoteTaking
     llm: LLM
     session: Session
     spinner: Spinner | None = None
-    answered: bool = False
+    last_turn: str | None = None
+    """The id of the last turn answered: what /good and /bad rate."""
     satisfied: bool = True
+    approvals: ApprovalStore | None = None
 
 
 def _chat(args: argparse.Namespace, out: TextIO) -> int:
@@ -347,28 +350,32 @@ def _chat(args: argparse.Namespace, out: TextIO) -> int:
         if args.pipeline is None:
             tools = user_tools(args.tools) if args.tools is not None else []
             bot = stack.enter_context(open_bot(stores_url(args), llm, channel, bot=args.bot, tools=tools))
-            loop, note_taking = bot.loop, bot.note_taking
+            loop, note_taking, stores = bot.loop, bot.note_taking, bot.pipeline.stores
         else:
-            loop, note_taking = _user_bot(stack, args, llm, channel)
+            loop, note_taking, stores = _user_bot(stack, args, llm, channel)
         if args.timeout is not None:
             loop.turn_timeout = args.timeout
-        chat = Chat(loop, note_taking, llm, Session(args.session, user_id=args.user), spinner)
+        session = Session(args.session, user_id=args.user)
+        chat = Chat(loop, note_taking, llm, session, spinner, approvals=None if stores is None else stores.approvals)
         status = converse(chat, sys.stdin)
     return status
 
 
-def _user_bot(stack: ExitStack, args: argparse.Namespace, llm: LLM, channel: Channel) -> tuple[AgentLoop, NoteTaking]:
-    """The pipeline of `--pipeline MODULE:FACTORY` on the bot's stores, and note-taking on them."""
+def _user_bot(
+    stack: ExitStack, args: argparse.Namespace, llm: LLM, channel: Channel
+) -> tuple[AgentLoop, NoteTaking, Stores]:
+    """The pipeline of `--pipeline MODULE:FACTORY` on the bot's stores, the note-taking that ends
+    its sessions (the pipeline's own when it has one: it holds what was captured), and the stores."""
     try:
         opened = stack.enter_context(open_stores(stores_url(args), bot=args.bot))
-        note_taking = stack.enter_context(open_note_taking(opened, llm))
+        offered: dict[str, Callable[[], Any]] = {"llm": lambda: llm, "channel": lambda: channel, "stores": lambda: opened}
+        loop = stack.enter_context(built_pipeline(args.pipeline, offered))
+        note_taking = pipeline_note_taking(loop) or stack.enter_context(open_note_taking(opened, llm))
     except StoreUrlError as error:
         raise CliError(str(error)) from error
     except (OSError, ValueError, sqlite3.Error) as error:
         raise CliError(f"cannot open the bot {args.bot!r} in {stores_url(args)}: {error}") from error
-    offered: dict[str, Callable[[], Any]] = {"llm": lambda: llm, "channel": lambda: channel, "stores": lambda: opened}
-    loop = stack.enter_context(built_pipeline(args.pipeline, offered))
-    return loop, note_taking
+    return loop, note_taking, opened
 
 
 def user_tools(module_name: str) -> list[Tool]:
@@ -380,13 +387,16 @@ def user_tools(module_name: str) -> list[Tool]:
 
 
 def converse(chat: Chat, lines: TextIO) -> int:
-    """One turn per non-empty line until end of input, /quit or Ctrl-C; then the session ends
-    (and is distilled). Returns the exit status: 130 after Ctrl-C at the prompt, else 0.
+    """One turn per non-empty line until end of input, /quit, /bye or Ctrl-C; then the session
+    ends (and is distilled; after /bye, always said on stderr). Returns the exit status: 130
+    after Ctrl-C at the prompt, else 0. `/approve` and `/deny [note]` answer the session's
+    oldest tool call awaiting approval.
 
     The prompt is read outside the event loop, so Ctrl-C there stops at once; Ctrl-C during
     a turn cancels that turn and the prompt comes back.
     """
     interactive = lines.isatty()
+    report = interactive
     status = 0
     with asyncio.Runner() as runner:
         try:
@@ -400,43 +410,57 @@ def converse(chat: Chat, lines: TextIO) -> int:
                     print(file=sys.stderr)
                     break
                 text = line.strip()
-                if not line or text in ("/quit", "/exit"):
+                if not line or text in ("/quit", "/exit", "/bye"):
                     if not line and interactive:
                         print(file=sys.stderr)
+                    report = report or text == "/bye"
                     break
+                command, _, note = text.partition(" ")
                 if text in ("/good", "/bad"):
                     runner.run(_feedback(chat, positive=text == "/good"))
                 elif text:
                     try:
-                        runner.run(_turn(chat, text))
+                        if command in ("/approve", "/deny"):
+                            runner.run(_decide(chat, approved=command == "/approve", note=note.strip() or None))
+                        else:
+                            runner.run(_turn(chat, IncomingMessage(text)))
                     except KeyboardInterrupt:
                         print("\nagentloop: turn cancelled", file=sys.stderr)
         finally:
-            runner.run(_leave(chat, report=interactive))
+            runner.run(_leave(chat, report=report))
     return status
 
 
-async def _turn(chat: Chat, text: str) -> None:
+async def _turn(chat: Chat, incoming: IncomingMessage) -> None:
     """Run one turn, the spinner turning until the answer starts; failures go to stderr."""
     if chat.spinner is not None:
         chat.spinner.start()
     try:
-        ctx = await chat.loop.run_turn(chat.session, IncomingMessage(text))
+        ctx = await chat.loop.run_turn(chat.session, incoming)
     finally:
         if chat.spinner is not None:
             chat.spinner.stop()
-    chat.answered = True
+    chat.last_turn = ctx.turn_id
     for failure in ctx.failures:
         print(f"agentloop: {failure.source.value} {failure.component} failed: {failure.message}", file=sys.stderr)
 
 
+async def _decide(chat: Chat, *, approved: bool, note: str | None) -> None:
+    """Answer the session's oldest tool call awaiting approval with a turn that runs it or tells the model it was denied."""
+    waiting = [] if chat.approvals is None else await chat.approvals.pending(approval_scope(chat.session), chat.session.id)
+    if not waiting:
+        print("agentloop: no tool call awaits your approval in this session", file=sys.stderr)
+        return
+    await _turn(chat, IncomingMessage.approval(waiting[0].request.approval_id, approved=approved, note=note))
+
+
 async def _feedback(chat: Chat, *, positive: bool) -> None:
-    """The user's verdict on the conversation so far: credits the notes its turns were shown."""
-    if not chat.answered:
-        print("agentloop: nothing to rate yet; /good or /bad rate the answers of this session", file=sys.stderr)
+    """The user's verdict on the last answer: credits the notes that turn was shown."""
+    if chat.last_turn is None:
+        print("agentloop: nothing to rate yet; /good or /bad rate the last answer of this session", file=sys.stderr)
         return
     chat.satisfied = positive
-    credited = await chat.note_taking.record_feedback(chat.session, positive=positive)
+    credited = await chat.note_taking.record_feedback(chat.session, positive=positive, turn_id=chat.last_turn)
     noted = f"; credited note(s) {', '.join(f'#{item.id}' for item in credited)}" if credited else ""
     print(f"agentloop: feedback recorded ({'good' if positive else 'bad'}){noted}", file=sys.stderr)
 
@@ -445,7 +469,7 @@ async def _leave(chat: Chat, *, report: bool) -> None:
     """End the session, successful unless the user's last verdict was /bad, so it is distilled;
     with `report`, say on stderr what distillation made of it."""
     try:
-        if chat.answered:
+        if chat.last_turn is not None:
             result = await chat.note_taking.end_session(chat.session, success=chat.satisfied)
             if report:
                 print(f"agentloop: session {chat.session.id!r} ended; distillation {result.status.value} ({result.reason})", file=sys.stderr)
@@ -646,20 +670,26 @@ def _stores_reembed(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-@contextmanager
-def otel_from_environment(enabled: bool, service_name: str) -> Iterator[None]:
-    """With `--otel`: OpenTelemetry set up from the OTEL_* variables for the command, flushed when it ends."""
-    if not enabled:
-        yield
-        return
+def start_otel(service_name: str) -> Callable[[], None]:
+    """`--otel`: OpenTelemetry set up from the OTEL_* variables; returns the shutdown that flushes it."""
     try:
         otel = importlib.import_module("agentloop.adapters.otel")
     except ImportError as error:
         raise CliError(f"--otel needs OpenTelemetry: pip install 'agentloop-ecs[otel]' ({error})") from error
     try:
-        shutdown = otel.setup_from_environment(service_name)
+        shutdown: Callable[[], None] = otel.setup_from_environment(service_name)
     except otel.TelemetryConfigError as error:
         raise CliError(str(error)) from error
+    return shutdown
+
+
+@contextmanager
+def otel_from_environment(enabled: bool, service_name: str) -> Iterator[None]:
+    """With `--otel` (`enabled`): OpenTelemetry on for the block, flushed when it ends."""
+    if not enabled:
+        yield
+        return
+    shutdown = start_otel(service_name)
     try:
         yield
     finally:
@@ -690,19 +720,42 @@ def _worker(args: argparse.Namespace, out: TextIO) -> int:
         )
     except ValueError as error:
         raise CliError(f"bad worker setting: {error}") from error
+    if args.idle_end is not None and args.idle_end <= 0:
+        raise CliError(f"bad worker setting: --idle-end must be a positive number of seconds, not {args.idle_end:g}")
     try:
         with (
             otel_from_environment(args.otel, "agentloop-worker"),
             open_stores(stores, bot=args.bot) as opened,
             built_pipeline(args.pipeline, {"stores": lambda: opened}) as loop,
         ):
-            asyncio.run(_work(workers, inbox_url, args.bot, loop, settings, shown_url(stores), out))
+            idle = None if args.idle_end is None else _idle_sessions(args.pipeline, loop, args.idle_end)
+            asyncio.run(_work(workers, inbox_url, args.bot, loop, settings, shown_url(stores), out, idle))
     except StoreUrlError as error:
         raise CliError(str(error)) from error
     return 0
 
 
-async def _work(workers: Any, inbox_url: str, bot: str, loop: AgentLoop, settings: Any, stores: str, out: TextIO) -> None:
+def pipeline_note_taking(loop: AgentLoop) -> NoteTaking | None:
+    """The note-taking a pipeline captures its sessions' tool calls with, if it has one: ending
+    a session must drain that recorder before its trajectory is distilled."""
+    return next((s.note_taking for s in loop.systems if isinstance(s, TrajectoryCaptureSystem)), None)
+
+
+def _idle_sessions(target: str, loop: AgentLoop, idle_after: float) -> IdleSessions:
+    """The watch that ends the sessions of the pipeline of `target` once idle (`--idle-end`)."""
+    note_taking = pipeline_note_taking(loop)
+    if note_taking is None:
+        raise CliError(
+            f"--idle-end ends sessions through the pipeline's note-taking, and {target} has none; "
+            "plug it in with systems.add_note_taking(pipeline, note_taking)"
+        )
+    return IdleSessions(note_taking, idle_after=idle_after)
+
+
+async def _work(
+    workers: Any, inbox_url: str, bot: str, loop: AgentLoop, settings: Any, stores: str, out: TextIO,
+    idle: IdleSessions | None,
+) -> None:
     """Serve the inbox until SIGTERM or SIGINT; one status line when ready and one when stopped."""
     try:
         async with workers.open_inbox(inbox_url, bot=bot, pool_size=settings.concurrency + 4) as inbox:
@@ -712,7 +765,7 @@ async def _work(workers: Any, inbox_url: str, bot: str, loop: AgentLoop, setting
                 f"{settings.recovery_bound:g}s; SIGTERM stops after the turns in flight",
                 file=out, flush=True,
             )
-            await workers.run_worker(inbox, loop, settings)
+            await workers.run_worker(inbox, loop, settings, idle=idle)
     except (workers.InboxUrlError, NewerSchemaError) as error:
         raise CliError(str(error)) from error
     print(f"agentloop worker {os.getpid()}: stopped", file=out, flush=True)
@@ -847,7 +900,7 @@ def build_parser() -> argparse.ArgumentParser:
         "chat", parents=[data, model, otel], help="talk to a bot on an OpenAI-compatible endpoint",
         description="An interactive console bot: one turn per line of standard input (piped input works), "
         "replies streamed to standard output, history and memory kept in the data directory. /good or /bad rate "
-        "the answers; /quit, end of input (Ctrl-D) or Ctrl-C at the prompt end the session, which is then distilled. "
+        "the last answer; /bye, /quit, end of input (Ctrl-D) or Ctrl-C at the prompt end the session, which is then distilled. "
         "Ctrl-C during a turn cancels that turn.",
         epilog=f"{MODEL_EPILOG} exit status: 0 the session ended; 1 an error, explained in one line on stderr; "
         "2 a usage error; 130 Ctrl-C at the prompt.",
@@ -979,8 +1032,52 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--concurrency", type=int, default=4, metavar="N", help="turns of different sessions run at once (default: 4)")
     worker.add_argument("--stall-timeout", type=float, default=30.0, metavar="SECONDS", help="a worker silent this long is taken for dead and its turns run again elsewhere (default: 30)")
     worker.add_argument("--shutdown-grace", type=float, default=30.0, metavar="SECONDS", help="on SIGTERM, how long the turns in flight may take before they are handed back to the inbox (default: 30)")
+    worker.add_argument(
+        "--idle-end", type=float, metavar="SECONDS",
+        help="end (and distil) a session this worker ran turns of once nobody has spoken in it for this long; "
+        "needs a pipeline with note-taking (default: sessions are not ended)",
+    )
     worker.set_defaults(handler=_worker)
+
+    serve = commands.add_parser(
+        "serve", parents=[data, model], help="serve a bot over HTTP: a JSON and streaming API and a chat page",
+        description="Serve the bot at http://HOST:PORT: the API under /v1 (its OpenAPI document at /openapi.json), "
+        "the chat page at /. Every /v1 request carries a bearer token from --tokens, which says its user and tenant. "
+        "SIGTERM or Ctrl-C stops it.",
+        epilog=f"{MODEL_EPILOG} {EXIT_STATUS}",
+    )
+    serve.add_argument("--tokens", required=True, metavar="FILE", help="the TOML token file: each token's user, org, team and project")
+    serve.add_argument(
+        "--pipeline", metavar="MODULE:FACTORY",
+        help="your pipeline instead of the standard one: a factory taking llm, channel and stores by name (or nothing)",
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8000, help="the port to listen on (default: 8000)")
+    serve.add_argument(
+        "--inbox", action=argparse.BooleanOptionalAction, default=None,
+        help="submit turns to the workers' inbox (run `agentloop worker` beside it) instead of running them here "
+        "(default: on for postgresql stores, off otherwise)",
+    )
+    serve.add_argument("--timeout", type=_seconds, default=120.0, metavar="SECONDS", help="the turn deadline (default: 120)")
+    serve.add_argument("--max-body-bytes", type=int, default=65536, metavar="N", help="larger request bodies get 413 (default: 65536)")
+    serve.add_argument("--max-message-chars", type=int, default=8000, metavar="N", help="longer messages get 422 (default: 8000)")
+    serve.add_argument("--rate-limit", type=float, default=60.0, metavar="PER_MINUTE", help="requests a token may make a minute on average (default: 60)")
+    serve.add_argument("--burst", type=int, default=10, metavar="N", help="requests a token may make at once (default: 10)")
+    serve.add_argument(
+        "--idle-timeout", type=_seconds, default=1800.0, metavar="SECONDS",
+        help="a session without a turn this long is ended and distilled (default: 1800)",
+    )
+    serve.add_argument("--otel", action="store_true", help="export traces and metrics with OpenTelemetry, configured by the OTEL_* variables")
+    serve.set_defaults(handler=_serve)
     return parser
+
+
+def _serve(args: argparse.Namespace, out: TextIO) -> int:
+    try:
+        from agentloop.serve.command import serve
+    except ImportError as error:
+        raise CliError(f"serving needs starlette and uvicorn: pip install 'agentloop-ecs[serve]' ({error})") from error
+    return serve(args, out)
 
 
 def _seconds(text: str) -> float:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import attrs
 
+from agentloop.approvals import ApprovalDecision
 from agentloop.errors import MissingComponentError, UndeclaredAccessError
 from agentloop.messages import ChatMessage
 from agentloop.outcome import Attachment, FailureEvent, TurnOutcome, copy_str_dict
@@ -34,12 +35,21 @@ class Session:
 
 @attrs.frozen
 class IncomingMessage:
-    """What arrived. `auto_mode` turns (tasks, schedules) send nothing to a user."""
+    """What arrived. `auto_mode` turns (tasks, schedules) send nothing to a user; a `decision`
+    answers a tool call that awaits the user's approval (build one with `approval`)."""
 
     text: str
     attachments: tuple[Attachment, ...] = ()
     auto_mode: bool = False
     metadata: dict[str, str] = attrs.field(factory=dict, converter=copy_str_dict, hash=False)
+    decision: ApprovalDecision | None = None
+
+    @classmethod
+    def approval(cls, approval_id: str, *, approved: bool, note: str | None = None) -> IncomingMessage:
+        """The user's decision on the pending tool call `approval_id`, as a message; its text
+        (what history keeps of it) reads like the chat command that sends it."""
+        text = "/approve" if approved else "/deny"
+        return cls(f"{text} {note}" if note else text, decision=ApprovalDecision(approval_id, approved, note))
 
 
 ALWAYS_READABLE: tuple[type, ...] = (Session, IncomingMessage)

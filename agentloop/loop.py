@@ -373,15 +373,18 @@ class AgentLoop:
         *,
         history: Sequence[ChatMessage] = (),
         components: Iterable[object] = (),
+        turn_id: str | None = None,
     ) -> AgentContext:
         """Run one turn and return its finished context (`ctx.turn_outcome`, `ctx.failures`).
 
         `components` supplies the turn inputs named in `inputs`; `history` is the
-        session's earlier messages, exposed read-only as `ctx.history`.
+        session's earlier messages, exposed read-only as `ctx.history`. `turn_id` names
+        the turn (a fresh id by default): a worker uses the message's id, which is what
+        the submitter knows the turn by when it gives feedback on it.
         """
         await self._gates.acquire(session.id)
         try:
-            return await self._run(session, incoming, history, components)
+            return await self._run(session, incoming, history, components, turn_id)
         finally:
             self._gates.release(session.id)
 
@@ -391,11 +394,14 @@ class AgentLoop:
         incoming: IncomingMessage,
         history: Sequence[ChatMessage],
         components: Iterable[object],
+        turn_id: str | None = None,
     ) -> AgentContext:
         clock = self.clock
         started = perf_counter()
         deadline = None if self.turn_timeout is None else clock.monotonic() + self.turn_timeout
-        ctx = AgentContext(session, incoming, history=history, deadline=deadline, clock=clock, components=components)
+        ctx = AgentContext(
+            session, incoming, history=history, deadline=deadline, clock=clock, components=components, turn_id=turn_id
+        )
         log = self._logger.bind(turn_id=ctx.turn_id, session_id=session.id)
         # Unconfigured structlog prints every level to stdout, where a console bot
         # answers: the loop then logs only failures. Any configured level is honoured.

@@ -9,6 +9,8 @@ from datetime import datetime
 import attrs
 import cattrs
 
+from agentloop.approvals import ApprovalRequest
+
 
 class FinishReason(enum.Enum):
     """Why a turn ended. See `resolve_finish_reason` for which one wins."""
@@ -19,6 +21,7 @@ class FinishReason(enum.Enum):
     DEADLINE = "deadline"
     POLICY_DENIED = "policy_denied"
     PLAN_MODE = "plan_mode"
+    AWAITING_APPROVAL = "awaiting_approval"
 
 
 class FailureSource(enum.Enum):
@@ -42,6 +45,7 @@ FINISH_REASON_PRIORITY: tuple[FinishReason, ...] = (
     FinishReason.DEADLINE,
     FinishReason.ITERATION_LIMIT,
     FinishReason.POLICY_DENIED,
+    FinishReason.AWAITING_APPROVAL,
     FinishReason.ERROR,
     FinishReason.PLAN_MODE,
     FinishReason.SUCCESS,
@@ -52,7 +56,7 @@ _RANK = {reason: rank for rank, reason in enumerate(FINISH_REASON_PRIORITY)}
 def resolve_finish_reason(reasons: Iterable[FinishReason]) -> FinishReason:
     """The one finish reason of a turn given every reason observed in it (I8).
 
-    DEADLINE > ITERATION_LIMIT > POLICY_DENIED > ERROR > PLAN_MODE > SUCCESS; no reason
+    DEADLINE > ITERATION_LIMIT > POLICY_DENIED > AWAITING_APPROVAL > ERROR > PLAN_MODE > SUCCESS; no reason
     at all means SUCCESS.
     """
     return min(reasons, key=_RANK.__getitem__, default=FinishReason.SUCCESS)
@@ -133,7 +137,8 @@ class TurnOutcome:
 
     `assistant_text` is what memory and RAG store (whitespace-only text becomes None:
     it is no answer); `outgoing_response` is what the transport sends. A user-facing
-    (non-auto) turn must have an outgoing response.
+    (non-auto) turn must have an outgoing response. A turn that ended waiting for the
+    user to approve a tool call carries that `approval`.
     """
 
     finish_reason: FinishReason
@@ -145,6 +150,7 @@ class TurnOutcome:
     auto_mode: bool = False
     routing_outcome: RoutingOutcome | None = None
     fallback: bool = False
+    approval: ApprovalRequest | None = None
 
     def __attrs_post_init__(self) -> None:
         if not self.auto_mode and self.outgoing_response is None:

@@ -9,7 +9,8 @@ each kind of data is partitioned by:
 - memory: the user within the org (or, without a user, the session within the org);
 - indexed answers (RAG): the project within its team and org (or, without a project,
   the user within the team and org; without a user either, the session);
-- tasks: the project within its team and org, whichever user or session created them.
+- tasks: the project within its team and org, whichever user or session created them;
+- tool calls awaiting approval: the session within its full chain, like its history.
 
 History stored before rows named their chain is keyed by session id only; it cannot say
 its org, team or user, so only a session of the default company with no org and no team
@@ -94,3 +95,8 @@ def knowledge_scope(session: Session, company_id: str = DEFAULT_COMPANY) -> Scop
 def task_scope(session: Session, company_id: str = DEFAULT_COMPANY) -> Scope:
     """Tasks are shared by the workers of one project within its team and org (no project: the team's)."""
     return Scope(company_id, session.org_id, session.team_id, session.project_id)
+
+
+def approval_scope(session: Session, company_id: str = DEFAULT_COMPANY) -> Scope:
+    """A tool call awaiting approval belongs to its session within the full chain and user, as its history does."""
+    return history_scope(session, company_id)

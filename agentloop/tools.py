@@ -54,11 +54,13 @@ class Tool:
     """A callable the model may use: its `spec` (name, description, schema) and function.
 
     `arguments` validates what the model sent (None for a tool whose subclass validates itself).
+    `requires_approval`: the user approves each call before it runs (the tool loop's default).
     """
 
     spec: ToolSpec
     function: Callable[..., Any]
     arguments: TypeAdapter[Any] | None = attrs.field(default=None, repr=False, eq=False)
+    requires_approval: bool = False
 
     @property
     def name(self) -> str:
@@ -87,7 +89,7 @@ class Tool:
         return inspect.iscoroutinefunction(self.function)
 
 
-def _make_tool(function: Callable[..., Any], name: str | None, description: str | None) -> Tool:
+def _make_tool(function: Callable[..., Any], name: str | None, description: str | None, requires_approval: bool) -> Tool:
     tool_name = name or function.__name__
     try:
         hints = get_type_hints(function, include_extras=True)
@@ -116,7 +118,7 @@ def _make_tool(function: Callable[..., Any], name: str | None, description: str 
             ) from None
     arguments = adapter(object_type(tool_name, fields))
     text = description if description is not None else doc.description
-    return Tool(ToolSpec(tool_name, text.strip(), json_schema(arguments)), function, arguments)
+    return Tool(ToolSpec(tool_name, text.strip(), json_schema(arguments)), function, arguments, requires_approval)
 
 
 @overload
@@ -124,20 +126,28 @@ def tool(function: Callable[..., Any], /) -> Tool: ...
 
 
 @overload
-def tool(*, name: str | None = None, description: str | None = None) -> Callable[[Callable[..., Any]], Tool]: ...
+def tool(
+    *, name: str | None = None, description: str | None = None, requires_approval: bool = False
+) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
 def tool(
-    function: Callable[..., Any] | None = None, /, *, name: str | None = None, description: str | None = None
+    function: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    requires_approval: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Turn a typed function (sync or async) into a `Tool`; the docstring is its description.
 
-    Use `@tool` or `@tool(name=..., description=...)`. A parameter's description comes from the
-    docstring's `Args:` (or numpy `Parameters`, or Sphinx `:param x:`) or `Annotated[str, "what it is"]`.
+    Use `@tool` or `@tool(name=..., description=..., requires_approval=True)`. A parameter's description
+    comes from the docstring's `Args:` (or numpy `Parameters`, or Sphinx `:param x:`) or
+    `Annotated[str, "what it is"]`. With `requires_approval`, the user approves each call before it runs.
     """
     if function is not None:
-        return _make_tool(function, name, description)
-    return lambda f: _make_tool(f, name, description)
+        return _make_tool(function, name, description, requires_approval)
+    return lambda f: _make_tool(f, name, description, requires_approval)
 
 
 @attrs.frozen

@@ -34,8 +34,8 @@ class NoteRetrievalSystem(System):
     """Adds the notes most similar to the user's message to the prompt context.
 
     Only notes in the session's own org/team/project chain are offered (I11). The
-    retrieval is recorded with the query and session, so positive feedback on the
-    session later credits exactly the notes it saw. A turn whose `TurnPolicy` has
+    retrieval is recorded with the query, session and turn, so positive feedback on the
+    turn (or the session) later credits exactly the notes it saw. A turn whose `TurnPolicy` has
     fresh_retrieval=False (a task step without fresh context) gets no notes.
     """
 
@@ -53,7 +53,9 @@ class NoteRetrievalSystem(System):
         return ctx.has(PromptContext) and TurnPolicy.of(ctx).fresh_retrieval
 
     async def process(self, ctx: AgentContext) -> None:
-        notes = await self.note_taking.retrieve(turn_user_text(ctx), ctx.session, layer=self.layer, k=self.k)
+        notes = await self.note_taking.retrieve(
+            turn_user_text(ctx), ctx.session, turn_id=ctx.turn_id, layer=self.layer, k=self.k
+        )
         ctx.set(RetrievedNotes(tuple(notes)))
         if notes:
             section = PromptSection(NOTES_SECTION_TITLE, render_notes(notes), source="notes")

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from agentloop import (
     AgentContext,
+    ApprovalRequest,
     FailureKind,
     FinishReason,
     LlmError,
@@ -31,15 +32,19 @@ DEFAULT_STOP_TEXTS: Mapping[FinishReason, str] = {
     FinishReason.ITERATION_LIMIT: "I stopped after too many steps without finishing. Ask me to continue, or simplify the request.",
     FinishReason.DEADLINE: "I ran out of time before finishing. Please try again.",
     FinishReason.POLICY_DENIED: "I'm not allowed to do that here ({detail}).",
+    FinishReason.AWAITING_APPROVAL: "Before I run {detail}, I need your approval: approve or deny it.",
+    FinishReason.ERROR: "Sorry, {detail}.",
 }
+
+
+def render_call(name: str, arguments: Mapping[str, Any]) -> str:
+    """A tool call as the user reads it: `name(key='value', ...)`."""
+    return f"{name}({', '.join(f'{k}={v!r}' for k, v in arguments.items())})"
 
 
 def render_plan(plan: PlanProposal) -> str:
     """The plan as the user sees it: the model's words, then each proposed call."""
-    steps = [
-        f"{i}. {call.name}({', '.join(f'{k}={v!r}' for k, v in call.arguments.items())})"
-        for i, call in enumerate(plan.tool_calls, start=1)
-    ]
+    steps = [f"{i}. {render_call(call.name, call.arguments)}" for i, call in enumerate(plan.tool_calls, start=1)]
     head = plan.text.strip() if plan.text and plan.text.strip() else "Here is what I would do:"
     return "\n".join([head, *steps])
 
@@ -59,7 +64,9 @@ class TurnOutcomeFinalizationSystem(System):
     the canonical answer. When there is none (an error, a stop), the user gets an
     explanatory text marked `fallback=True` and `assistant_text` stays None, so it is
     never stored (I5); when the user had already seen part of an answer that was cut off
-    (`StreamedText` not complete), the text says so. Auto-mode turns always get an outcome, with nothing to send.
+    (`StreamedText` not complete), the text says so. A turn that stopped for the user's approval
+    carries its `ApprovalRequest` as `approval`, and its text names the call.
+    Auto-mode turns always get an outcome, with nothing to send.
     With no input at all in a user turn it writes nothing: the feedback guarantee answers.
     An outcome an earlier system wrote (a custom system that answers by itself) is
     kept as it is: the one outcome of a turn is never replaced.
@@ -67,7 +74,7 @@ class TurnOutcomeFinalizationSystem(System):
 
     order: ClassVar[int] = 57
     reads = (LlmResponse, LlmError, ToolLoopStop, PlanProposal)
-    optional_reads = (StreamedText,)
+    optional_reads = (StreamedText, ApprovalRequest)
     writes = (TurnOutcome,)
 
     def __init__(
@@ -122,6 +129,7 @@ class TurnOutcomeFinalizationSystem(System):
                 model=model,
                 auto_mode=ctx.auto_mode,
                 fallback=fallback and not ctx.auto_mode,
+                approval=ctx.get(ApprovalRequest),
             )
         )
 

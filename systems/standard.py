@@ -13,6 +13,7 @@ from agentloop import (
     DEFAULT_COMPANY,
     AgentContext,
     AgentLoop,
+    ApprovalPolicy,
     PipelineDescription,
     PipelineError,
     System,
@@ -196,27 +197,29 @@ def standard_pipeline(
     stores: Stores | None = None,
     clock: Clock | None = None,
     metrics: Metrics | None = None,
+    approval: ApprovalPolicy | None = None,
 ) -> StandardPipeline:
     """The standard pipeline (docs/pipeline.md) for one bot.
 
-    It keeps history, memory and indexed answers in `stores` (from `open_stores`, still
-    the caller's to close), or in the stores it opens at `data_dir` (a stores URL or a
-    directory) for `bot` with `embedder` (default: the offline HashingEmbedder), closed
-    with the pipeline. `tools` are `Tool`s or typed functions. Note retrieval and
-    trajectory capture are added with `insert`.
+    It keeps history, memory, indexed answers and tool calls awaiting approval in `stores`
+    (from `open_stores`, still the caller's to close), or in the stores it opens at `data_dir`
+    (a stores URL or a directory) for `bot` with `embedder` (default: the offline
+    HashingEmbedder), closed with the pipeline. `tools` are `Tool`s or typed functions;
+    `approval(ctx, call)` decides which calls wait for the user's approval (default: the
+    tools made with `requires_approval=True`). Note retrieval and trajectory capture are added with `insert`.
     """
     if stores is None:
         if data_dir is None:
             raise ValueError("pass data_dir (a stores URL or the bot's directory) or stores (already open)")
         stores = open_stores(data_dir, bot=bot, embedder=embedder)
         try:
-            return _standard(llm, channel, stores, True, tools, system_prompt, options, clock, metrics)
+            return _standard(llm, channel, stores, True, tools, system_prompt, options, clock, metrics, approval)
         except BaseException:
             stores.close()
             raise
     if data_dir is not None or embedder is not None or bot != "bot":
         raise ValueError("pass data_dir or stores, not both: open stores already know their place, bot and embedder")
-    return _standard(llm, channel, stores, False, tools, system_prompt, options, clock, metrics)
+    return _standard(llm, channel, stores, False, tools, system_prompt, options, clock, metrics, approval)
 
 
 def _standard(
@@ -229,6 +232,7 @@ def _standard(
     options: StandardOptions | None,
     clock: Clock | None,
     metrics: Metrics | None,
+    approval: ApprovalPolicy | None,
 ) -> StandardPipeline:
     opts = options or StandardOptions()
     systems: list[System] = [
@@ -259,6 +263,9 @@ def _standard(
             output_type=opts.output_type,
             channel=channel,
             metrics=metrics,
+            approval=approval,
+            approvals=stores.approvals,
+            company_id=opts.company_id,
         ),
         TurnOutcomeFinalizationSystem(),
         FeedbackGuaranteeSystem(),

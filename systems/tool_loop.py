@@ -9,6 +9,12 @@ Streaming: each model call is streamed, and when the channel can stream (and the
 is not automatic) its text deltas reach the user as they arrive, in one message per turn
 recorded as `StreamedText`; routing later closes that message with the canonical answer
 or aborts it before a fallback.
+
+Approval: a call that needs the user's approval (`@tool(requires_approval=True)`, or the
+`approval` hook) is not run; the turn ends AWAITING_APPROVAL with an `ApprovalRequest`,
+and the conversation so far is stored as a `PendingApproval`. The turn of the user's
+decision (`IncomingMessage.approval`) takes it once, runs the call or tells the model it
+was denied, and lets the model continue from there.
 """
 
 from __future__ import annotations
@@ -26,7 +32,11 @@ import structlog
 
 from agentloop import (
     TELEMETRY,
+    DEFAULT_COMPANY,
     AgentContext,
+    ApprovalDecision,
+    ApprovalPolicy,
+    ApprovalRequest,
     Attachment,
     ChatMessage,
     FailureEvent,
@@ -40,6 +50,7 @@ from agentloop import (
     LlmRequest,
     LlmResponse,
     OutputType,
+    PendingApproval,
     OutputValidationError,
     PlanProposal,
     PromptContext,
@@ -57,6 +68,7 @@ from agentloop import (
     TransportError,
     Usage,
     VoiceReply,
+    approval_scope,
     cap_bytes,
     collect,
     converter,
@@ -66,9 +78,10 @@ from agentloop import (
     storable,
     tool,
 )
-from agentloop.ports import LLM, Channel, MessageStream, Metrics, StreamingChannel
+from agentloop.ports import LLM, ApprovalStore, Channel, MessageStream, Metrics, StreamingChannel
 
 from systems.input import turn_user_text
+from systems.outcome import render_call
 from systems.routing import UNDELIVERED_TEXT
 
 ToolPolicy = Callable[[AgentContext, ToolCall], "str | None"]
@@ -79,6 +92,8 @@ ToolExecutionHook = Callable[[ToolExecution], None]
 _log = structlog.get_logger("agentloop.tool_loop")
 
 DEFAULT_MAX_TOOL_OUTPUT_BYTES = 64 * 1024
+UNKNOWN_APPROVAL = "that approval was already answered or does not exist"
+NOT_RUN_BEHIND_APPROVAL = "not run: it came after a call that awaits the user's approval; call it again if you still need it"
 
 
 @tool(name="send_voice")
@@ -131,6 +146,8 @@ class _Turn:
         self.message_id = ""
         self.shown = ""
         self.repaired = False
+        self.awaiting: ToolCall | None = None
+        """The call of this model step that needs the user's approval, once `_admit` met one."""
 
     def fail(self, source: FailureSource, component: str, kind: FailureKind, message: str) -> None:
         self.ctx.add_failure(FailureEvent(source, component, kind, message, self.ctx.clock.now()))
@@ -192,12 +209,17 @@ class ToolLoopSystem(System):
     model, `ToolExecutions` and the failures in call order. A turn
     that an earlier system already answered with an `LlmResponse` (a cache hit, a canned
     reply) is left alone: the model is not asked and no tool runs.
+    A call that needs approval (the tool's `requires_approval`, or `approval(ctx, call)` when
+    given) ends the turn after the calls before it ran: it is stored in `approvals` (in the
+    session's `approval_scope` within `company_id`) and written as the `ApprovalRequest`.
     """
 
     order: ClassVar[int] = 30
     reads = (PromptContext, SanitizedInput)
     optional_reads = (LlmResponse, InboxTurn)
-    writes = (LlmResponse, LlmError, ToolLoopStop, PlanProposal, ToolExecutions, StreamedText, StructuredOutput)
+    writes = (
+        LlmResponse, LlmError, ToolLoopStop, PlanProposal, ToolExecutions, StreamedText, StructuredOutput, ApprovalRequest,
+    )
 
     def __init__(
         self,
@@ -216,6 +238,9 @@ class ToolLoopSystem(System):
         channel: Channel | None = None,
         metrics: Metrics | None = None,
         output_type: type[Any] | None = None,
+        approval: ApprovalPolicy | None = None,
+        approvals: ApprovalStore | None = None,
+        company_id: str = DEFAULT_COMPANY,
     ) -> None:
         if max_llm_calls < 1 or max_tool_executions < 0:
             raise ValueError("max_llm_calls must be at least 1 and max_tool_executions not negative")
@@ -223,6 +248,10 @@ class ToolLoopSystem(System):
             raise ValueError(f"max_tool_output_bytes must be positive, got {max_tool_output_bytes}")
         self.llm = llm
         self.tools = ToolRegistry(tools)  # a copy: adding send_voice must not change the caller's registry
+        needing = [t.name for t in self.tools if t.requires_approval]
+        if approvals is None and (approval is not None or needing):
+            what = "an approval hook" if approval is not None else f"the tool(s) {', '.join(map(repr, needing))} need approval"
+            raise ValueError(f"{what}, so the tool loop needs approvals=... (an ApprovalStore, such as stores.approvals) to keep the calls awaiting it")
         if voice and self.tools.get(send_voice.name) is None:
             self.tools.add(send_voice)
         self.max_llm_calls = max_llm_calls
@@ -237,6 +266,9 @@ class ToolLoopSystem(System):
         self._stream_to = channel if isinstance(channel, StreamingChannel) else None
         self.metrics = metrics
         self.output: OutputType[Any] | None = OutputType(output_type) if output_type is not None else None
+        self.approval = approval
+        self.approvals = approvals
+        self.company_id = company_id
 
     def should_process(self, ctx: AgentContext) -> bool:
         return not ctx.has(LlmResponse)
@@ -250,6 +282,8 @@ class ToolLoopSystem(System):
         schema = self.output.schema if self.output is not None else None
         plan_mode = self._in_plan_mode(ctx)
         specs = self.tools.specs
+        if ctx.incoming.decision is not None and not await self._resume(turn, ctx.incoming.decision):
+            return
         while True:
             if ctx.deadline_passed():
                 turn.stop(FinishReason.DEADLINE, "the turn deadline passed before the model finished")
@@ -287,13 +321,15 @@ class ToolLoopSystem(System):
             admitted, stop = self._admit(turn, reply.tool_calls)
             for ran in await self._run_step(turn, admitted):
                 turn.messages.append(ChatMessage.tool(ran.call.id, ran.call.name, self._record(turn, ran)))
+            if turn.awaiting is not None:
+                await self._suspend(turn, turn.awaiting, reply.tool_calls)
             if stop is not None:
                 turn.stop(*stop)
                 return
 
     def _admit(self, turn: _Turn, calls: Iterable[ToolCall]) -> tuple[list[ToolCall], tuple[FinishReason, str] | None]:
         """The calls of one model step that may run, in order, and why the loop stops after them, if it does
-        (the tool limit, or the policy denying a call: the calls before it still run)."""
+        (the tool limit, the policy denying a call, or a call awaiting approval: the calls before it still run)."""
         admitted: list[ToolCall] = []
         for call in calls:
             if len(turn.executions) + len(admitted) >= self.max_tool_executions:
@@ -302,8 +338,51 @@ class ToolLoopSystem(System):
             if denial is not None:
                 turn.fail(FailureSource.TOOL, call.name, FailureKind.POLICY, f"tool {call.name!r} denied: {denial}")
                 return admitted, (FinishReason.POLICY_DENIED, denial)
+            if self._needs_approval(turn.ctx, call):
+                turn.awaiting = call
+                return admitted, (FinishReason.AWAITING_APPROVAL, render_call(call.name, call.arguments))
             admitted.append(call)
         return admitted, None
+
+    def _needs_approval(self, ctx: AgentContext, call: ToolCall) -> bool:
+        """Whether `call` waits for the user's approval: the hook decides when there is one, else the tool's flag."""
+        if self.approval is not None:
+            return self.approval(ctx, call)
+        found = self.tools.get(call.name)
+        return found is not None and found.requires_approval
+
+    async def _suspend(self, turn: _Turn, call: ToolCall, step: Iterable[ToolCall]) -> None:
+        """Store `call` as awaiting approval, with the conversation so far (the step's later calls
+        answered as not run), and put its `ApprovalRequest` on the turn."""
+        assert self.approvals is not None  # __init__ refuses approval without a store
+        ctx = turn.ctx
+        calls = list(step)
+        later = calls[calls.index(call) + 1 :]
+        messages = (*turn.messages, *(ChatMessage.tool(c.id, c.name, NOT_RUN_BEHIND_APPROVAL) for c in later))
+        request = ApprovalRequest(uuid.uuid4().hex, call.name, dict(call.arguments), ctx.session.id, ctx.turn_id, ctx.clock.now())
+        await self.approvals.add(PendingApproval(request, approval_scope(ctx.session, self.company_id), call.id, messages))
+        ctx.set(request)
+
+    async def _resume(self, turn: _Turn, decision: ApprovalDecision) -> bool:
+        """Take the decided call (once) and continue its conversation: the call's result when approved,
+        the denial (with the user's note) when not. False when there is nothing to take: the turn ends."""
+        taken = None
+        if self.approvals is not None:
+            scope = approval_scope(turn.ctx.session, self.company_id)
+            taken = await self.approvals.take(scope, decision.approval_id, decision.approved)
+        if taken is None:
+            turn.fail(FailureSource.SYSTEM, self.name, FailureKind.VALIDATION, f"approval {decision.approval_id!r}: {UNKNOWN_APPROVAL}")
+            turn.stop(FinishReason.ERROR, UNKNOWN_APPROVAL)
+            return False
+        turn.messages = list(taken.messages)
+        call = taken.call
+        if decision.approved:
+            (ran,) = await self._run_step(turn, [call])
+            result = self._record(turn, ran)
+        else:
+            result = "the user denied this call" + (f": {decision.note}" if decision.note else "")
+        turn.messages.append(ChatMessage.tool(call.id, call.name, result))
+        return True
 
     async def _run_step(self, turn: _Turn, calls: list[ToolCall]) -> list[_Ran]:
         """Run one model step's calls: async tools concurrently, sync tools on the loop in call order

@@ -25,12 +25,14 @@ from typing import Any, Generic, ParamSpec, Protocol, TypeVar
 import structlog
 
 from agentloop.adapters.sqlite import closing_on_error, connect
+from agentloop.adapters.sqlite_approvals import SqliteApprovalStore
 from agentloop.adapters.sqlite_knowledge import SqliteKnowledgeRepository
 from agentloop.adapters.sqlite_memory import SqliteMemoryStore
 from agentloop.adapters.sqlite_rag import SqliteRagStore
 from agentloop.adapters.sqlite_sessions import SqliteSessionStore
 from agentloop.adapters.sqlite_tasks import SqliteTaskStore
 from agentloop.adapters.sqlite_trajectories import SqliteTrajectoryStore
+from agentloop.approvals import PendingApproval
 from agentloop.components import ToolExecution
 from agentloop.errors import StoreError
 from agentloop.messages import ChatMessage
@@ -282,6 +284,19 @@ class AsyncSqliteRagStore(_OnItsThread[SqliteRagStore]):
         return await self._thread.read(self.engine.texts, scope)
 
 
+class AsyncSqliteApprovalStore(_OnItsThread[SqliteApprovalStore]):
+    """The ApprovalStore port on a `SqliteApprovalStore` (`engine`)."""
+
+    async def add(self, pending: PendingApproval) -> None:
+        await self._thread.write(self.engine.add, pending)
+
+    async def pending(self, scope: Scope, session_id: str) -> list[PendingApproval]:
+        return await self._thread.read(self.engine.pending, scope, session_id)
+
+    async def take(self, scope: Scope, approval_id: str, approved: bool) -> PendingApproval | None:
+        return await self._thread.write(self.engine.take, scope, approval_id, approved)
+
+
 class AsyncSqliteKnowledgeRepository(_OnItsThread[SqliteKnowledgeRepository]):
     """The KnowledgeRepository port on a `SqliteKnowledgeRepository` (`engine`)."""
 
@@ -315,15 +330,15 @@ class AsyncSqliteKnowledgeRepository(_OnItsThread[SqliteKnowledgeRepository]):
         )
 
     async def record_retrievals(
-        self, note_ids: Sequence[int], query: str, session: Scope | None, at: datetime
+        self, note_ids: Sequence[int], query: str, session: Scope | None, at: datetime, turn_id: str | None = None
     ) -> list[KnowledgeItem]:
-        return await self._thread.run(self.engine.record_retrievals, note_ids, query, session, at)
+        return await self._thread.run(self.engine.record_retrievals, note_ids, query, session, at, turn_id)
 
     async def retrievals(self, note_id: int) -> list[Retrieval]:
         return await self._thread.read(self.engine.retrievals, note_id)
 
-    async def credit_session(self, session: Scope, at: datetime) -> list[KnowledgeItem]:
-        return await self._thread.run(self.engine.credit_session, session, at)
+    async def credit_session(self, session: Scope, at: datetime, turn_id: str | None = None) -> list[KnowledgeItem]:
+        return await self._thread.run(self.engine.credit_session, session, at, turn_id)
 
     async def add_reference(self, note_id: int, at: datetime) -> KnowledgeItem:
         return await self._thread.run(self.engine.add_reference, note_id, at)

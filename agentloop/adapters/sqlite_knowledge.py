@@ -112,6 +112,10 @@ SCHEMA = Schema(
             ),
         ),
         record_step("knowledge_items", "embedding"),
+        Step(
+            "retrievals name the turn that was shown the notes, so feedback on a turn credits them",
+            ("ALTER TABLE note_retrievals ADD COLUMN turn_id TEXT",),
+        ),
     ),
     has_table("knowledge_items"),
 )
@@ -345,7 +349,7 @@ class SqliteKnowledgeRepository:
         return results
 
     def record_retrievals(
-        self, note_ids: Sequence[int], query: str, session: Scope | None, at: datetime
+        self, note_ids: Sequence[int], query: str, session: Scope | None, at: datetime, turn_id: str | None = None
     ) -> list[KnowledgeItem]:
         if not note_ids:
             return []
@@ -358,8 +362,8 @@ class SqliteKnowledgeRepository:
                 [(stamp, i) for i in note_ids],
             )
             self._conn.executemany(
-                "INSERT INTO note_retrievals (note_id, query, session_id, at, session_scope) VALUES (?,?,?,?,?)",
-                [(i, query, session_id, stamp, scope_key) for i in note_ids],
+                "INSERT INTO note_retrievals (note_id, query, session_id, at, session_scope, turn_id) VALUES (?,?,?,?,?,?)",
+                [(i, query, session_id, stamp, scope_key, turn_id) for i in note_ids],
             )
             items = self._many(note_ids)
         return [items[i] for i in note_ids]
@@ -368,27 +372,28 @@ class SqliteKnowledgeRepository:
         with self._lock:
             self._require([note_id])
             rows = self._conn.execute(
-                "SELECT note_id, query, session_id, at, session_scope FROM note_retrievals WHERE note_id = ? ORDER BY seq",
+                "SELECT note_id, query, session_id, at, session_scope, turn_id FROM note_retrievals WHERE note_id = ? ORDER BY seq",
                 (note_id,),
             ).fetchall()
         return [
             Retrieval(
                 r["note_id"], r["query"], r["session_id"], datetime.fromisoformat(r["at"]),
-                None if r["session_scope"] is None else Scope.from_key(r["session_scope"]),
+                None if r["session_scope"] is None else Scope.from_key(r["session_scope"]), r["turn_id"],
             )
             for r in rows
         ]
 
-    def credit_session(self, session: Scope, at: datetime) -> list[KnowledgeItem]:
+    def credit_session(self, session: Scope, at: datetime, turn_id: str | None = None) -> list[KnowledgeItem]:
         stamp = at.isoformat()
         if session.session_id is None:
             raise ValueError(f"feedback is given on a session, and {session!r} names none; pass its history_scope")
         whose = (session.session_id, session.key, sees_unchained_history(session))
+        of_turn, turn = ("", ()) if turn_id is None else (" AND turn_id = ?", (turn_id,))
         with self._lock, transaction(self._conn):
             rows = self._conn.execute(
-                f"SELECT DISTINCT note_id FROM note_retrievals WHERE {_RETRIEVALS_OF} AND note_id NOT IN "
+                f"SELECT DISTINCT note_id FROM note_retrievals WHERE {_RETRIEVALS_OF}{of_turn} AND note_id NOT IN "
                 f"(SELECT note_id FROM note_feedback WHERE {_FEEDBACK_OF}) ORDER BY note_id",
-                whose + whose,
+                whose + turn + whose,
             ).fetchall()
             note_ids = [row["note_id"] for row in rows]
             self._conn.executemany(

@@ -16,7 +16,9 @@ from agentloop.adapters.sqlite import connect
 from agentloop.adapters import sqlite_knowledge, sqlite_rag
 from agentloop.adapters.sqlite_embedders import reembed_table
 from agentloop.adapters.sqlite_schema import migrate
+from agentloop.adapters.sqlite_approvals import SqliteApprovalStore
 from agentloop.adapters.sqlite_async import (
+    AsyncSqliteApprovalStore,
     AsyncSqliteKnowledgeRepository,
     AsyncSqliteMemoryStore,
     AsyncSqliteRagStore,
@@ -60,7 +62,7 @@ def open_stores(
     """Open (creating on first use) every store of `bot` at `url`.
 
     `sqlite:///DIR` or a plain directory path: `DIR/<bot>.sqlite3` (history, memory, RAG,
-    with `<bot>.rag.hnsw`), `<bot>.notes.sqlite3` (knowledge, with its `.hnsw`),
+    with `<bot>.rag.hnsw`, and tool calls awaiting approval), `<bot>.notes.sqlite3` (knowledge, with its `.hnsw`),
     `<bot>.trajectories.sqlite3`, `<bot>.tasks.sqlite3` and `<bot>.attempt-notes/`.
     `embedder` (default `HashingEmbedder()`) embeds RAG texts and notes. A URL no backend
     can open is a `StoreUrlError`, as is a bot with no stores there yet when `create` is
@@ -83,6 +85,7 @@ def open_stores(
         opened.callback(bot_file.close)
         sessions = AsyncSqliteSessionStore(SqliteSessionStore(bot_file.conn, bot_file.lock), bot_file.thread)
         memory = AsyncSqliteMemoryStore(SqliteMemoryStore(bot_file.conn, bot_file.lock), bot_file.thread)
+        approvals = AsyncSqliteApprovalStore(SqliteApprovalStore(bot_file.conn, bot_file.lock), bot_file.thread)
         rag = AsyncSqliteRagStore(
             SqliteRagStore.on(bot_file.conn, embedder, directory / f"{bot}.rag.hnsw", bot_file.lock), bot_file.thread
         )
@@ -99,7 +102,7 @@ def open_stores(
     closers = (bot_file.close, rag.close, knowledge.close, trajectories.close, tasks.close)
     return Stores(
         f"sqlite:///{directory}", bot, embedder, sessions, memory, rag, knowledge, trajectories, tasks,
-        FileAttemptNotes(directory / f"{bot}.attempt-notes"), closers,
+        FileAttemptNotes(directory / f"{bot}.attempt-notes"), approvals, closers,
     )
 
 

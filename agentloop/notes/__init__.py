@@ -13,6 +13,7 @@ from agentloop.notes.distillation import (
     build_prompt,
     parse_note,
 )
+from agentloop.notes.idle import IdleSessions
 from agentloop.notes.knowledge import KnowledgeBase, RetrievalSettings
 from agentloop.notes.lifecycle import RETRIEVABLE, TRANSITIONS, QualityRules, check_transition
 from agentloop.notes.models import (
@@ -47,6 +48,7 @@ __all__ = [
     "DistillationStatus",
     "DistilledNote",
     "Distiller",
+    "IdleSessions",
     "KnowledgeBase",
     "KnowledgeItem",
     "Layer",

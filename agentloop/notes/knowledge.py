@@ -143,17 +143,18 @@ class KnowledgeBase:
         caller: LayerIds,
         *,
         session: Scope | None = None,
+        turn_id: str | None = None,
         layer: Layer | None = None,
         k: int | None = None,
         min_similarity: float | None = None,
     ) -> list[RetrievedNote]:
-        """`search`, then count the retrieval (query and session, by its `history_scope`,
+        """`search`, then count the retrieval (query, session by its `history_scope`, and turn
         recorded) and apply the quality rules; emits the retrieval metrics (docs/notes.md)."""
         started = perf_counter()
         results = await self.search(query, caller, layer=layer, k=k, min_similarity=min_similarity)
         if results:
             updated = await self.repository.record_retrievals(
-                [r.item.key for r in results], query, session, self.clock.now()
+                [r.item.key for r in results], query, session, self.clock.now(), turn_id
             )
             by_id = {item.key: await self._apply_rules(item) for item in updated}
             results = [attrs.evolve(r, item=by_id.get(r.item.key, r.item)) for r in results]
@@ -163,15 +164,17 @@ class KnowledgeBase:
             metrics.observe(LATENCY_METRIC, (perf_counter() - started) * 1000.0)
         return results
 
-    async def record_feedback(self, session: Scope, *, positive: bool) -> list[KnowledgeItem]:
+    async def record_feedback(self, session: Scope, *, positive: bool, turn_id: str | None = None) -> list[KnowledgeItem]:
         """Positive feedback on a session (its `history_scope`) adds one to the usefulness of
-        every note that session was shown (once per session); the credited notes after the rules ran."""
+        every note that session was shown — in turn `turn_id` only, when given — once per
+        session; the credited notes after the rules ran."""
         if not positive:
-            self._log.info("notes.feedback", session_id=session.session_id, positive=False)
+            self._log.info("notes.feedback", session_id=session.session_id, turn_id=turn_id, positive=False)
             return []
-        credited = await self.repository.credit_session(session, self.clock.now())
+        credited = await self.repository.credit_session(session, self.clock.now(), turn_id)
         self._log.info(
-            "notes.feedback", session_id=session.session_id, positive=True, credited=[i.key for i in credited]
+            "notes.feedback", session_id=session.session_id, turn_id=turn_id, positive=True,
+            credited=[i.key for i in credited],
         )
         return [await self._apply_rules(item) for item in credited]
 

@@ -223,13 +223,15 @@ class RetrievedNotes:
 @attrs.frozen
 class Retrieval:
     """One time a note was offered as context: the query and the session that saw it, with
-    the session's whole chain (`session`; None when recorded by an earlier release)."""
+    the session's whole chain (`session`; None when recorded by an earlier release), and
+    the turn it was shown in (None when recorded outside a turn or by an earlier release)."""
 
     note_id: int
     query: str
     session_id: str | None
     at: datetime
     session: Scope | None = None
+    turn_id: str | None = None
 
 
 @attrs.frozen

@@ -81,12 +81,14 @@ class NoteTaking:
             execution = attrs.evolve(execution, company_id=self.company_id)
         return self.recorder.enqueue(execution)
 
-    async def retrieve(self, query: str, session: Session, *, layer: Layer | None = None, k: int | None = None) -> list[RetrievedNote]:
-        """Notes for `query` within the session's chain; the session (by its whole chain) is
-        recorded as having seen them."""
+    async def retrieve(
+        self, query: str, session: Session, *, turn_id: str | None = None, layer: Layer | None = None, k: int | None = None
+    ) -> list[RetrievedNote]:
+        """Notes for `query` within the session's chain; the session (by its whole chain) and
+        the turn are recorded as having seen them, so feedback on that turn credits them."""
         self.observe_session(session)
         return await self.knowledge.retrieve(
-            query, self.chain(session), session=history_scope(session, self.company_id), layer=layer, k=k
+            query, self.chain(session), session=history_scope(session, self.company_id), turn_id=turn_id, layer=layer, k=k
         )
 
     async def end_session(self, session: str | Session, *, success: bool) -> DistillationResult:
@@ -127,15 +129,20 @@ class NoteTaking:
         self._log.info("notes.end_session", session_id=session_id, status=result.status.value, reason=result.reason)
         return result
 
-    async def record_feedback(self, session: Session, *, positive: bool = True) -> list[KnowledgeItem]:
-        """The user's verdict on a session; positive credits the notes that session (the
-        same id within the same chain) was shown, never those of a namesake elsewhere."""
+    async def record_feedback(
+        self, session: Session, *, positive: bool = True, turn_id: str | None = None
+    ) -> list[KnowledgeItem]:
+        """The user's verdict on one turn of a session (`turn_id`) or on all of it (None);
+        positive credits the notes that turn (or session) was shown — the same id within the
+        same chain, never a namesake elsewhere — each note at most once per session."""
         if not isinstance(session, Session):
             raise TypeError(
                 f"record_feedback takes the Session, not {type(session).__name__} {session!r}: "
                 "a session id alone cannot say which tenant's session it is"
             )
-        return await self.knowledge.record_feedback(history_scope(session, self.company_id), positive=positive)
+        return await self.knowledge.record_feedback(
+            history_scope(session, self.company_id), positive=positive, turn_id=turn_id
+        )
 
     def _observed(self, session_id: str) -> tuple[Session | None, str]:
         """The one observed session with this id (forgotten now), or None and why not."""

@@ -1,5 +1,6 @@
 """The ports: Protocols the framework and systems depend on, never a concrete adapter."""
 
+from agentloop.ports.approvals import ApprovalStore
 from agentloop.ports.attempt_notes import AttemptNotesStore
 from agentloop.ports.channel import Channel, MessageStream, StreamingChannel
 from agentloop.ports.clock import Clock, SystemClock
@@ -13,7 +14,7 @@ from agentloop.ports.vectors import Embedder, VectorIndex, Vectors
 
 __all__ = ["LLM", "Channel", "Clock", "Embedder", "Metrics", "SystemClock", "VectorIndex", "Vectors"]
 __all__ += ["KnowledgeRepository", "MaintainerNotifier", "TrajectoryStore"]
-__all__ += ["AttemptNotesStore", "TaskRecord", "TaskState", "TaskStore"]
+__all__ += ["ApprovalStore", "AttemptNotesStore", "TaskRecord", "TaskState", "TaskStore"]
 __all__ += ["AttributeValue", "Span", "Tracer"]
 
 from agentloop.ports.stores import MemoryEntry, MemoryStore, RagHit, RagStore, SessionStore, Stores  # noqa: E402

@@ -62,20 +62,20 @@ class KnowledgeRepository(Protocol):
         ...
 
     async def record_retrievals(
-        self, note_ids: Sequence[int], query: str, session: Scope | None, at: datetime
+        self, note_ids: Sequence[int], query: str, session: Scope | None, at: datetime, turn_id: str | None = None
     ) -> list[KnowledgeItem]:
-        """Add one to each note's retrieval_count, log the query and the session with its
-        whole chain (its `history_scope`); the updated items."""
+        """Add one to each note's retrieval_count, log the query, the session with its
+        whole chain (its `history_scope`) and the turn that was shown them; the updated items."""
         ...
 
     async def retrievals(self, note_id: int) -> list[Retrieval]:
         """Every recorded retrieval of the note, oldest first."""
         ...
 
-    async def credit_session(self, session: Scope, at: datetime) -> list[KnowledgeItem]:
+    async def credit_session(self, session: Scope, at: datetime, turn_id: str | None = None) -> list[KnowledgeItem]:
         """Add one to usefulness_score of each note shown to this session (this id within
-        this chain, never a namesake in another chain), once per session; the items
-        credited now (none on a repeated call)."""
+        this chain, never a namesake in another chain) — only those shown in turn `turn_id`
+        when given — once per session; the items credited now (none on a repeated call)."""
         ...
 
     async def add_reference(self, note_id: int, at: datetime) -> KnowledgeItem:

@@ -21,6 +21,7 @@ from typing import Protocol, runtime_checkable
 import attrs
 
 from agentloop.messages import ChatMessage
+from agentloop.ports.approvals import ApprovalStore
 from agentloop.ports.attempt_notes import AttemptNotesStore
 from agentloop.ports.knowledge import KnowledgeRepository
 from agentloop.ports.tasks import TaskStore
@@ -120,6 +121,7 @@ class Stores:
     trajectories: TrajectoryStore
     tasks: TaskStore
     attempt_notes: AttemptNotesStore
+    approvals: ApprovalStore
     _closers: tuple[Callable[[], None], ...] = ()
     _closed: bool = attrs.field(default=False, init=False)
 

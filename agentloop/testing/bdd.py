@@ -39,6 +39,9 @@ Steps (quoted parts, capitals and numbers are parameters):
     When the user says "TEXT"
     When an automatic task says "TEXT"
     When the user starts a new session
+    When the user approves the pending call
+    When the user approves the pending call again
+    When the user denies the pending call saying "NOTE"
     Then the user receives "TEXT"
     Then the user receives a fallback message
     Then the user receives a voice message "TEXT"
@@ -49,7 +52,8 @@ Steps (quoted parts, capitals and numbers are parameters):
     Then the streamed message was closed with "TEXT"
     Then the streamed message was withdrawn
     Then nothing was streamed
-    Then the finish reason is SUCCESS|ERROR|ITERATION_LIMIT|DEADLINE|POLICY_DENIED|PLAN_MODE
+    Then the finish reason is SUCCESS|ERROR|ITERATION_LIMIT|DEADLINE|POLICY_DENIED|PLAN_MODE|AWAITING_APPROVAL
+    Then the user is asked to approve the tool "NAME" with {"json": "arguments"}
     Then a failure from LLM|TOOL|SYSTEM|TRANSPORT of kind KIND is recorded
     Then a failure from the system "NAME" is recorded
     Then no failure is recorded
@@ -74,7 +78,8 @@ project: what the bot stored for one tenant chain must not reach the other (I11)
 "The user receives" looks at what the last turn sent (a streamed message closed with a
 text counts as that text sent); "the user saw" and "the streamed message" look at the
 message the last turn streamed; "the model's prompt" is the last request the model got
-(its system prompt with every section, and the messages).
+(its system prompt with every section, and the messages). "The pending call" is the one the
+latest turn that asked for an approval asked about; "again" decides it a second time.
 """
 
 from __future__ import annotations
@@ -118,9 +123,21 @@ class BotUnderTest:
 
     def say(self, text: str, *, auto_mode: bool = False, metadata: dict[str, str] | None = None) -> AgentContext:
         """Run one turn and remember what it sent."""
+        return self.send(IncomingMessage(text, auto_mode=auto_mode, metadata=metadata or {}))
+
+    def decide(self, *, approved: bool, note: str | None = None) -> AgentContext:
+        """Answer the call the latest turn asking for approval asked about, in a turn of its own."""
+        asked = next((ctx.turn_outcome.approval for ctx in reversed(self.turns)
+                      if ctx.turn_outcome is not None and ctx.turn_outcome.approval is not None), None)
+        if asked is None:
+            raise AssertionError("no turn asked for an approval; script a call to a tool that needs one first")
+        return self.send(IncomingMessage.approval(asked.approval_id, approved=approved, note=note))
+
+    def send(self, incoming: IncomingMessage) -> AgentContext:
+        """Run one turn for `incoming` and remember what it sent."""
         before, streams_before = len(self.channel.sent), len(self.channel.streams)
         self.history_before.append(len(self.history()) if self.stores is not None else 0)
-        ctx = self.loop.run_turn_sync(self.session, IncomingMessage(text, auto_mode=auto_mode, metadata=metadata or {}))
+        ctx = self.loop.run_turn_sync(self.session, incoming)
         self.turns.append(ctx)
         self.sent_per_turn.append(self.channel.sent[before:])
         self.streams_per_turn.append(self.channel.streams[streams_before:])
@@ -272,6 +289,17 @@ def when_new_session(bot: BotUnderTest) -> None:
     bot.new_session()
 
 
+@when("the user approves the pending call")
+@when("the user approves the pending call again")
+def when_user_approves(bot: BotUnderTest) -> None:
+    bot.decide(approved=True)
+
+
+@when(parsers.parse('the user denies the pending call saying "{note}"'))
+def when_user_denies(bot: BotUnderTest, note: str) -> None:
+    bot.decide(approved=False, note=note)
+
+
 @then(parsers.parse('the user receives "{text}"'))
 def then_user_receives(bot: BotUnderTest, text: str) -> None:
     texts = [s.text for s in bot.last_sent if s.kind == "text"]
@@ -335,6 +363,13 @@ def then_nothing_streamed(bot: BotUnderTest) -> None:
 @then(parsers.parse("the finish reason is {reason}"))
 def then_finish_reason(bot: BotUnderTest, reason: str) -> None:
     assert bot.outcome.finish_reason is _enum(FinishReason, reason)
+
+
+@then(parsers.re(r'the user is asked to approve the tool "(?P<name>[^"]+)" with (?P<arguments>\{.*\})$'))
+def then_asked_to_approve(bot: BotUnderTest, name: str, arguments: str) -> None:
+    asked = bot.outcome.approval
+    assert asked is not None, f"the last turn asks for no approval; it ended {bot.outcome.finish_reason}"
+    assert (asked.tool, asked.arguments, asked.session_id) == (name, json.loads(arguments), bot.session.id), asked
 
 
 @then(parsers.parse("a failure from {source} of kind {kind} is recorded"))

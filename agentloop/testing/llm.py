@@ -43,8 +43,9 @@ class ScriptedLLM:
     out of script raises an `LlmCallError` saying how many replies were used.
 
     `stream` sends a reply's text and each tool call's arguments in pieces of `chunk`
-    characters (the whole at once without it); a `ScriptedLLM.cut(...)` step breaks its
-    stream midway, and `complete` (the collected stream) raises its error.
+    characters (the whole at once without it), waiting `pace` seconds before each piece
+    after the first, so a reader can watch the answer grow; a `ScriptedLLM.cut(...)` step
+    breaks its stream midway, and `complete` (the collected stream) raises its error.
     """
 
     def __init__(
@@ -54,12 +55,16 @@ class ScriptedLLM:
         model: str = "scripted",
         latency: float = 0.0,
         chunk: int | None = None,
+        pace: float = 0.0,
     ) -> None:
         if chunk is not None and chunk < 1:
             raise ValueError(f"chunk must be a positive number of characters, got {chunk}")
+        if pace < 0:
+            raise ValueError(f"pace is seconds between streamed pieces and cannot be negative, got {pace}")
         self.model = model
         self.latency = latency
         self.chunk = chunk
+        self.pace = pace
         self.requests: list[LlmRequest] = []
         self._function: ReplyFunction | None = script if callable(script) else None
         self._script: list[ScriptStep] = [] if callable(script) else list(script)
@@ -116,7 +121,9 @@ class ScriptedLLM:
             reply = LlmReply(content=step) if isinstance(step, str) else step
         events = list(reply_events(reply if reply.model is not None else attrs.evolve(reply, model=self.model), self.chunk))
         breaks_at = len(events) if cut is None else min(cut.after, len(events) - 1)  # a cut stream never finishes
-        for event in events[:breaks_at]:
+        for index, event in enumerate(events[:breaks_at]):
+            if self.pace and index:
+                await asyncio.sleep(self.pace)
             yield event
         if cut is not None:
             raise cut.error

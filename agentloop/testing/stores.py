@@ -25,7 +25,7 @@ nothing. Each test closes the stores it opens.
 
 Each port has its own class (`SessionStoreTests`, `MemoryStoreTests`, `RagStoreTests`,
 `KnowledgeRepositoryTests`, `TrajectoryStoreTests`, `TaskStoreTests`,
-`AttemptNotesStoreTests`) for a backend of
+`AttemptNotesStoreTests`, `ApprovalStoreTests`) for a backend of
 some ports only; `StoresTests` inherits them all. The tests are plain synchronous tests
 that run each store call with `asyncio.run` (no async plugin needed); the concurrency
 tests call from several threads at once, each with its own event loop.
@@ -49,11 +49,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agentloop.approvals import ApprovalRequest, PendingApproval
 from agentloop.ports.stores import Stores
 from agentloop.errors import EmbedderMismatchError, UnknownNoteError
 from agentloop.messages import ChatMessage, ToolCall
 from agentloop.notes.models import KnowledgeItem, Layer, LayerIds, MergeSuggestion, NoteMetadata, NoteStatus, NoteType
 from agentloop.ports import (
+    ApprovalStore,
     AttemptNotesStore,
     Embedder,
     KnowledgeRepository,
@@ -70,6 +72,7 @@ from agentloop.scopes import Scope
 from agentloop.testing.notes import make_execution, make_executions
 
 __all__ = [
+    "ApprovalStoreTests",
     "AttemptNotesStoreTests",
     "KnowledgeRepositoryTests",
     "MemoryStoreTests",
@@ -514,6 +517,22 @@ class KnowledgeRepositoryTests(_Backend):
         assert run(stores.knowledge.credit_session(Scope(session_id="never-seen"), AT)) == []
         assert run(stores.knowledge.get(a.key)).usefulness_score == 1
 
+    def test_feedback_on_a_turn_credits_what_that_turn_was_shown_once_per_session(self, stores: Stores) -> None:
+        a, b, c = self.add(stores, 1), self.add(stores, 2), self.add(stores, 3)
+        session = Scope(session_id="s1")
+        run(stores.knowledge.record_retrievals([a.key], "q1", session, AT, "turn-1"))
+        run(stores.knowledge.record_retrievals([a.key, b.key], "q2", session, LATER, "turn-2"))
+        run(stores.knowledge.record_retrievals([c.key], "q3", session, LATER))
+        assert [r.turn_id for r in run(stores.knowledge.retrievals(a.key))] == ["turn-1", "turn-2"]
+        assert run(stores.knowledge.credit_session(session, AT, "turn-unknown")) == []
+        assert run(stores.knowledge.credit_session(Scope(session_id="s2"), AT, "turn-1")) == []
+        assert [(i.key, i.usefulness_score) for i in run(stores.knowledge.credit_session(session, AT, "turn-1"))] == [
+            (a.key, 1),
+        ]
+        assert [i.key for i in run(stores.knowledge.credit_session(session, AT, "turn-2"))] == [b.key]
+        assert [i.key for i in run(stores.knowledge.credit_session(session, AT))] == [c.key]
+        assert run(stores.knowledge.get(a.key)).usefulness_score == 1
+
     def test_a_session_credits_only_what_its_own_chain_was_shown(self, stores: Stores) -> None:
         """I11: one session id under two chains is two sessions: each credits what it was shown."""
         a, b = self.add(stores, 1), self.add(stores, 2)
@@ -805,9 +824,74 @@ class AttemptNotesStoreTests(_Backend):
         assert sorted(text.splitlines(keepends=True)) == sorted(pieces)
 
 
+class ApprovalStoreTests(_Backend):
+    """`ApprovalStore`: tool calls awaiting approval per session and scope, each taken once."""
+
+    @staticmethod
+    def pending(approval_id: str, scope: Scope = CHAIN, minutes: int = 0) -> PendingApproval:
+        session = scope.session_id or "s1"
+        request = ApprovalRequest(approval_id, "delete_file", {"path": "a.txt", "force": True, "tags": ["x", None]},
+                                  session, f"turn-{approval_id}", AT + timedelta(minutes=minutes))
+        call = ToolCall(f"call-{approval_id}", "delete_file", dict(request.arguments))
+        messages = (ChatMessage.system("be careful"), ChatMessage.user("delete a.txt \u00e9\x00"),
+                    ChatMessage.assistant(None, (call,)))
+        return PendingApproval(request, scope, call.id, messages)
+
+    def test_pending_lists_a_sessions_undecided_approvals_oldest_first_whole(self, stores: Stores) -> None:
+        other_session = attrs.evolve(CHAIN, session_id="s2")
+        for n, approval_id in enumerate(("b", "a", "c")):
+            run(stores.approvals.add(self.pending(approval_id, minutes=n)))
+        run(stores.approvals.add(self.pending("d", other_session)))
+        assert run(stores.approvals.pending(CHAIN, "s1")) == [self.pending("b"), self.pending("a", minutes=1),
+                                                              self.pending("c", minutes=2)]
+        assert run(stores.approvals.pending(other_session, "s2")) == [self.pending("d", other_session)]
+        assert run(stores.approvals.pending(CHAIN, "nobody")) == []
+
+    def test_take_gives_the_approval_once_and_it_is_no_longer_pending(self, stores: Stores) -> None:
+        run(stores.approvals.add(self.pending("a")))
+        run(stores.approvals.add(self.pending("b", minutes=1)))
+        assert run(stores.approvals.take(CHAIN, "a", True)) == self.pending("a")
+        assert run(stores.approvals.take(CHAIN, "a", True)) is None
+        assert run(stores.approvals.take(CHAIN, "a", False)) is None
+        assert run(stores.approvals.take(CHAIN, "missing", False)) is None
+        assert run(stores.approvals.pending(CHAIN, "s1")) == [self.pending("b", minutes=1)]
+        assert run(stores.approvals.take(CHAIN, "b", False)) == self.pending("b", minutes=1)
+        assert run(stores.approvals.pending(CHAIN, "s1")) == []
+
+    def test_a_second_approval_with_the_same_id_is_refused(self, stores: Stores) -> None:
+        run(stores.approvals.add(self.pending("a")))
+        with pytest.raises(ValueError):
+            run(stores.approvals.add(self.pending("a", minutes=3)))
+        assert run(stores.approvals.pending(CHAIN, "s1")) == [self.pending("a")]
+
+    def test_of_callers_taking_one_approval_at_once_exactly_one_gets_it(self, stores: Stores) -> None:
+        """An approval is used once: of deciders racing (two clicks, two servers), one runs the call."""
+        run(stores.approvals.add(self.pending("a")))
+        taken = at_once(lambda approved: stores.approvals.take(CHAIN, "a", approved), [True, False] * 4)
+        assert [t for t in taken if t is not None] == [self.pending("a")]
+
+    def test_no_namesake_in_another_chain_sees_or_takes_the_approval(self, stores: Stores) -> None:
+        """I11: the same session and approval id under another chain neither lists nor decides it."""
+        run(stores.approvals.add(self.pending("a")))
+        for other in namesakes(CHAIN):
+            assert run(stores.approvals.pending(other, "s1")) == []
+            assert run(stores.approvals.take(other, "a", True)) is None
+        assert run(stores.approvals.take(CHAIN, "a", True)) == self.pending("a")
+
+    def test_pending_and_decided_approvals_survive_a_reopen(self, stores: Stores, open_backend: Callable[[], Stores]) -> None:
+        run(stores.approvals.add(self.pending("a")))
+        run(stores.approvals.add(self.pending("b", minutes=1)))
+        run(stores.approvals.take(CHAIN, "b", True))
+        stores.close()
+        with open_backend() as again:
+            assert run(again.approvals.pending(CHAIN, "s1")) == [self.pending("a")]
+            assert run(again.approvals.take(CHAIN, "b", True)) is None
+            assert run(again.approvals.take(CHAIN, "a", False)) == self.pending("a")
+
+
 class StoresTests(
     SessionStoreTests, MemoryStoreTests, RagStoreTests, KnowledgeRepositoryTests, TrajectoryStoreTests, TaskStoreTests,
-    AttemptNotesStoreTests,
+    AttemptNotesStoreTests, ApprovalStoreTests,
 ):
     """Every port of a bot's `Stores`: subclass this with an `open_backend` fixture."""
 
@@ -815,6 +899,7 @@ class StoresTests(
         ports = {
             "sessions": SessionStore, "memory": MemoryStore, "rag": RagStore, "knowledge": KnowledgeRepository,
             "trajectories": TrajectoryStore, "tasks": TaskStore, "attempt_notes": AttemptNotesStore,
+            "approvals": ApprovalStore,
         }
         assert {name: isinstance(getattr(stores, name), port) for name, port in ports.items()} == dict.fromkeys(ports, True)
         not_coroutines = [

@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 from hypothesis import strategies as st
 
+from agentloop.approvals import ApprovalRequest
 from agentloop.context import IncomingMessage, Session
 from agentloop.outcome import (
     Attachment,
@@ -19,6 +20,7 @@ from agentloop.outcome import (
 )
 
 __all__ = [
+    "approval_requests",
     "attachments",
     "failure_events",
     "finish_reasons",
@@ -52,6 +54,10 @@ routing_outcomes = st.builds(
     RoutingOutcome, attempted=st.booleans(), sent_text=st.booleans(), sent_voice=st.booleans(),
     sent_attachments=st.integers(0, 5), error_message=st.none() | texts,
 )
+_arguments = st.dictionaries(ids, st.none() | st.booleans() | st.integers() | texts | st.lists(texts, max_size=2), max_size=3)
+approval_requests = st.builds(
+    ApprovalRequest, approval_id=ids, tool=ids, arguments=_arguments, session_id=ids, turn_id=ids, created_at=timestamps,
+)
 
 
 @st.composite
@@ -69,6 +75,7 @@ def turn_outcomes(draw: st.DrawFn) -> TurnOutcome:
         auto_mode=auto_mode,
         routing_outcome=draw(st.none() | routing_outcomes),
         fallback=draw(st.booleans()),
+        approval=draw(st.none() | approval_requests),
     )
 
 
@@ -79,7 +86,8 @@ sessions = st.builds(
 incoming_messages = st.builds(
     IncomingMessage, text=texts, attachments=st.lists(attachments, max_size=2).map(tuple),
     auto_mode=st.booleans(), metadata=_hints,
-)
+) | st.builds(IncomingMessage.approval, ids, approved=st.booleans(), note=st.none() | texts)
+"""Messages a user sends: text with files, or a decision on a tool call awaiting approval."""
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),

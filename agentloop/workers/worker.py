@@ -7,6 +7,7 @@ import asyncio
 import os
 import socket
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import attrs
 import procrastinate
@@ -16,6 +17,9 @@ from agentloop.components import InboxTurn
 from agentloop.loop import AgentLoop
 from agentloop.outcome import FailureEvent, FailureKind, FailureSource
 from agentloop.workers.inbox import MAX_RUNS, TURN_TASK, Inbox, queue_name
+
+if TYPE_CHECKING:
+    from agentloop.notes import IdleSessions
 
 _log = structlog.get_logger("agentloop.worker")
 
@@ -63,20 +67,25 @@ def rerun_failure(run: int, at: datetime) -> FailureEvent:
 
 
 class _Turns:
-    """The procrastinate task of a worker: one inbox message's turn through `loop`."""
+    """The procrastinate task of a worker: one inbox message's turn through `loop`; the
+    session is touched in `idle` (if any) as the turn starts and as it ends."""
 
-    def __init__(self, inbox: Inbox, loop: AgentLoop) -> None:
+    def __init__(self, inbox: Inbox, loop: AgentLoop, idle: IdleSessions | None = None) -> None:
         self.inbox = inbox
         self.loop = loop
+        self.idle = idle
 
     async def run(self, context: procrastinate.JobContext, bot: str, message_id: str) -> None:
         pending = await self.inbox.start_turn(message_id)
         if pending is None:  # its outcome is stored: a job run again after its turn finished
             return
         log = _log.bind(bot=bot, message_id=message_id, session_id=pending.session.id, run=pending.run)
+        if self.idle is not None:
+            self.idle.touch(pending.session)
         try:
-            ctx = await self.loop.run_turn(
-                pending.session, pending.incoming, components=(InboxTurn(message_id, pending.run, self.inbox),)
+            ctx = await self.loop.run_turn(  # the message id names the turn: feedback on it reaches its notes
+                pending.session, pending.incoming, components=(InboxTurn(message_id, pending.run, self.inbox),),
+                turn_id=message_id,
             )
         except Exception as error:
             text = f"{type(error).__name__}: {error}"
@@ -85,8 +94,12 @@ class _Turns:
                 await self.inbox.finish_turn(message_id, None, error=text)
             else:
                 await self.inbox.record_error(message_id, text)
+            if self.idle is not None:
+                self.idle.touch(pending.session, success=False)
             raise
         outcome = ctx.turn_outcome
+        if self.idle is not None:  # a session whose last answer was the fallback ends unsuccessful
+            self.idle.touch(pending.session, success=outcome is not None and not outcome.fallback)
         if outcome is not None and pending.run > 1:
             outcome = attrs.evolve(outcome, failures=(rerun_failure(pending.run, self.loop.clock.now()), *outcome.failures))
             log.warning("worker.turn_rerun")
@@ -125,20 +138,28 @@ async def _watch(inbox: Inbox, settings: WorkerSettings) -> None:
 
 
 async def run_worker(
-    inbox: Inbox, loop: AgentLoop, settings: WorkerSettings | None = None, *, install_signal_handlers: bool = True
+    inbox: Inbox,
+    loop: AgentLoop,
+    settings: WorkerSettings | None = None,
+    *,
+    install_signal_handlers: bool = True,
+    idle: IdleSessions | None = None,
 ) -> None:
     """Run the turns of `inbox`'s messages through `loop` until stopped.
 
     SIGTERM or SIGINT (with `install_signal_handlers`), or cancelling this coroutine,
     stops taking messages, lets in-flight turns finish for `shutdown_grace` seconds and
-    hands any still running back to the inbox for another worker.
+    hands any still running back to the inbox for another worker. With `idle`, the
+    sessions this worker runs turns of are ended (distilled) once idle, while it runs.
     """
     settings = settings or WorkerSettings()
-    turns = _Turns(inbox, loop)
+    turns = _Turns(inbox, loop, idle)
     inbox.app.task(
         name=TURN_TASK, pass_context=True, retry=procrastinate.RetryStrategy(max_attempts=MAX_RUNS - 1, wait=1)
     )(turns.run)
     watcher = asyncio.create_task(_watch(inbox, settings), name="agentloop reclaim stalled turns")
+    if idle is not None:
+        idle.start()
     try:
         await inbox.app.run_worker_async(
             queues=[queue_name(inbox.bot)],
@@ -154,3 +175,5 @@ async def run_worker(
     finally:
         watcher.cancel()
         await asyncio.gather(watcher, return_exceptions=True)
+        if idle is not None:
+            await idle.stop()

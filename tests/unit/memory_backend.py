@@ -18,6 +18,7 @@ import attrs
 import numpy as np
 
 from agentloop.adapters.hashing_embedder import HashingEmbedder
+from agentloop.approvals import PendingApproval
 from agentloop.ports import Stores
 from agentloop.components import ToolExecution
 from agentloop.errors import EmbedderMismatchError, UnknownNoteError
@@ -51,6 +52,8 @@ class MemoryData:
     distilled: set[str] = attrs.Factory(set)
     tasks: dict[str, TaskRecord] = attrs.Factory(dict)
     attempt_notes: dict[str, str] = attrs.Factory(dict)
+    approvals: dict[str, tuple[PendingApproval, bool | None]] = attrs.Factory(dict)
+    """Each approval by id, with its decision (None while undecided); insertion order is age."""
     embedder: tuple[str, int] | None = None
     """The (name, dim) of the embedder that built the vectors, recorded by the first open."""
 
@@ -160,12 +163,14 @@ class MemoryKnowledgeRepository:
                     if item.status in statuses and item.layer_ids in owners]
         return sorted([hit for hit in hits if hit[1] >= min_similarity], key=lambda hit: -hit[1])[: max(k, 0)]
 
-    async def record_retrievals(self, note_ids: Sequence[int], query: str, session: Scope | None, at: datetime) -> list[KnowledgeItem]:
+    async def record_retrievals(
+        self, note_ids: Sequence[int], query: str, session: Scope | None, at: datetime, turn_id: str | None = None
+    ) -> list[KnowledgeItem]:
         with self.data.lock:
             for note_id in note_ids:
                 self._get(note_id)
             session_id = None if session is None else session.session_id
-            self.data.retrievals += [Retrieval(i, query, session_id, at, session) for i in note_ids]
+            self.data.retrievals += [Retrieval(i, query, session_id, at, session, turn_id) for i in note_ids]
             return [self._bump(i, at, retrieval_count=1) for i in note_ids]
 
     async def retrievals(self, note_id: int) -> list[Retrieval]:
@@ -173,9 +178,12 @@ class MemoryKnowledgeRepository:
             self._get(note_id)
             return [r for r in self.data.retrievals if r.note_id == note_id]
 
-    async def credit_session(self, session: Scope, at: datetime) -> list[KnowledgeItem]:
+    async def credit_session(self, session: Scope, at: datetime, turn_id: str | None = None) -> list[KnowledgeItem]:
         with self.data.lock:
-            shown = sorted({r.note_id for r in self.data.retrievals if r.session == session} - {
+            shown = sorted({
+                r.note_id for r in self.data.retrievals
+                if r.session == session and (turn_id is None or r.turn_id == turn_id)
+            } - {
                 note_id for note_id, credited in self.data.credited if credited == session
             })
             self.data.credited |= {(note_id, session) for note_id in shown}
@@ -311,6 +319,32 @@ class MemoryAttemptNotes:
             return self.data.attempt_notes.pop(task_id, None) is not None
 
 
+class MemoryApprovalStore:
+    def __init__(self, data: MemoryData) -> None:
+        self.data = data
+
+    async def add(self, pending: PendingApproval) -> None:
+        with self.data.lock:
+            if pending.request.approval_id in self.data.approvals:
+                raise ValueError(f"an approval with id {pending.request.approval_id!r} is stored already")
+            self.data.approvals[pending.request.approval_id] = (pending, None)
+
+    async def pending(self, scope: Scope, session_id: str) -> list[PendingApproval]:
+        with self.data.lock:
+            return [
+                p for p, decided in self.data.approvals.values()
+                if decided is None and p.scope == scope and p.request.session_id == session_id
+            ]
+
+    async def take(self, scope: Scope, approval_id: str, approved: bool) -> PendingApproval | None:
+        with self.data.lock:
+            pending, decided = self.data.approvals.get(approval_id, (None, None))
+            if pending is None or decided is not None or pending.scope != scope:
+                return None
+            self.data.approvals[approval_id] = (pending, approved)
+            return pending
+
+
 def open_memory_stores(data: MemoryData, *, embedder: Embedder | None = None) -> Stores:
     """A `Stores` over `data`: what `open_stores` gives for a URL, for this backend."""
     embedder = embedder or HashingEmbedder(dim=64)
@@ -321,5 +355,5 @@ def open_memory_stores(data: MemoryData, *, embedder: Embedder | None = None) ->
     return Stores(
         "memory://", "bot", embedder, MemorySessionStore(data), MemoryMemoryStore(data), MemoryRagStore(data, embedder),
         MemoryKnowledgeRepository(data, embedder.dim), MemoryTrajectoryStore(data), MemoryTaskStore(data),
-        MemoryAttemptNotes(data),
+        MemoryAttemptNotes(data), MemoryApprovalStore(data),
     )

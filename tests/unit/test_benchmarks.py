@@ -87,3 +87,14 @@ def test_embedders_prints_a_row_per_way_of_embedding(capsys: pytest.CaptureFixtu
         ["hashing", "aembed"], ["hashing", "to_thread(embed)"], ["openai", "aembed"], ["openai", "to_thread(embed)"],
     ]
     assert all(len(re.findall(r"\d+\.\d+ ms", line)) == 2 for line in lines[1:])
+
+
+def test_serve_prints_each_sse_figure_of_agentloop_serve_next_to_the_bare_starlette_floor(capsys: pytest.CaptureFixture[str]) -> None:
+    run_main("serve", "--quick")
+    lines = capsys.readouterr().out.splitlines()
+    assert "tokens: one token shared by every client, --rate-limit" in lines[1]
+    number = r"\d+\.\d\d"
+    for clients in ("1", "5"):
+        for figure in ("requests/s", "latency p50 (ms)", "latency p99 (ms)", "first delta p50 (ms)"):
+            assert any(re.match(rf"\s*{clients}\s+{re.escape(figure)}\s+{number}\s+{number}\s+{number}x$", line) for line in lines)
+    assert not any("errors" in line for line in lines)

@@ -20,11 +20,13 @@ import pexpect
 import psycopg
 
 from agentloop.adapters.stores import shown_url
-from agentloop.cli import main, open_bot, parse_inputs
-from agentloop.notes import Layer, LayerIds
-from agentloop.testing import RecordingChannel, ScriptedLLM
+from agentloop import Session
+from agentloop.cli import Chat, converse, main, open_bot, parse_inputs
+from agentloop.notes import KnowledgeItem, Layer, LayerIds, NoteType
+from agentloop.testing import FakeClock, RecordingChannel, ScriptedLLM
 from agentloop.testing.anthropic_server import message_events, queue_stream
 from agentloop.testing.http import ScriptedServer, completion, streamed_completion
+from learning_kit import NOTE
 
 FACTORIES = textwrap.dedent(
     """
@@ -561,6 +563,8 @@ def test_stores_migrate_opens_and_closes_a_sqlite_bot(tmp_path: Path) -> None:
     (["--inbox", "postgresql://me@/db?host=/nowhere", "--concurrency", "0"], "bad worker setting: 'concurrency' must be >= 1"),
     (["--inbox", "postgresql://me@/db?host=/nowhere", "--pipeline", "no_such_module_xyz:f"], "cannot import 'no_such_module_xyz'"),
     (["--inbox", "postgresql://me:secret@/db?host=/nowhere"], "cannot open the inbox at postgresql://me:***@/db"),
+    (["--inbox", "postgresql://me@/db?host=/nowhere", "--idle-end", "0"], "--idle-end must be a positive number of seconds, not 0"),
+    (["--inbox", "postgresql://me@/db?host=/nowhere", "--idle-end", "600"], ":for_worker has none; plug it in with systems.add_note_taking"),
 ])
 def test_worker_problems_are_one_line(
     user_module: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
@@ -741,6 +745,47 @@ def test_good_records_feedback_and_ctrl_d_ends_the_session_on_a_new_line(server:
     assert chat.exitstatus == 0 and len(server.requests) == 1
 
 
+def test_good_credits_the_notes_of_the_last_answer_and_bye_ends_the_session(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """/good credited every note the session had seen; /bye was sent to the model as a message."""
+    llm = ScriptedLLM(["Page through it.", "Restore one to check it.", "never asked"])
+    with open_bot(tmp_path, llm, RecordingChannel()) as bot:
+        knowledge = bot.note_taking.knowledge
+        session = Session("console", user_id="ada")
+        keys = {}
+        for text in ("page through rate-limited APIs", "verify backups by restoring them"):
+            item = KnowledgeItem(NoteType.PATTERN, Layer.COMPANY, bot.note_taking.chain(session), text, text,
+                                 knowledge.embed(text), FakeClock().now())
+            keys[text] = asyncio.run(knowledge.add(item)).key
+        chat = Chat(bot.loop, bot.note_taking, llm, session)
+        lines = "how do I page rate-limited APIs?\nhow do I verify backups by restoring them?\n/good\n/bye\nignored\n"
+        assert converse(chat, io.StringIO(lines)) == 0
+        useful = {text: asyncio.run(knowledge.get(key)).usefulness_score for text, key in keys.items()}
+    assert useful == {"page through rate-limited APIs": 0, "verify backups by restoring them": 1}
+    assert len(llm.requests) == 2
+    err = capsys.readouterr().err
+    assert f"credited note(s) #{keys['verify backups by restoring them']}" in err
+    assert "agentloop: session 'console' ended; distillation skipped" in err
+
+
+def test_chat_ends_a_pipelines_session_through_that_pipelines_note_taking(server: ScriptedServer, tmp_path: Path) -> None:
+    """chat ended the session through note-taking of its own, which had captured nothing: 0 tool executions."""
+    for page in (1, 2):
+        server.stream(streamed_completion(tool_calls=[(f"call_{page}", "fetch_page", f'{{"page": {page}}}')]))
+    server.stream(streamed_completion(tool_calls=[("call_3", "count_rows", "{}")]))
+    server.stream(streamed_completion("Export done: 1000 rows."))
+    server.reply(body=completion(NOTE))
+    tests = Path(__file__).resolve().parents[1]
+    result = agentloop(
+        "chat", "--base-url", server.url, "--model", "tiny", "--data-dir", "data", "--pipeline", "learning_kit:export_bot",
+        stdin="Run the nightly export of the orders table\n/bye\n", cwd=tmp_path,
+        env={"PYTHONPATH": os.pathsep.join([str(tests), os.environ.get("PYTHONPATH", "")])},
+    )
+    assert result.returncode == 0 and result.stdout == "bot> Export done: 1000 rows.\n", result.stderr
+    assert "agentloop: session 'console' ended; distillation stored" in result.stderr
+
+
 def test_chat_with_a_timeout_answers_a_slow_model_with_the_deadline_fallback(server: ScriptedServer, tmp_path: Path) -> None:
     """With a slow server chat was silent for minutes; --timeout bounds the turn."""
     server.stream(streamed_completion("far too late"), delay=1.5)
@@ -775,3 +820,41 @@ def test_chat_tools_from_a_module_without_tools_is_one_line(server: ScriptedServ
     result = agentloop("chat", "--base-url", server.url, "--data-dir", "data", "--tools", "plain", stdin="hi\n", cwd=tmp_path)
     assert result.returncode == 1
     assert result.stderr == "agentloop: 'plain' defines no tools; decorate its functions with @agentloop.tool\n"
+
+
+APPROVED_TOOLS = textwrap.dedent(
+    """
+    from pathlib import Path
+
+    from agentloop import tool
+
+
+    @tool(requires_approval=True)
+    def delete_file(path: str) -> str:
+        \"\"\"Delete a file for good.\"\"\"
+        Path(path).unlink()
+        return f"deleted {path}"
+    """
+)
+
+
+def test_chat_asks_before_a_tool_that_needs_approval_and_approve_runs_it_in_a_later_chat(
+    server: ScriptedServer, tmp_path: Path
+) -> None:
+    (tmp_path / "risky.py").write_text(APPROVED_TOOLS)
+    (tmp_path / "a.txt").write_text("precious")
+    server.stream(streamed_completion(tool_calls=[("call_1", "delete_file", '{"path": "a.txt"}')]))
+    chat = ("chat", "--base-url", server.url, "--model", "tiny", "--data-dir", "data", "--tools", "risky")
+    env = {"AGENTLOOP_API_KEY": "sk-cli"}
+    asked = agentloop(*chat, stdin="/approve\ndelete a.txt\n", cwd=tmp_path, env=env)
+    assert asked.returncode == 0 and (tmp_path / "a.txt").exists()
+    assert asked.stdout == "bot> Before I run delete_file(path='a.txt'), I need your approval: approve or deny it.\n"
+    assert asked.stderr.splitlines()[0] == "agentloop: no tool call awaits your approval in this session"
+
+    server.stream(streamed_completion("Deleted a.txt."))
+    approved = agentloop(*chat, stdin="/approve\n/approve\n", cwd=tmp_path, env=env)
+    assert approved.returncode == 0 and not (tmp_path / "a.txt").exists()
+    assert approved.stdout == "bot> Deleted a.txt.\n"
+    assert "agentloop: no tool call awaits your approval in this session" in approved.stderr
+    tool_message = server.requests[1]["body"]["messages"][-1]
+    assert (tool_message["role"], tool_message["content"]) == ("tool", "deleted a.txt")

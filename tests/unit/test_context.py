@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import attrs
 import pytest
 from hypothesis import given
@@ -149,3 +151,11 @@ def test_message_metadata_is_copied() -> None:
 def test_inputs_round_trip_through_the_converter(session: Session, incoming: IncomingMessage) -> None:
     assert converter.structure(converter.unstructure(session), Session) == session
     assert converter.structure(converter.unstructure(incoming), IncomingMessage) == incoming
+
+
+def test_an_approval_decision_is_a_message_that_crosses_json_whole() -> None:
+    denied = IncomingMessage.approval("a1", approved=False, note="not that file")
+    assert denied.text == "/deny not that file" and IncomingMessage.approval("a1", approved=True).text == "/approve"
+    data = json.loads(json.dumps(converter.unstructure(denied)))
+    assert data["decision"] == {"approval_id": "a1", "approved": False, "note": "not that file"}
+    assert converter.structure(data, IncomingMessage) == denied

@@ -52,7 +52,7 @@ class NaiveKnowledgeRepository:
 
     def __init__(self) -> None:
         self.notes: dict[int, KnowledgeItem] = {}
-        self.seen: list[tuple[int, Scope | None]] = []
+        self.seen: list[tuple[int, Scope | None, str | None]] = []
         self.credited: set[tuple[int, Scope]] = set()
         self.suggestions: dict[tuple[int, int], MergeSuggestion] = {}
 
@@ -81,15 +81,20 @@ class NaiveKnowledgeRepository:
         hits = [(i, _cosine(vector, i.embedding)) for i in self.notes.values() if i.status in statuses and i.layer_ids in owners]
         return sorted([h for h in hits if h[1] >= min_similarity], key=lambda h: -h[1])[:k]
 
-    async def record_retrievals(self, note_ids: Sequence[int], query: str, session: Scope | None, at: datetime) -> list[KnowledgeItem]:
-        self.seen += [(i, session) for i in note_ids]
+    async def record_retrievals(
+        self, note_ids: Sequence[int], query: str, session: Scope | None, at: datetime, turn_id: str | None = None
+    ) -> list[KnowledgeItem]:
+        self.seen += [(i, session, turn_id) for i in note_ids]
         return [self._bump(i, "retrieval_count") for i in note_ids]
 
     async def retrievals(self, note_id: int) -> list[Retrieval]:
         return []
 
-    async def credit_session(self, session: Scope, at: datetime) -> list[KnowledgeItem]:
-        fresh = sorted({i for i, s in self.seen if s == session and (i, session) not in self.credited})
+    async def credit_session(self, session: Scope, at: datetime, turn_id: str | None = None) -> list[KnowledgeItem]:
+        fresh = sorted({
+            i for i, s, turn in self.seen
+            if s == session and turn_id in (None, turn) and (i, session) not in self.credited
+        })
         self.credited |= {(i, session) for i in fresh}
         return [self._bump(i, "usefulness_score") for i in fresh]
 

@@ -226,6 +226,8 @@ class LifecycleMachine(RuleBasedStateMachine):
         self.status: dict[int, NoteStatus] = {}
         self.retrieved: dict[int, int] = {}
         self.seen: dict[str, set[int]] = {}
+        self.turns: dict[str, list[set[int]]] = {}
+        """Per session, the notes each of its turns was shown, in turn order."""
         self.credited: dict[int, set[str]] = {}
         self.texts = iter(itertools.permutations(WORDS, 4))
 
@@ -246,9 +248,12 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     def _retrieve(self, note: int, session: str) -> None:
         retrievable = self.status[note] in RETRIEVABLE
+        turns = self.turns.setdefault(session, [])
         found = asyncio.run(self.knowledge.retrieve(
-            self.originals[note].markdown, self.owner, session=Scope(session_id=session), k=1, min_similarity=0.99
+            self.originals[note].markdown, self.owner, session=Scope(session_id=session), turn_id=f"turn-{len(turns)}",
+            k=1, min_similarity=0.99,
         ))
+        turns.append({result.item.key for result in found})
         for result in found:
             self.retrieved[result.item.key] += 1
             self.seen.setdefault(session, set()).add(result.item.key)
@@ -284,6 +289,19 @@ class LifecycleMachine(RuleBasedStateMachine):
             self._like(session)
         else:
             assert asyncio.run(self.knowledge.record_feedback(Scope(session_id=session), positive=False)) == []
+
+    @rule(session=sessions, turn=st.integers(0, 2))
+    def like_one_answer(self, session: str, turn: int) -> None:
+        """Feedback on one turn credits what that turn was shown, each note once per session."""
+        shown = self.turns[session]
+        credited = asyncio.run(
+            self.knowledge.record_feedback(Scope(session_id=session), positive=True, turn_id=f"turn-{turn}")
+        )
+        expected = shown[turn] if turn < len(shown) else set()
+        assert {item.key for item in credited} == {key for key in expected if session not in self.credited[key]}
+        for key in expected:
+            self.credited[key].add(session)
+            self._maybe_proposed(key)
 
     def _like(self, session: str) -> None:
         asyncio.run(self.knowledge.record_feedback(Scope(session_id=session), positive=True))

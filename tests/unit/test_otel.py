@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import http.server
 import io
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import attrs
+import httpx
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -32,9 +36,12 @@ from agentloop.ports import Metrics, Tracer
 from agentloop.testing import PromptWriter, RecordingChannel, ScriptedLLM, make_system
 from agentloop.testing.http import ScriptedServer, completion
 from agentloop.workers import open_inbox
+from serve_kit import ALICE, TOKENS, auth
 from systems import InputSanitizationSystem, ToolLoopSystem, TurnOutcomeFinalizationSystem, standard_pipeline
 
 ROOT = Path(__file__).resolve().parents[2]
+AGENTLOOP = [sys.executable, "-c", "import sys; from agentloop.cli import main; sys.exit(main())"]
+"""The command line of this checkout (`python -m agentloop.cli` would load the CLI module twice)."""
 
 
 @attrs.frozen
@@ -347,7 +354,7 @@ def test_chat_with_otel_reports_its_turns_and_keeps_stdout_for_the_conversation(
     with ScriptedServer() as server:
         server.reply(body=completion("Hello, Ada."))
         result = subprocess.run(
-            [sys.executable, "-m", "agentloop.cli", "chat", "--otel", "--base-url", server.url, "--model", "tiny",
+            [*AGENTLOOP, "chat", "--otel", "--base-url", server.url, "--model", "tiny",
              "--data-dir", "data", "--session", "s-7"],
             input="I am Ada\n", capture_output=True, text=True, timeout=120, cwd=tmp_path,
             env={**run_env(), "OTEL_TRACES_EXPORTER": "console", "OTEL_METRICS_EXPORTER": "none"},
@@ -367,7 +374,7 @@ def test_worker_with_otel_reports_the_turns_it_takes_from_the_inbox(postgres_url
     env = {**run_env(), "OTEL_TRACES_EXPORTER": "console", "OTEL_METRICS_EXPORTER": "none",
            "AGENTLOOP_TEST_RECORDS": str(tmp_path), "AGENTLOOP_TEST_LATENCY": "0"}
     worker = subprocess.Popen(
-        [sys.executable, "-m", "agentloop.cli", "worker", "--otel", "--stores", postgres_url, "--bot", "helper",
+        [*AGENTLOOP, "worker", "--otel", "--stores", postgres_url, "--bot", "helper",
          "--pipeline", "tests.unit.worker_bot:factory"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
@@ -400,3 +407,55 @@ def test_worker_otel_with_an_unknown_exporter_is_one_line(
     err = capsys.readouterr().err
     assert err == "agentloop: OTEL_TRACES_EXPORTER='zipkin': agentloop knows otlp, console and none, not zipkin\n"
     assert TELEMETRY.tracer is None
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def test_serve_with_otel_reports_each_served_turn(tmp_path: Path) -> None:
+    (tmp_path / "tokens.toml").write_text(TOKENS)
+    port, url = free_port(), ""
+    env = {**run_env(), "OTEL_TRACES_EXPORTER": "console", "OTEL_METRICS_EXPORTER": "none"}
+    with ScriptedServer() as model:
+        model.reply(body=completion("Hello from the model."))
+        process = subprocess.Popen(
+            [*AGENTLOOP, "serve", "--otel", "--tokens", "tokens.toml", "--data-dir", "data",
+             "--base-url", model.url, "--model", "tiny", "--port", str(port)],
+            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        try:
+            assert process.stdout is not None
+            assert process.stdout.readline().startswith("agentloop serve: ")
+            url = f"http://127.0.0.1:{port}"
+            for _ in range(600):
+                with contextlib.suppress(httpx.TransportError):
+                    if httpx.get(f"{url}/healthz").status_code == 200:
+                        break
+                time.sleep(0.1)
+            session = httpx.post(f"{url}/v1/sessions", headers=auth(ALICE)).json()["session_id"]
+            reply = httpx.post(f"{url}/v1/sessions/{session}/messages", json={"text": "hi"}, headers=auth(ALICE), timeout=30)
+            assert reply.json()["text"] == "Hello from the model."
+        finally:
+            process.send_signal(signal.SIGTERM)
+            _, stderr = process.communicate(timeout=60)
+    spans = [item for item in json_objects(stderr) if "context" in item]
+    [turn] = [span for span in spans if span["name"] == "turn"]
+    assert turn["attributes"]["agentloop.session.id"] == session
+    assert turn["attributes"]["agentloop.finish_reason"] == "success"
+    assert turn["resource"]["attributes"]["service.name"] == "agentloop-serve"
+
+
+def test_serve_otel_with_an_unknown_exporter_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "tokens.toml").write_text(TOKENS)
+    with ScriptedServer() as model:
+        result = subprocess.run(
+            [*AGENTLOOP, "serve", "--otel", "--tokens", "tokens.toml", "--data-dir", "data", "--base-url", model.url,
+             "--model", "tiny", "--port", str(free_port())],
+            cwd=tmp_path, env={**run_env(), "OTEL_METRICS_EXPORTER": "prometheus"}, capture_output=True, text=True, timeout=60,
+        )
+    assert (result.returncode, result.stderr) == (
+        1, "agentloop: OTEL_METRICS_EXPORTER='prometheus': agentloop knows otlp, console and none, not prometheus\n")

@@ -96,6 +96,7 @@ def test_priority_order_is_the_documented_one() -> None:
         FinishReason.DEADLINE,
         FinishReason.ITERATION_LIMIT,
         FinishReason.POLICY_DENIED,
+        FinishReason.AWAITING_APPROVAL,
         FinishReason.ERROR,
         FinishReason.PLAN_MODE,
         FinishReason.SUCCESS,

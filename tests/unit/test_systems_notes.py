@@ -60,6 +60,18 @@ def test_retrieval_adds_a_notes_section_and_records_what_the_session_saw(notes: 
     assert [r.session_id for r in asyncio.run(notes.knowledge.repository.retrievals(key))] == ["s1"]
 
 
+def test_feedback_on_a_turn_credits_the_notes_that_turn_was_shown(notes: NoteTaking) -> None:
+    paging = _seed(notes, "page through rate-limited APIs")
+    backups = _seed(notes, "verify backups by restoring them")
+    pipeline = [PromptWriter(), NoteRetrievalSystem(notes, k=1)]
+    first = run_pipeline(pipeline, "how do I page a rate-limited API?", session=SESSION)
+    second = run_pipeline(pipeline, "how do I verify backups by restoring them?", session=SESSION)
+    assert [r.turn_id for r in asyncio.run(notes.knowledge.repository.retrievals(paging))] == [first.turn_id]
+    credited = asyncio.run(notes.record_feedback(SESSION, positive=True, turn_id=second.turn_id))
+    assert [(i.key, i.usefulness_score) for i in credited] == [(backups, 1)]
+    assert asyncio.run(notes.knowledge.get(paging)).usefulness_score == 0
+
+
 def test_no_matching_note_leaves_the_prompt_alone(notes: NoteTaking) -> None:
     ctx = run_pipeline([PromptWriter(), NoteRetrievalSystem(notes)], "hello", session=SESSION)
     assert ctx.require(RetrievedNotes).notes == () and ctx.require(PromptContext).sections == ()

@@ -94,6 +94,21 @@ def test_scripted_llm_streams_its_reply_in_chunks_and_keeps_its_usage() -> None:
     assert asyncio.run(llm.complete(REQUEST)) == attrs.evolve(reply, model="scripted")
 
 
+def test_a_paced_scripted_llm_waits_between_streamed_pieces_so_the_answer_grows_visibly() -> None:
+    llm = ScriptedLLM(["Hello world"], chunk=4, pace=0.05)
+
+    async def arrival_times() -> list[float]:
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        return [loop.time() - start async for event in llm.stream(REQUEST) if isinstance(event, TextDelta)]
+
+    times = asyncio.run(arrival_times())
+    assert times[0] < 0.04
+    assert all(later - earlier >= 0.04 for earlier, later in zip(times, times[1:]))
+    with pytest.raises(ValueError, match="pace"):
+        ScriptedLLM(pace=-1)
+
+
 @pytest.mark.parametrize("after", [0, 2, 99])
 def test_a_cut_step_streams_part_of_its_reply_then_fails_and_never_finishes(after: int) -> None:
     llm = ScriptedLLM([ScriptedLLM.cut("Hello world", after=after)], chunk=4)

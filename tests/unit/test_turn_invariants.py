@@ -76,9 +76,15 @@ def chart() -> Attachment:
     return Attachment("chart.png", "image/png", b"png")
 
 
+@tool(requires_approval=True)
+def transfer(amount: int) -> str:
+    """Move money; the user approves each call first."""
+    return f"moved {amount}"
+
+
 TOOL_CALLS = [
     ("lookup", {"q": "x"}), ("lookup", {"q": 5}), ("explode", {}), ("chart", {}),
-    ("send_voice", {"text": "spoken"}), ("nope", {}),
+    ("send_voice", {"text": "spoken"}), ("nope", {}), ("transfer", {"amount": 5}),
 ]
 steps = st.one_of(
     st.text(max_size=12),
@@ -187,7 +193,7 @@ def run(scenario: Scenario, stores: Stores) -> Ran:
         error = TransportError("the chat is down") if scenario.channel_error == "transport" else OSError("socket")
         channel.fail_with(error, kinds=scenario.channel_fails)  # type: ignore[arg-type]
     options = StandardOptions(plan_mode=scenario.plan_mode, turn_timeout=30.0, max_llm_calls=4)
-    pipeline = standard_pipeline(ScriptedLLM(reply, chunk=scenario.chunk), channel, stores=stores, tools=[lookup, explode, chart],
+    pipeline = standard_pipeline(ScriptedLLM(reply, chunk=scenario.chunk), channel, stores=stores, tools=[lookup, explode, chart, transfer],
                                  options=options, clock=clock)
     ran: list[str] = []
     for system_type in scenario.sabotaged:

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 
-from agentloop import FinishReason, IncomingMessage, Session
-from agentloop.adapters import open_stores
+from agentloop import FinishReason, IncomingMessage, Session, tool
+from agentloop.adapters import open_note_taking, open_stores
 from agentloop.errors import NewerSchemaError
-from agentloop.testing import RecordingChannel, ScriptedLLM
+from agentloop.notes import DistillationSettings, IdleSessions, KnowledgeItem, NoteTaking, NoteType
+from agentloop.testing import FakeClock, RecordingChannel, ScriptedLLM
 from agentloop.workers import (
     SCHEMA_VERSION,
     Inbox,
@@ -27,9 +29,10 @@ from agentloop.workers import (
     open_inbox,
     run_worker,
 )
-from systems import standard_pipeline
+from systems import add_note_taking, standard_pipeline
 
 SESSION = Session("s1", user_id="u1")
+NOTE = "## Context\nA weather question.\n## Solution\nLook the city up.\n## Key Patterns\nLook it up.\n## Tags\nweather"
 
 
 def run(coro: Awaitable[Any]) -> Any:
@@ -89,6 +92,70 @@ def test_a_sessions_next_message_starts_when_its_turn_ends_not_at_the_next_poll(
         return time.monotonic() - started
 
     assert run(with_worker(postgres_url, body, poll_interval=60)) < 5
+
+
+@asynccontextmanager
+async def noted_worker(
+    url: str, llm: ScriptedLLM, clock: FakeClock, *, tools: Sequence[Any] = (), idle_after: float | None = None
+) -> AsyncIterator[tuple[Inbox, NoteTaking]]:
+    """An in-process worker whose pipeline takes notes (any session with a tool call is worth
+    distilling), ending idle sessions after `idle_after` simulated seconds when given."""
+    quick = DistillationSettings(min_executions=1, min_duration_s=0)
+    with open_stores(url, bot="helper") as stores, \
+            open_note_taking(stores, ScriptedLLM([NOTE]), clock=clock, distillation=quick) as note_taking, \
+            standard_pipeline(llm, RecordingChannel(), stores=stores, tools=tools) as pipeline:
+        loop = add_note_taking(pipeline, note_taking).build()
+        idle = None if idle_after is None else IdleSessions(note_taking, idle_after=idle_after, check_every=0.02, clock=clock)
+        async with open_inbox(url, bot="helper") as inbox:
+            worker = asyncio.create_task(run_worker(inbox, loop, WorkerSettings(), install_signal_handlers=False, idle=idle))
+            try:
+                yield inbox, note_taking
+            finally:
+                worker.cancel()
+                await asyncio.gather(worker, return_exceptions=True)
+
+
+def test_a_worker_ends_and_distils_a_session_idle_longer_than_the_idle_time(postgres_url: str) -> None:
+    clock = FakeClock()
+
+    @tool
+    def lookup(city: str) -> str:
+        """Look a city up."""
+        return f"{city}: sunny"
+
+    llm = ScriptedLLM([ScriptedLLM.tool_call("lookup", {"city": "Lisbon"}), "Sunny in Lisbon."])
+
+    async def body() -> tuple[int, int]:
+        async with noted_worker(postgres_url, llm, clock, tools=[lookup], idle_after=60) as (inbox, note_taking):
+            await inbox.wait(await inbox.submit(SESSION, IncomingMessage("weather in Lisbon?")), timeout=20)
+            before = await note_taking.knowledge.repository.count()
+            clock.advance(61)
+            for _ in range(500):
+                if await note_taking.knowledge.repository.count():
+                    break
+                await asyncio.sleep(0.02)
+            return before, await note_taking.knowledge.repository.count()
+
+    assert run(body()) == (0, 1), "the session was distilled into one note once idle"
+
+
+def test_feedback_on_a_message_id_credits_the_notes_its_workers_turn_was_shown(postgres_url: str) -> None:
+    """The submitter knows a turn by its message id; the worker's turn had another id, so feedback credited nothing."""
+    clock = FakeClock()
+
+    async def body() -> list[int]:
+        async with noted_worker(postgres_url, ScriptedLLM(["Restore one."]), clock) as (inbox, note_taking):
+            chain = note_taking.chain(SESSION)
+            text = "verify backups by restoring them"
+            note = KnowledgeItem(NoteType.PATTERN, chain.narrowest(), chain, text, text, note_taking.knowledge.embed(text), clock.now())
+            key = (await note_taking.knowledge.add(note)).key
+            message_id = await inbox.submit(SESSION, IncomingMessage("how do I verify backups by restoring them?"))
+            await inbox.wait(message_id, timeout=20)
+            credited = await note_taking.record_feedback(SESSION, positive=True, turn_id=message_id)
+            return [key, *(item.key for item in credited)]
+
+    key, *credited = run(body())
+    assert credited == [key]
 
 
 def test_resubmitting_a_message_id_keeps_one_message_and_another_text_under_it_is_refused(postgres_url: str) -> None:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import psycopg
 
-from agentloop.adapters.postgres import attempt_notes, knowledge, memory, rag, sessions, tasks, trajectories
+from agentloop.adapters.postgres import approvals, attempt_notes, knowledge, memory, rag, sessions, tasks, trajectories
+from agentloop.adapters.postgres.approvals import PostgresApprovalStore
 from agentloop.adapters.postgres.attempt_notes import PostgresAttemptNotes
 from agentloop.adapters.postgres.database import CONNECT_TIMEOUT_S, Database, LoopThread, connect_once, one_line, schema_name
 from agentloop.adapters.postgres.knowledge import PostgresKnowledgeRepository
@@ -27,9 +28,11 @@ from agentloop.ports import Embedder
 
 SCHEMAS = (
     sessions.SCHEMA, memory.SCHEMA, rag.SCHEMA, knowledge.SCHEMA, trajectories.SCHEMA, tasks.SCHEMA, attempt_notes.SCHEMA,
+    approvals.SCHEMA,
 )
 
 __all__ = [
+    "PostgresApprovalStore",
     "PostgresAttemptNotes",
     "PostgresKnowledgeRepository",
     "PostgresMemoryStore",
@@ -54,7 +57,7 @@ def open_postgres_stores(url: str, *, bot: str, embedder: Embedder, create: bool
     return Stores(
         url, bot, embedder, PostgresSessionStore(db), PostgresMemoryStore(db), PostgresRagStore(db, embedder),
         PostgresKnowledgeRepository(db, embedder.dim), PostgresTrajectoryStore(db), PostgresTaskStore(db),
-        PostgresAttemptNotes(db), (db.close,),
+        PostgresAttemptNotes(db), PostgresApprovalStore(db), (db.close,),
     )
 
 

@@ -78,6 +78,10 @@ SCHEMA = Schema(
             ),
         ),
         KNOWLEDGE.record_step(),
+        Step(
+            "retrievals name the turn that was shown the notes, so feedback on a turn credits them",
+            ("ALTER TABLE note_retrievals ADD COLUMN turn_id text",),
+        ),
     ),
 )
 _COLUMNS = (
@@ -194,7 +198,7 @@ class PostgresKnowledgeRepository:
 
     @on_database
     async def record_retrievals(
-        self, note_ids: Sequence[int], query: str, session: Scope | None, at: datetime
+        self, note_ids: Sequence[int], query: str, session: Scope | None, at: datetime, turn_id: str | None = None
     ) -> list[KnowledgeItem]:
         if not note_ids:
             return []
@@ -203,8 +207,9 @@ class PostgresKnowledgeRepository:
             await _bump(conn, Counter(note_ids), "retrieval_count", at)
             async with conn.cursor() as cursor:
                 await cursor.executemany(
-                    f"INSERT INTO note_retrievals (note_id, query, {SCOPE_COLUMNS_SQL}, at) VALUES (%s, %s, {SCOPE_MARKS}, %s)",
-                    [(note_id, query, *chain, at) for note_id in note_ids],
+                    f"INSERT INTO note_retrievals (note_id, query, {SCOPE_COLUMNS_SQL}, at, turn_id) "
+                    f"VALUES (%s, %s, {SCOPE_MARKS}, %s, %s)",
+                    [(note_id, query, *chain, at, turn_id) for note_id in note_ids],
                 )
             items = await _many(conn, note_ids)
         return [items[note_id] for note_id in note_ids]
@@ -215,20 +220,22 @@ class PostgresKnowledgeRepository:
             await _require(conn, [note_id])
             rows: list[tuple[Any, ...]] = await (
                 await conn.execute(
-                    f"SELECT note_id, query, at, {SCOPE_COLUMNS_SQL} FROM note_retrievals WHERE note_id = %s ORDER BY seq",
+                    f"SELECT note_id, query, at, turn_id, {SCOPE_COLUMNS_SQL} FROM note_retrievals WHERE note_id = %s ORDER BY seq",
                     (note_id,),
                 )
             ).fetchall()
         return [
-            Retrieval(id_, query, chain[5], at, None if chain[0] is None else row_scope(chain))
-            for id_, query, at, *chain in rows
+            Retrieval(id_, query, chain[5], at, None if chain[0] is None else row_scope(chain), turn_id)
+            for id_, query, at, turn_id, *chain in rows
         ]
 
     @on_database
-    async def credit_session(self, session: Scope, at: datetime) -> list[KnowledgeItem]:
+    async def credit_session(self, session: Scope, at: datetime, turn_id: str | None = None) -> list[KnowledgeItem]:
         if session.session_id is None:
             raise ValueError(f"feedback is given on a session, and {session!r} names none; pass its history_scope")
         where, params = scope_match(session)
+        if turn_id is not None:
+            where, params = f"{where} AND turn_id = %s", [*params, turn_id]
         async with self._db.pool.connection() as conn, conn.transaction():
             rows: list[tuple[Any, ...]] = await (
                 await conn.execute(

@@ -1,0 +1,27 @@
+"""The ApprovalStore port: tool calls awaiting the user's approval, each decided once."""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from agentloop.approvals import PendingApproval
+from agentloop.scopes import Scope
+
+
+@runtime_checkable
+class ApprovalStore(Protocol):
+    """Pending approvals, each in the scope it was stored in (`agentloop.scopes.approval_scope`);
+    every call is a coroutine, and a read or take in another scope never sees a row (I11)."""
+
+    async def add(self, pending: PendingApproval) -> None:
+        """Keep `pending`, undecided, under `pending.scope`; an approval id stored already is refused (ValueError)."""
+        ...
+
+    async def pending(self, scope: Scope, session_id: str) -> list[PendingApproval]:
+        """The undecided approvals of session `session_id` in `scope`, oldest first."""
+        ...
+
+    async def take(self, scope: Scope, approval_id: str, approved: bool) -> PendingApproval | None:
+        """Decide `approval_id` and return it, atomically: the first caller gets it, every later
+        caller (and any caller for an id unknown in `scope`) gets None."""
+        ...

@@ -1,0 +1,128 @@
+"""Who is calling: bearer tokens mapped to a user and a tenant chain, and session ids bound to them.
+
+The token file (TOML) is the only source of a caller's user and org/team/project: nothing in a
+request body can name them. A session id carries an HMAC of the chain and user that created
+it, under the server's secret, so every process sharing the secret checks ownership the same
+way, before and after a restart, without a lookup.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import secrets
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+import structlog
+
+from agentloop.context import Session
+from agentloop.serve.errors import TokenFileError
+
+SECRET_VARIABLE = "AGENTLOOP_SERVE_SECRET"
+"""The environment variable holding the session-signing secret when the token file has none."""
+_MAC_CHARS = 32
+_log = structlog.get_logger("agentloop.serve")
+
+
+@attrs.frozen
+class Caller:
+    """The user and tenant chain a token stands for."""
+
+    user: str
+    org: str | None = None
+    team: str | None = None
+    project: str | None = None
+
+    def session(self, session_id: str) -> Session:
+        """The `Session` of `session_id` for this caller: its chain and user come from the token alone."""
+        return Session(session_id, user_id=self.user, project_id=self.project, team_id=self.team, org_id=self.org, channel="http")
+
+
+@attrs.frozen
+class Tokens:
+    """The callers of a server, keyed by the sha256 of their token, and the secret that signs session ids."""
+
+    callers: Mapping[str, Caller]
+    secret: bytes
+
+    def caller(self, token: str) -> Caller | None:
+        """The caller `token` belongs to; None for a token the file does not list."""
+        return self.callers.get(hashlib.sha256(token.encode()).hexdigest())
+
+    def new_session_id(self, caller: Caller) -> str:
+        """A fresh session id that only `caller`'s user and chain will be able to use."""
+        nonce = secrets.token_hex(12)
+        return f"{nonce}.{self._mac(nonce, caller)}"
+
+    def owns(self, caller: Caller, session_id: str) -> bool:
+        """True when `session_id` was made by `new_session_id` for this user and chain."""
+        nonce, dot, mac = session_id.partition(".")
+        return bool(dot) and hmac.compare_digest(mac, self._mac(nonce, caller))
+
+    def _mac(self, nonce: str, caller: Caller) -> str:
+        owner = "\x1f".join((nonce, caller.user, caller.org or "", caller.team or "", caller.project or ""))
+        return hmac.new(self.secret, owner.encode(), hashlib.sha256).hexdigest()[:_MAC_CHARS]
+
+
+def load_tokens(path: str | os.PathLike[str]) -> Tokens:
+    """Read the token file at `path`; `TokenFileError` says what is wrong and how to fix it.
+
+    The secret is the file's `secret`, else $AGENTLOOP_SERVE_SECRET, else a random one for this
+    process only (logged as a warning: its sessions then end with it and no other process knows them).
+    """
+    shown = os.fspath(path)
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as error:
+        raise TokenFileError(shown, f"cannot be read ({error.strerror or error}); give --tokens the path of a TOML file") from error
+    except tomllib.TOMLDecodeError as error:
+        raise TokenFileError(shown, f"is not valid TOML ({error})") from error
+    entries = data.get("tokens")
+    if not isinstance(entries, list) or not entries:
+        raise TokenFileError(shown, "lists no tokens; add [[tokens]] tables with token (or sha256) and user")
+    callers: dict[str, Caller] = {}
+    for number, entry in enumerate(entries, 1):
+        digest, caller = _entry(shown, number, entry)
+        if digest in callers:
+            raise TokenFileError(shown, f"token #{number} is listed twice; each token belongs to one user")
+        callers[digest] = caller
+    secret = data.get("secret", os.environ.get(SECRET_VARIABLE))
+    if secret is None:
+        _log.warning(
+            "serve.no_secret",
+            fix=f"set secret in the token file or ${SECRET_VARIABLE}, the same for every process",
+            effect="session ids are valid in this process only, until it stops",
+        )
+        return Tokens(callers, secrets.token_bytes(32))
+    if not isinstance(secret, str) or len(secret) < 16:
+        raise TokenFileError(shown, "secret must be a string of at least 16 characters (e.g. from `openssl rand -hex 32`)")
+    return Tokens(callers, secret.encode())
+
+
+def _entry(path: str, number: int, entry: Any) -> tuple[str, Caller]:
+    """The sha256 and caller of the token file's entry #`number`."""
+    if not isinstance(entry, dict):
+        raise TokenFileError(path, f"token #{number} is not a table; write it as [[tokens]] with token and user")
+    token, digest, user = entry.get("token"), entry.get("sha256"), entry.get("user")
+    if (token is None) == (digest is None):
+        raise TokenFileError(path, f"token #{number} needs exactly one of token or sha256")
+    if not isinstance(user, str) or not user:
+        raise TokenFileError(path, f"token #{number} needs a user (a non-empty string)")
+    unknown = set(entry) - {"token", "sha256", "user", "org", "team", "project"}
+    if unknown:
+        raise TokenFileError(path, f"token #{number} has unknown keys {sorted(unknown)}; use token, sha256, user, org, team, project")
+    chain = {layer: entry.get(layer) for layer in ("org", "team", "project")}
+    if any(value is not None and (not isinstance(value, str) or not value) for value in chain.values()):
+        raise TokenFileError(path, f"token #{number}: org, team and project are non-empty strings when given")
+    if token is not None:
+        if not isinstance(token, str) or len(token) < 16:
+            raise TokenFileError(path, f"token #{number} must be a string of at least 16 characters")
+        digest = hashlib.sha256(token.encode()).hexdigest()
+    elif not isinstance(digest, str) or len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest.lower()):
+        raise TokenFileError(path, f"token #{number}: sha256 must be 64 hex digits (sha256sum of the token)")
+    return digest.lower(), Caller(user, chain["org"], chain["team"], chain["project"])

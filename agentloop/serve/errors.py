@@ -1,0 +1,23 @@
+"""The errors of serving a bot over HTTP: a bad token file, and the JSON errors clients see."""
+
+from __future__ import annotations
+
+
+class TokenFileError(ValueError):
+    """The token file cannot be read or says something impossible; the message names the fix."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(f"token file {path}: {problem}")
+        self.path = path
+        self.problem = problem
+
+
+class ApiError(Exception):
+    """A request the server refuses: sent to the client as `{"error": {"code", "message"}}` with `status`."""
+
+    def __init__(self, status: int, code: str, message: str, *, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.headers = headers or {}

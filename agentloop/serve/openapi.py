@@ -1,0 +1,155 @@
+"""The OpenAPI document of the server, served at /openapi.json (a test keeps it and the routes in step)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _errors(*statuses: str) -> dict[str, Any]:
+    meanings = {
+        "401": "no valid bearer token (code unauthorized)",
+        "404": "no such session (or approval) for this token (code not_found)",
+        "413": "the body is larger than the server's limit (code too_large)",
+        "422": "bad JSON, a missing or mistyped field, or a message too long (code invalid)",
+        "429": "this token's rate limit; the Retry-After header says how many seconds to wait (code rate_limited)",
+    }
+    return {status: _json(_ref("Error"), meanings[status]) for status in ("401", "429", *statuses)}
+
+
+_SESSION = {"name": "session_id", "in": "path", "required": True, "schema": {"type": "string"}}
+_TURN = {
+    "200": {
+        "description": "the turn's Outcome as JSON, or with Accept: text/event-stream a stream of `delta` events "
+        "(data {text}), `reset` events (data {reason}: discard what was streamed) and one final `outcome` event",
+        "content": {"application/json": {"schema": _ref("Outcome")}, "text/event-stream": {"schema": {"type": "string"}}},
+    },
+}
+_BEARER: list[dict[str, list[str]]] = [{"bearer": []}]
+
+OPENAPI: dict[str, Any] = {
+    "openapi": "3.1.0",
+    "info": {"title": "agentloop serve", "version": "1"},
+    "components": {
+        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        "schemas": {
+            "Error": {
+                "type": "object",
+                "required": ["error"],
+                "properties": {
+                    "error": {
+                        "type": "object",
+                        "required": ["code", "message"],
+                        "properties": {"code": {"type": "string"}, "message": {"type": "string", "description": "a sentence a client can show"}},
+                    }
+                },
+            },
+            "Outcome": {
+                "type": "object",
+                "required": ["turn_id", "message_id", "finish_reason", "text", "fallback", "failures", "approval"],
+                "properties": {
+                    "turn_id": {"type": "string"},
+                    "message_id": {"type": "string"},
+                    "finish_reason": {
+                        "type": "string",
+                        "enum": ["success", "error", "iteration_limit", "deadline", "policy_denied", "plan_mode", "awaiting_approval"],
+                    },
+                    "text": {"type": ["string", "null"], "description": "exactly what the user receives"},
+                    "fallback": {"type": "boolean"},
+                    "failures": {"type": "array", "items": {"type": "string"}, "description": "user-safe descriptions"},
+                    "approval": {
+                        "type": ["object", "null"],
+                        "properties": {"approval_id": {"type": "string"}, "tool": {"type": "string"}, "arguments": {"type": "object"}},
+                    },
+                },
+            },
+        },
+    },
+    "paths": {
+        "/healthz": {"get": {"summary": "the server is up", "responses": {"200": _json({"type": "object"}, "{status: ok}")}}},
+        "/openapi.json": {"get": {"summary": "this document", "responses": {"200": _json({"type": "object"}, "OpenAPI 3.1")}}},
+        "/": {"get": {"summary": "the chat page", "responses": {"200": {"description": "HTML", "content": {"text/html": {}}}}}},
+        "/static/{path}": {
+            "get": {
+                "summary": "the chat page's files",
+                "parameters": [{"name": "path", "in": "path", "required": True, "schema": {"type": "string"}}],
+                "responses": {"200": {"description": "a file"}},
+            }
+        },
+        "/v1/me": {
+            "get": {
+                "summary": "who the token stands for",
+                "security": _BEARER,
+                "responses": {"200": _json({"type": "object"}, "{user, tenant: {org, team, project}}"), **_errors()},
+            }
+        },
+        "/v1/sessions": {
+            "post": {
+                "summary": "start a session, owned by the token's user and tenant chain",
+                "security": _BEARER,
+                "responses": {"201": _json({"type": "object"}, "{session_id}"), **_errors("413", "422")},
+            }
+        },
+        "/v1/sessions/{session_id}/messages": {
+            "post": {
+                "summary": "send a message; the reply as JSON or streamed as Server-Sent Events",
+                "security": _BEARER,
+                "parameters": [_SESSION],
+                "requestBody": _json(
+                    {"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}, "message_id": {"type": "string"}}},
+                    "the message",
+                ),
+                "responses": {**_TURN, **_errors("404", "413", "422")},
+            },
+            "get": {
+                "summary": "the session's history",
+                "security": _BEARER,
+                "parameters": [_SESSION],
+                "responses": {"200": _json({"type": "object"}, "{messages: [{role: user|assistant, text}]}"), **_errors("404")},
+            },
+        },
+        "/v1/sessions/{session_id}/feedback": {
+            "post": {
+                "summary": "thumbs up or down on a turn; credits the notes it was shown",
+                "security": _BEARER,
+                "parameters": [_SESSION],
+                "requestBody": _json(
+                    {"type": "object", "required": ["turn_id", "positive"], "properties": {"turn_id": {"type": "string"}, "positive": {"type": "boolean"}}},
+                    "the verdict",
+                ),
+                "responses": {"200": _json({"type": "object"}, "{credited: number of notes}"), **_errors("404", "413", "422")},
+            }
+        },
+        "/v1/sessions/{session_id}/approvals/{approval_id}": {
+            "post": {
+                "summary": "approve or deny the tool call awaiting approval; the turn that follows, like a message's",
+                "security": _BEARER,
+                "parameters": [_SESSION, {"name": "approval_id", "in": "path", "required": True, "schema": {"type": "string"}}],
+                "requestBody": _json(
+                    {"type": "object", "required": ["approve"], "properties": {"approve": {"type": "boolean"}, "note": {"type": "string"}}},
+                    "the decision, with an optional note for the model",
+                ),
+                "responses": {**_TURN, **_errors("404", "413", "422")},
+            }
+        },
+        "/v1/sessions/{session_id}/end": {
+            "post": {
+                "summary": "end the session and distil it into a note",
+                "security": _BEARER,
+                "parameters": [_SESSION],
+                "requestBody": _json(
+                    {"type": "object", "properties": {"success": {"type": "boolean", "default": True}}}, "optional: whether the session succeeded"
+                ),
+                "responses": {"200": _json({"type": "object"}, "{status, reason} of distillation"), **_errors("404", "413", "422")},
+            }
+        },
+    },
+}
+"""The document: every route of `create_app`, with its body, its answers and its errors."""

@@ -1,0 +1,61 @@
+"""The Outcome object a client receives for a turn: what the user sees, why the turn ended, user-safe failures."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentloop.outcome import FailureEvent, FailureKind, FinishReason, TurnOutcome
+
+_KIND_PHRASES = {
+    FailureKind.EXCEPTION: "failed",
+    FailureKind.TIMEOUT: "ran out of time",
+    FailureKind.VALIDATION: "got data it could not use",
+    FailureKind.POLICY: "was not allowed",
+    FailureKind.RATE_LIMIT: "was rate limited",
+    FailureKind.UNKNOWN: "failed",
+}
+
+
+def user_safe(failure: FailureEvent) -> str:
+    """What went wrong, said without the exception text (which may hold internals): where and what kind."""
+    return f"{failure.source.value} {failure.component} {_KIND_PHRASES[failure.kind]}"
+
+
+def outcome_json(turn_id: str, message_id: str, outcome: TurnOutcome | None) -> dict[str, Any]:
+    """The Outcome object of a finished turn; a turn whose pipeline wrote no outcome is an error without text."""
+    if outcome is None:
+        return error_outcome(message_id, "the bot finished this message without an answer", turn_id=turn_id)
+    response = outcome.outgoing_response
+    return {
+        "turn_id": turn_id,
+        "message_id": message_id,
+        "finish_reason": outcome.finish_reason.value,
+        "text": None if response is None else response.text,
+        "fallback": outcome.fallback,
+        "failures": [user_safe(failure) for failure in outcome.failures],
+        "approval": None if outcome.approval is None else {
+            "approval_id": outcome.approval.approval_id, "tool": outcome.approval.tool, "arguments": outcome.approval.arguments,
+        },
+    }
+
+
+def error_outcome(message_id: str, failure: str, *, turn_id: str | None = None) -> dict[str, Any]:
+    """The Outcome of a turn that produced no answer, with `failure` as its one user-safe failure."""
+    return _without_answer(FinishReason.ERROR, message_id, failure, turn_id)
+
+
+def deadline_outcome(message_id: str, failure: str) -> dict[str, Any]:
+    """The Outcome of a turn whose answer did not come in time."""
+    return _without_answer(FinishReason.DEADLINE, message_id, failure, None)
+
+
+def _without_answer(reason: FinishReason, message_id: str, failure: str, turn_id: str | None) -> dict[str, Any]:
+    return {
+        "turn_id": turn_id or message_id,
+        "message_id": message_id,
+        "finish_reason": reason.value,
+        "text": None,
+        "fallback": False,
+        "failures": [failure],
+        "approval": None,
+    }

@@ -1,0 +1,50 @@
+"""`ServeSettings`: what a server runs (bot, stores, model) and the limits it enforces."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import attrs
+
+from agentloop.adapters.stores import DEFAULT_STORES_URL
+from agentloop.ports import LLM
+from agentloop.serve.auth import Tokens
+
+
+def _positive(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None and not (isinstance(value, (int, float)) and value > 0):
+        raise ValueError(f"{attribute.name} must be a positive number, got {value!r}")
+
+
+@attrs.frozen
+class ServeSettings:
+    """How `create_app` serves a bot.
+
+    `tokens` is the token file's path (or the `Tokens` read from it). `pipeline` is `module:factory` (taking llm, channel, stores by name, as `agentloop chat`
+    offers) or None for the standard bot with note-taking. `inbox` None means: through the
+    workers' inbox when `stores` is a postgresql URL, in this process otherwise. `llm` is the
+    model of the standard bot and of distillation at the end of a session. A session without
+    a turn for `idle_timeout` seconds is ended (distilled) as `POST .../end` would.
+    """
+
+    tokens: str | os.PathLike[str] | Tokens
+    llm: LLM
+    stores: str = DEFAULT_STORES_URL
+    bot: str = "bot"
+    pipeline: str | None = None
+    inbox: bool | None = None
+    max_body_bytes: int = attrs.field(default=64 * 1024, validator=_positive)
+    max_message_chars: int = attrs.field(default=8000, validator=_positive)
+    rate_per_minute: float = attrs.field(default=60.0, validator=_positive)
+    rate_burst: int = attrs.field(default=10, validator=_positive)
+    turn_timeout: float | None = attrs.field(default=120.0, validator=_positive)
+    history_limit: int = attrs.field(default=200, validator=_positive)
+    idle_timeout: float = attrs.field(default=1800.0, validator=_positive)
+
+    @property
+    def uses_inbox(self) -> bool:
+        """True when turns are submitted to the workers' inbox instead of run here."""
+        if self.inbox is not None:
+            return self.inbox
+        return self.stores.startswith(("postgresql://", "postgres://"))

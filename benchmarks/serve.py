@@ -1,0 +1,360 @@
+"""Requests/s and latency of streamed (SSE) turns against one `agentloop serve` process at
+1, 50 and 500 concurrent clients, each figure next to a bare Starlette floor as a ratio.
+
+The bot is the standard pipeline on SQLite stores with a model double that awaits
+`--model-delay` seconds (50 ms) and then streams a short answer in small pieces. The floor
+is a Starlette app with the same routes whose message endpoint awaits the same delay and
+streams the same SSE bytes (the answer's deltas, then an outcome event) and does nothing
+else. Both run under uvicorn on 127.0.0.1, each in its own process, so the clients (httpx,
+one AsyncClient and connection per client, in this process) share no interpreter with them.
+
+A client opens a session (not timed), sends `--turns-per-session` messages one after the
+other, each as a stream read to its `outcome` event, then opens a new session, until the
+level's time is up. Latency is request start to the outcome event; "first delta" is
+request start to the first piece of the answer. Requests/s counts the outcomes received
+in the `--duration` window after `--warmup`; latencies are of the requests started in it.
+Errors (HTTP status, transport error, or a finish reason other than success) are counted,
+never timed. The figures depend on the machine; nothing is asserted.
+
+    python benchmarks/serve.py [--clients 1,50,500] [--duration 10] [--warmup 2]
+                               [--model-delay 0.05] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import socket
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, StreamingResponse
+from starlette.routing import Route
+
+from agentloop import LlmReply, TextDelta
+from agentloop.ports import Channel, Stores
+from agentloop.streaming import reply_events
+from agentloop.testing import ScriptedLLM
+from systems import StandardPipeline, standard_pipeline
+
+HERE = Path(__file__).resolve().parent
+ANSWER = "The office opens at eight on Mondays and closes at six."
+CHUNK = 8
+MODEL_DELAY_VARIABLE = "AGENTLOOP_BENCH_MODEL_DELAY"
+SERVER_START_SECONDS = 60.0
+RATE_PER_MINUTE = 1_000_000_000
+BURST = 1_000_000
+
+
+def model_delay() -> float:
+    return float(os.environ.get(MODEL_DELAY_VARIABLE, "0.05"))
+
+
+def pieces() -> list[str]:
+    """The answer's text deltas, cut as the model double streams them."""
+    return [event.text for event in reply_events(LlmReply(ANSWER), CHUNK) if isinstance(event, TextDelta)]
+
+
+def factory(stores: Stores, channel: Channel) -> StandardPipeline:
+    """The served bot (`--pipeline serve:factory`, run from this directory): the standard
+    pipeline with a model that awaits the delay, then streams the answer."""
+    llm = ScriptedLLM(lambda request: ANSWER, latency=model_delay(), chunk=CHUNK)
+    return standard_pipeline(llm, channel, stores=stores)
+
+
+def sse(event: str, data: object) -> bytes:
+    return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
+
+
+def floor_app() -> Starlette:
+    """The same routes as the server, doing nothing but awaiting the delay and streaming the same bytes."""
+    delay = model_delay()
+
+    async def health(request: Request) -> JSONResponse:
+        return JSONResponse({"status": "ok"})
+
+    async def new_session(request: Request) -> JSONResponse:
+        return JSONResponse({"session_id": uuid.uuid4().hex}, status_code=201)
+
+    async def message(request: Request) -> StreamingResponse:
+        body = await request.json()
+
+        async def events() -> AsyncIterator[bytes]:
+            await asyncio.sleep(delay)
+            for piece in pieces():
+                yield sse("delta", {"text": piece})
+            yield sse("outcome", {
+                "turn_id": uuid.uuid4().hex, "message_id": body.get("message_id") or uuid.uuid4().hex,
+                "finish_reason": "success", "text": ANSWER, "fallback": False, "failures": [], "approval": None,
+            })
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    return Starlette(routes=[
+        Route("/healthz", health),
+        Route("/v1/sessions", new_session, methods=["POST"]),
+        Route("/v1/sessions/{sid}/messages", message, methods=["POST"]),
+    ])
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+class Server:
+    """One server process on a loopback port, and what it has spent of the CPU."""
+
+    def __init__(self, label: str, command: list[str], port: int, env: dict[str, str]) -> None:
+        self.label = label
+        self.url = f"http://127.0.0.1:{port}"
+        self.process = subprocess.Popen(command, cwd=HERE, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+    def wait_ready(self) -> None:
+        deadline = time.monotonic() + SERVER_START_SECONDS
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                assert self.process.stderr is not None
+                raise SystemExit(f"the {self.label} server exited with {self.process.returncode}:\n{self.process.stderr.read()}")
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=1.0).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+        raise SystemExit(f"the {self.label} server did not answer {self.url}/healthz within {SERVER_START_SECONDS:.0f} s")
+
+    def cpu_seconds(self) -> float | None:
+        """User + system CPU time of the process so far (Linux /proc), or None elsewhere."""
+        try:
+            fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return None
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def close(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+class Level:
+    """What the clients of one level measured against one server."""
+
+    def __init__(self, measure_from: float, stop: float) -> None:
+        self.measure_from = measure_from
+        self.stop = stop
+        self.completed = 0
+        self.latencies: list[float] = []
+        self.first_deltas: list[float] = []
+        self.errors: Counter[str] = Counter()
+        self.client_cpu = 0.0
+
+    def record(self, started: float, first: float | None, ended: float) -> None:
+        if self.measure_from <= ended <= self.stop:
+            self.completed += 1
+        if started >= self.measure_from:
+            self.latencies.append((ended - started) * 1000.0)
+            if first is not None:
+                self.first_deltas.append((first - started) * 1000.0)
+
+
+async def turn(http: httpx.AsyncClient, url: str, headers: dict[str, str], level: Level) -> None:
+    """One message as an SSE stream, read to its end; timed to the outcome event."""
+    started = time.perf_counter()
+    first: float | None = None
+    ended: float | None = None
+    finish = "no outcome event"
+    async with http.stream("POST", url, json={"text": "When does the office open?"},
+                           headers={**headers, "Accept": "text/event-stream"}) as response:
+        if response.status_code != 200:
+            await response.aread()
+            level.errors[f"HTTP {response.status_code}"] += 1
+            return
+        event = ""
+        async for line in response.aiter_lines():
+            if line.startswith("event:"):
+                event = line[6:].strip()
+            elif line.startswith("data:") and event == "delta" and first is None:
+                first = time.perf_counter()
+            elif line.startswith("data:") and event == "outcome":
+                ended = time.perf_counter()
+                finish = json.loads(line[5:])["finish_reason"]
+    if ended is None or finish != "success":
+        level.errors[finish] += 1
+        return
+    level.record(started, first, ended)
+
+
+async def client(http: httpx.AsyncClient, base: str, token: str, turns_per_session: int, level: Level) -> None:
+    """One user: sessions of `turns_per_session` messages, one after the other, until the level stops."""
+    headers = {"Authorization": f"Bearer {token}"}
+    while time.perf_counter() < level.stop:
+        try:
+            created = await http.post(f"{base}/v1/sessions", headers=headers)
+            if created.status_code != 201:
+                level.errors[f"HTTP {created.status_code}"] += 1
+                await asyncio.sleep(0.1)
+                continue
+            url = f"{base}/v1/sessions/{created.json()['session_id']}/messages"
+            for _ in range(turns_per_session):
+                if time.perf_counter() >= level.stop:
+                    return
+                await turn(http, url, headers, level)
+        except httpx.HTTPError as error:
+            level.errors[type(error).__name__] += 1
+            await asyncio.sleep(0.1)
+
+
+async def run_level(server: Server, clients: int, token: str, args: argparse.Namespace) -> tuple[Level, float | None]:
+    """`clients` users against `server` for the warm-up and the window; the level's figures and
+    the server's CPU seconds spent in the window."""
+    tls = ssl.create_default_context()  # one context for every client: httpx makes one per client otherwise
+    https = [httpx.AsyncClient(timeout=httpx.Timeout(120.0), verify=tls) for _ in range(clients)]
+    try:
+        now = time.perf_counter()
+        level = Level(now + args.warmup, now + args.warmup + args.duration)
+        users = [asyncio.create_task(client(http, server.url, token, args.turns_per_session, level)) for http in https]
+        await asyncio.sleep(max(0.0, level.measure_from - time.perf_counter()))
+        cpu_before, client_before = server.cpu_seconds(), time.process_time()
+        await asyncio.sleep(max(0.0, level.stop - time.perf_counter()))
+        cpu_after, level.client_cpu = server.cpu_seconds(), time.process_time() - client_before
+        await asyncio.gather(*users)
+    finally:
+        await asyncio.gather(*(http.aclose() for http in https))
+    spent = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
+    return level, spent
+
+
+def raise_open_files_limit(needed: int) -> str:
+    """Lift the soft limit on open files (inherited by the servers) so every client's socket fits."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+        soft = wanted
+    return "unlimited" if soft == resource.RLIM_INFINITY else str(soft)
+
+
+@contextmanager
+def servers(args: argparse.Namespace, scratch: Path) -> Iterator[tuple[Server, Server, str, str]]:
+    """The floor and the agentloop server, both answering; the token to use and how tokens are set up."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE.parent), os.environ.get("PYTHONPATH")])),
+        MODEL_DELAY_VARIABLE: str(args.model_delay),
+    }
+    token = uuid.uuid4().hex
+    tokens = scratch / "tokens.toml"
+    tokens.write_text(f'secret = "{uuid.uuid4().hex}"\n[[tokens]]\ntoken = "{token}"\nuser = "bench"\norg = "bench"\n'
+                      'team = "bench"\nproject = "bench"\n')
+    setup = f"one token shared by every client, --rate-limit {RATE_PER_MINUTE} --burst {BURST} (no request waits for it)"
+    floor_port, ours_port = free_port(), free_port()
+    with ExitStack() as stack:
+        floor = Server("floor", [sys.executable, str(Path(__file__).resolve()), "--floor", "--port", str(floor_port)],
+                       floor_port, env)
+        stack.callback(floor.close)
+        floor.wait_ready()
+        # --base-url: the model `serve` distils ended sessions with, checked to answer at start; no
+        # session ends here, so any HTTP server will do, and the floor is one
+        ours = Server("agentloop", [
+            sys.executable, "-m", "agentloop.cli", "serve", "--pipeline", "serve:factory", "--stores", str(scratch / "data"),
+            "--tokens", str(tokens), "--host", "127.0.0.1", "--port", str(ours_port), "--base-url", floor.url,
+            "--rate-limit", str(RATE_PER_MINUTE), "--burst", str(BURST),
+        ], ours_port, env)
+        stack.callback(ours.close)
+        ours.wait_ready()
+        yield ours, floor, token, setup
+
+
+def quantile(values: list[float], q: int) -> float:
+    """The q-th percentile (the value itself with one sample)."""
+    return statistics.quantiles(values, n=100, method="inclusive")[q - 1] if len(values) > 1 else values[0]
+
+
+def figures(level: Level, cpu: float | None, duration: float) -> dict[str, float | None]:
+    times = level.latencies or [float("nan")]
+    firsts = level.first_deltas or [float("nan")]
+    return {
+        "requests/s": level.completed / duration,
+        "latency p50 (ms)": quantile(times, 50),
+        "latency p99 (ms)": quantile(times, 99),
+        "first delta p50 (ms)": quantile(firsts, 50),
+        "server CPU per request (ms)": None if cpu is None or not level.completed else cpu * 1000.0 / level.completed,
+        "client CPU per request (ms)": level.client_cpu * 1000.0 / level.completed if level.completed else None,
+    }
+
+
+def shown(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def report(args: argparse.Namespace, setup: str, limit: str, results: dict[int, dict[str, tuple[Level, float | None]]]) -> None:
+    print(f"SSE turns against one uvicorn process each, 127.0.0.1; model double awaits {args.model_delay * 1000:.0f} ms, "
+          f"then streams {len(ANSWER)} characters in {len(pieces())} deltas")
+    print(f"{args.warmup:g} s warm-up, then {args.duration:g} s measured per level; {args.turns_per_session} messages per "
+          f"session; httpx clients in one process, one connection each; tokens: {setup}; open files limit {limit}")
+    print(f"{'clients':>7}  {'figure':<28} {'agentloop':>10} {'floor':>10} {'agentloop/floor':>16}")
+    for clients, measured in results.items():
+        ours = figures(*measured["agentloop"], args.duration)
+        floor = figures(*measured["floor"], args.duration)
+        for name, value in ours.items():
+            base = floor[name]
+            ratio = "-" if value is None or not base else f"{value / base:.2f}x"
+            print(f"{clients:>7}  {name:<28} {shown(value):>10} {shown(base):>10} {ratio:>16}")
+        for label, (level, _) in measured.items():
+            if level.errors:
+                listed = ", ".join(f"{count} {kind}" for kind, count in level.errors.most_common())
+                print(f"{clients:>7}  errors ({label}): {listed}")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--clients", default="1,50,500", help="concurrent clients per level, comma-separated")
+    parser.add_argument("--duration", type=float, default=10.0, help="measured seconds per level and server")
+    parser.add_argument("--warmup", type=float, default=2.0, help="seconds per level and server before measuring")
+    parser.add_argument("--turns-per-session", type=int, default=5, help="messages a client sends in one session")
+    parser.add_argument("--model-delay", type=float, default=0.05, help="seconds the model double awaits")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 1 and 5 clients, 1 s per level")
+    parser.add_argument("--floor", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.floor:
+        import uvicorn
+
+        uvicorn.run(floor_app(), host="127.0.0.1", port=args.port, log_level="warning")
+        return
+    if args.quick:
+        args.clients, args.duration, args.warmup = "1,5", 1.0, 0.3
+    levels = [int(n) for n in args.clients.split(",")]
+    limit = raise_open_files_limit(2 * max(levels) + 256)
+    results: dict[int, dict[str, tuple[Level, float | None]]] = {}
+    with tempfile.TemporaryDirectory(prefix="agentloop-bench-serve-") as scratch, \
+            servers(args, Path(scratch)) as (ours, floor, token, setup):
+        for clients in levels:
+            results[clients] = {server.label: asyncio.run(run_level(server, clients, token, args)) for server in (ours, floor)}
+    report(args, setup, limit, results)
+
+
+if __name__ == "__main__":
+    main()
