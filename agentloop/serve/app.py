@@ -53,6 +53,14 @@ class _Bot:
 
 
 @attrs.define
+class _Gate:
+    """One session's turn at a time in this server: the lock, and how many requests hold or await it."""
+
+    lock: asyncio.Lock = attrs.Factory(asyncio.Lock)
+    users: int = 0
+
+
+@attrs.define
 class _Server:
     """The app's state: settings, callers, limits, the channel and (while running) the bot."""
 
@@ -61,7 +69,7 @@ class _Server:
     limiter: RateLimiter
     channel: HttpChannel = attrs.Factory(HttpChannel)
     bot: _Bot | None = None
-    locks: dict[str, asyncio.Lock] = attrs.Factory(dict)
+    gates: dict[str, _Gate] = attrs.Factory(dict)
     turns: set[asyncio.Task[Any]] = attrs.Factory(set)
 
     @property
@@ -306,8 +314,19 @@ async def _turn(server: _Server, request: Request, session: Session, incoming: I
         if stream:
             return _sse(_only(outcome))
         return JSONResponse(await outcome)
-    lock = server.locks.setdefault(session.id, asyncio.Lock())
-    await lock.acquire()
+    gate = server.gates.setdefault(session.id, _Gate())
+    gate.users += 1
+
+    def leave() -> None:
+        gate.users -= 1
+        if not gate.users:
+            del server.gates[session.id]
+
+    try:
+        await gate.lock.acquire()  # the session's channel listener is this request's until its turn ends
+    except BaseException:
+        leave()
+        raise
     events = server.channel.listen(session.id)
     task = asyncio.create_task(_watched(bot, session, _direct_turn(bot.loop, session, incoming, message_id)))
     server.turns.add(task)
@@ -315,9 +334,8 @@ async def _turn(server: _Server, request: Request, session: Session, incoming: I
     def finished(done: asyncio.Task[Any]) -> None:
         server.turns.discard(done)
         server.channel.stop_listening(session.id, events)
-        lock.release()
-        if not lock.locked():
-            server.locks.pop(session.id, None)
+        gate.lock.release()
+        leave()
 
     task.add_done_callback(finished)
     if stream:
@@ -360,11 +378,14 @@ async def _relay(events: asyncio.Queue[Event], task: asyncio.Task[dict[str, Any]
     """The turn's deltas and resets as they come, then its outcome."""
     while not task.done():
         getter = asyncio.ensure_future(events.get())
-        await asyncio.wait((getter, task), return_when=asyncio.FIRST_COMPLETED)
-        if getter.done():
+        try:
+            await asyncio.wait((getter, task), return_when=asyncio.FIRST_COMPLETED)
+        finally:  # the turn ended first, or the client left while waiting
+            got = getter.done()
+            if not got:
+                getter.cancel()
+        if got:
             yield getter.result()
-        else:
-            getter.cancel()
     while not events.empty():
         yield events.get_nowait()
     yield "outcome", await task
