@@ -13,6 +13,7 @@ from typing import Any
 import attrs
 import structlog
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
@@ -111,7 +112,18 @@ def create_app(settings: ServeSettings) -> Starlette:
         Route("/v1/sessions/{session_id}/end", _api(server, _end), methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC, check_dir=False), name="static"),
     ]
-    return Starlette(routes=routes, lifespan=lifespan)
+    return Starlette(routes=routes, lifespan=lifespan, exception_handlers={HTTPException: _http_error})
+
+
+async def _http_error(request: Request, error: Exception) -> Response:
+    """The router's own refusals (no such route, a method a route does not take) as JSON errors too."""
+    assert isinstance(error, HTTPException)
+    code = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code, "invalid")
+    message = {
+        404: f"there is no {request.url.path}; the routes are listed at /openapi.json",
+        405: f"{request.url.path} does not take {request.method}; the routes are listed at /openapi.json",
+    }.get(error.status_code, str(error.detail))
+    return _error(ApiError(error.status_code, code, message, headers=dict(error.headers or {})))
 
 
 @asynccontextmanager

@@ -361,3 +361,14 @@ def test_concurrent_streams_of_one_session_each_get_their_own_turns_deltas(tmp_p
 
     for shown, final in asyncio.run(body()):
         assert shown == final
+
+
+def test_an_unknown_route_or_method_is_a_json_error_too(tmp_path: Path) -> None:
+    async def body() -> tuple[httpx.Response, httpx.Response]:
+        async with client(settings(tmp_path)) as http:
+            return await http.get("/v1/nothing-here", headers=auth(ALICE)), await http.delete("/v1/sessions", headers=auth(ALICE))
+
+    missing, wrong_method = asyncio.run(body())
+    assert (missing.status_code, missing.json()["error"]["code"]) == (404, "not_found")
+    assert (wrong_method.status_code, wrong_method.json()["error"]["code"]) == (405, "method_not_allowed")
+    assert "/openapi.json" in wrong_method.json()["error"]["message"]
