@@ -12,7 +12,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from agentloop import FinishReason, IncomingMessage, Session, tool
+from agentloop import FinishReason, IncomingMessage, Session, Tool, tool
 from agentloop.adapters import open_note_taking, open_stores
 from agentloop.errors import NewerSchemaError
 from agentloop.notes import DistillationSettings, IdleSessions, KnowledgeItem, NoteTaking, NoteType
@@ -40,13 +40,14 @@ def run(coro: Awaitable[Any]) -> Any:
 
 
 async def with_worker(
-    url: str, body: Callable[[Inbox, RecordingChannel], Awaitable[Any]], *, poll_interval: float = 0.2
+    url: str, body: Callable[[Inbox, RecordingChannel], Awaitable[Any]], *, poll_interval: float = 0.2,
+    llm: ScriptedLLM | None = None, tools: Sequence[Tool] = (),
 ) -> Any:
-    """Run `body` against a bot's inbox while one in-process worker answers it; the bot's
-    stores are in the inbox's database."""
+    """Run `body` against a bot's inbox while one in-process worker answers it (with `llm`, by
+    default one that echoes the message, and `tools`); the bot's stores are in the inbox's database."""
     channel = RecordingChannel()
-    llm = ScriptedLLM(lambda request: f"echo: {request.messages[-1].content}")
-    with open_stores(url, bot="helper") as stores, standard_pipeline(llm, channel, stores=stores) as pipeline:
+    llm = llm or ScriptedLLM(lambda request: f"echo: {request.messages[-1].content}")
+    with open_stores(url, bot="helper") as stores, standard_pipeline(llm, channel, stores=stores, tools=tools) as pipeline:
         loop = pipeline.build()
         async with open_inbox(url, bot="helper") as inbox:
             worker = asyncio.create_task(
@@ -57,6 +58,27 @@ async def with_worker(
             finally:
                 worker.cancel()
                 await asyncio.gather(worker, return_exceptions=True)
+
+
+@tool(requires_approval=True)
+def refund(order: str) -> str:
+    """Refund an order."""
+    return f"refunded {order}"
+
+
+def test_an_approval_decision_crosses_the_inbox_and_a_worker_runs_the_call_it_approves(postgres_url: str) -> None:
+    llm = ScriptedLLM([ScriptedLLM.tool_call("refund", {"order": "A17"}), "Refunded A17."])
+
+    async def body(inbox: Inbox, channel: RecordingChannel) -> Any:
+        asked = await inbox.wait(await inbox.submit(SESSION, IncomingMessage("refund A17")), timeout=20)
+        assert asked.outcome.approval is not None
+        decision = IncomingMessage.approval(asked.outcome.approval.approval_id, approved=True)
+        return asked, await inbox.wait(await inbox.submit(SESSION, decision), timeout=20)
+
+    asked, done = run(with_worker(postgres_url, body, llm=llm, tools=[refund]))
+    assert asked.finish_reason is FinishReason.AWAITING_APPROVAL and asked.outcome.approval.tool == "refund"
+    assert done.finish_reason is FinishReason.SUCCESS and done.reply_text == "Refunded A17."
+    assert llm.requests[-1].messages[-1].content == "refunded A17"
 
 
 def test_a_submitted_message_is_answered_and_its_submitter_gets_the_outcome(postgres_url: str) -> None:
