@@ -49,8 +49,8 @@ from agentloop import (
     LlmRequest,
     LlmResponse,
     OutputType,
-    PendingApproval,
     OutputValidationError,
+    PendingApproval,
     PlanProposal,
     PromptContext,
     SanitizedInput,
@@ -249,7 +249,10 @@ class ToolLoopSystem(System):
         needing = [t.name for t in self.tools if t.requires_approval]
         if approvals is None and (approval is not None or needing):
             what = "an approval hook" if approval is not None else f"the tool(s) {', '.join(map(repr, needing))} need approval"
-            raise ValueError(f"{what}, so the tool loop needs approvals=... (an ApprovalStore, such as stores.approvals) to keep the calls awaiting it")
+            raise ValueError(
+                f"{what}, so the tool loop needs approvals=... (an ApprovalStore, such as stores.approvals) "
+                "to keep the calls awaiting it"
+            )
         if voice and self.tools.get(send_voice.name) is None:
             self.tools.add(send_voice)
         self.max_llm_calls = max_llm_calls
@@ -369,7 +372,8 @@ class ToolLoopSystem(System):
             scope = approval_scope(turn.ctx.session, self.company_id)
             taken = await self.approvals.take(scope, decision.approval_id, decision.approved)
         if taken is None:
-            turn.fail(FailureSource.SYSTEM, self.name, FailureKind.VALIDATION, f"approval {decision.approval_id!r}: {UNKNOWN_APPROVAL}")
+            message = f"approval {decision.approval_id!r}: {UNKNOWN_APPROVAL}"
+            turn.fail(FailureSource.SYSTEM, self.name, FailureKind.VALIDATION, message)
             turn.stop(FinishReason.ERROR, UNKNOWN_APPROVAL)
             return False
         turn.messages = list(taken.messages)

@@ -29,7 +29,8 @@ SCHEMA = Schema(
                     decision TEXT,
                     pending TEXT NOT NULL
                 )""",
-                f"CREATE INDEX IF NOT EXISTS pending_approvals_by_session ON pending_approvals (session_id, {SCOPE_COLUMNS_SQL}, seq)",
+                "CREATE INDEX IF NOT EXISTS pending_approvals_by_session "
+                f"ON pending_approvals (session_id, {SCOPE_COLUMNS_SQL}, seq)",
             ),
         ),
     ),
