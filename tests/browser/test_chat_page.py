@@ -20,7 +20,7 @@ from agentloop import LlmReply, LlmRequest, Role, Session
 from agentloop.adapters import open_note_taking, open_stores
 from agentloop.notes import KnowledgeItem, Layer, NoteType
 from agentloop.serve import ServeSettings, create_app
-from agentloop.testing import ScriptedLLM
+from agentloop.testing import ScriptedLLM, StreamCut
 from agentloop.testing.serve import served
 
 T = TypeVar("T")
@@ -38,13 +38,16 @@ project = "chat"
 """
 
 
-def reply(request: LlmRequest) -> str | LlmReply:
-    """Answers a question; asked to delete a file, calls the tool that needs approval, then says what it did."""
+def reply(request: LlmRequest) -> str | LlmReply | StreamCut:
+    """Answers a question; asked to delete a file, calls the tool that needs approval, then says what it did;
+    asked about the weather, its stream breaks off."""
     last = request.messages[-1]
     if last.role is Role.TOOL:
         return f"Done: {last.content}."
     if "delete" in (last.content or ""):
         return ScriptedLLM.tool_call("delete_file", {"path": "notes.txt"})
+    if "weather" in (last.content or ""):
+        return ScriptedLLM.cut("It is sunny in Oslo today.", after=3)
     return ANSWER
 
 
@@ -127,7 +130,7 @@ def test_a_streamed_answer_grows_thumbs_up_credits_its_note_the_session_ends_and
     expect(page.locator(".message.user")).to_have_count(1)
 
 
-def test_a_tool_call_awaiting_approval_runs_once_approved_on_the_page(page: Page, tmp_path: Path) -> None:
+def test_a_tool_call_awaiting_approval_runs_once_approved_on_the_page_and_a_failed_turn_says_how_it_ended(page: Page, tmp_path: Path) -> None:
     with served(create_app(settings(tmp_path, pipeline="chat_page_bot:factory"))) as url:
         log_in(page, url)
         send(page, "Please delete notes.txt")
@@ -137,3 +140,8 @@ def test_a_tool_call_awaiting_approval_runs_once_approved_on_the_page(page: Page
         request.get_by_role("button", name="Approve").click()
         expect(page.get_by_text("You approved delete_file.")).to_be_visible()
         expect(page.locator(".message.assistant .text").last).to_have_text("Done: deleted notes.txt.")
+
+        send(page, "How is the weather?")
+        broken = page.locator(".message.assistant").last
+        expect(broken.locator(".text")).to_have_text(re.compile("cut off"))
+        expect(broken.locator(".reason")).to_have_text(re.compile(r"^This turn ended with “error” \(.+\)\.$"))

@@ -162,8 +162,9 @@
     if (outcome.finish_reason !== "success" && outcome.finish_reason !== "awaiting_approval") {
       const reason = document.createElement("p");
       reason.className = "reason";
-      const failures = (outcome.failures || []).join(" ");
-      reason.textContent = `This turn ended with “${outcome.finish_reason.replace(/_/g, " ")}”. ${failures}`.trim();
+      const failures = (outcome.failures || []).join("; ");
+      const how = `This turn ended with “${outcome.finish_reason.replace(/_/g, " ")}”`;
+      reason.textContent = failures ? `${how} (${failures}).` : `${how}.`;
       bubble.append(reason);
     }
     if (outcome.turn_id) bubble.append(feedbackButtons(session, outcome.turn_id));
