@@ -120,19 +120,21 @@ def free_port() -> int:
 
 
 class Server:
-    """One server process on a loopback port, and what it has spent of the CPU."""
+    """One server process on a loopback port, and what it has spent of the CPU; its output
+    goes to a file in `scratch` (a pipe nobody reads while the clients run could fill and stall it)."""
 
-    def __init__(self, label: str, command: list[str], port: int, env: dict[str, str]) -> None:
+    def __init__(self, label: str, command: list[str], port: int, env: dict[str, str], scratch: Path) -> None:
         self.label = label
         self.url = f"http://127.0.0.1:{port}"
-        self.process = subprocess.Popen(command, cwd=HERE, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.log = scratch / f"{label}.log"
+        with self.log.open("w") as log:
+            self.process = subprocess.Popen(command, cwd=HERE, env=env, stdout=log, stderr=subprocess.STDOUT)
 
     def wait_ready(self) -> None:
         deadline = time.monotonic() + SERVER_START_SECONDS
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                assert self.process.stderr is not None
-                raise SystemExit(f"the {self.label} server exited with {self.process.returncode}:\n{self.process.stderr.read()}")
+                raise SystemExit(f"the {self.label} server exited with {self.process.returncode}:\n{self.log.read_text()}")
             try:
                 if httpx.get(f"{self.url}/healthz", timeout=1.0).status_code == 200:
                     return
@@ -272,7 +274,7 @@ def servers(args: argparse.Namespace, scratch: Path) -> Iterator[tuple[Server, S
     floor_port, ours_port = free_port(), free_port()
     with ExitStack() as stack:
         floor = Server("floor", [sys.executable, str(Path(__file__).resolve()), "--floor", "--port", str(floor_port)],
-                       floor_port, env)
+                       floor_port, env, scratch)
         stack.callback(floor.close)
         floor.wait_ready()
         # --base-url: the model `serve` distils ended sessions with, checked to answer at start; no
@@ -281,7 +283,7 @@ def servers(args: argparse.Namespace, scratch: Path) -> Iterator[tuple[Server, S
             sys.executable, "-m", "agentloop.cli", "serve", "--pipeline", "serve:factory", "--stores", str(scratch / "data"),
             "--tokens", str(tokens), "--host", "127.0.0.1", "--port", str(ours_port), "--base-url", floor.url,
             "--rate-limit", str(RATE_PER_MINUTE), "--burst", str(BURST),
-        ], ours_port, env)
+        ], ours_port, env, scratch)
         stack.callback(ours.close)
         ours.wait_ready()
         yield ours, floor, token, setup
