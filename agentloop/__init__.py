@@ -120,6 +120,10 @@ from agentloop.structured import OutputType, OutputValidationError  # noqa: E402
 
 __all__ += ["collect", "events_of", "reply_events"]
 
+from agentloop.telemetry import TELEMETRY, Telemetry  # noqa: E402
+
+__all__ += ["TELEMETRY", "Telemetry"]
+
 from agentloop.logging import library_default  # noqa: E402
 
 library_default()

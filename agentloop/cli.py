@@ -346,6 +346,7 @@ def _chat(args: argparse.Namespace, out: TextIO) -> int:
     spinner = Spinner(sys.stderr) if sys.stderr.isatty() else None
     channel = ConsoleChannel(out, before_output=spinner.stop if spinner is not None else None)
     with ExitStack() as stack:
+        stack.enter_context(otel_from_environment(args.otel, "agentloop-chat"))
         if args.pipeline is None:
             tools = user_tools(args.tools) if args.tools is not None else []
             bot = stack.enter_context(open_bot(stores_url(args), llm, channel, bot=args.bot, tools=tools))
@@ -669,6 +670,32 @@ def _stores_reembed(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def start_otel(service_name: str) -> Callable[[], None]:
+    """`--otel`: OpenTelemetry set up from the OTEL_* variables; returns the shutdown that flushes it."""
+    try:
+        otel = importlib.import_module("agentloop.adapters.otel")
+    except ImportError as error:
+        raise CliError(f"--otel needs OpenTelemetry: pip install 'agentloop-ecs[otel]' ({error})") from error
+    try:
+        shutdown: Callable[[], None] = otel.setup_from_environment(service_name)
+    except otel.TelemetryConfigError as error:
+        raise CliError(str(error)) from error
+    return shutdown
+
+
+@contextmanager
+def otel_from_environment(enabled: bool, service_name: str) -> Iterator[None]:
+    """With `--otel` (`enabled`): OpenTelemetry on for the block, flushed when it ends."""
+    if not enabled:
+        yield
+        return
+    shutdown = start_otel(service_name)
+    try:
+        yield
+    finally:
+        shutdown()
+
+
 def _workers() -> Any:
     """The `agentloop.workers` package, which needs the postgres extra (procrastinate, psycopg)."""
     try:
@@ -696,7 +723,11 @@ def _worker(args: argparse.Namespace, out: TextIO) -> int:
     if args.idle_end is not None and args.idle_end <= 0:
         raise CliError(f"bad worker setting: --idle-end must be a positive number of seconds, not {args.idle_end:g}")
     try:
-        with open_stores(stores, bot=args.bot) as opened, built_pipeline(args.pipeline, {"stores": lambda: opened}) as loop:
+        with (
+            otel_from_environment(args.otel, "agentloop-worker"),
+            open_stores(stores, bot=args.bot) as opened,
+            built_pipeline(args.pipeline, {"stores": lambda: opened}) as loop,
+        ):
             idle = None if args.idle_end is None else _idle_sessions(args.pipeline, loop, args.idle_end)
             asyncio.run(_work(workers, inbox_url, args.bot, loop, settings, shown_url(stores), out, idle))
     except StoreUrlError as error:
@@ -826,6 +857,17 @@ def _embedder_options() -> argparse.ArgumentParser:
     return options
 
 
+def otel_options() -> argparse.ArgumentParser:
+    """`--otel`, for the commands that run turns."""
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument(
+        "--otel", action="store_true",
+        help="report spans and metrics through OpenTelemetry, exporters chosen by the standard OTEL_* variables "
+        "(OTEL_TRACES_EXPORTER, OTEL_METRICS_EXPORTER, OTEL_EXPORTER_OTLP_ENDPOINT, ...); needs the otel extra",
+    )
+    return options
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agentloop", description="Build and run agentloop bots.", epilog=EXIT_STATUS)
     parser.add_argument(
@@ -834,7 +876,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: WARNING; ERROR for demo, whose failures are staged)",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    data, model, chain = _data_options(), _model_options(), _chain_options()
+    data, model, chain, otel = _data_options(), _model_options(), _chain_options(), otel_options()
 
     demo = commands.add_parser(
         "demo", help="run a complete bot offline and check every step",
@@ -855,7 +897,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(handler=_demo, quiet_log_level="ERROR")
 
     chat = commands.add_parser(
-        "chat", parents=[data, model], help="talk to a bot on an OpenAI-compatible endpoint",
+        "chat", parents=[data, model, otel], help="talk to a bot on an OpenAI-compatible endpoint",
         description="An interactive console bot: one turn per line of standard input (piped input works), "
         "replies streamed to standard output, history and memory kept in the data directory. /good or /bad rate "
         "the last answer; /bye, /quit, end of input (Ctrl-D) or Ctrl-C at the prompt end the session, which is then distilled. "
@@ -978,7 +1020,7 @@ def build_parser() -> argparse.ArgumentParser:
     reembed.set_defaults(handler=_stores_reembed)
 
     worker = commands.add_parser(
-        "worker", parents=[data], help="run the turns of a bot's inbox, beside any number of other workers",
+        "worker", parents=[data, otel], help="run the turns of a bot's inbox, beside any number of other workers",
         description="Take messages from the bot's durable inbox in PostgreSQL and run their turns through the "
         "pipeline that MODULE:FACTORY builds (its `stores` parameter gets the opened Stores). Turns of one session "
         "run one at a time in submission order across every worker; a worker that dies has its turns run again "

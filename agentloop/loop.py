@@ -20,7 +20,16 @@ from agentloop.messages import ChatMessage
 from agentloop.outcome import FailureEvent, FailureKind, FailureSource, FinishReason, resolve_finish_reason
 from agentloop.ports.clock import Clock, SystemClock
 from agentloop.ports.metrics import Metrics
+from agentloop.ports.telemetry import Span
 from agentloop.system import System
+from agentloop.telemetry import TELEMETRY
+
+SESSION_ID = "agentloop.session.id"
+TURN_ID = "agentloop.turn.id"
+SYSTEM = "agentloop.system"
+OUTCOME = "agentloop.outcome"
+FINISH_REASON = "agentloop.finish_reason"
+FAILURES = "agentloop.failures"
 
 
 @attrs.frozen
@@ -298,7 +307,8 @@ class AgentLoop:
     VALIDATION, from `UndeclaredAccessError`). After `turn_timeout` seconds only `always_run` systems run, and an
     async one is interrupted `always_run_grace` seconds past the deadline, so a hung
     channel cannot hold the session forever. Turns of one session run one at a time
-    in arrival order; different sessions run concurrently.
+    in arrival order; different sessions run concurrently. With telemetry switched on
+    (`TELEMETRY`), each turn is a span with a child span per system run.
     """
 
     def __init__(
@@ -400,60 +410,76 @@ class AgentLoop:
         filtering = hasattr(type(log), "is_enabled_for")
         debug = verbose and (not filtering or log.is_enabled_for(logging.DEBUG))
         timed_out = False
-        for step in self._steps:
-            if deadline is not None and not timed_out and clock.monotonic() >= deadline:
-                timed_out = True
-                self._record_timeout(ctx, step.name, "was skipped: the turn deadline had passed")
-            if timed_out and not step.always_run:
-                continue
-            # ctx._running(system), inlined: the loop's hot path, with the sets precomputed.
-            ctx.current_system = step.name
-            ctx._access = step.access
-            t0 = perf_counter()
-            result = "ok"
-            budget: asyncio.Timeout | None = None
-            try:
-                if step.should is not None and not step.should(ctx):
-                    result = "skipped"
-                elif not step.is_async:
-                    step.process(ctx)
-                elif deadline is None:
-                    await step.process(ctx)
-                else:
-                    limit = deadline - clock.monotonic()
-                    if step.always_run:
-                        limit = max(limit, 0.0) + self.always_run_grace
-                    async with asyncio.timeout(limit) as budget:
-                        await step.process(ctx)
-            except Exception as exc:
-                if budget is not None and budget.expired():
-                    result = "timeout"
-                    if step.always_run:
-                        what = f"was interrupted {self.always_run_grace}s after the turn deadline"
-                    else:
-                        what = "was interrupted: the turn deadline passed"
+        tracer = TELEMETRY.tracer
+        turn_span = None if tracer is None else tracer.start_span("turn", {SESSION_ID: session.id, TURN_ID: ctx.turn_id})
+        span: Span | None = None
+        watched = debug or tracer is not None
+        try:
+            for step in self._steps:
+                if deadline is not None and not timed_out and clock.monotonic() >= deadline:
                     timed_out = True
-                    self._record_timeout(ctx, step.name, what)
-                else:
-                    result = "error"
-                    kind = FailureKind.VALIDATION if isinstance(exc, UndeclaredAccessError) else FailureKind.EXCEPTION
-                    ctx.add_failure(
-                        FailureEvent(FailureSource.SYSTEM, step.name, kind, f"{type(exc).__name__}: {exc}", clock.now())
-                    )
-                    log.error("system.failed", system=step.name, exc_info=exc)
-                    if self.metrics is not None:
-                        self.metrics.increment("agentloop.system.failures", labels={"system": step.name})
-            if debug:
-                log.debug("system.run", system=step.name, duration_ms=(perf_counter() - t0) * 1000.0, outcome=result)
-        ctx.current_system = ctx._access = None
-        self._finish(ctx, timed_out)
+                    self._record_timeout(ctx, step.name, "was skipped: the turn deadline had passed")
+                if timed_out and not step.always_run:
+                    continue
+                # ctx._running(system), inlined: the loop's hot path, with the sets precomputed.
+                ctx.current_system = step.name
+                ctx._access = step.access
+                if tracer is not None:
+                    span = tracer.start_span(f"system {step.name}", {SYSTEM: step.name})
+                t0 = perf_counter()
+                result = "ok"
+                budget: asyncio.Timeout | None = None
+                try:
+                    if step.should is not None and not step.should(ctx):
+                        result = "skipped"
+                    elif not step.is_async:
+                        step.process(ctx)
+                    elif deadline is None:
+                        await step.process(ctx)
+                    else:
+                        limit = deadline - clock.monotonic()
+                        if step.always_run:
+                            limit = max(limit, 0.0) + self.always_run_grace
+                        async with asyncio.timeout(limit) as budget:
+                            await step.process(ctx)
+                except Exception as exc:
+                    if budget is not None and budget.expired():
+                        result = "timeout"
+                        if step.always_run:
+                            what = f"was interrupted {self.always_run_grace}s after the turn deadline"
+                        else:
+                            what = "was interrupted: the turn deadline passed"
+                        timed_out = True
+                        self._record_timeout(ctx, step.name, what)
+                    else:
+                        result = "error"
+                        kind = FailureKind.VALIDATION if isinstance(exc, UndeclaredAccessError) else FailureKind.EXCEPTION
+                        ctx.add_failure(
+                            FailureEvent(FailureSource.SYSTEM, step.name, kind, f"{type(exc).__name__}: {exc}", clock.now())
+                        )
+                        log.error("system.failed", system=step.name, exc_info=exc)
+                        metrics = TELEMETRY.metrics_for(self.metrics)
+                        if metrics is not None:
+                            metrics.increment("agentloop.system.failures", labels={"system": step.name})
+                if watched:  # tracing or debug logging: off in production, one check per system
+                    if span is not None:
+                        _end_system_span(span, result, ctx)
+                        span = None
+                    if debug:
+                        log.debug("system.run", system=step.name, duration_ms=(perf_counter() - t0) * 1000.0, outcome=result)
+            ctx.current_system = ctx._access = None
+            self._finish(ctx, timed_out)
+        finally:
+            if turn_span is not None:
+                _end_turn_span(turn_span, span, ctx)
         duration_ms = (perf_counter() - started) * 1000.0
         outcome = ctx.turn_outcome
         reason = outcome.finish_reason.value if outcome is not None else None
         if verbose:
             log.info("turn.finished", finish_reason=reason, failures=len(ctx.failures), duration_ms=duration_ms)
-        if self.metrics is not None:
-            self.metrics.observe("agentloop.turn.duration_ms", duration_ms)
+        metrics = self.metrics if TELEMETRY.metrics is None else TELEMETRY.metrics_for(self.metrics)
+        if metrics is not None:
+            metrics.observe("agentloop.turn.duration_ms", duration_ms)
         return ctx
 
     def _record_timeout(self, ctx: AgentContext, system: str, what: str) -> None:
@@ -470,3 +496,26 @@ class AgentLoop:
         failures = ctx.failures
         if reason is not outcome.finish_reason or failures != outcome.failures:
             ctx.set(attrs.evolve(outcome, finish_reason=reason, failures=failures))
+
+
+def _end_system_span(span: Span, result: str, ctx: AgentContext) -> None:
+    """End a system's span with how it went (ok, error, skipped, timeout); the last failure says why."""
+    span.set_attribute(OUTCOME, result)
+    if result in ("error", "timeout"):
+        span.fail(ctx.failures[-1].message)
+    span.end()
+
+
+def _end_turn_span(turn: Span, system: Span | None, ctx: AgentContext) -> None:
+    """End the turn's span with its finish reason and failure count; a system still open was cancelled."""
+    turn.set_attribute(FAILURES, len(ctx.failures))
+    if system is not None:
+        system.set_attribute(OUTCOME, "cancelled")
+        system.fail("the turn was cancelled while this system ran")
+        system.end()
+        turn.fail("the turn was cancelled")
+    elif (outcome := ctx.turn_outcome) is not None:
+        turn.set_attribute(FINISH_REASON, outcome.finish_reason.value)
+        if outcome.finish_reason is FinishReason.ERROR:
+            turn.fail("the turn finished with an error")
+    turn.end()

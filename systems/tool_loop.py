@@ -31,6 +31,7 @@ import attrs
 import structlog
 
 from agentloop import (
+    TELEMETRY,
     DEFAULT_COMPANY,
     AgentContext,
     ApprovalDecision,
@@ -201,7 +202,8 @@ class ToolLoopSystem(System):
     `max_tool_output_bytes` (the cut marked) before the model or capture sees it.
     Each model call is streamed: with a `channel` that can stream, in a user turn, its
     text reaches the user as it is written and `StreamedText` records what was shown;
-    token usage adds up on `LlmResponse.usage` and in `metrics`.
+    token usage adds up on `LlmResponse.usage` and in `metrics`. With telemetry switched on,
+    each model call and each tool call is a span under the system's.
     The async tools one model reply asks for run concurrently (sync tools run on the event
     loop, in call order: make slow or blocking tools `async def`); their results reach the
     model, `ToolExecutions` and the failures in call order. A turn
@@ -391,8 +393,19 @@ class ToolLoopSystem(System):
         (each runs whole when its task starts); the runs come back in call order."""
         step_id = uuid.uuid4().hex  # the calls of one model step share it
         async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(self._execute(turn, call, step_id)) for call in calls]
+            tasks = [group.create_task(self._traced(turn, call, step_id)) for call in calls]
         return [task.result() for task in tasks]
+
+    async def _traced(self, turn: _Turn, call: ToolCall, step_id: str) -> _Ran:
+        """`_execute` in a span of its own, a child of the tool loop's, saying whether the tool failed."""
+        attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.name}
+        with TELEMETRY.span(f"execute_tool {call.name}", attributes) as span:
+            ran = await self._execute(turn, call, step_id)
+            if span is not None:
+                span.set_attribute("agentloop.outcome", "ok" if ran.failure is None else "error")
+                if ran.failure is not None:
+                    span.fail(ran.failure[1])
+        return ran
 
     def _record(self, turn: _Turn, ran: _Ran) -> str:
         """Put a finished run on the turn (its failure, voice, attachment, execution); what the model is told."""
@@ -409,15 +422,26 @@ class ToolLoopSystem(System):
 
     async def _call(self, turn: _Turn, request: LlmRequest) -> LlmReply:
         """Ask the model, streaming its text to the user as it comes; its reply once it finished."""
-        async with aclosing(events_of(self.llm, request)) as events:
-            reply = await collect(events, turn.show)
+        attributes = {"gen_ai.operation.name": "chat"} | ({"gen_ai.request.model": self.model} if self.model else {})
+        with TELEMETRY.span(f"chat {self.model}" if self.model else "chat", attributes) as span:
+            t0 = perf_counter()
+            async with aclosing(events_of(self.llm, request)) as events:
+                reply = await collect(events, turn.show)
+            if span is not None:
+                span.set_attribute("agentloop.llm.latency_ms", (perf_counter() - t0) * 1000.0)
+                if reply.model:
+                    span.set_attribute("gen_ai.response.model", reply.model)
+                if reply.usage is not None:
+                    span.set_attribute("gen_ai.usage.input_tokens", reply.usage.input_tokens)
+                    span.set_attribute("gen_ai.usage.output_tokens", reply.usage.output_tokens)
         turn.record(complete=True)
         if reply.usage is not None:
             turn.add_usage(reply.usage)
-            if self.metrics is not None:
+            metrics = TELEMETRY.metrics_for(self.metrics)
+            if metrics is not None:
                 labels = {"model": reply.model or self.model or "unknown"}
-                self.metrics.increment("agentloop.llm.input_tokens", reply.usage.input_tokens, labels)
-                self.metrics.increment("agentloop.llm.output_tokens", reply.usage.output_tokens, labels)
+                metrics.increment("agentloop.llm.input_tokens", reply.usage.input_tokens, labels)
+                metrics.increment("agentloop.llm.output_tokens", reply.usage.output_tokens, labels)
         return reply
 
     def _structured(self, turn: _Turn, output: OutputType[Any], reply: LlmReply, content: str | None) -> bool | None:

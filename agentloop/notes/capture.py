@@ -34,6 +34,7 @@ import structlog
 from agentloop.components import ToolExecution
 from agentloop.errors import CaptureDrainError, RecorderClosedError
 from agentloop.ports.clock import Clock, SystemClock
+from agentloop.telemetry import TELEMETRY
 from agentloop.text import storable
 
 if TYPE_CHECKING:
@@ -486,10 +487,11 @@ class TrajectoryRecorder:
 
     def _observe_batch(self, size: int) -> None:
         """Report a written batch; a failing metrics sink is logged, never stops the writer."""
-        if self.metrics is None:
+        metrics = TELEMETRY.metrics_for(self.metrics)
+        if metrics is None:
             return
         try:
-            self.metrics.observe(BATCH_SIZE_METRIC, float(size))
+            metrics.observe(BATCH_SIZE_METRIC, float(size))
         except Exception as exc:
             self._log.warning("capture.metrics_failed", error=f"{type(exc).__name__}: {exc}")
 

@@ -16,6 +16,7 @@ from agentloop.errors import DistillationError
 from agentloop.messages import ChatMessage, LlmRequest
 from agentloop.notes.models import KnowledgeItem, LayerIds, NoteMetadata, NoteType, Trajectory
 from agentloop.ports.clock import Clock, SystemClock
+from agentloop.telemetry import TELEMETRY
 from agentloop.text import storable
 
 if TYPE_CHECKING:
@@ -269,9 +270,10 @@ class Distiller:
 
     def report(self, result: DistillationResult, duration_ms: float) -> DistillationResult:
         """Emit the distillation metrics (docs/notes.md) for a finished attempt; returns it."""
-        if self.metrics is not None:
-            self.metrics.observe(DURATION_METRIC, duration_ms)
-            self.metrics.increment(TOTAL_METRIC, labels={"status": result.status.metric_label})
+        metrics = TELEMETRY.metrics_for(self.metrics)
+        if metrics is not None:
+            metrics.observe(DURATION_METRIC, duration_ms)
+            metrics.increment(TOTAL_METRIC, labels={"status": result.status.metric_label})
         return result
 
     async def _distill(

@@ -23,6 +23,7 @@ from agentloop.notes.models import (
     RetrievedNote,
 )
 from agentloop.ports.clock import Clock, SystemClock
+from agentloop.telemetry import TELEMETRY
 
 if TYPE_CHECKING:
     from agentloop.ports.knowledge import KnowledgeRepository, MaintainerNotifier
@@ -157,9 +158,10 @@ class KnowledgeBase:
             )
             by_id = {item.key: await self._apply_rules(item) for item in updated}
             results = [attrs.evolve(r, item=by_id.get(r.item.key, r.item)) for r in results]
-        if self.metrics is not None:
-            self.metrics.observe(RESULTS_METRIC, float(len(results)))
-            self.metrics.observe(LATENCY_METRIC, (perf_counter() - started) * 1000.0)
+        metrics = TELEMETRY.metrics_for(self.metrics)
+        if metrics is not None:
+            metrics.observe(RESULTS_METRIC, float(len(results)))
+            metrics.observe(LATENCY_METRIC, (perf_counter() - started) * 1000.0)
         return results
 
     async def record_feedback(self, session: Scope, *, positive: bool, turn_id: str | None = None) -> list[KnowledgeItem]:

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import signal
-from collections.abc import Callable
 from types import FrameType
 from typing import TextIO
 
 import uvicorn
 
 from agentloop.adapters.stores import shown_url
-from agentloop.cli import CliError, http_llm, stores_url
+from agentloop.cli import CliError, http_llm, start_otel, stores_url
 from agentloop.serve.app import create_app
 from agentloop.serve.auth import load_tokens
 from agentloop.serve.errors import TokenFileError
@@ -44,7 +42,7 @@ def serve(args: argparse.Namespace, out: TextIO) -> int:
         app = create_app(settings)
     except ValueError as error:
         raise CliError(str(error)) from error
-    shutdown = _telemetry() if args.otel else None
+    shutdown = start_otel("agentloop-serve") if args.otel else None
     mode = "turns through the workers' inbox" if settings.uses_inbox else "turns run here"
     print(f"agentloop serve: http://{args.host}:{args.port} bot {args.bot!r}, stores {shown_url(stores)}, {mode}", file=out, flush=True)
     # uvicorn stops gracefully on SIGTERM and SIGINT, then raises the signal again for the handler
@@ -65,13 +63,3 @@ def serve(args: argparse.Namespace, out: TextIO) -> int:
 
 def _stopped(number: int, frame: FrameType | None) -> None:
     """The signal uvicorn raises again once it has stopped: nothing is left to do."""
-
-
-def _telemetry() -> Callable[[], None]:
-    """Switch OpenTelemetry on from the standard OTEL_* variables; returns its shutdown."""
-    try:
-        otel = importlib.import_module("agentloop.adapters.otel")
-    except ImportError as error:
-        raise CliError(f"--otel needs OpenTelemetry: pip install 'agentloop-ecs[otel]' ({error})") from error
-    shutdown: Callable[[], None] = otel.setup_from_environment("agentloop-serve")
-    return shutdown
