@@ -13,6 +13,7 @@ from typing import Any
 import attrs
 import structlog
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
@@ -53,6 +54,14 @@ class _Bot:
 
 
 @attrs.define
+class _Gate:
+    """One session's turn at a time in this server: the lock, and how many requests hold or await it."""
+
+    lock: asyncio.Lock = attrs.Factory(asyncio.Lock)
+    users: int = 0
+
+
+@attrs.define
 class _Server:
     """The app's state: settings, callers, limits, the channel and (while running) the bot."""
 
@@ -61,7 +70,7 @@ class _Server:
     limiter: RateLimiter
     channel: HttpChannel = attrs.Factory(HttpChannel)
     bot: _Bot | None = None
-    locks: dict[str, asyncio.Lock] = attrs.Factory(dict)
+    gates: dict[str, _Gate] = attrs.Factory(dict)
     turns: set[asyncio.Task[Any]] = attrs.Factory(set)
 
     @property
@@ -103,7 +112,18 @@ def create_app(settings: ServeSettings) -> Starlette:
         Route("/v1/sessions/{session_id}/end", _api(server, _end), methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC, check_dir=False), name="static"),
     ]
-    return Starlette(routes=routes, lifespan=lifespan)
+    return Starlette(routes=routes, lifespan=lifespan, exception_handlers={HTTPException: _http_error})
+
+
+async def _http_error(request: Request, error: Exception) -> Response:
+    """The router's own refusals (no such route, a method a route does not take) as JSON errors too."""
+    assert isinstance(error, HTTPException)
+    code = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code, "invalid")
+    message = {
+        404: f"there is no {request.url.path}; the routes are listed at /openapi.json",
+        405: f"{request.url.path} does not take {request.method}; the routes are listed at /openapi.json",
+    }.get(error.status_code, str(error.detail))
+    return _error(ApiError(error.status_code, code, message, headers=dict(error.headers or {})))
 
 
 @asynccontextmanager
@@ -306,8 +326,19 @@ async def _turn(server: _Server, request: Request, session: Session, incoming: I
         if stream:
             return _sse(_only(outcome))
         return JSONResponse(await outcome)
-    lock = server.locks.setdefault(session.id, asyncio.Lock())
-    await lock.acquire()
+    gate = server.gates.setdefault(session.id, _Gate())
+    gate.users += 1
+
+    def leave() -> None:
+        gate.users -= 1
+        if not gate.users:
+            del server.gates[session.id]
+
+    try:
+        await gate.lock.acquire()  # the session's channel listener is this request's until its turn ends
+    except BaseException:
+        leave()
+        raise
     events = server.channel.listen(session.id)
     task = asyncio.create_task(_watched(bot, session, _direct_turn(bot.loop, session, incoming, message_id)))
     server.turns.add(task)
@@ -315,9 +346,8 @@ async def _turn(server: _Server, request: Request, session: Session, incoming: I
     def finished(done: asyncio.Task[Any]) -> None:
         server.turns.discard(done)
         server.channel.stop_listening(session.id, events)
-        lock.release()
-        if not lock.locked():
-            server.locks.pop(session.id, None)
+        gate.lock.release()
+        leave()
 
     task.add_done_callback(finished)
     if stream:
@@ -360,11 +390,14 @@ async def _relay(events: asyncio.Queue[Event], task: asyncio.Task[dict[str, Any]
     """The turn's deltas and resets as they come, then its outcome."""
     while not task.done():
         getter = asyncio.ensure_future(events.get())
-        await asyncio.wait((getter, task), return_when=asyncio.FIRST_COMPLETED)
-        if getter.done():
+        try:
+            await asyncio.wait((getter, task), return_when=asyncio.FIRST_COMPLETED)
+        finally:  # the turn ended first, or the client left while waiting
+            got = getter.done()
+            if not got:
+                getter.cancel()
+        if got:
             yield getter.result()
-        else:
-            getter.cancel()
     while not events.empty():
         yield events.get_nowait()
     yield "outcome", await task

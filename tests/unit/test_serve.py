@@ -338,3 +338,37 @@ def test_the_serve_command_serves_the_bot_until_sigterm(tmp_path: Path) -> None:
             stdout, stderr = process.communicate(timeout=60)
     assert process.returncode == 0, stderr
     assert stdout == "agentloop serve: stopped\n"
+
+
+def test_concurrent_streams_of_one_session_each_get_their_own_turns_deltas(tmp_path: Path) -> None:
+    echo = ScriptedLLM(lambda request: f"echo: {request.messages[-1].content}", chunk=2, latency=0.05)
+
+    async def body() -> list[tuple[str, str]]:
+        async with client(settings(tmp_path, echo, rate_burst=20)) as http:
+            session = await new_session(http)
+            headers = {**auth(ALICE), "Accept": "text/event-stream"}
+
+            async def stream(number: int) -> tuple[str, str]:
+                await asyncio.sleep(number * 0.03)  # some arrive while an earlier turn ends and the next starts
+                text = f"message number {number}"
+                answer = await http.post(f"/v1/sessions/{session}/messages", json={"text": text}, headers=headers)
+                events = [block.split("\n") for block in answer.text.strip().split("\n\n")]
+                data = [(name[len("event: "):], json.loads(line[len("data: "):])) for name, line in events]
+                deltas = "".join(value["text"] for name, value in data if name == "delta")
+                return deltas, data[-1][1]["text"]
+
+            return await asyncio.gather(*(stream(number) for number in range(8)))
+
+    for shown, final in asyncio.run(body()):
+        assert shown == final
+
+
+def test_an_unknown_route_or_method_is_a_json_error_too(tmp_path: Path) -> None:
+    async def body() -> tuple[httpx.Response, httpx.Response]:
+        async with client(settings(tmp_path)) as http:
+            return await http.get("/v1/nothing-here", headers=auth(ALICE)), await http.delete("/v1/sessions", headers=auth(ALICE))
+
+    missing, wrong_method = asyncio.run(body())
+    assert (missing.status_code, missing.json()["error"]["code"]) == (404, "not_found")
+    assert (wrong_method.status_code, wrong_method.json()["error"]["code"]) == (405, "method_not_allowed")
+    assert "/openapi.json" in wrong_method.json()["error"]["message"]
