@@ -28,7 +28,8 @@ _SESSION = {"name": "session_id", "in": "path", "required": True, "schema": {"ty
 _TURN = {
     "200": {
         "description": "the turn's Outcome as JSON, or with Accept: text/event-stream a stream of `delta` events "
-        "(data {text}), `reset` events (data {reason}: discard what was streamed) and one final `outcome` event",
+        "(data {text}), `reset` events (data {reason}: discard what was streamed), `text` events (data {text}: a "
+        "whole message delivered) and one final `outcome` event",
         "content": {"application/json": {"schema": _ref("Outcome")}, "text/event-stream": {"schema": {"type": "string"}}},
     },
 }

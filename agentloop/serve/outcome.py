@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentloop.outcome import FailureEvent, FailureKind, FinishReason, TurnOutcome
+from agentloop.outcome import FailureEvent, FailureKind, FailureSource, FinishReason, TurnOutcome
 
 _KIND_PHRASES = {
     FailureKind.EXCEPTION: "failed",
@@ -16,9 +16,18 @@ _KIND_PHRASES = {
 }
 
 
+_SOURCE_PHRASES = {
+    FailureSource.LLM: "the model",
+    FailureSource.TOOL: "the tool {}",
+    FailureSource.SYSTEM: "the step {}",
+    FailureSource.TRANSPORT: "sending the answer",
+}
+
+
 def user_safe(failure: FailureEvent) -> str:
-    """What went wrong, said without the exception text (which may hold internals): where and what kind."""
-    return f"{failure.source.value} {failure.component} {_KIND_PHRASES[failure.kind]}"
+    """What went wrong, said without the exception text (which may hold internals): where and what kind,
+    as "the model ran out of time" or "the tool weather failed"."""
+    return f"{_SOURCE_PHRASES[failure.source].format(failure.component)} {_KIND_PHRASES[failure.kind]}"
 
 
 def outcome_json(turn_id: str, message_id: str, outcome: TurnOutcome | None) -> dict[str, Any]:
