@@ -25,7 +25,7 @@ def configure_logging(level: str | int = "INFO", *, json: bool = False, stream: 
     if not isinstance(numeric, int):
         raise ValueError(f"unknown log level {level!r}; use DEBUG, INFO, WARNING or ERROR")
     renderer: structlog.typing.Processor = (
-        structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer(colors=False)
+        structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer(colors=False, exception_formatter=structlog.dev.plain_traceback)
     )
     structlog.configure(
         processors=[
@@ -54,7 +54,8 @@ def library_default() -> None:
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.dev.set_exc_info,
-            structlog.dev.ConsoleRenderer(colors=False),
+            # plain tracebacks: with rich installed, structlog renders each one through rich, ~0.1 s a failure
+            structlog.dev.ConsoleRenderer(colors=False, exception_formatter=structlog.dev.plain_traceback),
         ],
         logger_factory=_stderr_logger,
         cache_logger_on_first_use=False,

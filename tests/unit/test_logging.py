@@ -67,3 +67,28 @@ def test_a_program_that_never_configures_logging_has_only_its_own_output_on_stdo
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert result.stdout == "turn done with 1 failure\n"
     assert "system.failed" in result.stderr and "kaput" in result.stderr and "turn.finished" not in result.stderr
+
+
+@pytest.mark.parametrize("configured", [False, True], ids=["library default", "configure_logging"])
+def test_a_failure_is_logged_with_a_plain_traceback_even_where_rich_is_installed(configured: bool) -> None:
+    """With rich installed (transformers brings it), structlog drew each traceback through rich,
+    ~14 ms per failed system; a plain traceback is the same facts at a fraction of a millisecond."""
+    import contextlib
+
+    from agentloop.logging import library_default
+
+    stream = io.StringIO()
+    if configured:
+        configure_logging("WARNING", stream=stream)
+    else:
+        structlog.reset_defaults()
+        library_default()
+
+    def boom(ctx: object) -> None:
+        raise RuntimeError("kaput")
+
+    with contextlib.redirect_stderr(stream) if not configured else contextlib.nullcontext():
+        run_pipeline([make_system("Breaker", 10, boom)])
+    text = stream.getvalue()
+    assert "Traceback (most recent call last)" in text and "RuntimeError: kaput" in text
+    assert "╭" not in text and "│" not in text, "a rich box was drawn"
