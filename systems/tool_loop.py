@@ -372,7 +372,8 @@ class ToolLoopSystem(System):
         taken = None
         if self.approvals is not None:
             scope = approval_scope(turn.ctx.session, self.company_id)
-            taken = await self.approvals.take(scope, decision.approval_id, decision.approved)
+            # keyed by the turn: a worker running the decision's message again after a crash gets it back
+            taken = await self.approvals.take(scope, decision.approval_id, decision.approved, key=turn.ctx.turn_id)
         if taken is None:
             message = f"approval {decision.approval_id!r}: {UNKNOWN_APPROVAL}"
             turn.fail(FailureSource.SYSTEM, self.name, FailureKind.VALIDATION, message)

@@ -27,6 +27,7 @@ SCHEMA = Schema(
                     {SCOPE_COLUMNS_DDL},
                     session_id TEXT NOT NULL,
                     decision TEXT,
+                    taken_by TEXT,
                     pending TEXT NOT NULL
                 )""",
                 "CREATE INDEX IF NOT EXISTS pending_approvals_by_session "
@@ -79,12 +80,12 @@ class SqliteApprovalStore:
             ).fetchall()
         return [_loaded(text) for (text,) in rows]
 
-    def take(self, scope: Scope, approval_id: str, approved: bool) -> PendingApproval | None:
+    def take(self, scope: Scope, approval_id: str, approved: bool, *, key: str | None = None) -> PendingApproval | None:
         with self._lock, transaction(self._conn):
             rows = self._conn.execute(
-                f"UPDATE pending_approvals SET decision = ? WHERE approval_id = ? AND {SCOPE_MATCH} AND decision IS NULL "
-                "RETURNING pending",
-                (_DECISIONS[approved], approval_id, *scope_values(scope)),
+                f"UPDATE pending_approvals SET decision = ?, taken_by = ? WHERE approval_id = ? AND {SCOPE_MATCH} "
+                "AND (decision IS NULL OR (taken_by = ? AND decision = ?)) RETURNING pending",
+                (_DECISIONS[approved], key, approval_id, *scope_values(scope), key, _DECISIONS[approved]),
             ).fetchall()
         return _loaded(rows[0][0]) if rows else None
 

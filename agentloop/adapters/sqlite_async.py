@@ -293,8 +293,8 @@ class AsyncSqliteApprovalStore(_OnItsThread[SqliteApprovalStore]):
     async def pending(self, scope: Scope, session_id: str) -> list[PendingApproval]:
         return await self._thread.read(self.engine.pending, scope, session_id)
 
-    async def take(self, scope: Scope, approval_id: str, approved: bool) -> PendingApproval | None:
-        return await self._thread.write(self.engine.take, scope, approval_id, approved)
+    async def take(self, scope: Scope, approval_id: str, approved: bool, *, key: str | None = None) -> PendingApproval | None:
+        return await self._thread.write(functools.partial(self.engine.take, key=key), scope, approval_id, approved)
 
 
 class AsyncSqliteKnowledgeRepository(_OnItsThread[SqliteKnowledgeRepository]):

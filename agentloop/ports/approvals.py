@@ -21,7 +21,9 @@ class ApprovalStore(Protocol):
         """The undecided approvals of session `session_id` in `scope`, oldest first."""
         ...
 
-    async def take(self, scope: Scope, approval_id: str, approved: bool) -> PendingApproval | None:
+    async def take(self, scope: Scope, approval_id: str, approved: bool, *, key: str | None = None) -> PendingApproval | None:
         """Decide `approval_id` and return it, atomically: the first caller gets it, every later
-        caller (and any caller for an id unknown in `scope`) gets None."""
+        caller (and any caller for an id unknown in `scope`) gets None. A later caller with the
+        first one's `key` and decision gets it again: a decision turn run again after a worker
+        died (the same message, so the same key) finishes what the first run began."""
         ...

@@ -858,6 +858,19 @@ class ApprovalStoreTests(_Backend):
         assert run(stores.approvals.take(CHAIN, "b", False)) == self.pending("b", minutes=1)
         assert run(stores.approvals.pending(CHAIN, "s1")) == []
 
+    def test_the_taker_with_the_first_ones_key_and_decision_gets_it_again_and_no_one_else(self, stores: Stores) -> None:
+        """I13: a decision's turn run again after its worker died (same message, same key) finishes it;
+        another key, no key, or the other decision still gets None."""
+        run(stores.approvals.add(self.pending("a")))
+        assert run(stores.approvals.take(CHAIN, "a", True, key="m1")) == self.pending("a")
+        assert run(stores.approvals.take(CHAIN, "a", True, key="m1")) == self.pending("a")
+        assert run(stores.approvals.take(CHAIN, "a", True, key="m2")) is None
+        assert run(stores.approvals.take(CHAIN, "a", True)) is None
+        assert run(stores.approvals.take(CHAIN, "a", False, key="m1")) is None
+        for other in namesakes(CHAIN):
+            assert run(stores.approvals.take(other, "a", True, key="m1")) is None
+        assert run(stores.approvals.pending(CHAIN, "s1")) == []
+
     def test_a_second_approval_with_the_same_id_is_refused(self, stores: Stores) -> None:
         run(stores.approvals.add(self.pending("a")))
         with pytest.raises(ValueError):

@@ -52,7 +52,7 @@ class MemoryData:
     distilled: set[str] = attrs.Factory(set)
     tasks: dict[str, TaskRecord] = attrs.Factory(dict)
     attempt_notes: dict[str, str] = attrs.Factory(dict)
-    approvals: dict[str, tuple[PendingApproval, bool | None]] = attrs.Factory(dict)
+    approvals: dict[str, tuple[PendingApproval, tuple[bool, str | None] | None]] = attrs.Factory(dict)
     """Each approval by id, with its decision (None while undecided); insertion order is age."""
     embedder: tuple[str, int] | None = None
     """The (name, dim) of the embedder that built the vectors, recorded by the first open."""
@@ -336,12 +336,14 @@ class MemoryApprovalStore:
                 if decided is None and p.scope == scope and p.request.session_id == session_id
             ]
 
-    async def take(self, scope: Scope, approval_id: str, approved: bool) -> PendingApproval | None:
+    async def take(self, scope: Scope, approval_id: str, approved: bool, *, key: str | None = None) -> PendingApproval | None:
         with self.data.lock:
             pending, decided = self.data.approvals.get(approval_id, (None, None))
-            if pending is None or decided is not None or pending.scope != scope:
+            if pending is None or pending.scope != scope:
                 return None
-            self.data.approvals[approval_id] = (pending, approved)
+            if decided is not None and (key is None or decided != (approved, key)):
+                return None
+            self.data.approvals[approval_id] = (pending, (approved, key))
             return pending
 
 

@@ -49,11 +49,13 @@ def nothing_deleted_yet() -> None:
 
 
 def turn(
-    data: Path, llm: ScriptedLLM, incoming: IncomingMessage, session: Session = ADA, approval: ApprovalPolicy | None = None
+    data: Path, llm: ScriptedLLM, incoming: IncomingMessage, session: Session = ADA, approval: ApprovalPolicy | None = None,
+    turn_id: str | None = None,
 ) -> AgentContext:
     """One turn of a standard bot freshly opened on `data`: each turn is a restart, with nothing kept but the stores."""
     with standard_pipeline(llm, RecordingChannel(), data_dir=data, tools=[delete_file, list_files], approval=approval) as pipeline:
-        return pipeline.build().run_turn_sync(session, incoming)
+        loop = pipeline.build()
+        return asyncio.run(loop.run_turn(session, incoming, turn_id=turn_id))
 
 
 def ask_to_delete(tmp_path: Path) -> tuple[ScriptedLLM, str]:
@@ -162,3 +164,16 @@ def test_a_tool_loop_without_an_approvals_store_refuses_tools_that_need_approval
     with pytest.raises(ValueError, match="approval hook.*approvals="):
         ToolLoopSystem(ScriptedLLM(), [list_files], approval=lambda ctx, call: True)
 
+
+
+def test_a_decision_run_again_under_its_message_id_after_a_worker_died_finishes_the_call(tmp_path: Path) -> None:
+    """I13: a worker runs a message's turn under the message id; one that died after taking the approval
+    leaves the retry the same key, so the retried decision runs the call instead of calling it used."""
+    llm, approval_id = ask_to_delete(tmp_path)
+    decision = IncomingMessage.approval(approval_id, approved=True)
+    turn(tmp_path, ScriptedLLM([RuntimeError("the worker died here")]), decision, turn_id="message-7")
+    retried = turn(tmp_path, ScriptedLLM(["a.txt is gone."]), decision, turn_id="message-7").turn_outcome
+    assert retried is not None and retried.finish_reason is FinishReason.SUCCESS
+    assert retried.assistant_text == "a.txt is gone."
+    other = turn(tmp_path, ScriptedLLM(["should not be asked"]), decision, turn_id="message-8").turn_outcome
+    assert other is not None and other.finish_reason is FinishReason.ERROR

@@ -27,6 +27,7 @@ SCHEMA = Schema(
                     {SCOPE_COLUMNS_DDL},
                     session_id text NOT NULL,
                     decision text,
+                    taken_by text,
                     pending text NOT NULL
                 )""",
                 f"CREATE INDEX pending_approvals_by_session ON pending_approvals (session_id, {SCOPE_COLUMNS_SQL}, seq)",
@@ -73,13 +74,13 @@ class PostgresApprovalStore:
         return [_loaded(text) for (text,) in rows]
 
     @on_database
-    async def take(self, scope: Scope, approval_id: str, approved: bool) -> PendingApproval | None:
+    async def take(self, scope: Scope, approval_id: str, approved: bool, *, key: str | None = None) -> PendingApproval | None:
         where, params = scope_match(scope)
         async with self._db.pool.connection() as conn:
             cursor = await conn.execute(
-                f"UPDATE pending_approvals SET decision = %s WHERE approval_id = %s AND {where} AND decision IS NULL "
-                "RETURNING pending",
-                (_DECISIONS[approved], approval_id, *params),
+                f"UPDATE pending_approvals SET decision = %s, taken_by = %s WHERE approval_id = %s AND {where} "
+                "AND (decision IS NULL OR (taken_by = %s AND decision = %s)) RETURNING pending",
+                (_DECISIONS[approved], key, approval_id, *params, key, _DECISIONS[approved]),
             )
             row = await cursor.fetchone()
         return None if row is None else _loaded(row[0])
