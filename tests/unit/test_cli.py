@@ -21,7 +21,8 @@ import psycopg
 
 from agentloop.adapters.stores import shown_url
 from agentloop import Session
-from agentloop.cli import Chat, converse, main, open_bot, parse_inputs
+from agentloop.bots import open_bot
+from agentloop.cli import Chat, converse, main, parse_inputs
 from agentloop.notes import KnowledgeItem, Layer, LayerIds, NoteType
 from agentloop.testing import FakeClock, RecordingChannel, ScriptedLLM
 from agentloop.testing.anthropic_server import message_events, queue_stream
