@@ -69,7 +69,7 @@ from agentloop.messages import LlmRequest, Role
 from agentloop.demo import run_demo
 from agentloop.notes import IdleSessions, KnowledgeBase, KnowledgeItem, Layer, LayerIds, NoteStatus, NoteTaking
 from agentloop.ports import LLM, ApprovalStore, Channel, Embedder
-from agentloop.tasks import Evaluator, TaskResult, TaskTrace, TaskTurn, TemplateRegistry, validate_path
+from agentloop.tasks import Evaluator, TaskTrace, TaskTurn, TemplateRegistry, validate_path
 from agentloop.testing.llm import ScriptedLLM
 
 DEFAULT_DATA_DIR = "agentloop-data"
@@ -92,13 +92,6 @@ def describe_pipeline(target: str, out: TextIO) -> PipelineDescription:
         offered: dict[str, Callable[[], Any]] = {"llm": ScriptedLLM, "channel": lambda: ConsoleChannel(out), "stores": scratch_stores}
         with built_pipeline(target, offered) as loop:
             return loop.describe()
-
-
-async def close_llm(llm: LLM) -> None:
-    """Close the model's HTTP client, if it has one."""
-    aclose = getattr(llm, "aclose", None)
-    if aclose is not None:
-        await aclose()
 
 
 def echo_instruction(request: LlmRequest) -> str:
@@ -187,12 +180,11 @@ class Spinner:
 @attrs.define
 class Chat:
     """A conversation at the console: the loop that runs its turns, the note-taking that
-    ends it, the model to close, the spinner shown while a turn waits (on a terminal), and
-    the store of tool calls awaiting the user's approval."""
+    ends it, the spinner shown while a turn waits (on a terminal), and the store of tool
+    calls awaiting the user's approval."""
 
     loop: AgentLoop
     note_taking: NoteTaking
-    llm: LLM
     session: Session
     spinner: Spinner | None = None
     last_turn: str | None = None
@@ -216,7 +208,7 @@ def _chat(args: argparse.Namespace, out: TextIO) -> int:
         if args.timeout is not None:
             loop.turn_timeout = args.timeout
         session = Session(args.session, user_id=args.user)
-        chat = Chat(loop, note_taking, llm, session, spinner, approvals=None if stores is None else stores.approvals)
+        chat = Chat(loop, note_taking, session, spinner, approvals=None if stores is None else stores.approvals)
         status = converse(chat, sys.stdin)
     return status
 
@@ -320,13 +312,10 @@ async def _feedback(chat: Chat, *, positive: bool) -> None:
 async def _leave(chat: Chat, *, report: bool) -> None:
     """End the session, successful unless the user's last verdict was /bad, so it is distilled;
     with `report`, say on stderr what distillation made of it."""
-    try:
-        if chat.last_turn is not None:
-            result = await chat.note_taking.end_session(chat.session, success=chat.satisfied)
-            if report:
-                print(f"agentloop: session {chat.session.id!r} ended; distillation {result.status.value} ({result.reason})", file=sys.stderr)
-    finally:
-        await close_llm(chat.llm)
+    if chat.last_turn is not None:
+        result = await chat.note_taking.end_session(chat.session, success=chat.satisfied)
+        if report:
+            print(f"agentloop: session {chat.session.id!r} ended; distillation {result.status.value} ({result.reason})", file=sys.stderr)
 
 
 @contextmanager
@@ -469,7 +458,7 @@ def _tasks_run(args: argparse.Namespace, out: TextIO) -> int:
     with open_bot(stores_url(args), llm, ConsoleChannel(out), bot=args.bot, inputs=(TaskTurn,)) as bot:
         evaluator = Evaluator(registry, bot.loop, session=Session(f"tasks-{args.template}"))
         try:
-            result = asyncio.run(_run_task(evaluator, args.template, inputs, trace, llm))
+            result = asyncio.run(evaluator.run(args.template, inputs, trace=trace))
         except (TaskError, TemplateError) as error:
             raise CliError(f"task {args.template!r} failed after {trace.turns} turn(s): {error}") from error
     if args.trace:
@@ -478,15 +467,6 @@ def _tasks_run(args: argparse.Namespace, out: TextIO) -> int:
     if result.notes:
         print(f"notes: {json.dumps(result.notes, ensure_ascii=False, default=repr)}", file=out)
     return 0
-
-
-async def _run_task(
-    evaluator: Evaluator, name: str, inputs: dict[str, str | list[str]], trace: TaskTrace, llm: LLM
-) -> TaskResult:
-    try:
-        return await evaluator.run(name, inputs, trace=trace)
-    finally:
-        await close_llm(llm)
 
 
 def embedder_from_spec(spec: str, *, base_url: str) -> Embedder:
