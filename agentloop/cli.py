@@ -1,8 +1,8 @@
-"""The `agentloop` command: the composition root that wires adapters to systems.
+"""The `agentloop` command: argparse over the composition root in `agentloop.bots`.
 
-This is the one module of `agentloop` that imports `systems`. Every command that runs
-or inspects a bot opens it with `open_bot`, so the demo, chat, notes and
-`pipeline show` see the same standard pipeline.
+Every command that runs or inspects a bot opens it with `open_bot` (or builds the user's
+pipeline with `built_pipeline`), so the demo, chat, notes and `pipeline show` see the
+same standard pipeline; a `BotError` those raise is printed as one line, like a `CliError`.
 """
 
 from __future__ import annotations
@@ -10,19 +10,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
-import inspect
 import itertools
 import json
 import os
 import sqlite3
 import sys
 import tempfile
-import types
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any, TextIO, cast
+from typing import Any, TextIO
 
 import attrs
 import structlog
@@ -37,13 +35,24 @@ from agentloop.adapters import (
     stores_exist,
 )
 from agentloop.adapters.stores import shown_url
+from agentloop.bots import (
+    API_KEY_VARIABLES,
+    DEFAULT_BASE_URL,
+    BotError,
+    built_pipeline,
+    http_llm,
+    open_bot,
+    pipeline_note_taking,
+    start_otel,
+    stores_url,
+    user_tools,
+)
 from agentloop.context import IncomingMessage, Session
 from agentloop.scopes import DEFAULT_COMPANY, approval_scope
 from agentloop.errors import (
     ContextManagementWarning,
     DemoCheckFailed,
     EmbedderMismatchError,
-    EndpointUnreachableError,
     InvalidTransition,
     LlmCallError,
     NewerSchemaError,
@@ -51,7 +60,6 @@ from agentloop.errors import (
     StoreUrlError,
     TaskError,
     TemplateError,
-    UnknownModelError,
     UnknownNoteError,
     UnknownTemplateError,
 )
@@ -60,138 +68,17 @@ from agentloop.loop import AgentLoop, PipelineDescription
 from agentloop.messages import LlmRequest, Role
 from agentloop.demo import run_demo
 from agentloop.notes import IdleSessions, KnowledgeBase, KnowledgeItem, Layer, LayerIds, NoteStatus, NoteTaking
-from agentloop.ports import LLM, ApprovalStore, Channel, Clock, Embedder
-from agentloop.system import System
-from agentloop.tasks import Evaluator, TaskResult, TaskTrace, TaskTurn, TemplateRegistry, validate_path
+from agentloop.ports import LLM, ApprovalStore, Channel, Embedder
+from agentloop.tasks import Evaluator, TaskTrace, TaskTurn, TemplateRegistry, validate_path
 from agentloop.testing.llm import ScriptedLLM
-from agentloop.tools import Tool
-from systems import StandardPipeline, TrajectoryCaptureSystem, add_note_taking, standard_pipeline
 
 DEFAULT_DATA_DIR = "agentloop-data"
-DEFAULT_BASE_URL = "http://localhost:11434/v1"
 DEFAULT_MODEL = "llama3.1"
-API_KEY_VARIABLES = ("AGENTLOOP_API_KEY", "OPENAI_API_KEY")
-ANTHROPIC_KEY_VARIABLES = ("AGENTLOOP_API_KEY", "ANTHROPIC_API_KEY")
-FACTORY_ARGUMENTS = ("llm", "channel", "stores")
-"""What a pipeline factory may take, each by its parameter name."""
 EXIT_STATUS = "exit status: 0 success; 1 an error, explained in one line on stderr; 2 a usage error."
 
 
 class CliError(Exception):
     """A problem the user can fix; printed as one line, exit status 1."""
-
-
-@attrs.define
-class Bot:
-    """An open bot: its editable pipeline (which owns the stores), the loop built from
-    it, and its note-taking (capture, distillation, the knowledge base)."""
-
-    pipeline: StandardPipeline
-    loop: AgentLoop
-    note_taking: NoteTaking
-
-
-@contextmanager
-def open_bot(
-    stores: str | os.PathLike[str],
-    llm: LLM,
-    channel: Channel,
-    *,
-    bot: str = "bot",
-    tools: Iterable[Tool | Callable[..., Any]] = (),
-    clock: Clock | None = None,
-    inputs: Iterable[type] = (),
-    create: bool = True,
-) -> Iterator[Bot]:
-    """The standard bot with note-taking on the stores at `stores` (a URL or a data
-    directory), built; on exit capture is drained and every store closed (indexes saved).
-    With `create` false, a bot that has no stores there yet is refused."""
-    with ExitStack() as stack:
-        try:
-            opened = stack.enter_context(open_stores(stores, bot=bot, create=create))
-            pipeline = stack.enter_context(standard_pipeline(llm, channel, stores=opened, tools=tools, clock=clock))
-            note_taking = stack.enter_context(open_note_taking(opened, llm, clock=clock))
-        except StoreUrlError as error:
-            raise CliError(str(error)) from error
-        except (OSError, ValueError, sqlite3.Error) as error:
-            raise CliError(f"cannot open the bot {bot!r} in {stores}: {error}") from error
-        add_note_taking(pipeline, note_taking)
-        yield Bot(pipeline, pipeline.build(inputs=inputs), note_taking)
-
-
-def load_factory(target: str) -> Callable[..., Any]:
-    """Import the callable `factory` of `module:factory`; modules in the current directory
-    are found, as with `python -m`. A target that names nothing callable is a CliError."""
-    module_name, _, attribute = target.partition(":")
-    if not module_name or not attribute:
-        raise CliError(f"expected MODULE:FACTORY, got {target!r}")
-    factory = getattr(_user_module(module_name), attribute, None)
-    if not callable(factory):
-        raise CliError(f"{module_name!r} has no callable {attribute!r}")
-    return cast(Callable[..., Any], factory)
-
-
-def _user_module(module_name: str) -> types.ModuleType:
-    """Import the user's module; modules in the current directory are found, as with `python -m`."""
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        return importlib.import_module(module_name)
-    except ImportError as error:
-        raise CliError(f"cannot import {module_name!r}: {error}") from error
-    except Exception as error:  # the module fails as it runs: a tool it defines is refused, a syntax error
-        raise CliError(f"cannot import {module_name!r}: {type(error).__name__}: {error}") from error
-
-
-def factory_arguments(target: str, factory: Callable[..., Any], offered: Mapping[str, Callable[[], Any]]) -> dict[str, Any]:
-    """The keyword arguments `factory` asks for by name, each made by its maker in `offered`
-    (only those it names are made); a required parameter nothing offers is a CliError."""
-    try:
-        parameters = inspect.signature(factory).parameters.values()
-    except (TypeError, ValueError):
-        return {}
-    arguments: dict[str, Any] = {}
-    for parameter in parameters:
-        if parameter.name in offered and parameter.kind is not inspect.Parameter.POSITIONAL_ONLY:
-            arguments[parameter.name] = offered[parameter.name]()
-        elif parameter.default is inspect.Parameter.empty and parameter.kind not in (
-            inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD
-        ):
-            given = ", ".join(name for name in FACTORY_ARGUMENTS if name in offered) or "nothing"
-            raise CliError(
-                f"{target} takes {parameter.name!r}, which this command cannot give; "
-                f"a factory may take {given} (by those names), or nothing"
-            )
-    return arguments
-
-
-@contextmanager
-def built_pipeline(target: str, offered: Mapping[str, Callable[[], Any]] | None = None) -> Iterator[AgentLoop]:
-    """The AgentLoop that `module:factory` builds, called with what it names of `offered`
-    (`llm`, `channel`, `stores`: parameter name to a function making the argument).
-
-    The factory may return an AgentLoop, a sequence of systems, or a builder with a
-    `build()` method (closed on exit if it has `close()`, as a `StandardPipeline` does).
-    Any error the factory raises is one CliError line.
-    """
-    factory = load_factory(target)
-    with ExitStack() as stack:
-        arguments = factory_arguments(target, factory, offered or {})
-        try:
-            built = factory(**arguments)
-            if callable(getattr(built, "close", None)):
-                stack.callback(built.close)
-            if callable(getattr(built, "build", None)):
-                built = built.build()
-            if isinstance(built, Sequence) and all(isinstance(s, System) for s in built):
-                built = AgentLoop(built)
-        except Exception as error:
-            raise CliError(f"{target} does not build: {error}") from error
-        if not isinstance(built, AgentLoop):
-            raise CliError(
-                f"{target} returned {type(built).__name__}; expected an AgentLoop, a list of systems or a builder"
-            )
-        yield built
 
 
 def describe_pipeline(target: str, out: TextIO) -> PipelineDescription:
@@ -205,43 +92,6 @@ def describe_pipeline(target: str, out: TextIO) -> PipelineDescription:
         offered: dict[str, Callable[[], Any]] = {"llm": ScriptedLLM, "channel": lambda: ConsoleChannel(out), "stores": scratch_stores}
         with built_pipeline(target, offered) as loop:
             return loop.describe()
-
-
-def _api_key(variables: Sequence[str]) -> str | None:
-    return next((os.environ[name] for name in variables if os.environ.get(name)), None)
-
-
-def http_llm(base_url: str | None, model: str, *, provider: str = "openai") -> LLM:
-    """The model `provider` (openai or anthropic) serves at `base_url` (the provider's default
-    when None), checked to be reachable and to serve `model` (where the server lists its
-    models); the key comes from the environment."""
-    check: Callable[..., None]
-    make: Callable[..., LLM]
-    try:
-        if provider == "anthropic":
-            from agentloop.adapters import anthropic_llm
-
-            url, api_key = base_url or anthropic_llm.ANTHROPIC_API_URL, _api_key(ANTHROPIC_KEY_VARIABLES)
-            check, make = anthropic_llm.check_reachable, anthropic_llm.AnthropicLLM
-        else:
-            from agentloop.adapters import openai_llm
-
-            url, api_key = base_url or os.environ.get("AGENTLOOP_BASE_URL", DEFAULT_BASE_URL), _api_key(API_KEY_VARIABLES)
-            check, make = openai_llm.check_reachable, openai_llm.OpenAICompatibleLLM
-    except ImportError as error:
-        raise CliError(f"talking to a model server needs httpx and tenacity: pip install 'agentloop-ecs[{provider}]' ({error})") from error
-    try:
-        check(url, model=model, api_key=api_key)
-    except (EndpointUnreachableError, UnknownModelError) as error:
-        raise CliError(str(error)) from error
-    return make(url, model, api_key=api_key)
-
-
-async def close_llm(llm: LLM) -> None:
-    """Close the model's HTTP client, if it has one."""
-    aclose = getattr(llm, "aclose", None)
-    if aclose is not None:
-        await aclose()
 
 
 def echo_instruction(request: LlmRequest) -> str:
@@ -330,12 +180,11 @@ class Spinner:
 @attrs.define
 class Chat:
     """A conversation at the console: the loop that runs its turns, the note-taking that
-    ends it, the model to close, the spinner shown while a turn waits (on a terminal), and
-    the store of tool calls awaiting the user's approval."""
+    ends it, the spinner shown while a turn waits (on a terminal), and the store of tool
+    calls awaiting the user's approval."""
 
     loop: AgentLoop
     note_taking: NoteTaking
-    llm: LLM
     session: Session
     spinner: Spinner | None = None
     last_turn: str | None = None
@@ -359,7 +208,7 @@ def _chat(args: argparse.Namespace, out: TextIO) -> int:
         if args.timeout is not None:
             loop.turn_timeout = args.timeout
         session = Session(args.session, user_id=args.user)
-        chat = Chat(loop, note_taking, llm, session, spinner, approvals=None if stores is None else stores.approvals)
+        chat = Chat(loop, note_taking, session, spinner, approvals=None if stores is None else stores.approvals)
         status = converse(chat, sys.stdin)
     return status
 
@@ -379,14 +228,6 @@ def _user_bot(
     except (OSError, ValueError, sqlite3.Error) as error:
         raise CliError(f"cannot open the bot {args.bot!r} in {stores_url(args)}: {error}") from error
     return loop, note_taking, opened
-
-
-def user_tools(module_name: str) -> list[Tool]:
-    """The `Tool`s (functions decorated with `@tool`, or Tool objects) defined in a module."""
-    tools = [value for value in vars(_user_module(module_name)).values() if isinstance(value, Tool)]
-    if not tools:
-        raise CliError(f"{module_name!r} defines no tools; decorate its functions with @agentloop.tool")
-    return tools
 
 
 def converse(chat: Chat, lines: TextIO) -> int:
@@ -471,13 +312,10 @@ async def _feedback(chat: Chat, *, positive: bool) -> None:
 async def _leave(chat: Chat, *, report: bool) -> None:
     """End the session, successful unless the user's last verdict was /bad, so it is distilled;
     with `report`, say on stderr what distillation made of it."""
-    try:
-        if chat.last_turn is not None:
-            result = await chat.note_taking.end_session(chat.session, success=chat.satisfied)
-            if report:
-                print(f"agentloop: session {chat.session.id!r} ended; distillation {result.status.value} ({result.reason})", file=sys.stderr)
-    finally:
-        await close_llm(chat.llm)
+    if chat.last_turn is not None:
+        result = await chat.note_taking.end_session(chat.session, success=chat.satisfied)
+        if report:
+            print(f"agentloop: session {chat.session.id!r} ended; distillation {result.status.value} ({result.reason})", file=sys.stderr)
 
 
 @contextmanager
@@ -620,7 +458,7 @@ def _tasks_run(args: argparse.Namespace, out: TextIO) -> int:
     with open_bot(stores_url(args), llm, ConsoleChannel(out), bot=args.bot, inputs=(TaskTurn,)) as bot:
         evaluator = Evaluator(registry, bot.loop, session=Session(f"tasks-{args.template}"))
         try:
-            result = asyncio.run(_run_task(evaluator, args.template, inputs, trace, llm))
+            result = asyncio.run(evaluator.run(args.template, inputs, trace=trace))
         except (TaskError, TemplateError) as error:
             raise CliError(f"task {args.template!r} failed after {trace.turns} turn(s): {error}") from error
     if args.trace:
@@ -629,15 +467,6 @@ def _tasks_run(args: argparse.Namespace, out: TextIO) -> int:
     if result.notes:
         print(f"notes: {json.dumps(result.notes, ensure_ascii=False, default=repr)}", file=out)
     return 0
-
-
-async def _run_task(
-    evaluator: Evaluator, name: str, inputs: dict[str, str | list[str]], trace: TaskTrace, llm: LLM
-) -> TaskResult:
-    try:
-        return await evaluator.run(name, inputs, trace=trace)
-    finally:
-        await close_llm(llm)
 
 
 def embedder_from_spec(spec: str, *, base_url: str) -> Embedder:
@@ -671,19 +500,6 @@ def _stores_reembed(args: argparse.Namespace, out: TextIO) -> int:
         raise CliError(f"cannot re-embed the bot {args.bot!r} at {args.url}: {error}") from error
     print(f"re-embedded {done.texts} text(s) and {done.notes} note(s) of the bot {args.bot!r} with {embedder.name!r}", file=out)
     return 0
-
-
-def start_otel(service_name: str) -> Callable[[], None]:
-    """`--otel`: OpenTelemetry set up from the OTEL_* variables; returns the shutdown that flushes it."""
-    try:
-        otel = importlib.import_module("agentloop.adapters.otel")
-    except ImportError as error:
-        raise CliError(f"--otel needs OpenTelemetry: pip install 'agentloop-ecs[otel]' ({error})") from error
-    try:
-        shutdown: Callable[[], None] = otel.setup_from_environment(service_name)
-    except otel.TelemetryConfigError as error:
-        raise CliError(str(error)) from error
-    return shutdown
 
 
 @contextmanager
@@ -738,12 +554,6 @@ def _worker(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def pipeline_note_taking(loop: AgentLoop) -> NoteTaking | None:
-    """The note-taking a pipeline captures its sessions' tool calls with, if it has one: ending
-    a session must drain that recorder before its trajectory is distilled."""
-    return next((s.note_taking for s in loop.systems if isinstance(s, TrajectoryCaptureSystem)), None)
-
-
 def _idle_sessions(target: str, loop: AgentLoop, idle_after: float) -> IdleSessions:
     """The watch that ends the sessions of the pipeline of `target` once idle (`--idle-end`)."""
     note_taking = pipeline_note_taking(loop)
@@ -792,11 +602,6 @@ def _stores_migrate(args: argparse.Namespace, out: TextIO) -> int:
             raise CliError(str(error)) from error
         print(f"inbox at {shown}: up to date (schema version {workers.SCHEMA_VERSION})", file=out)
     return 0
-
-
-def stores_url(args: argparse.Namespace) -> str:
-    """Where the bot's stores are: `--stores URL`, else the SQLite data directory `--data-dir`."""
-    return str(args.stores if args.stores is not None else args.data_dir)
 
 
 def _data_options() -> argparse.ArgumentParser:
@@ -1110,7 +915,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     try:
         _configure_logging(args.log_level or getattr(args, "quiet_log_level", "WARNING"))
         return handler(args, out or sys.stdout)
-    except (CliError, StoreError) as error:  # a store failing mid-command is said in one line too
+    except (CliError, BotError, StoreError) as error:  # a store failing mid-command is said in one line too
         print(f"agentloop: {error}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -4,8 +4,8 @@ A travel helper with three real tools runs on a scripted model (no network, no k
 through three sessions: tools are used, the model is rate limited once and the user
 still gets an answer, the next turn recovers from a tool error, the first session
 ends successfully and is distilled into a note, a short session is not, and a later
-related question gets that note in its prompt. The composition root (`agentloop.cli`)
-hands in how to open a bot, so this module never imports `systems`.
+related question gets that note in its prompt. The `agentloop demo` command hands in
+how to open a bot (`agentloop.bots.open_bot`), so this module never imports `systems`.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ class DemoBot(Protocol):
 
 
 class BotFactory(Protocol):
-    """Opens the standard bot with note-taking on the stores at a URL or data directory (`agentloop.cli.open_bot`)."""
+    """Opens the standard bot with note-taking on the stores at a URL or data directory (`agentloop.bots.open_bot`)."""
 
     def __call__(
         self, stores: str | os.PathLike[str], llm: LLM, channel: Channel, *, tools: Iterable[Tool], clock: Clock

@@ -20,7 +20,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from agentloop.adapters import Stores, open_note_taking, open_stores
-from agentloop.cli import CliError, built_pipeline, open_bot, pipeline_note_taking
+from agentloop.bots import BotError, built_pipeline, open_bot, pipeline_note_taking
 from agentloop.context import IncomingMessage, Session
 from agentloop.loop import AgentLoop
 from agentloop.messages import Role
@@ -152,7 +152,7 @@ async def _open(server: _Server) -> AsyncIterator[_Bot]:
                 # the pipeline's own note-taking holds what it captured: ending a session drains it first
                 note_taking = pipeline_note_taking(loop) or stack.enter_context(open_note_taking(stores, settings.llm))
                 bot = _Bot(stores, note_taking, loop)
-        except CliError as error:
+        except BotError as error:
             raise RuntimeError(f"agentloop serve cannot open the bot: {error}") from error
         if bot.loop is not None and settings.turn_timeout is not None:
             bot.loop.turn_timeout = settings.turn_timeout

@@ -10,7 +10,7 @@ from typing import TextIO
 import uvicorn
 
 from agentloop.adapters.stores import shown_url
-from agentloop.cli import CliError, http_llm, start_otel, stores_url
+from agentloop.bots import BotError, http_llm, start_otel, stores_url
 from agentloop.serve.app import create_app
 from agentloop.serve.auth import load_tokens
 from agentloop.serve.errors import TokenFileError
@@ -23,7 +23,7 @@ def serve(args: argparse.Namespace, out: TextIO) -> int:
     try:
         tokens = load_tokens(args.tokens)  # before the model is reached for: a typo here is the likelier mistake
     except TokenFileError as error:
-        raise CliError(str(error)) from error
+        raise BotError(str(error)) from error
     try:
         settings = ServeSettings(
             tokens=tokens,
@@ -41,7 +41,7 @@ def serve(args: argparse.Namespace, out: TextIO) -> int:
         )
         app = create_app(settings)
     except ValueError as error:
-        raise CliError(str(error)) from error
+        raise BotError(str(error)) from error
     shutdown = start_otel("agentloop-serve") if args.otel else None
     mode = "turns through the workers' inbox" if settings.uses_inbox else "turns run here"
     print(f"agentloop serve: http://{args.host}:{args.port} bot {args.bot!r}, stores {shown_url(stores)}, {mode}", file=out, flush=True)
@@ -51,7 +51,7 @@ def serve(args: argparse.Namespace, out: TextIO) -> int:
     try:
         uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     except SystemExit as error:  # uvicorn's way of saying the app did not start
-        raise CliError(f"the server did not start at {args.host}:{args.port}; the log above says why") from error
+        raise BotError(f"the server did not start at {args.host}:{args.port}; the log above says why") from error
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)

@@ -32,16 +32,37 @@ def imports(path: Path) -> Iterator[tuple[int, str]]:
             yield node.lineno, node.module
 
 
+def imported_names(path: Path) -> Iterator[tuple[int, str, str]]:
+    """(line, module, name) for every `from module import name` in `path` (`from agentloop import cli`)."""
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            yield from ((node.lineno, node.module, alias.name) for alias in node.names)
+
+
 def sources(package: str) -> list[Path]:
     return sorted((ROOT / package).rglob("*.py"))
 
 
+SYSTEMS_IMPORTERS = {"agentloop/cli.py", "agentloop/bots.py"}
+"""The composition root: the only modules of agentloop allowed to import systems."""
+
+
 @pytest.mark.parametrize("path", sources("agentloop"), ids=lambda p: str(p.relative_to(ROOT)))
-def test_agentloop_never_imports_systems_except_the_cli(path: Path) -> None:
-    if path == ROOT / "agentloop" / "cli.py":
+def test_agentloop_never_imports_systems_except_the_composition_root(path: Path) -> None:
+    if str(path.relative_to(ROOT)) in SYSTEMS_IMPORTERS:
         return
     bad = [(line, module) for line, module in imports(path) if module.split(".")[0] == "systems"]
-    assert bad == [], f"{path.relative_to(ROOT)} imports systems; only agentloop/cli.py may"
+    assert bad == [], f"{path.relative_to(ROOT)} imports systems; only {' and '.join(sorted(SYSTEMS_IMPORTERS))} may"
+
+
+@pytest.mark.parametrize("path", sources("agentloop/serve"), ids=lambda p: str(p.relative_to(ROOT)))
+def test_serve_builds_its_bots_through_agentloop_bots_not_the_cli(path: Path) -> None:
+    """The server once reused the argparse command's functions (and so loaded the whole CLI) to open its bot."""
+    named = [
+        (line, f"{module}.{name}") for line, module, name in imported_names(path) if module == "agentloop"
+    ] + list(imports(path))
+    bad = [(line, module) for line, module in named if module == "agentloop.cli" or module.startswith("agentloop.cli.")]
+    assert bad == [], f"{path.relative_to(ROOT)} imports the CLI; build bots with agentloop.bots"
 
 
 @pytest.mark.parametrize("path", sources("systems"), ids=lambda p: str(p.relative_to(ROOT)))

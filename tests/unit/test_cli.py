@@ -21,7 +21,8 @@ import psycopg
 
 from agentloop.adapters.stores import shown_url
 from agentloop import Session
-from agentloop.cli import Chat, converse, main, open_bot, parse_inputs
+from agentloop.bots import open_bot
+from agentloop.cli import Chat, converse, main, parse_inputs
 from agentloop.notes import KnowledgeItem, Layer, LayerIds, NoteType
 from agentloop.testing import FakeClock, RecordingChannel, ScriptedLLM
 from agentloop.testing.anthropic_server import message_events, queue_stream
@@ -771,7 +772,7 @@ def test_good_credits_the_notes_of_the_last_answer_and_bye_ends_the_session(
             item = KnowledgeItem(NoteType.PATTERN, Layer.COMPANY, bot.note_taking.chain(session), text, text,
                                  knowledge.embed(text), FakeClock().now())
             keys[text] = asyncio.run(knowledge.add(item)).key
-        chat = Chat(bot.loop, bot.note_taking, llm, session)
+        chat = Chat(bot.loop, bot.note_taking, session)
         lines = "how do I page rate-limited APIs?\nhow do I verify backups by restoring them?\n/good\n/bye\nignored\n"
         assert converse(chat, io.StringIO(lines)) == 0
         useful = {text: asyncio.run(knowledge.get(key)).usefulness_score for text, key in keys.items()}

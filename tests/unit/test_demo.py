@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from agentloop import Tool
-from agentloop.cli import Bot, open_bot
+from agentloop.bots import Bot, open_bot
 from agentloop.demo import run_demo
 from agentloop.errors import DemoCheckFailed
 from agentloop.ports import LLM, Channel, Clock

@@ -30,7 +30,8 @@ from opentelemetry.trace import StatusCode
 
 from agentloop import TELEMETRY, AgentContext, AgentLoop, IncomingMessage, LlmReply, LlmRequest, Session, Usage, tool
 from agentloop.adapters.otel import OtelMetrics, OtelTracer, TelemetryConfigError, enable_otel, setup_from_environment
-from agentloop.cli import main, open_bot
+from agentloop.bots import open_bot
+from agentloop.cli import main
 from agentloop.demo import run_demo
 from agentloop.ports import Metrics, Tracer
 from agentloop.testing import PromptWriter, RecordingChannel, ScriptedLLM, make_system

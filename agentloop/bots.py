@@ -1,0 +1,219 @@
+"""Building bots: the composition root the `agentloop` command and `agentloop serve` share.
+
+Every command that runs or inspects a bot opens it with `open_bot` (the standard pipeline
+with note-taking) or builds the user's pipeline with `built_pipeline`, so the demo, chat,
+notes, the worker and the HTTP server see the same bot. With `agentloop/cli.py`, this is
+the only module of `agentloop` that imports `systems`; `agentloop.serve` builds its bots
+here and never imports the CLI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import inspect
+import os
+import sqlite3
+import sys
+import types
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
+from typing import Any, cast
+
+import attrs
+
+from agentloop.adapters import open_note_taking, open_stores
+from agentloop.errors import EndpointUnreachableError, StoreUrlError, UnknownModelError
+from agentloop.loop import AgentLoop
+from agentloop.notes import NoteTaking
+from agentloop.ports import LLM, Channel, Clock
+from agentloop.system import System
+from agentloop.tools import Tool
+from systems import StandardPipeline, TrajectoryCaptureSystem, add_note_taking, standard_pipeline
+
+DEFAULT_BASE_URL = "http://localhost:11434/v1"
+API_KEY_VARIABLES = ("AGENTLOOP_API_KEY", "OPENAI_API_KEY")
+ANTHROPIC_KEY_VARIABLES = ("AGENTLOOP_API_KEY", "ANTHROPIC_API_KEY")
+FACTORY_ARGUMENTS = ("llm", "channel", "stores")
+"""What a pipeline factory may take, each by its parameter name."""
+
+
+class BotError(Exception):
+    """A problem with a bot the user can fix (stores that do not open, a pipeline that does not
+    build, a model server out of reach): one line, which the `agentloop` command prints as it
+    prints its own errors (exit status 1)."""
+
+
+@attrs.define
+class Bot:
+    """An open bot: its editable pipeline (which owns the stores), the loop built from
+    it, and its note-taking (capture, distillation, the knowledge base)."""
+
+    pipeline: StandardPipeline
+    loop: AgentLoop
+    note_taking: NoteTaking
+
+
+@contextmanager
+def open_bot(
+    stores: str | os.PathLike[str],
+    llm: LLM,
+    channel: Channel,
+    *,
+    bot: str = "bot",
+    tools: Iterable[Tool | Callable[..., Any]] = (),
+    clock: Clock | None = None,
+    inputs: Iterable[type] = (),
+    create: bool = True,
+) -> Iterator[Bot]:
+    """The standard bot with note-taking on the stores at `stores` (a URL or a data
+    directory), built; on exit capture is drained and every store closed (indexes saved).
+    With `create` false, a bot that has no stores there yet is refused."""
+    with ExitStack() as stack:
+        try:
+            opened = stack.enter_context(open_stores(stores, bot=bot, create=create))
+            pipeline = stack.enter_context(standard_pipeline(llm, channel, stores=opened, tools=tools, clock=clock))
+            note_taking = stack.enter_context(open_note_taking(opened, llm, clock=clock))
+        except StoreUrlError as error:
+            raise BotError(str(error)) from error
+        except (OSError, ValueError, sqlite3.Error) as error:
+            raise BotError(f"cannot open the bot {bot!r} in {stores}: {error}") from error
+        add_note_taking(pipeline, note_taking)
+        yield Bot(pipeline, pipeline.build(inputs=inputs), note_taking)
+
+
+def stores_url(args: argparse.Namespace) -> str:
+    """Where the bot's stores are: `--stores URL`, else the SQLite data directory `--data-dir`."""
+    return str(args.stores if args.stores is not None else args.data_dir)
+
+
+def load_factory(target: str) -> Callable[..., Any]:
+    """Import the callable `factory` of `module:factory`; modules in the current directory
+    are found, as with `python -m`. A target that names nothing callable is a BotError."""
+    module_name, _, attribute = target.partition(":")
+    if not module_name or not attribute:
+        raise BotError(f"expected MODULE:FACTORY, got {target!r}")
+    factory = getattr(_user_module(module_name), attribute, None)
+    if not callable(factory):
+        raise BotError(f"{module_name!r} has no callable {attribute!r}")
+    return cast(Callable[..., Any], factory)
+
+
+def _user_module(module_name: str) -> types.ModuleType:
+    """Import the user's module; modules in the current directory are found, as with `python -m`."""
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        return importlib.import_module(module_name)
+    except ImportError as error:
+        raise BotError(f"cannot import {module_name!r}: {error}") from error
+    except Exception as error:  # the module fails as it runs: a tool it defines is refused, a syntax error
+        raise BotError(f"cannot import {module_name!r}: {type(error).__name__}: {error}") from error
+
+
+def factory_arguments(target: str, factory: Callable[..., Any], offered: Mapping[str, Callable[[], Any]]) -> dict[str, Any]:
+    """The keyword arguments `factory` asks for by name, each made by its maker in `offered`
+    (only those it names are made); a required parameter nothing offers is a BotError."""
+    try:
+        parameters = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        return {}
+    arguments: dict[str, Any] = {}
+    for parameter in parameters:
+        if parameter.name in offered and parameter.kind is not inspect.Parameter.POSITIONAL_ONLY:
+            arguments[parameter.name] = offered[parameter.name]()
+        elif parameter.default is inspect.Parameter.empty and parameter.kind not in (
+            inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD
+        ):
+            given = ", ".join(name for name in FACTORY_ARGUMENTS if name in offered) or "nothing"
+            raise BotError(
+                f"{target} takes {parameter.name!r}, which this command cannot give; "
+                f"a factory may take {given} (by those names), or nothing"
+            )
+    return arguments
+
+
+@contextmanager
+def built_pipeline(target: str, offered: Mapping[str, Callable[[], Any]] | None = None) -> Iterator[AgentLoop]:
+    """The AgentLoop that `module:factory` builds, called with what it names of `offered`
+    (`llm`, `channel`, `stores`: parameter name to a function making the argument).
+
+    The factory may return an AgentLoop, a sequence of systems, or a builder with a
+    `build()` method (closed on exit if it has `close()`, as a `StandardPipeline` does).
+    Any error the factory raises is one BotError line.
+    """
+    factory = load_factory(target)
+    with ExitStack() as stack:
+        arguments = factory_arguments(target, factory, offered or {})
+        try:
+            built = factory(**arguments)
+            if callable(getattr(built, "close", None)):
+                stack.callback(built.close)
+            if callable(getattr(built, "build", None)):
+                built = built.build()
+            if isinstance(built, Sequence) and all(isinstance(s, System) for s in built):
+                built = AgentLoop(built)
+        except Exception as error:
+            raise BotError(f"{target} does not build: {error}") from error
+        if not isinstance(built, AgentLoop):
+            raise BotError(
+                f"{target} returned {type(built).__name__}; expected an AgentLoop, a list of systems or a builder"
+            )
+        yield built
+
+
+def pipeline_note_taking(loop: AgentLoop) -> NoteTaking | None:
+    """The note-taking a pipeline captures its sessions' tool calls with, if it has one: ending
+    a session must drain that recorder before its trajectory is distilled."""
+    return next((s.note_taking for s in loop.systems if isinstance(s, TrajectoryCaptureSystem)), None)
+
+
+def user_tools(module_name: str) -> list[Tool]:
+    """The `Tool`s (functions decorated with `@tool`, or Tool objects) defined in a module."""
+    tools = [value for value in vars(_user_module(module_name)).values() if isinstance(value, Tool)]
+    if not tools:
+        raise BotError(f"{module_name!r} defines no tools; decorate its functions with @agentloop.tool")
+    return tools
+
+
+def _api_key(variables: Sequence[str]) -> str | None:
+    return next((os.environ[name] for name in variables if os.environ.get(name)), None)
+
+
+def http_llm(base_url: str | None, model: str, *, provider: str = "openai") -> LLM:
+    """The model `provider` (openai or anthropic) serves at `base_url` (the provider's default
+    when None), checked to be reachable and to serve `model` (where the server lists its
+    models); the key comes from the environment."""
+    check: Callable[..., None]
+    make: Callable[..., LLM]
+    try:
+        if provider == "anthropic":
+            from agentloop.adapters import anthropic_llm
+
+            url, api_key = base_url or anthropic_llm.ANTHROPIC_API_URL, _api_key(ANTHROPIC_KEY_VARIABLES)
+            check, make = anthropic_llm.check_reachable, anthropic_llm.AnthropicLLM
+        else:
+            from agentloop.adapters import openai_llm
+
+            url, api_key = base_url or os.environ.get("AGENTLOOP_BASE_URL", DEFAULT_BASE_URL), _api_key(API_KEY_VARIABLES)
+            check, make = openai_llm.check_reachable, openai_llm.OpenAICompatibleLLM
+    except ImportError as error:
+        raise BotError(f"talking to a model server needs httpx and tenacity: pip install 'agentloop-ecs[{provider}]' ({error})") from error
+    try:
+        check(url, model=model, api_key=api_key)
+    except (EndpointUnreachableError, UnknownModelError) as error:
+        raise BotError(str(error)) from error
+    return make(url, model, api_key=api_key)
+
+
+def start_otel(service_name: str) -> Callable[[], None]:
+    """`--otel`: OpenTelemetry set up from the OTEL_* variables; returns the shutdown that flushes it."""
+    try:
+        otel = importlib.import_module("agentloop.adapters.otel")
+    except ImportError as error:
+        raise BotError(f"--otel needs OpenTelemetry: pip install 'agentloop-ecs[otel]' ({error})") from error
+    try:
+        shutdown: Callable[[], None] = otel.setup_from_environment(service_name)
+    except otel.TelemetryConfigError as error:
+        raise BotError(str(error)) from error
+    return shutdown
