@@ -15,6 +15,7 @@ real socket instead of mocking the client:
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections.abc import Sequence
@@ -24,7 +25,14 @@ from typing import Any
 
 import attrs
 
-__all__ = ["ScriptedServer", "chunk", "completion", "streamed_completion", "usage_chunk"]
+__all__ = ["ScriptedServer", "chunk", "completion", "free_port", "streamed_completion", "usage_chunk"]
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now, for a server a test starts as a subprocess."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def completion(content: str | None = None, tool_calls: list[dict[str, Any]] | None = None) -> dict[str, Any]:

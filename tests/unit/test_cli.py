@@ -6,7 +6,6 @@ import asyncio
 import io
 import os
 import shutil
-import socket
 import subprocess
 import textwrap
 import time
@@ -26,7 +25,7 @@ from agentloop.cli import Chat, converse, main, parse_inputs
 from agentloop.notes import KnowledgeItem, Layer, LayerIds, NoteType
 from agentloop.testing import FakeClock, RecordingChannel, ScriptedLLM
 from agentloop.testing.anthropic_server import message_events, queue_stream
-from agentloop.testing.http import ScriptedServer, completion, streamed_completion
+from agentloop.testing.http import ScriptedServer, completion, free_port, streamed_completion
 from learning_kit import NOTE
 
 FACTORIES = textwrap.dedent(
@@ -380,11 +379,6 @@ def test_chat_with_a_model_the_server_does_not_list_stops_before_the_first_turn(
         "pass one of those as the model name"
     ]
 
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def test_chat_with_an_unreachable_endpoint_is_one_clear_line(tmp_path: Path) -> None:

@@ -9,7 +9,6 @@ import io
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -35,7 +34,7 @@ from agentloop.cli import main
 from agentloop.demo import run_demo
 from agentloop.ports import Metrics, Tracer
 from agentloop.testing import PromptWriter, RecordingChannel, ScriptedLLM, make_system
-from agentloop.testing.http import ScriptedServer, completion
+from agentloop.testing.http import ScriptedServer, completion, free_port
 from agentloop.workers import open_inbox
 from serve_kit import ALICE, TOKENS, auth
 from systems import InputSanitizationSystem, ToolLoopSystem, TurnOutcomeFinalizationSystem, standard_pipeline
@@ -409,12 +408,6 @@ def test_worker_otel_with_an_unknown_exporter_is_one_line(
     assert err == "agentloop: OTEL_TRACES_EXPORTER='zipkin': agentloop knows otlp, console and none, not zipkin\n"
     assert TELEMETRY.tracer is None
 
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def test_serve_with_otel_reports_each_served_turn(tmp_path: Path) -> None:

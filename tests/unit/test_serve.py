@@ -6,7 +6,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,7 +19,7 @@ from agentloop import FailureKind, LlmCallError
 from agentloop.serve import TokenFileError, create_app, load_tokens
 from agentloop.serve.openapi import OPENAPI
 from agentloop.testing import ScriptedLLM
-from agentloop.testing.http import ScriptedServer, completion
+from agentloop.testing.http import ScriptedServer, completion, free_port
 from agentloop.testing.serve import served
 from agentloop.serve import Caller
 from serve_kit import ALICE, BOB, CAROL, TOKENS, GatedLLM, auth, client, new_session, seed_note, settings, usefulness
@@ -298,16 +297,10 @@ def test_a_session_idle_past_the_idle_timeout_is_ended(tmp_path: Path) -> None:
     assert [log["session_id"] for log in logs if log["event"] == "notes.end_session"] == [session]
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
 
 def test_the_serve_command_serves_the_bot_until_sigterm(tmp_path: Path) -> None:
     (tmp_path / "tokens.toml").write_text(TOKENS)
-    port = _free_port()
+    port = free_port()
     command = [
         sys.executable, "-c", "import sys; from agentloop.cli import main; sys.exit(main())", "serve", "--tokens", "tokens.toml",
         "--data-dir", "data", "--base-url", "MODEL", "--model", "tiny", "--port", str(port),
