@@ -16,6 +16,7 @@ import structlog
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 MS = r"\d+\.\d\d ms"
+MS_3 = r"\d+\.\d{3} ms"
 
 
 def load(script: str) -> ModuleType:
@@ -98,3 +99,16 @@ def test_serve_prints_each_sse_figure_of_agentloop_serve_next_to_the_bare_starle
         for figure in ("requests/s", "latency p50 (ms)", "latency p99 (ms)", "first delta p50 (ms)"):
             assert any(re.match(rf"\s*{clients}\s+{re.escape(figure)}\s+{number}\s+{number}\s+{number}x$", line) for line in lines)
     assert not any("errors" in line for line in lines)
+
+
+def test_turn_peers_prints_each_contestants_text_and_tool_turn_and_the_ratios_to_their_targets(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    run_main("turn_peers", "--turns", "2", "--rounds", "1", "--warmup", "1")
+    lines = capsys.readouterr().out.splitlines()
+    for name in ("agentloop, SQLite stores + note-taking", "agentloop, no storage"):
+        assert any(re.match(rf"{re.escape(name)}\s+{MS_3}\s+{MS_3}$", line) for line in lines)
+    for name in ("pydantic-ai Agent.run, FunctionModel", "LangGraph model+tools graph", "Haystack Agent"):
+        assert any(re.match(rf"{re.escape(name)}\s+({MS_3}\s+{MS_3}|not installed\s+pip install '\.\[bench\]')$", line) for line in lines)
+    for ratio, target in (("pydantic-ai / agentloop with storage", 10), ("LangGraph / agentloop no storage", 15)):
+        assert any(re.match(rf"{ratio}\s+(\d+\.\dx\s+\d+\.\dx\s+>= {target}x\s+(ok|MISSED)|not installed)$", line) for line in lines)
