@@ -112,3 +112,10 @@ def test_turn_peers_prints_each_contestants_text_and_tool_turn_and_the_ratios_to
         assert any(re.match(rf"{re.escape(name)}\s+({MS_3}\s+{MS_3}|not installed\s+pip install '\.\[bench\]')$", line) for line in lines)
     for ratio, target in (("pydantic-ai / agentloop with storage", 10), ("LangGraph / agentloop no storage", 15)):
         assert any(re.match(rf"{ratio}\s+(\d+\.\dx\s+\d+\.\dx\s+>= {target}x\s+(ok|MISSED)|not installed)$", line) for line in lines)
+
+
+def test_turn_latency_with_notes_times_the_turn_with_note_taking(capsys: pytest.CaptureFixture[str]) -> None:
+    run_main("turn_latency", "--turns", "2", "--warmup", "1", "--baseline", "none", "--notes")
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].endswith("history/memory/RAG/notes growing")
+    assert any(re.match(r"standard turn, framework time \(median\)\s+\d+\.\d{3} ms\s+<= 1\.0 ms", line) for line in lines)
