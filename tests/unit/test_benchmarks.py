@@ -119,3 +119,12 @@ def test_turn_latency_with_notes_times_the_turn_with_note_taking(capsys: pytest.
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].endswith("history/memory/RAG/notes growing")
     assert any(re.match(r"standard turn, framework time \(median\)\s+\d+\.\d{3} ms\s+<= 1\.0 ms", line) for line in lines)
+
+
+def test_event_loop_lag_with_a_bound_on_turns_in_flight_says_so_and_runs_every_session(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    run_main("event_loop_lag", "--sessions", "3", "--turns", "2", "--model-delay", "0.001", "--max-concurrent-turns", "2")
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].endswith("at most 2 turns in flight")
+    assert any(re.match(rf"\s*3\s+6\s+\d+\.\d\s+\d+\s+{MS}", line) for line in lines)
