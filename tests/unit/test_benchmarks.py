@@ -128,3 +128,13 @@ def test_event_loop_lag_with_a_bound_on_turns_in_flight_says_so_and_runs_every_s
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].endswith("at most 2 turns in flight")
     assert any(re.match(rf"\s*3\s+6\s+\d+\.\d\s+\d+\s+{MS}", line) for line in lines)
+
+
+def test_turn_flat_prints_the_ratio_by_session_length_and_by_store_size(capsys: pytest.CaptureFixture[str]) -> None:
+    run_main("turn_flat", "--session-turns", "6", "--rows", "50", "--small", "5", "--rounds", "1", "--per-round", "2")
+    lines = capsys.readouterr().out.splitlines()
+    row = rf"{MS_3}\s+\S+ rows {MS_3}\s+\d+\.\d\dx\s+<= 1\.2x\s+(ok|MISSED)$"
+    assert re.match(rf"per-turn time by session length\s+turn ~100 {MS_3}\s+turn 6\+ {MS_3}\s+\d+\.\d\dx\s+<= 1\.2x\s+(ok|MISSED)$", lines[1])
+    assert lines[2].startswith("store size: 5 vs 50 history and memory rows of 1,000 other users")
+    assert re.match(rf"per-turn time, a user with few rows\s+5 rows {row}", lines[3])
+    assert re.match(rf"per-turn time, a session in the shared project\s+5 rows {row}", lines[4])
