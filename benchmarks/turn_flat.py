@@ -4,10 +4,10 @@ with a million stored rows as with a thousand.
 The turn is the standard pipeline with note-taking on SQLite (an instant model). Two
 measurements, each in alternating rounds within one run so the machine's noise hits both:
 
-- session length: one user's two sessions on one bot, a long one first brought to
-  `--session-turns` turns, and a short one around its turn 100; each round times a few
-  turns of each (same user, so memory and RAG see the same rows: only the session's
-  own length differs);
+- session length: two bots, each with one session of one user, who first had an earlier
+  session of a few turns (which memory recalls past all of the current session's own
+  rows); one session is first brought to `--session-turns` turns, the other is timed
+  around its turn 100; each round times a few turns of each;
 - store size: two bots, one whose file holds `--small` history and memory rows of other
   users, one with `--rows` (inserted straight through SQL, spread over 1,000 users of one
   shared project), timed for a new user with few rows and for a new session in the
@@ -40,6 +40,7 @@ TARGET_X = 1.2
 QUESTION = "What time does the office open on Mondays?"
 OTHER_USERS = 1000
 PROJECT = "shared-project"
+EARLIER_TURNS = 5
 
 
 class InstantLLM:
@@ -107,20 +108,19 @@ def ratio_row(label: str, small: list[float], big: list[float], small_name: str,
 
 
 async def session_length(directory: Path, long_turns: int, rounds: int, per_round: int) -> tuple[list[float], list[float]]:
-    """Per-turn times of a short session around its turn 100 and of a long one past `long_turns`."""
+    """Per-turn times of a session around its turn 100 and of one past `long_turns`, each on a bot of its own."""
     with ExitStack() as stack:
-        bot = Bot(directory, stack)
-        long = Session("long", user_id="ada")
-        short = Session("short", user_id="ada")
-        start = max(0, 100 - rounds * per_round // 2)
-        await bot.turns(long, long_turns)
-        await bot.turns(short, start)
-        early: list[float] = []
-        late: list[float] = []
+        bots = Bot(directory / "short", stack), Bot(directory / "long", stack)
+        sessions = Session("short", user_id="ada"), Session("long", user_id="ada")
+        for bot in bots:
+            await bot.turns(Session("earlier", user_id="ada"), EARLIER_TURNS)
+        await bots[1].turns(sessions[1], long_turns)
+        await bots[0].turns(sessions[0], max(0, 100 - rounds * per_round // 2))
+        times: tuple[list[float], list[float]] = ([], [])
         for _ in range(rounds):
-            early += await bot.turns(short, per_round)
-            late += await bot.turns(long, per_round)
-        return early, late
+            for bot, session, samples in zip(bots, sessions, times):
+                samples += await bot.turns(session, per_round)
+        return times
 
 
 async def store_size(
