@@ -6,6 +6,7 @@ import asyncio
 import inspect
 import logging
 import threading
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from time import perf_counter
@@ -307,7 +308,10 @@ class AgentLoop:
     VALIDATION, from `UndeclaredAccessError`). After `turn_timeout` seconds only `always_run` systems run, and an
     async one is interrupted `always_run_grace` seconds past the deadline, so a hung
     channel cannot hold the session forever. Turns of one session run one at a time
-    in arrival order; different sessions run concurrently. With telemetry switched on
+    in arrival order; different sessions run concurrently, at most `max_concurrent_turns`
+    at a time per event loop when it is set (the rest wait in arrival order, their
+    `turn_timeout` not yet started), so an overloaded process keeps its loop's passes
+    short instead of slowing every turn at once. With telemetry switched on
     (`TELEMETRY`), each turn is a span with a child span per system run.
     """
 
@@ -320,7 +324,10 @@ class AgentLoop:
         clock: Clock | None = None,
         metrics: Metrics | None = None,
         always_run_grace: float = 5.0,
+        max_concurrent_turns: int | None = None,
     ) -> None:
+        if max_concurrent_turns is not None and max_concurrent_turns < 1:
+            raise ValueError(f"max_concurrent_turns must be at least 1 (or None for no bound), got {max_concurrent_turns!r}")
         if turn_timeout is not None and turn_timeout <= 0:
             raise ValueError(f"turn_timeout must be positive seconds, got {turn_timeout!r}")
         if always_run_grace < 0:
@@ -334,6 +341,9 @@ class AgentLoop:
         self._logger = structlog.get_logger("agentloop")
         self._steps = tuple(_step(system) for system in self.systems)
         self._gates = _SessionGates()
+        self.max_concurrent_turns = max_concurrent_turns
+        # A semaphore belongs to one event loop; run_turn may be awaited on several.
+        self._admission: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
 
     def describe(self) -> PipelineDescription:
         rows = tuple(
@@ -384,9 +394,22 @@ class AgentLoop:
         """
         await self._gates.acquire(session.id)
         try:
-            return await self._run(session, incoming, history, components, turn_id)
+            if self.max_concurrent_turns is None:
+                return await self._run(session, incoming, history, components, turn_id)
+            async with self._slots():
+                return await self._run(session, incoming, history, components, turn_id)
         finally:
             self._gates.release(session.id)
+
+    def _slots(self) -> asyncio.Semaphore:
+        """This event loop's `max_concurrent_turns` slots (taken after the session's gate, so
+        a turn waiting for its session holds none)."""
+        loop, limit = asyncio.get_running_loop(), self.max_concurrent_turns
+        assert limit is not None, "only run_turn with a bound asks for slots"
+        slots = self._admission.get(loop)
+        if slots is None:
+            slots = self._admission[loop] = asyncio.Semaphore(limit)
+        return slots
 
     async def _run(
         self,

@@ -15,7 +15,10 @@ file, and writes while one session has the file to itself); a call marked "(loop
 a store with no thread and always runs on the loop. The idle row is the ticker alone,
 the floor the timer resolution and the machine's other load set.
 
-    python benchmarks/event_loop_lag.py [--sessions 1,50,200] [--turns N] [--model-delay 0.05]
+With `--max-concurrent-turns N` the bot runs at most N turns at once (`AgentLoop`'s
+bound); the other sessions' turns wait their turn, which keeps each pass of the loop short.
+
+    python benchmarks/event_loop_lag.py [--sessions 1,50,200] [--turns N] [--model-delay 0.05] [--max-concurrent-turns N]
 
 `--turns` is per session; by default min(60, 2000 // sessions), so that each level takes
 a few seconds (60 turns each at 1 session, 40 at 50, 10 at 200). "ticks" is how many
@@ -185,7 +188,9 @@ async def measure(loop: AgentLoop, timer: StoreTimer, count: int, turns: int) ->
     return Level(count, count * turns, seconds, lags, timer.worst())
 
 
-async def run(levels: Sequence[int], turns: int | None, delay: float) -> tuple[list[Level], int]:
+async def run(
+    levels: Sequence[int], turns: int | None, delay: float, max_concurrent_turns: int | None = None
+) -> tuple[list[Level], int]:
     """The idle row, then one row per session count; and how many tool executions capture wrote."""
     llm = SlowLLM(delay)
     timer = StoreTimer()
@@ -194,7 +199,7 @@ async def run(levels: Sequence[int], turns: int | None, delay: float) -> tuple[l
         with standard_pipeline(llm, RecordingChannel(), stores=stores, tools=[lookup_order]) as pipeline:
             with open_note_taking(stores, llm) as note_taking:
                 add_note_taking(pipeline, note_taking)
-                loop = pipeline.build()
+                loop = pipeline.build(max_concurrent_turns=max_concurrent_turns)
                 for label, store in (
                     ("sessions", stores.sessions),
                     ("memory", stores.memory),
@@ -217,13 +222,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--sessions", default="1,50,200", help="comma-separated concurrent session counts")
     parser.add_argument("--turns", type=int, default=None, help="turns per session (default: min(60, 2000 // sessions))")
     parser.add_argument("--model-delay", type=float, default=0.05, help="seconds each model call awaits")
+    parser.add_argument("--max-concurrent-turns", type=int, default=None, help="bound on the turns in flight (default: none)")
     args = parser.parse_args(argv)
     levels = [int(part) for part in args.sessions.split(",") if part.strip()]
     configure_logging("WARNING")
-    results, captured = asyncio.run(run(levels, args.turns, args.model_delay))
+    results, captured = asyncio.run(run(levels, args.turns, args.model_delay, args.max_concurrent_turns))
     target = f"p99 <= {TARGET_P99_MS:g} ms, max <= {TARGET_MAX_MS:g} ms at {TARGET_SESSIONS} sessions"
     print(f"event-loop lag: {TICK_S * 1000:g} ms ticker, model awaits {args.model_delay * 1000:g} ms per call, "
-          f"standard pipeline + note-taking on SQLite")
+          f"standard pipeline + note-taking on SQLite, "
+          f"{'no bound on turns in flight' if args.max_concurrent_turns is None else f'at most {args.max_concurrent_turns} turns in flight'}")
     header = (f"{'sessions':>8} {'turns':>6} {'turns/s':>8} {'ticks':>6} {'lag p50':>10} {'lag p99':>10} {'lag max':>10}"
               f"  {'slowest store call':<34} target")
     print(header)

@@ -15,7 +15,9 @@ Without git or the commit (`--baseline none` to skip), only this checkout is tim
 With pydantic-ai installed, the same text turn through `pydantic_ai.Agent` with a
 `FunctionModel` is timed as well.
 
-    python benchmarks/turn_latency.py [--turns 1000] [--rounds 10] [--baseline REV|none]
+With `--notes` the bot also takes notes (note retrieval before the model, capture after).
+
+    python benchmarks/turn_latency.py [--turns 1000] [--rounds 10] [--baseline REV|none] [--notes]
 """
 
 from __future__ import annotations
@@ -78,13 +80,20 @@ class TimedChannel(RecordingChannel):
 Samples = dict[str, list[float]]
 
 
-async def serve_rounds(commands: IO[str], results: IO[str]) -> None:
-    """Worker: for each line `N` read, run N standard turns on one growing bot and write their
-    times (ms) as one JSON line; turns with `"warmup"` in the line are run but not timed."""
+async def serve_rounds(commands: IO[str], results: IO[str], *, notes: bool = False) -> None:
+    """Worker: for each line `N` read, run N standard turns on one growing bot (with note-taking
+    if `notes`) and write their times (ms) as one JSON line; turns with `"warmup"` in the line
+    are run but not timed."""
     llm = TimedLLM()
-    with tempfile.TemporaryDirectory() as data_dir:
+    with tempfile.TemporaryDirectory() as data_dir, ExitStack() as stack:
         channel = TimedChannel()
         with standard_pipeline(llm, channel, data_dir=data_dir) as pipeline:
+            if notes:
+                from agentloop.adapters import open_note_taking
+                from systems.notes import add_note_taking
+
+                assert pipeline.stores is not None
+                add_note_taking(pipeline, stack.enter_context(open_note_taking(pipeline.stores, llm)))
             loop = pipeline.build()
             session = Session("bench", user_id="bench-user")
             for line in commands:
@@ -105,10 +114,10 @@ async def serve_rounds(commands: IO[str], results: IO[str]) -> None:
 class Worker:
     """A process timing turns on the code base at `code` (this script, that PYTHONPATH)."""
 
-    def __init__(self, code: Path) -> None:
+    def __init__(self, code: Path, *, notes: bool = False) -> None:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(code), os.environ.get("PYTHONPATH", "")])}
         self.process = subprocess.Popen(
-            [sys.executable, __file__, "--serve"], cwd=code, env=env, text=True,
+            [sys.executable, __file__, "--serve", *(["--notes"] if notes else [])], cwd=code, env=env, text=True,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         )
         self.samples: Samples = {"total": [], "framework": [], "answered": []}
@@ -178,15 +187,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--warmup", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=10, help="alternating rounds the turns are split into")
     parser.add_argument("--baseline", default=RELEASE_0_1, help=f"git revision to compare with (default {RELEASE_0_1}, release 0.1), or none")
+    parser.add_argument("--notes", action="store_true", help="add note-taking (note retrieval and capture) to the bot")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     configure_logging("WARNING")
     if args.serve:
-        asyncio.run(serve_rounds(sys.stdin, sys.stdout))
+        asyncio.run(serve_rounds(sys.stdin, sys.stdout, notes=args.notes))
         return
     with ExitStack() as stack:
         baseline = stack.enter_context(baseline_checkout(args.baseline)) if args.baseline != "none" else "--baseline none"
-        workers = [Worker(ROOT)] + ([Worker(baseline)] if isinstance(baseline, Path) else [])
+        workers = [Worker(ROOT, notes=args.notes)] + ([Worker(baseline, notes=args.notes)] if isinstance(baseline, Path) else [])
         for worker in workers:
             stack.callback(worker.close)
         for worker in workers:
@@ -220,7 +230,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         rows.append(("ratio pydantic-ai / agentloop", f"{theirs / median['framework']:.2f}x", "", ""))
     width = max(len(r[0]) for r in rows)
     print(f"turn latency over {args.turns} turns ({args.warmup} warm-up) per code base in {rounds} alternating rounds, "
-          "history/memory/RAG growing")
+          f"history/memory/RAG{'/notes' if args.notes else ''} growing")
     if isinstance(baseline, str):
         print(f"no baseline: {baseline}; timing this checkout only")
     for name, value, target, mark in rows:

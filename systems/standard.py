@@ -137,8 +137,11 @@ class StandardPipeline:
     def describe(self) -> PipelineDescription:
         return AgentLoop(self._systems).describe()
 
-    def build(self, *, turn_timeout: float | None = None, inputs: Iterable[type] = ()) -> AgentLoop:
-        """Make the `AgentLoop` that runs turns (it validates the systems).
+    def build(
+        self, *, turn_timeout: float | None = None, inputs: Iterable[type] = (), max_concurrent_turns: int | None = None
+    ) -> AgentLoop:
+        """Make the `AgentLoop` that runs turns (it validates the systems); `max_concurrent_turns`
+        bounds the turns in flight per event loop (`AgentLoop`).
 
         A system that writes the `TurnOutcome` before the tool loop runs is refused: the
         model would still be asked and its tools run, for an answer nobody keeps.
@@ -149,6 +152,7 @@ class StandardPipeline:
             inputs=inputs,
             clock=self.clock,
             metrics=self.metrics,
+            max_concurrent_turns=max_concurrent_turns,
         )
         tool_loop = next((s for s in self._systems if isinstance(s, ToolLoopSystem)), None)
         for early in self._systems:

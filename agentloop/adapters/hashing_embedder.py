@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from functools import lru_cache
 
 import numpy as np
@@ -19,6 +19,7 @@ from agentloop.ports.vectors import Vectors
 
 _WORD = re.compile(r"\w+")
 _WORD_CACHE_SIZE = 16_384
+_TEXT_CACHE_SIZE = 256
 NAME_PREFIX = "hashing-v1/"
 """The start of a default HashingEmbedder's name; its dimension follows."""
 
@@ -62,8 +63,11 @@ class HashingEmbedder:
         self._bigram_weight = bigram_weight
         self._char_weight = char_weight
         self._seed = seed & 0xFFFFFFFF
-        # Bounded per-instance cache: a word's unigram and n-gram buckets never change.
-        self._word_features = lru_cache(maxsize=_WORD_CACHE_SIZE)(self._hash_word)
+        # Bounded per-instance caches: a word's and a word pair's buckets never change, and
+        # one turn embeds its message more than once (RAG search, note retrieval).
+        self._word_features = lru_cache(maxsize=_WORD_CACHE_SIZE)(self._word_cells)
+        self._pair_features = lru_cache(maxsize=_WORD_CACHE_SIZE)(self._pair_cell)
+        self._text_rows = lru_cache(maxsize=_TEXT_CACHE_SIZE)(self._embed_one)
 
     @property
     def name(self) -> str:
@@ -80,24 +84,31 @@ class HashingEmbedder:
 
     def embed(self, texts: Sequence[str]) -> Vectors:
         """One L2-normalised float32 row per text, shape (len(texts), dim)."""
+        if len(texts) == 1:
+            return self._text_rows(texts[0]).copy()
+        return self._embed_many(texts)
+
+    def _embed_one(self, text: str) -> Vectors:
+        return self._embed_many((text,))
+
+    def _embed_many(self, texts: Sequence[str]) -> Vectors:
         dim = self._dim
         cells: list[int] = []
         weights: list[float] = []
-
-        def put(base: int, hashes: Iterable[int], weight: float) -> None:
-            """The low bits of a hash pick the bucket, the top bit the sign."""
-            for h in hashes:
-                cells.append(base + (h & 0x7FFFFFFF) % dim)
-                weights.append(-weight if h & 0x80000000 else weight)
-
         for row, text in enumerate(texts):
             base = row * dim
+            start = len(cells)
             words = _WORD.findall(text.lower())
             for word in words:
-                word_hash, grams = self._word_features(word)
-                put(base, (word_hash,), self._word_weight)
-                put(base, grams, self._char_weight)
-            put(base, (self._hash(f"b\x00{a}\x00{b}") for a, b in zip(words, words[1:])), self._bigram_weight)
+                word_cells, word_weights = self._word_features(word)
+                cells += word_cells
+                weights += word_weights
+            for pair in zip(words, words[1:]):
+                cell, weight = self._pair_features(pair)
+                cells.append(cell)
+                weights.append(weight)
+            if base:
+                cells[start:] = [cell + base for cell in cells[start:]]
         flat = np.bincount(np.array(cells, dtype=np.int64), weights=weights, minlength=len(texts) * dim)
         out = flat.reshape(len(texts), dim).astype(np.float32)
         norms = np.sqrt(np.einsum("ij,ij->i", out, out))[:, None]
@@ -107,9 +118,21 @@ class HashingEmbedder:
     def _hash(self, feature: str) -> int:
         return zlib.crc32(feature.encode("utf-8"), self._seed)
 
-    def _hash_word(self, word: str) -> tuple[int, tuple[int, ...]]:
-        """The hashes of one word's unigram and of its character n-grams."""
+    def _signed(self, h: int, weight: float) -> tuple[int, float]:
+        """The low bits of a hash pick the bucket, the top bit the sign."""
+        return (h & 0x7FFFFFFF) % self._dim, -weight if h & 0x80000000 else weight
+
+    def _word_cells(self, word: str) -> tuple[tuple[int, ...], tuple[float, ...]]:
+        """The buckets and signed weights of one word's unigram, then of its character n-grams."""
         marked = f"<{word}>"
         n = self._char_ngram
-        grams = tuple(self._hash(f"c\x00{marked[i:i + n]}") for i in range(max(1, len(marked) - n + 1)))
-        return self._hash(f"w\x00{word}"), grams
+        features = [self._signed(self._hash(f"w\x00{word}"), self._word_weight)]
+        features += (
+            self._signed(self._hash(f"c\x00{marked[i:i + n]}"), self._char_weight) for i in range(max(1, len(marked) - n + 1))
+        )
+        cells, weights = zip(*features)
+        return cells, weights
+
+    def _pair_cell(self, pair: tuple[str, str]) -> tuple[int, float]:
+        """The bucket and signed weight of a word bigram."""
+        return self._signed(self._hash(f"b\x00{pair[0]}\x00{pair[1]}"), self._bigram_weight)

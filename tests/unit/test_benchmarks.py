@@ -16,6 +16,7 @@ import structlog
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 MS = r"\d+\.\d\d ms"
+MS_3 = r"\d+\.\d{3} ms"
 
 
 def load(script: str) -> ModuleType:
@@ -98,3 +99,42 @@ def test_serve_prints_each_sse_figure_of_agentloop_serve_next_to_the_bare_starle
         for figure in ("requests/s", "latency p50 (ms)", "latency p99 (ms)", "first delta p50 (ms)"):
             assert any(re.match(rf"\s*{clients}\s+{re.escape(figure)}\s+{number}\s+{number}\s+{number}x$", line) for line in lines)
     assert not any("errors" in line for line in lines)
+
+
+def test_turn_peers_prints_each_contestants_text_and_tool_turn_and_the_ratios_to_their_targets(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    run_main("turn_peers", "--turns", "2", "--rounds", "1", "--warmup", "1")
+    lines = capsys.readouterr().out.splitlines()
+    for name in ("agentloop, SQLite stores + note-taking", "agentloop, no storage"):
+        assert any(re.match(rf"{re.escape(name)}\s+{MS_3}\s+{MS_3}$", line) for line in lines)
+    for name in ("pydantic-ai Agent.run, FunctionModel", "LangGraph model+tools graph", "Haystack Agent"):
+        assert any(re.match(rf"{re.escape(name)}\s+({MS_3}\s+{MS_3}|not installed\s+pip install '\.\[bench\]')$", line) for line in lines)
+    for ratio, target in (("pydantic-ai / agentloop with storage", 10), ("LangGraph / agentloop no storage", 15)):
+        assert any(re.match(rf"{ratio}\s+(\d+\.\dx\s+\d+\.\dx\s+>= {target}x\s+(ok|MISSED)|not installed)$", line) for line in lines)
+
+
+def test_turn_latency_with_notes_times_the_turn_with_note_taking(capsys: pytest.CaptureFixture[str]) -> None:
+    run_main("turn_latency", "--turns", "2", "--warmup", "1", "--baseline", "none", "--notes")
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].endswith("history/memory/RAG/notes growing")
+    assert any(re.match(r"standard turn, framework time \(median\)\s+\d+\.\d{3} ms\s+<= 1\.0 ms", line) for line in lines)
+
+
+def test_event_loop_lag_with_a_bound_on_turns_in_flight_says_so_and_runs_every_session(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    run_main("event_loop_lag", "--sessions", "3", "--turns", "2", "--model-delay", "0.001", "--max-concurrent-turns", "2")
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].endswith("at most 2 turns in flight")
+    assert any(re.match(rf"\s*3\s+6\s+\d+\.\d\s+\d+\s+{MS}", line) for line in lines)
+
+
+def test_turn_flat_prints_the_ratio_by_session_length_and_by_store_size(capsys: pytest.CaptureFixture[str]) -> None:
+    run_main("turn_flat", "--session-turns", "6", "--rows", "50", "--small", "5", "--rounds", "1", "--per-round", "2")
+    lines = capsys.readouterr().out.splitlines()
+    row = rf"{MS_3}\s+\S+ rows {MS_3}\s+\d+\.\d\dx\s+<= 1\.2x\s+(ok|MISSED)$"
+    assert re.match(rf"per-turn time by session length\s+turn ~100 {MS_3}\s+turn 6\+ {MS_3}\s+\d+\.\d\dx\s+<= 1\.2x\s+(ok|MISSED)$", lines[1])
+    assert lines[2].startswith("store size: 5 vs 50 history and memory rows of 1,000 other users")
+    assert re.match(rf"per-turn time, a user with few rows\s+5 rows {row}", lines[3])
+    assert re.match(rf"per-turn time, a session in the shared project\s+5 rows {row}", lines[4])

@@ -116,3 +116,38 @@ def test_the_name_says_the_dimension_and_any_setting_that_changes_the_vectors() 
         {}, {"char_ngram": 4}, {"word_weight": 2.0}, {"bigram_weight": 0.0}, {"char_weight": 0.1}, {"seed": 7},
     )}) == 6
     assert asyncio.run(HashingEmbedder(dim=64).aembed(["same text"])).tolist() == HashingEmbedder(dim=64).embed(["same text"]).tolist()
+
+
+@settings(max_examples=30, deadline=None)
+@given(texts=st.lists(st.text(max_size=60), min_size=2, max_size=5))
+def test_a_text_embedded_alone_is_its_row_of_a_batch(texts: list[str]) -> None:
+    embedder = HashingEmbedder(dim=64)
+    batch = embedder.embed(texts)
+    for row, text in zip(batch, texts):
+        assert np.array_equal(embedder.embed([text])[0], row)
+        assert np.array_equal(embedder.embed([text])[0], row), "the second embedding of a text is the first one"
+
+
+def test_a_text_embedded_again_is_not_hashed_again_and_the_callers_copy_is_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import zlib
+
+    import agentloop.adapters.hashing_embedder as module
+
+    embedder = HashingEmbedder()
+    question = "What time does the office open on Mondays?"
+    first = embedder.embed([question])
+    hashed: list[bytes] = []
+
+    class CountingZlib:
+        @staticmethod
+        def crc32(data: bytes, seed: int = 0) -> int:
+            hashed.append(data)
+            return zlib.crc32(data, seed)
+
+    monkeypatch.setattr(module, "zlib", CountingZlib)
+    first[0, :] = 0.0
+    again = embedder.embed([question])
+    assert hashed == []
+    assert np.isclose(np.linalg.norm(again[0]), 1.0), "changing a returned row does not change the next embedding"

@@ -400,6 +400,37 @@ def test_turns_of_one_session_never_interleave_and_none_is_lost(arrivals: list[t
     assert loop._gates._queues == {}, "session gates must not leak"
 
 
+@settings(deadline=None, max_examples=25)
+@given(
+    st.lists(st.tuples(st.sampled_from(["s1", "s2", "s3", "s4", "s5"]), st.floats(0, 0.002)), min_size=1, max_size=12),
+    st.integers(1, 3),
+)
+def test_at_most_max_concurrent_turns_run_at_once_and_every_waiting_turn_runs(
+    arrivals: list[tuple[str, float]], bound: int
+) -> None:
+    """I9: with `max_concurrent_turns`, no more turns than the bound are in flight, each turn
+    runs exactly once, and per session in arrival order."""
+    log: list[tuple[str, str, str]] = []
+    named = [(sid, f"{sid}-{i}") for i, (sid, _) in enumerate(arrivals)]
+    delays = {text: delay for (_, text), (_, delay) in zip(named, arrivals, strict=True)}
+    loop = AgentLoop([Journal(log, delays)], max_concurrent_turns=bound)
+    asyncio.run(run_concurrently(loop, named))
+
+    in_flight = peak = 0
+    for kind, _, _ in log:
+        in_flight += 1 if kind == "start" else -1
+        peak = max(peak, in_flight)
+    assert peak <= bound
+    assert sorted(text for kind, _, text in log if kind == "end") == sorted(text for _, text in named)
+    for sid in {sid for sid, _ in named}:
+        assert [text for kind, s, text in log if s == sid and kind == "start"] == [text for s, text in named if s == sid]
+
+
+def test_max_concurrent_turns_must_be_at_least_one() -> None:
+    with pytest.raises(ValueError, match="max_concurrent_turns must be at least 1"):
+        AgentLoop([], max_concurrent_turns=0)
+
+
 @attrs.frozen
 class Spec:
     order: int
