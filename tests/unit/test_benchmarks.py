@@ -98,3 +98,16 @@ def test_serve_prints_each_sse_figure_of_agentloop_serve_next_to_the_bare_starle
         for figure in ("requests/s", "latency p50 (ms)", "latency p99 (ms)", "first delta p50 (ms)"):
             assert any(re.match(rf"\s*{clients}\s+{re.escape(figure)}\s+{number}\s+{number}\s+{number}x$", line) for line in lines)
     assert not any("errors" in line for line in lines)
+
+
+def test_notes_prints_what_capture_adds_to_a_tool_call_and_the_batch_write_rate_next_to_their_targets(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(BENCHMARKS))  # the script imports its sibling vector_index
+    run_main("notes", "--notes", "300", "--queries", "3", "--events", "400", "--tool-turns", "3", "--rounds", "1",
+             "--corpus", "low-rank")
+    lines = capsys.readouterr().out.splitlines()
+    assert any(re.match(r"capture: added to a tool call end to end \(median\)\s+-?\d+\.\d\d us\s+target <= 2 us$", line) for line in lines)
+    assert any(re.match(r"tool call through the tool loop, no capture \(median\)\s+\d+\.\d\d us", line) for line in lines)
+    writes = [line for line in lines if line.startswith("batch writes:")]
+    assert len(writes) == 2 and all(re.search(r"\d ev/s\s+target >= 100,000 events/s$", line) for line in writes)
