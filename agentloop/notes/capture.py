@@ -13,7 +13,8 @@ others, while one that failed on a passing store error waits for a retry.
 
 The store's port is async; writes happen on the writer's own thread (or the thread that
 flushes or drains), never on the bot's event loop, so each write runs to completion on
-a private event loop there (`asyncio.run`), and enqueue stays a plain, non-blocking call.
+the recorder's private event loop there, kept from write to write (making a loop per
+write cost more than the write), and enqueue stays a plain, non-blocking call.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import random
 import threading
 import time
 from collections import OrderedDict, deque
+from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -202,6 +204,8 @@ class TrajectoryRecorder:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._runner: asyncio.Runner | None = None
+        """The private event loop the store's coroutines run on (used only under the write lock)."""
 
     # -- the tool's path -------------------------------------------------------------
 
@@ -228,7 +232,7 @@ class TrajectoryRecorder:
                 return False
             self._buffer.append(execution)
             self._accepted += 1
-            full = len(self._buffer) >= self.settings.batch_size
+            full = len(self._buffer) == self.settings.batch_size  # wake the writer once per batch, not per event
         if full:
             self._wake.set()
         return True
@@ -423,7 +427,7 @@ class TrajectoryRecorder:
     def _append(self, group: list[ToolExecution]) -> Exception | None:
         """Write `group` to the store; None once it is in (and counted), else the store's error."""
         try:
-            asyncio.run(self.store.append(group))
+            self._run_on_private_loop(self.store.append(group))
         except Exception as exc:
             return exc
         with self._lock:
@@ -434,6 +438,13 @@ class TrajectoryRecorder:
                 self._lone_failures.pop(execution.id, None)
         self._observe_batch(len(group))
         return None
+
+    def _run_on_private_loop(self, call: Coroutine[Any, Any, None]) -> None:
+        """Run a store coroutine to completion on the private loop (made on first use); the
+        caller holds the write lock."""
+        if self._runner is None:
+            self._runner = asyncio.Runner()
+        self._runner.run(call)
 
     def _refused(self, execution: ToolExecution, error: Exception, struck: set[str]) -> bool:
         """Whether an execution that failed on its own is now quarantined: at once for a data
@@ -472,7 +483,7 @@ class TrajectoryRecorder:
             "execution_id": storable(execution.id), "error": storable(reason),
         }
         try:
-            asyncio.run(self.store.quarantine(execution, reason))
+            self._run_on_private_loop(self.store.quarantine(execution, reason))
         except Exception as failure:
             failed = storable(f"{type(failure).__name__}: {failure}")
             self._log.warning("capture.quarantine_failed", **who, quarantine_error=failed)
@@ -535,6 +546,13 @@ class TrajectoryRecorder:
         drainer = threading.Thread(target=self._drain_quietly, args=(deadline,), name="trajectory-drain", daemon=True)
         drainer.start()
         drainer.join(max(deadline - time.monotonic(), 0.0))
+        if self._write_lock.acquire(blocking=False):  # a drain still hung on the store keeps its loop
+            try:
+                if self._runner is not None:
+                    self._runner.close()
+                    self._runner = None
+            finally:
+                self._write_lock.release()
         stats = self.stats
         self._log.info(
             "capture.closed", accepted=stats.accepted, written=stats.written, pending=stats.pending,

@@ -62,6 +62,9 @@ def test_a_full_batch_wakes_the_background_writer(store: TrajectoryStore) -> Non
         assert _wait_for(lambda: asyncio.run(store.count()) == 10)
         # the writer reports the batch just after the store took it
         assert _wait_for(lambda: metrics.observations("note_taking.capture.batch_size") == [10.0])
+        for _ in range(10):  # and the next full batch wakes it again
+            recorder.enqueue(make_execution())
+        assert _wait_for(lambda: asyncio.run(store.count()) == 20)
     finally:
         recorder.close()
 
