@@ -13,8 +13,8 @@ others, while one that failed on a passing store error waits for a retry.
 
 The store's port is async; writes happen on the writer's own thread (or the thread that
 flushes or drains), never on the bot's event loop, so each write runs to completion on
-the recorder's private event loop there, kept from write to write (making a loop per
-write cost more than the write), and enqueue stays a plain, non-blocking call.
+a private event loop there (the writer thread keeps its own from write to write: making
+a loop per write cost more than the write), and enqueue stays a plain, non-blocking call.
 """
 
 from __future__ import annotations
@@ -204,8 +204,8 @@ class TrajectoryRecorder:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._runner: asyncio.Runner | None = None
-        """The private event loop the store's coroutines run on (used only under the write lock)."""
+        self._writer_loop = threading.local()
+        """The writer thread's private event loop (`runner`), kept while the thread runs."""
 
     # -- the tool's path -------------------------------------------------------------
 
@@ -440,11 +440,13 @@ class TrajectoryRecorder:
         return None
 
     def _run_on_private_loop(self, call: Coroutine[Any, Any, None]) -> None:
-        """Run a store coroutine to completion on the private loop (made on first use); the
-        caller holds the write lock."""
-        if self._runner is None:
-            self._runner = asyncio.Runner()
-        self._runner.run(call)
+        """Run a store coroutine to completion on a private event loop: the writer thread's
+        own, or one made for this call on any other thread (a flush or a drain)."""
+        runner: asyncio.Runner | None = getattr(self._writer_loop, "runner", None)
+        if runner is None:
+            asyncio.run(call)
+        else:
+            runner.run(call)
 
     def _refused(self, execution: ToolExecution, error: Exception, struck: set[str]) -> bool:
         """Whether an execution that failed on its own is now quarantined: at once for a data
@@ -517,13 +519,14 @@ class TrajectoryRecorder:
 
     def _run(self) -> None:
         poll = self.settings.poll_interval_s or min(self.settings.flush_interval_s / 4, 1.0)
-        while not self._stop.is_set():
-            self._wake.wait(poll)
-            self._wake.clear()
-            try:
-                self.tick()
-            except Exception as exc:  # the writer outlives any one failure
-                self._log.error("capture.writer_failed", error=f"{type(exc).__name__}: {exc}")
+        with asyncio.Runner() as self._writer_loop.runner:
+            while not self._stop.is_set():
+                self._wake.wait(poll)
+                self._wake.clear()
+                try:
+                    self.tick()
+                except Exception as exc:  # the writer outlives any one failure
+                    self._log.error("capture.writer_failed", error=f"{type(exc).__name__}: {exc}")
 
     def close(self, timeout: float | None = None) -> CaptureStats:
         """Refuse new events, stop the writer, and drain everything accepted to the store.
@@ -546,13 +549,6 @@ class TrajectoryRecorder:
         drainer = threading.Thread(target=self._drain_quietly, args=(deadline,), name="trajectory-drain", daemon=True)
         drainer.start()
         drainer.join(max(deadline - time.monotonic(), 0.0))
-        if self._write_lock.acquire(blocking=False):  # a drain still hung on the store keeps its loop
-            try:
-                if self._runner is not None:
-                    self._runner.close()
-                    self._runner = None
-            finally:
-                self._write_lock.release()
         stats = self.stats
         self._log.info(
             "capture.closed", accepted=stats.accepted, written=stats.written, pending=stats.pending,
