@@ -94,12 +94,14 @@ def bench_tool_path(turns: int, rounds: int) -> None:
     hook and its background writer, which competes for the GIL) adds, alternating rounds."""
     session = Session("bench", user_id="u1")
 
-    async def per_call_us(system: ToolLoopSystem) -> float:
-        started = time.perf_counter()
+    async def per_call_us(system: ToolLoopSystem) -> tuple[float, float]:
+        """Wall time and CPU time of every thread of the process, per tool call."""
+        started, cpu = time.perf_counter(), time.process_time()
         for _ in range(turns):
             ctx = make_context(session=session, components=[PromptContext("", (ChatMessage.user("go"),)), SanitizedInput("go")])
             await run_system(system, ctx)
-        return (time.perf_counter() - started) / (turns * CALLS_PER_STEP) * 1e6
+        calls = turns * CALLS_PER_STEP
+        return (time.perf_counter() - started) / calls * 1e6, (time.process_time() - cpu) / calls * 1e6
 
     with tempfile.TemporaryDirectory() as directory, open_stores(directory, bot="t") as stores:
         note_taking = open_note_taking(
@@ -111,20 +113,24 @@ def bench_tool_path(turns: int, rounds: int) -> None:
             on_tool_execution=note_taking.capture,
         )
 
-        async def alternate() -> tuple[list[float], list[float]]:
+        async def alternate() -> tuple[list[float], list[float], list[float]]:
             without: list[float] = []
             added: list[float] = []
+            added_cpu: list[float] = []
             for _ in range(rounds):
-                base = await per_call_us(plain)
+                base, base_cpu = await per_call_us(plain)
+                wall, cpu = await per_call_us(captured)
                 without.append(base)
-                added.append(await per_call_us(captured) - base)
-            return without, added
+                added.append(wall - base)
+                added_cpu.append(cpu - base_cpu)
+            return without, added, added_cpu
 
         with note_taking:
             asyncio.run(per_call_us(captured))  # warm-up: the first batches, the store's pages
-            without, added = asyncio.run(alternate())
+            without, added, added_cpu = asyncio.run(alternate())
         _row("tool call through the tool loop, no capture (median)", f"{statistics.median(without):.2f} us", "-")
         _row("capture: added to a tool call end to end (median)", f"{statistics.median(added):.2f} us", "<= 2 us")
+        _row("capture: CPU added per tool call, all threads", f"{statistics.median(added_cpu):.2f} us", "-")
 
 
 def bench_writes(events: int) -> None:
@@ -134,14 +140,16 @@ def bench_writes(events: int) -> None:
     ) as second:
         store = first.trajectories
 
+        batch = CaptureSettings().batch_size
+
         async def append_all() -> None:
-            for start in range(0, events, 10):
-                await store.append(executions[start : start + 10])
+            for start in range(0, events, batch):
+                await store.append(executions[start : start + batch])
 
         started = time.perf_counter()
         asyncio.run(append_all())
         rate = events / (time.perf_counter() - started)
-        _row("batch writes: store.append, batches of 10", f"{rate:,.0f} ev/s", ">= 100,000 events/s")
+        _row(f"batch writes: store.append, batches of {batch}", f"{rate:,.0f} ev/s", ">= 100,000 events/s")
 
         fresh = [make_execution("search", session_id=f"s{i % 100}", arguments={"q": i}) for i in range(events)]
         recorder = TrajectoryRecorder(

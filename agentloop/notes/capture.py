@@ -87,11 +87,13 @@ def cut_quarantine_record(record: dict[str, str]) -> dict[str, str]:
 
 @attrs.frozen
 class CaptureSettings:
-    """10 events or 5 s per batch; above 100 tool runs a minute in a session, successful
+    """100 events or 5 s per batch; above 100 tool runs a minute in a session, successful
     runs are kept at 10% (failed ones always). `close()` keeps retrying a store that
     refuses writes for up to `close_timeout_s`."""
 
-    batch_size: int = 10
+    batch_size: int = 100
+    """Large enough that a busy bot's writes pay each batch's fixed costs (a hand-over to the
+    store's thread, a commit) once per many executions; a quiet one writes on the interval."""
     flush_interval_s: float = 5.0
     sampling_threshold_per_minute: int = 100
     sampling_rate: float = 0.1
