@@ -24,7 +24,8 @@ from agentloop.ports.tasks import TaskRecord
 from agentloop.ports.vectors import Vectors
 from agentloop.scopes import Scope
 
-_json = json.JSONEncoder(default=str).encode
+json_text = json.JSONEncoder(default=str).encode
+"""A value as a JSON text column; what JSON cannot hold is stored as its `str`."""
 
 SCOPE_COLUMNS = ("scope_company", "scope_org", "scope_team", "scope_project", "scope_user", "scope_session")
 """The columns a row keeps its `Scope` in, in the stores that spread it (history, memory, RAG)."""
@@ -48,9 +49,9 @@ def _make_rows() -> cattrs.Converter:
     rows.register_structure_hook(Scope, lambda value, _: Scope.from_key(value))
     rows.register_unstructure_hook(bool, int)
     rows.register_structure_hook(bool, lambda value, _: bool(value))
-    rows.register_unstructure_hook(NoteMetadata, lambda metadata: _json(converter.unstructure(metadata)))
+    rows.register_unstructure_hook(NoteMetadata, lambda metadata: json_text(converter.unstructure(metadata)))
     rows.register_structure_hook(NoteMetadata, lambda value, _: converter.structure(_parsed(value), NoteMetadata))
-    as_json = cattrs.gen.override(unstruct_hook=_json, struct_hook=lambda value, _: _parsed(value))
+    as_json = cattrs.gen.override(unstruct_hook=json_text, struct_hook=lambda value, _: _parsed(value))
     as_bytes = cattrs.gen.override(unstruct_hook=_vector_bytes, struct_hook=lambda value, _: np.frombuffer(value, np.float32))
     special: dict[type, dict[str, Any]] = {
         ToolExecution: {"arguments": as_json, "context_snapshot": as_json},

@@ -13,7 +13,8 @@ others, while one that failed on a passing store error waits for a retry.
 
 The store's port is async; writes happen on the writer's own thread (or the thread that
 flushes or drains), never on the bot's event loop, so each write runs to completion on
-a private event loop there (`asyncio.run`), and enqueue stays a plain, non-blocking call.
+a private event loop there (the writer thread keeps its own from write to write: making
+a loop per write cost more than the write), and enqueue stays a plain, non-blocking call.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import random
 import threading
 import time
 from collections import OrderedDict, deque
+from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -85,11 +87,13 @@ def cut_quarantine_record(record: dict[str, str]) -> dict[str, str]:
 
 @attrs.frozen
 class CaptureSettings:
-    """10 events or 5 s per batch; above 100 tool runs a minute in a session, successful
+    """100 events or 5 s per batch; above 100 tool runs a minute in a session, successful
     runs are kept at 10% (failed ones always). `close()` keeps retrying a store that
     refuses writes for up to `close_timeout_s`."""
 
-    batch_size: int = 10
+    batch_size: int = 100
+    """Large enough that a busy bot's writes pay each batch's fixed costs (a hand-over to the
+    store's thread, a commit) once per many executions; a quiet one writes on the interval."""
     flush_interval_s: float = 5.0
     sampling_threshold_per_minute: int = 100
     sampling_rate: float = 0.1
@@ -202,6 +206,8 @@ class TrajectoryRecorder:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._writer_loop = threading.local()
+        """The writer thread's private event loop (`runner`), kept while the thread runs."""
 
     # -- the tool's path -------------------------------------------------------------
 
@@ -228,7 +234,7 @@ class TrajectoryRecorder:
                 return False
             self._buffer.append(execution)
             self._accepted += 1
-            full = len(self._buffer) >= self.settings.batch_size
+            full = len(self._buffer) == self.settings.batch_size  # wake the writer once per batch, not per event
         if full:
             self._wake.set()
         return True
@@ -423,7 +429,7 @@ class TrajectoryRecorder:
     def _append(self, group: list[ToolExecution]) -> Exception | None:
         """Write `group` to the store; None once it is in (and counted), else the store's error."""
         try:
-            asyncio.run(self.store.append(group))
+            self._run_on_private_loop(self.store.append(group))
         except Exception as exc:
             return exc
         with self._lock:
@@ -434,6 +440,15 @@ class TrajectoryRecorder:
                 self._lone_failures.pop(execution.id, None)
         self._observe_batch(len(group))
         return None
+
+    def _run_on_private_loop(self, call: Coroutine[Any, Any, None]) -> None:
+        """Run a store coroutine to completion on a private event loop: the writer thread's
+        own, or one made for this call on any other thread (a flush or a drain)."""
+        runner: asyncio.Runner | None = getattr(self._writer_loop, "runner", None)
+        if runner is None:
+            asyncio.run(call)
+        else:
+            runner.run(call)
 
     def _refused(self, execution: ToolExecution, error: Exception, struck: set[str]) -> bool:
         """Whether an execution that failed on its own is now quarantined: at once for a data
@@ -472,7 +487,7 @@ class TrajectoryRecorder:
             "execution_id": storable(execution.id), "error": storable(reason),
         }
         try:
-            asyncio.run(self.store.quarantine(execution, reason))
+            self._run_on_private_loop(self.store.quarantine(execution, reason))
         except Exception as failure:
             failed = storable(f"{type(failure).__name__}: {failure}")
             self._log.warning("capture.quarantine_failed", **who, quarantine_error=failed)
@@ -506,13 +521,14 @@ class TrajectoryRecorder:
 
     def _run(self) -> None:
         poll = self.settings.poll_interval_s or min(self.settings.flush_interval_s / 4, 1.0)
-        while not self._stop.is_set():
-            self._wake.wait(poll)
-            self._wake.clear()
-            try:
-                self.tick()
-            except Exception as exc:  # the writer outlives any one failure
-                self._log.error("capture.writer_failed", error=f"{type(exc).__name__}: {exc}")
+        with asyncio.Runner() as self._writer_loop.runner:
+            while not self._stop.is_set():
+                self._wake.wait(poll)
+                self._wake.clear()
+                try:
+                    self.tick()
+                except Exception as exc:  # the writer outlives any one failure
+                    self._log.error("capture.writer_failed", error=f"{type(exc).__name__}: {exc}")
 
     def close(self, timeout: float | None = None) -> CaptureStats:
         """Refuse new events, stop the writer, and drain everything accepted to the store.

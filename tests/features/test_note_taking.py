@@ -23,6 +23,7 @@ from agentloop.adapters import InMemoryMetrics, RecordingNotifier, Stores, open_
 from agentloop.errors import InvalidTransition, LlmCallError
 from agentloop.notes import (
     SECTIONS,
+    CaptureSettings,
     DistillationResult,
     Distiller,
     KnowledgeBase,
@@ -197,7 +198,9 @@ def world(tmp_path: Path) -> Iterator[World]:
     trajectories = stores.trajectories
     gated = GatedStore(trajectories)
     flaky = FlakyTrajectoryStore(gated)
-    recorder = TrajectoryRecorder(flaky, clock=clock, metrics=metrics, rng=random.Random(1))
+    recorder = TrajectoryRecorder(
+        flaky, settings=CaptureSettings(batch_size=10), clock=clock, metrics=metrics, rng=random.Random(1)
+    )
     embedder, repository = stores.embedder, stores.knowledge
     knowledge = KnowledgeBase(repository, embedder, notifier=notifier, clock=clock, metrics=metrics)
     llm = DistillingModel()

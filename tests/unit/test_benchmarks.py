@@ -138,3 +138,17 @@ def test_turn_flat_prints_the_ratio_by_session_length_and_by_store_size(capsys: 
     assert lines[2].startswith("store size: 5 vs 50 history and memory rows of 1,000 other users")
     assert re.match(rf"per-turn time, a user with few rows\s+5 rows {row}", lines[3])
     assert re.match(rf"per-turn time, a session in the shared project\s+5 rows {row}", lines[4])
+
+
+def test_notes_prints_what_capture_adds_to_a_tool_call_and_the_batch_write_rate_next_to_their_targets(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(BENCHMARKS))  # the script imports its sibling vector_index
+    run_main("notes", "--notes", "300", "--queries", "3", "--events", "400", "--tool-turns", "3", "--rounds", "1",
+             "--corpus", "low-rank")
+    lines = capsys.readouterr().out.splitlines()
+    assert any(re.match(r"capture: added to a tool call end to end \(median\)\s+-?\d+\.\d\d us\s+target <= 2 us$", line) for line in lines)
+    assert any(re.match(r"tool call through the tool loop, no capture \(median\)\s+\d+\.\d\d us", line) for line in lines)
+    assert any(re.match(r"capture: CPU added per tool call, all threads\s+-?\d+\.\d\d us", line) for line in lines)
+    writes = [line for line in lines if line.startswith("batch writes:")]
+    assert len(writes) == 2 and all(re.search(r"\d ev/s\s+target >= 100,000 events/s$", line) for line in writes)

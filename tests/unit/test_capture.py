@@ -51,7 +51,7 @@ def test_enqueue_only_buffers_until_a_flush(store: TrajectoryStore) -> None:
 
 def test_a_full_batch_wakes_the_background_writer(store: TrajectoryStore) -> None:
     metrics = InMemoryMetrics()
-    recorder = TrajectoryRecorder(store, settings=CaptureSettings(flush_interval_s=3600), metrics=metrics)
+    recorder = TrajectoryRecorder(store, settings=CaptureSettings(batch_size=10, flush_interval_s=3600), metrics=metrics)
     recorder.start()
     try:
         for _ in range(9):
@@ -62,6 +62,9 @@ def test_a_full_batch_wakes_the_background_writer(store: TrajectoryStore) -> Non
         assert _wait_for(lambda: asyncio.run(store.count()) == 10)
         # the writer reports the batch just after the store took it
         assert _wait_for(lambda: metrics.observations("note_taking.capture.batch_size") == [10.0])
+        for _ in range(10):  # and the next full batch wakes it again
+            recorder.enqueue(make_execution())
+        assert _wait_for(lambda: asyncio.run(store.count()) == 20)
     finally:
         recorder.close()
 
@@ -151,6 +154,20 @@ def test_a_store_that_stays_down_at_shutdown_is_reported_not_hidden(store: Traje
     flaky.failing = False
     recorder.drain()
     assert asyncio.run(store.count()) == 3 and recorder.stats.pending == 0
+
+
+def test_a_bot_closing_capture_from_its_event_loop_gets_every_execution_written(store: TrajectoryStore) -> None:
+    recorder = TrajectoryRecorder(store, settings=CaptureSettings(batch_size=10))
+    recorder.start()
+
+    async def bot() -> None:
+        for _ in range(12):
+            recorder.enqueue(make_execution())
+        assert _wait_for(lambda: recorder.stats.written >= 10)  # the writer has written a batch
+        recorder.close()
+
+    asyncio.run(bot())
+    assert asyncio.run(store.count()) == 12
 
 
 def test_the_same_execution_is_captured_once(store: TrajectoryStore) -> None:
