@@ -7,8 +7,8 @@ rows searches the hnswlib graph without a per-node Python filter, with room for 
 it may not see, and falls back to the exact search over its rows when that comes up short.
 
 A new row is searchable (exactly) as soon as `add` returns; a worker thread inserts it into
-the graph afterwards, on one core and without the GIL (hnswlib releases it), so a write never
-waits for the graph and searches keep the other core. Until the graph holds a row, searches
+the graph afterwards without the GIL (hnswlib releases it), on one core unless a bulk import
+left a backlog, so a write never waits for the graph. Until the graph holds a row, searches
 that use the graph score it exactly.
 """
 
@@ -174,7 +174,9 @@ class ScopedVectorIndex(Generic[Key]):
                 batches = self._pending[:taken]
             ids = [id_ for batch_ids, _ in batches for id_ in batch_ids]
             try:
-                self.graph.add(ids, np.concatenate([vectors for _, vectors in batches]), threads=1)
+                # A trickle of adds takes one core; a bulk import's backlog takes them all.
+                threads = 1 if self._pending_rows < _GRAPH_BATCH else -1
+                self.graph.add(ids, np.concatenate([vectors for _, vectors in batches]), threads=threads)
             except Exception:  # the rows stay searchable exactly; the saved file will be rebuilt
                 _logger.exception("scoped_index.graph_insert_failed", rows=len(ids))
             with self._graph_turn:

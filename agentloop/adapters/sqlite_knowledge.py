@@ -126,7 +126,12 @@ _COLUMNS = (
     "retrieval_count, usefulness_score, reference_count, flagged_for_review, created_at, updated_at"
 )
 _INSERTED = _COLUMNS.split(", ")[1:]
-"""The columns `add_many` writes: all but the id, which SQLite gives."""
+"""The columns `add_many` writes besides the id."""
+_LAST_ID = (
+    "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'knowledge_items'), 0), "
+    "coalesce((SELECT max(id) FROM knowledge_items), 0))"
+)
+"""The last id AUTOINCREMENT gave (it never gives one twice, even after the row is gone)."""
 
 _Owner = tuple[str, str | None, str | None, str | None]
 # Retrievals and feedback name the session by its whole chain (`Scope.key`) in
@@ -261,13 +266,15 @@ class SqliteKnowledgeRepository:
             rows.append(tuple(values[name] for name in _INSERTED))
         if not rows:
             return []
-        note_ids = []
         with self._lock, transaction(self._conn):
-            for row in rows:
-                cursor = self._conn.execute(
-                    f"INSERT INTO knowledge_items ({', '.join(_INSERTED)}) VALUES ({', '.join('?' * len(_INSERTED))})", row
-                )
-                note_ids.append(int(cursor.lastrowid or 0))
+            # One statement for the batch: the ids are the next ones AUTOINCREMENT would give
+            # (nobody else writes inside BEGIN IMMEDIATE), numbered here so they are known.
+            (last,) = self._conn.execute(_LAST_ID).fetchone()
+            note_ids = list(range(last + 1, last + 1 + len(rows)))
+            self._conn.executemany(
+                f"INSERT INTO knowledge_items (id, {', '.join(_INSERTED)}) VALUES ({', '.join('?' * (len(_INSERTED) + 1))})",
+                [(note_id, *row) for note_id, row in zip(note_ids, rows, strict=True)],
+            )
         self._index.add([(_owner(item.layer_ids), item.status) for item in items], note_ids, np.stack(vectors))
         return note_ids
 
