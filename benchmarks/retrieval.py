@@ -355,6 +355,8 @@ def bench_rag_flat(sizes: Sequence[int], queries: int, dim: int, directory: Path
         engine = stores.rag.engine  # type: ignore[attr-defined]
 
         def add(scopes: Sequence[Scope]) -> None:
+            if not scopes:
+                return
             batch = texts(len(scopes))
             vectors = np.concatenate([embedder.embed(batch[i : i + 5000]) for i in range(0, len(batch), 5000)])
             for offset, (scope, text) in enumerate(zip(scopes, batch, strict=True)):
