@@ -354,18 +354,14 @@ def bench_rag_flat(sizes: Sequence[int], queries: int, dim: int, directory: Path
     with open_stores(directory / "rag", embedder=embedder) as stores:
         engine = stores.rag.engine  # type: ignore[attr-defined]
 
-        def add(scopes: Sequence[Scope]) -> None:
-            if not scopes:
-                return
-            batch = texts(len(scopes))
-            vectors = np.concatenate([embedder.embed(batch[i : i + 5000]) for i in range(0, len(batch), 5000)])
-            for offset, (scope, text) in enumerate(zip(scopes, batch, strict=True)):
-                engine.add(scope, text, vector=vectors[offset : offset + 1])
+        async def add(scopes: Sequence[Scope]) -> None:  # through the port, as a bot's turns add
+            for scope, text in zip(scopes, texts(len(scopes)), strict=True):
+                await stores.rag.add(scope, text)
 
-        add([user] * 10 + [project] * 100)
+        asyncio.run(add([user] * 10 + [project] * 100))
         stored = 110
         for size in sizes:
-            add([Scope(user_id=f"u{i % 1000}") for i in range(stored, max(size, stored))])
+            asyncio.run(add([Scope(user_id=f"u{i % 1000}") for i in range(stored, max(size, stored))]))
             stored = max(size, stored)
             engine.save()  # the graph holds every row: a bot's steady state, not a bulk import
             questions = [" ".join(vocabulary[j] for j in rng.integers(0, 3000, 8)) for _ in range(queries)]
