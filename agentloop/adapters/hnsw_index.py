@@ -59,7 +59,7 @@ class _Hnsw(Protocol):
     def get_max_elements(self) -> int: ...
     def get_current_count(self) -> int: ...
     def resize_index(self, new_size: int) -> None: ...
-    def add_items(self, data: Vectors, ids: npt.NDArray[np.int64]) -> None: ...
+    def add_items(self, data: Vectors, ids: npt.NDArray[np.int64], num_threads: int = -1) -> None: ...
     def mark_deleted(self, label: int) -> None: ...
     def get_items(self, ids: npt.NDArray[np.int64]) -> Vectors: ...
     def knn_query(
@@ -134,8 +134,9 @@ class HnswVectorIndex:
     def __contains__(self, id_: object) -> bool:
         return id_ in self._live
 
-    def add(self, ids: Sequence[int], vectors: Vectors) -> None:
-        """Insert or replace the vectors of `ids`, growing capacity geometrically."""
+    def add(self, ids: Sequence[int], vectors: Vectors, *, threads: int = -1) -> None:
+        """Insert or replace the vectors of `ids`, growing capacity geometrically, on
+        `threads` threads (-1: one per core)."""
         labels = np.asarray(ids, dtype=np.int64).reshape(-1)
         if len(labels) == 0:
             return
@@ -156,7 +157,7 @@ class HnswVectorIndex:
                 grown = max(needed, capacity * 2)
                 self._index.resize_index(grown)
                 _logger.debug("hnsw_index_resized", capacity=grown, previous=capacity)
-            self._index.add_items(data, labels)
+            self._index.add_items(data, labels, num_threads=threads)
             self._live.update(new)
             self._removed.difference_update(new)
 

@@ -3,16 +3,9 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-
-import numpy as np
-
-from agentloop.adapters.hnsw_index import HnswVectorIndex
-
-# Ids bound per query when reading vectors (below SQLite's limit on bound parameters).
-_BATCH = 500
 
 
 def connect(path: str | Path) -> sqlite3.Connection:
@@ -62,14 +55,3 @@ def data_version(conn: sqlite3.Connection) -> int:
     database, and only then: the cheap check for "did the rows move on"."""
     (version,) = conn.execute("PRAGMA data_version").fetchone()
     return int(version)
-
-
-def index_missing(conn: sqlite3.Connection, index: HnswVectorIndex, table: str, column: str, ids: Sequence[int]) -> None:
-    """Add to `index` the vectors (float32 blobs in `column` of `table`) of those `ids` it lacks."""
-    missing = [id_ for id_ in ids if id_ not in index]
-    for start in range(0, len(missing), _BATCH):
-        batch = missing[start : start + _BATCH]
-        rows = conn.execute(
-            f"SELECT id, {column} FROM {table} WHERE id IN ({','.join('?' * len(batch))})", batch
-        ).fetchall()
-        index.add([row[0] for row in rows], np.stack([np.frombuffer(row[1], dtype=np.float32) for row in rows]))

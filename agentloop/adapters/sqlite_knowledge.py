@@ -15,7 +15,8 @@ import structlog
 
 from agentloop.adapters.hnsw_index import DEFAULT_EF, HnswVectorIndex
 from agentloop.adapters.rows import knowledge_item, knowledge_row
-from agentloop.adapters.sqlite import closing_on_error, connect, data_version, index_missing, transaction
+from agentloop.adapters.scoped_index import ScopedVectorIndex
+from agentloop.adapters.sqlite import closing_on_error, connect, data_version, transaction
 from agentloop.adapters.hashing_embedder import hashing_name
 from agentloop.adapters.sqlite_embedders import check_embedder, record_step
 from agentloop.adapters.sqlite_schema import Schema, Step, add_missing_columns, columns, has_table, migrate, rebuild
@@ -125,7 +126,12 @@ _COLUMNS = (
     "retrieval_count, usefulness_score, reference_count, flagged_for_review, created_at, updated_at"
 )
 _INSERTED = _COLUMNS.split(", ")[1:]
-"""The columns `add_many` writes: all but the id, which SQLite gives."""
+"""The columns `add_many` writes besides the id."""
+_LAST_ID = (
+    "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'knowledge_items'), 0), "
+    "coalesce((SELECT max(id) FROM knowledge_items), 0))"
+)
+"""The last id AUTOINCREMENT gave (it never gives one twice, even after the row is gone)."""
 
 _Owner = tuple[str, str | None, str | None, str | None]
 # Retrievals and feedback name the session by its whole chain (`Scope.key`) in
@@ -138,17 +144,26 @@ _FEEDBACK_OF = "session_id = ? AND (session_scope = ? OR (? AND session_scope = 
 _SQLITE_INTEGERS = range(-(2**63), 2**63)
 
 
+_Key = tuple[_Owner, NoteStatus]
+"""What a search filters notes by: their tenant chain and status."""
+
+
 def _owner(ids: LayerIds) -> _Owner:
     return (ids.company_id, ids.org_id, ids.team_id, ids.project_id)
+
+
+def _key_of(row: sqlite3.Row) -> _Key:
+    return (row["company_id"], row["org_id"], row["team_id"], row["project_id"]), NoteStatus(row["status"])
 
 
 class SqliteKnowledgeRepository:
     """Knowledge items, retrievals, feedback and merge suggestions in one SQLite file.
 
     The vector index lives next to it (`<path>.hnsw` unless told) and is saved on
-    `close()`; if it is missing or its count disagrees with the rows it is rebuilt. The
-    tenant chain, layer and status of every item are kept in memory so the index can
-    filter candidates while it searches; every returned row is checked again (I11).
+    `close()`; if it is missing or its count disagrees with the rows it is rebuilt. Each
+    (tenant chain, status)'s vectors are also kept together in memory, so a search plans
+    by how many notes the caller may see (`ScopedVectorIndex`); every returned row is
+    checked again (I11).
     """
 
     def __init__(
@@ -168,23 +183,18 @@ class SqliteKnowledgeRepository:
         self._conn = connect(self.path)
         self._conn.row_factory = sqlite3.Row
         self._log = structlog.get_logger("agentloop.knowledge").bind(path=str(self.path))
-        # Every note's (tenant chain, status) as a small int code, so the index's filter
-        # is one dict lookup and one set test per candidate.
-        self._keys: list[tuple[_Owner, NoteStatus]] = []
-        self._codes: dict[tuple[_Owner, NoteStatus], int] = {}
-        self._counts: list[int] = []
-        self._code_of: dict[int, int] = {}
         with closing_on_error(self._conn):
             migrate(self._conn, SCHEMA)
             check_embedder(self._conn, "knowledge_items", embedder or hashing_name(dim), dim)
             (count,) = self._conn.execute("SELECT count(*) FROM knowledge_items").fetchone()
-            self._index = HnswVectorIndex.open_or_rebuild(
+            graph = HnswVectorIndex.open_or_rebuild(
                 Path(index_path) if index_path is not None else self.path.with_name(self.path.name + ".hnsw"),
                 dim,
                 count,
                 self._vectors,
                 ef=ef,
             )
+            self._index: ScopedVectorIndex[_Key] = ScopedVectorIndex(graph)
             # What this process has read: another connection's commit changes `PRAGMA
             # data_version`; notes are only appended (read above `_read_to`) and their
             # status changes are logged (read above `_status_seq`), so catching up is two small queries.
@@ -207,47 +217,35 @@ class SqliteKnowledgeRepository:
             (self._status_seq,),
         ).fetchall()
         for row in changes:
-            self._track(row["id"], (row["company_id"], row["org_id"], row["team_id"], row["project_id"]), NoteStatus(row["status"]))
+            self._index.move(row["id"], _key_of(row))
         if changes:
             self._status_seq = changes[-1]["seq"]
 
     def _read_new_notes(self) -> None:
-        """Track the notes above `_read_to`, indexing those the index lacks (on open, only
-        those stored after the index file was read)."""
+        """Take in the notes above `_read_to` with their vectors; the graph indexes those it
+        lacks (on open, only those stored after the index file was read)."""
         rows = self._conn.execute(
-            "SELECT id, company_id, org_id, team_id, project_id, status FROM knowledge_items WHERE id > ? ORDER BY id",
+            "SELECT id, company_id, org_id, team_id, project_id, status, embedding FROM knowledge_items "
+            "WHERE id > ? ORDER BY id",
             (self._read_to,),
         ).fetchall()
         if not rows:
             return
-        for row in rows:
-            if row["id"] not in self._code_of:
-                self._track(row["id"], (row["company_id"], row["org_id"], row["team_id"], row["project_id"]), NoteStatus(row["status"]))
         self._read_to = rows[-1]["id"]
-        index_missing(self._conn, self._index, "knowledge_items", "embedding", [row["id"] for row in rows])
+        self._index.add(
+            [_key_of(row) for row in rows],
+            [row["id"] for row in rows],
+            np.frombuffer(b"".join(row["embedding"] for row in rows), dtype=np.float32).reshape(len(rows), self.dim),
+        )
 
     def _vectors(self) -> Iterator[tuple[int, Vectors]]:
         for row in self._conn.execute("SELECT id, embedding FROM knowledge_items ORDER BY id"):
             yield row["id"], np.frombuffer(row["embedding"], dtype=np.float32)
 
-    def _track(self, note_id: int, owner: _Owner, status: NoteStatus) -> None:
-        """Record the note's tenant chain and status for the index filter."""
-        old = self._code_of.get(note_id)
-        if old is not None:
-            self._counts[old] -= 1
-        key = (owner, status)
-        code = self._codes.get(key)
-        if code is None:
-            code = self._codes[key] = len(self._keys)
-            self._keys.append(key)
-            self._counts.append(0)
-        self._code_of[note_id] = code
-        self._counts[code] += 1
-
     def __len__(self) -> int:
         with self._lock:
             self._catch_up()
-            return len(self._code_of)
+            return len(self._index)
 
     def add(self, item: KnowledgeItem) -> KnowledgeItem:
         (note_id,) = self.add_many([item])
@@ -268,16 +266,16 @@ class SqliteKnowledgeRepository:
             rows.append(tuple(values[name] for name in _INSERTED))
         if not rows:
             return []
-        note_ids = []
         with self._lock, transaction(self._conn):
-            for row in rows:
-                cursor = self._conn.execute(
-                    f"INSERT INTO knowledge_items ({', '.join(_INSERTED)}) VALUES ({', '.join('?' * len(_INSERTED))})", row
-                )
-                note_ids.append(int(cursor.lastrowid or 0))
-            for note_id, item in zip(note_ids, items, strict=True):
-                self._track(note_id, _owner(item.layer_ids), item.status)
-        self._index.add(note_ids, np.stack(vectors))
+            # One statement for the batch: the ids are the next ones AUTOINCREMENT would give
+            # (nobody else writes inside BEGIN IMMEDIATE), numbered here so they are known.
+            (last,) = self._conn.execute(_LAST_ID).fetchone()
+            note_ids = list(range(last + 1, last + 1 + len(rows)))
+            self._conn.executemany(
+                f"INSERT INTO knowledge_items (id, {', '.join(_INSERTED)}) VALUES ({', '.join('?' * (len(_INSERTED) + 1))})",
+                [(note_id, *row) for note_id, row in zip(note_ids, rows, strict=True)],
+            )
+        self._index.add([(_owner(item.layer_ids), item.status) for item in items], note_ids, np.stack(vectors))
         return note_ids
 
     def get(self, note_id: int) -> KnowledgeItem:
@@ -316,23 +314,9 @@ class SqliteKnowledgeRepository:
     ) -> list[tuple[KnowledgeItem, float]]:
         wanted = frozenset(statuses)
         owners = {_owner(ids) for ids in caller.visible_owners(layer)}
-        with self._lock:  # writers change the codes and counts under this lock
+        with self._lock:
             self._catch_up()
-            allowed = {code for code, (owner, status) in enumerate(self._keys) if owner in owners and status in wanted}
-            visible = sum(self._counts[code] for code in allowed)
-            total = len(self._code_of)
-        if visible == 0 or k <= 0:
-            return []
-        # Single lookups outside the lock; a note re-coded meanwhile is caught by the row check below.
-        code_of = self._code_of
-        hits: list[tuple[int, float]] = []
-        if visible * 2 >= total:
-            # Most notes are visible: an unfiltered search with headroom, filtered after,
-            # avoids a Python callback per candidate; fall back when it comes up short.
-            fetch = min(total, k * total // visible + k + 10)
-            hits = [(i, s) for i, s in self._index.search(vector, fetch) if code_of.get(i) in allowed][:k]
-        if len(hits) < min(k, visible):
-            hits = self._index.search(vector, k, accept=lambda note_id: code_of.get(note_id) in allowed)
+        hits = self._index.search(vector, k, {(owner, status) for owner in owners for status in wanted})
         hits = [(i, s) for i, s in hits if s >= min_similarity]
         if not hits:
             return []
@@ -341,7 +325,7 @@ class SqliteKnowledgeRepository:
         results = []
         for note_id, similarity in hits:
             item = items.get(note_id)
-            # The row itself, not the in-memory codes, must be in the caller's chain (I11).
+            # The row itself, not the in-memory keys, must be in the caller's chain (I11).
             if item is None or item.status not in wanted or _owner(item.layer_ids) not in owners:
                 self._log.error("knowledge.search.rejected_row", note_id=note_id)
                 continue
@@ -423,7 +407,7 @@ class SqliteKnowledgeRepository:
             self._conn.execute(
                 "UPDATE knowledge_items SET status = ?, updated_at = ? WHERE id = ?", (target.value, at.isoformat(), note_id)
             )
-            self._track(note_id, _owner(current.layer_ids), target)
+            self._index.move(note_id, (_owner(current.layer_ids), target))
             return self._get(note_id)
 
     def add_merge_suggestion(self, suggestion: MergeSuggestion) -> bool:
@@ -468,8 +452,8 @@ class SqliteKnowledgeRepository:
             return self._get(note_id)
 
     def _require(self, note_ids: Sequence[int]) -> None:
-        if any(note_id not in self._code_of for note_id in note_ids):
+        if any(note_id not in self._index for note_id in note_ids):
             self._catch_up()  # another process may have stored it
         for note_id in note_ids:
-            if note_id not in self._code_of:
+            if note_id not in self._index:
                 raise UnknownNoteError(note_id)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 import threading
-from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,7 +13,8 @@ from pathlib import Path
 import numpy as np
 
 from agentloop.adapters.hnsw_index import HnswVectorIndex
-from agentloop.adapters.sqlite import closing_on_error, connect, data_version, index_missing, transaction
+from agentloop.adapters.scoped_index import ScopedVectorIndex
+from agentloop.adapters.sqlite import closing_on_error, connect, data_version, transaction
 from agentloop.adapters.sqlite_embedders import check_embedder, record_step
 from agentloop.adapters.sqlite_schema import Schema, Step, migrate
 from agentloop.adapters.rows import scope_values
@@ -89,13 +89,11 @@ class SqliteRagStore:
             raise ValueError(f"the index has dim {index.dim} but the embedder makes vectors of dim {embedder.dim}")
         self._conn = conn
         self._embedder = embedder
-        self._index = index
+        # Each scope's vectors kept together, so a search costs what the scope holds (I11 filter).
+        self._index: ScopedVectorIndex[str] = ScopedVectorIndex(index)
         self._lock = lock or threading.Lock()
         self._owns_connection = lock is None  # a shared lock means a shared connection, closed by its owner
         migrate(conn, SCHEMA)
-        # Each text's scope key, so the index's filter is one dict lookup per candidate.
-        self._scopes: dict[int, str] = {}
-        self._scope_sizes: Counter[str] = Counter()
         # What this process has read of the table: another connection's commit changes
         # `PRAGMA data_version`, and texts are only ever appended, so catching up reads ids above `_read_to`.
         self._data_version = data_version(conn)
@@ -111,19 +109,19 @@ class SqliteRagStore:
             self._read_new_rows()
 
     def _read_new_rows(self) -> None:
-        """Track the texts above `_read_to`, indexing those the index lacks (all of them
-        when catching up; on open only those stored after the index file was read)."""
+        """Take in the texts above `_read_to` with their vectors; the graph indexes those it
+        lacks (all of them when catching up; on open only those stored after the index file was read)."""
         rows = self._conn.execute(
-            f"SELECT id, {SCOPE_COLUMNS_SQL} FROM rag_documents WHERE id > ? ORDER BY id", (self._read_to,)
+            f"SELECT id, vector, {SCOPE_COLUMNS_SQL} FROM rag_documents WHERE id > ? ORDER BY id", (self._read_to,)
         ).fetchall()
         if not rows:
             return
-        for id_, *chain in rows:
-            if id_ not in self._scopes:
-                key = self._scopes[id_] = Scope(*chain).key
-                self._scope_sizes[key] += 1
         self._read_to = rows[-1][0]
-        index_missing(self._conn, self._index, "rag_documents", "vector", [id_ for id_, *_ in rows])
+        self._index.add(
+            [Scope(*chain).key for _, _, *chain in rows],
+            [id_ for id_, *_ in rows],
+            np.frombuffer(b"".join(blob for _, blob, *_ in rows), dtype=np.float32).reshape(len(rows), -1),
+        )
 
     @classmethod
     def open(cls, path: str | Path, embedder: Embedder, index_path: str | Path) -> SqliteRagStore:
@@ -174,29 +172,25 @@ class SqliteRagStore:
             new_id = cursor.lastrowid
             if new_id is None:
                 raise sqlite3.DatabaseError("SQLite did not report the id of the inserted text")
-            self._index.add([new_id], vector)
-            self._scopes[new_id] = scope.key
-            self._scope_sizes[scope.key] += 1
+            self._index.add([scope.key], [new_id], vector)
         return new_id
 
     def add_grows_index(self) -> bool:
         """Whether the next new text first grows the index, a copy of the whole graph."""
-        return len(self._index) >= self._index.capacity
+        return len(self._index.graph) >= self._index.graph.capacity
 
     def search(self, scope: Scope, query: str, k: int, *, vector: Vectors | None = None) -> list[RagHit]:
         """The `k` texts of `scope` nearest `query` (its `vector` as given, or embedded now)."""
         with self._lock:
             self._catch_up()
-        scopes, key = self._scopes, scope.key
-        if k <= 0 or self._scope_sizes[key] == 0:
+        key = scope.key
+        if k <= 0 or self._index.size(key) == 0:
             return []
         if vector is None:
             vector = self._embedder.embed([query])
         if not vector.any():
             return []
-        # A filter costs a Python call per visited node; skip it when the scope is everything.
-        everything = self._scope_sizes[key] == len(scopes)
-        found = self._index.search(vector, k, accept=None if everything else lambda id_: scopes.get(id_) == key)
+        found = self._index.search(vector, k, (key,))
         if not found:
             return []
         marks = ",".join("?" * len(found))
@@ -220,7 +214,7 @@ class SqliteRagStore:
     def __len__(self) -> int:
         with self._lock:
             self._catch_up()
-        return len(self._scopes)
+        return len(self._index)
 
     def save(self) -> None:
         """Write the index file so the next open need not rebuild it; it first takes in the

@@ -152,3 +152,19 @@ def test_notes_prints_what_capture_adds_to_a_tool_call_and_the_batch_write_rate_
     assert any(re.match(r"capture: CPU added per tool call, all threads\s+-?\d+\.\d\d us", line) for line in lines)
     writes = [line for line in lines if line.startswith("batch writes:")]
     assert len(writes) == 2 and all(re.search(r"\d ev/s\s+target >= 100,000 events/s$", line) for line in writes)
+
+
+def test_retrieval_prints_each_filter_beside_the_numpy_floor_the_peers_and_the_rag_growth(capsys: pytest.CaptureFixture[str]) -> None:
+    run_main("retrieval", "--n", "400", "--dim", "16", "--queries", "5", "--data", "low-rank", "hashed-text",
+             "--peers", "lancedb", "sqlite-vec", "--rag-sizes", "200,400")
+    lines = capsys.readouterr().out.splitlines()
+    for shape in ("low-rank", "hashed-text"):
+        assert f"{shape}: notes 400 x 16, SQLite + hnswlib" in lines
+    figures = r"\s+\d+\.\d{3}\s+[01]\.\d{3}"
+    for label in ("filter 1%", "filter 10%", "every note visible"):
+        assert sum(bool(re.match(rf"\s+agentloop, {label}{figures}\s+<= [\d.]+ ms, >= 0\.99\s+(ok|MISSED)$", line)) for line in lines) == 2
+    assert sum(bool(re.match(rf"\s+numpy exact over the visible rows{figures}", line)) for line in lines) == 6
+    assert any(re.match(r"\s+ingest, add_many batches of 5,000\s+[\d,]+ notes/s\s+>= 20,000", line) for line in lines)
+    for peer in ("lancedb", "sqlite-vec"):
+        assert any(re.match(rf"\s+{peer}(, filter none{figures}|\s+not (installed|available))", line) for line in lines)
+    assert [line.split()[0] for line in lines if re.match(r"\s+\d+\s+\d+\.\d{3}\s+\d\.\d\dx\s+\d+\.\d{3}\s+\d\.\d\dx", line)] == ["200", "400"]

@@ -74,3 +74,18 @@ def test_the_connection_is_closed_even_when_saving_the_index_fails(tmp_path: Pat
         repository.close()
     with pytest.raises(sqlite3.ProgrammingError, match="closed"):
         repository.items()
+
+
+def test_batches_added_by_two_processes_in_turn_get_distinct_ids_and_find_each_others_notes(tmp_path: Path) -> None:
+    """A batch is numbered from the last id AUTOINCREMENT gave, whichever process gave it."""
+    path = tmp_path / "k.db"
+    first, second = SqliteKnowledgeRepository(path, dim=8), SqliteKnowledgeRepository(path, dim=8)
+    ids = first.add_many([_item(seed) for seed in range(3)])
+    ids += second.add_many([_item(seed) for seed in range(3, 6)])
+    ids += first.add_many([_item(seed) for seed in range(6, 9)])
+    assert ids == sorted(set(ids))
+    for seed, note_id in enumerate(ids):
+        (hit, _), *_ = second.search(_vector(seed), 1, caller=OWNER, layer=Layer.PROJECT, statuses=RETRIEVABLE)
+        assert hit.id == note_id and first.get(note_id).embedding.tolist() == _vector(seed).tolist()
+    first.close()
+    second.close()
