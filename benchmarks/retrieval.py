@@ -27,9 +27,7 @@ import asyncio
 import statistics
 import tempfile
 import time
-import uuid
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -381,31 +379,6 @@ def bench_rag_flat(sizes: Sequence[int], queries: int, dim: int, directory: Path
             print(f"  {stored:>9,} {user_ms:>12.3f} {user_ratio:>5.2f}x {project_ms:>15.3f} {project_ratio:>5.2f}x   {ok}")
 
 
-@contextmanager
-def postgres(url: str) -> Iterator[str]:
-    """`url`, or a temporary server's (pgserver) when it is "pgserver"."""
-    if url != "pgserver":
-        yield url
-        return
-    import pgserver
-
-    server = pgserver.get_server(tempfile.mkdtemp(prefix="agentloop-bench-pg-"), cleanup_mode="delete")
-    try:
-        yield server.get_uri()
-    finally:
-        server.cleanup()
-
-
-def fresh_database(url: str) -> str:
-    import psycopg
-
-    name = f"bench_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    base, _, query = url.partition("?")
-    return f"{base.rsplit('/', 1)[0]}/{name}" + (f"?{query}" if query else "")
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=100_000)
@@ -427,7 +400,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             matrix, queries = data[: args.n], data[args.n :]
             bench_notes(shape, matrix, queries, lambda name: str(directory / shape / name), "SQLite + hnswlib")
             if number == 0 and args.postgres:
-                with postgres(args.postgres) as server:
+                from workers import fresh_database, postgres  # the sibling script's server and databases
+
+                with postgres(None if args.postgres == "pgserver" else args.postgres) as server:
                     bench_notes(shape, matrix, queries, lambda _: fresh_database(server), "PostgreSQL + pgvector")
             if number == 0 and peers:
                 bench_peers(peers, matrix, queries, directory / f"{shape}-peers")
