@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Sequence
@@ -25,7 +26,7 @@ from typing import Any
 
 import attrs
 
-__all__ = ["ScriptedServer", "chunk", "completion", "free_port", "streamed_completion", "usage_chunk"]
+__all__ = ["ScriptedServer", "chunk", "completion", "free_port", "streamed_completion", "usage_chunk", "wait_until_healthy"]
 
 
 def free_port() -> int:
@@ -33,6 +34,22 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+def wait_until_healthy(url: str, process: subprocess.Popen[Any], *, timeout: float = 60.0) -> None:
+    """Wait until the server `process` started answers 200 at `url`/healthz; AssertionError if it
+    exits or `timeout` seconds pass first."""
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if httpx.get(f"{url}/healthz").status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        assert time.monotonic() < deadline and process.poll() is None, "the server did not come up"
+        time.sleep(0.1)
 
 
 def completion(content: str | None = None, tool_calls: list[dict[str, Any]] | None = None) -> dict[str, Any]:

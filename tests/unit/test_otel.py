@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import http.server
 import io
 import json
@@ -12,7 +11,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -34,7 +32,7 @@ from agentloop.cli import main
 from agentloop.demo import run_demo
 from agentloop.ports import Metrics, Tracer
 from agentloop.testing import PromptWriter, RecordingChannel, ScriptedLLM, make_system
-from agentloop.testing.http import ScriptedServer, completion, free_port
+from agentloop.testing.http import ScriptedServer, completion, free_port, wait_until_healthy
 from agentloop.workers import open_inbox
 from serve_kit import ALICE, TOKENS, auth
 from systems import InputSanitizationSystem, ToolLoopSystem, TurnOutcomeFinalizationSystem, standard_pipeline
@@ -425,11 +423,7 @@ def test_serve_with_otel_reports_each_served_turn(tmp_path: Path) -> None:
             assert process.stdout is not None
             assert process.stdout.readline().startswith("agentloop serve: ")
             url = f"http://127.0.0.1:{port}"
-            for _ in range(600):
-                with contextlib.suppress(httpx.TransportError):
-                    if httpx.get(f"{url}/healthz").status_code == 200:
-                        break
-                time.sleep(0.1)
+            wait_until_healthy(url, process)
             session = httpx.post(f"{url}/v1/sessions", headers=auth(ALICE)).json()["session_id"]
             reply = httpx.post(f"{url}/v1/sessions/{session}/messages", json={"text": "hi"}, headers=auth(ALICE), timeout=30)
             assert reply.json()["text"] == "Hello from the model."

@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -19,7 +18,7 @@ from agentloop import FailureKind, LlmCallError
 from agentloop.serve import TokenFileError, create_app, load_tokens
 from agentloop.serve.openapi import OPENAPI
 from agentloop.testing import ScriptedLLM
-from agentloop.testing.http import ScriptedServer, completion, free_port
+from agentloop.testing.http import ScriptedServer, completion, free_port, wait_until_healthy
 from agentloop.testing.serve import served
 from agentloop.serve import Caller
 from serve_kit import ALICE, BOB, CAROL, TOKENS, GatedLLM, auth, client, new_session, seed_note, settings, usefulness
@@ -314,15 +313,7 @@ def test_the_serve_command_serves_the_bot_until_sigterm(tmp_path: Path) -> None:
             assert process.stdout is not None
             assert process.stdout.readline().startswith(f"agentloop serve: http://127.0.0.1:{port} bot 'bot'")
             url = f"http://127.0.0.1:{port}"
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    if httpx.get(f"{url}/healthz").status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                assert time.monotonic() < deadline and process.poll() is None, "the server did not come up"
-                time.sleep(0.1)
+            wait_until_healthy(url, process)
             session = httpx.post(f"{url}/v1/sessions", headers=auth(ALICE)).json()["session_id"]
             reply = httpx.post(f"{url}/v1/sessions/{session}/messages", json={"text": "hi"}, headers=auth(ALICE), timeout=30)
             assert reply.json()["text"] == "Hello from the model."
