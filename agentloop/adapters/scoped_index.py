@@ -6,8 +6,9 @@ just those rows, and its cost follows its own rows, not the store's. A caller wh
 rows searches the hnswlib graph without a per-node Python filter, with room for the rows
 it may not see, and falls back to the exact search over its rows when that comes up short.
 
-A new row is searchable (exactly) as soon as `add` returns; a worker thread inserts it into
-the graph afterwards without the GIL (hnswlib releases it), on one core unless a bulk import
+The graph only serves callers who see more than `exact_limit` rows, so it is built once the
+index holds that many: below it, no row pays for a graph insert. A new row is searchable
+(exactly) as soon as `add` returns; a worker thread inserts it into the graph afterwards without the GIL (hnswlib releases it), on one core unless a bulk import
 left a backlog, so a write never waits for the graph. Until the graph holds a row, searches
 that use the graph score it exactly.
 """
@@ -16,7 +17,8 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Collection, Hashable, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Sequence
+from pathlib import Path
 from typing import Generic, TypeVar
 
 import numpy as np
@@ -43,6 +45,16 @@ _GRAPH_BATCH = 4096
 _IDLE_SECONDS = 1.0
 
 _logger = structlog.get_logger("agentloop.scoped_index")
+
+
+def open_graph(
+    path: Path, dim: int, count: int, load_rows: Callable[[], Iterable[tuple[int, Vectors]]], **settings: int
+) -> HnswVectorIndex:
+    """The graph of a store of `count` rows: loaded or rebuilt (`HnswVectorIndex.open_or_rebuild`)
+    when a search may use it, above `EXACT_LIMIT` rows; else empty, built if the store grows past it."""
+    if count <= EXACT_LIMIT:
+        return HnswVectorIndex(dim, path=path, **settings)
+    return HnswVectorIndex.open_or_rebuild(path, dim, count, load_rows, **settings)
 
 
 class _Rows:
@@ -95,9 +107,9 @@ class ScopedVectorIndex(Generic[Key]):
     stores using it only append. Safe to share between threads.
     """
 
-    def __init__(self, graph: HnswVectorIndex, *, exact_limit: int = EXACT_LIMIT) -> None:
+    def __init__(self, graph: HnswVectorIndex, *, exact_limit: int | None = None) -> None:
         self.graph = graph
-        self.exact_limit = exact_limit
+        self.exact_limit = EXACT_LIMIT if exact_limit is None else exact_limit
         self._lock = threading.Lock()
         self._rows: dict[Key, _Rows] = {}
         self._where: dict[int, tuple[Key, int]] = {}
@@ -106,6 +118,9 @@ class ScopedVectorIndex(Generic[Key]):
         self._pending_rows = 0
         self._graph_turn = threading.Condition()
         self._worker: threading.Thread | None = None
+        # Whether the graph is kept: from the row that takes the index past `exact_limit` on
+        # (or a graph loaded with rows); before that every search is exact.
+        self._graph_kept = len(graph) > 0
 
     def __len__(self) -> int:
         return len(self._where)
@@ -144,11 +159,15 @@ class ScopedVectorIndex(Generic[Key]):
                 start = rows.append(labels[of_key], unit[of_key])
                 for offset, position in enumerate(of_key):
                     self._where[ids_list[position]] = (key, start + offset)
-        # Only rows filed just now can be missing from the graph: earlier ones are in it or waiting.
-        fresh = sorted(p for of_key in positions.values() for p in of_key if ids_list[p] not in self.graph)
-        if not fresh:
+            if self._graph_kept:
+                batch = self._missing_from_graph(ids_list, data, positions)
+            elif len(self._where) > self.exact_limit:
+                self._graph_kept = True
+                batch = self._all_rows_missing_from_graph()
+            else:
+                return
+        if not batch[0]:
             return
-        batch = (ids_list, data) if len(fresh) == len(ids_list) else ([ids_list[p] for p in fresh], data[fresh])
         with self._graph_turn:
             self._pending.append(batch)
             self._pending_rows += len(batch[0])
@@ -156,6 +175,21 @@ class ScopedVectorIndex(Generic[Key]):
                 self._worker = threading.Thread(target=self._insert_pending, name="agentloop-graph", daemon=True)
                 self._worker.start()
             self._graph_turn.notify_all()
+
+    def _missing_from_graph(
+        self, ids: list[int], data: Vectors, positions: dict[Key, list[int]]
+    ) -> tuple[list[int], Vectors]:
+        """Of the rows filed just now (`positions`), those the graph lacks: earlier ones are in it or waiting."""
+        fresh = sorted(p for of_key in positions.values() for p in of_key if ids[p] not in self.graph)
+        return (ids, data) if len(fresh) == len(ids) else ([ids[p] for p in fresh], data[fresh])
+
+    def _all_rows_missing_from_graph(self) -> tuple[list[int], Vectors]:
+        """Every row the graph lacks (caller holds the lock): the graph's first fill."""
+        held = [(rows.ids[: rows.size], rows.vectors[: rows.size]) for rows in self._rows.values() if rows.size]
+        ids = np.concatenate([ids for ids, _ in held]).tolist()
+        vectors = np.concatenate([vectors for _, vectors in held])
+        fresh = [p for p, id_ in enumerate(ids) if id_ not in self.graph]
+        return (ids, vectors) if len(fresh) == len(ids) else ([ids[p] for p in fresh], vectors[fresh])
 
     def _insert_pending(self) -> None:
         """The worker: insert waiting rows into the graph a batch at a time; it stops after

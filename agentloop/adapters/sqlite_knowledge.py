@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import structlog
 
-from agentloop.adapters.hnsw_index import DEFAULT_EF, HnswVectorIndex
+from agentloop.adapters.hnsw_index import DEFAULT_EF
 from agentloop.adapters.rows import knowledge_item, knowledge_row
-from agentloop.adapters.scoped_index import ScopedVectorIndex
+from agentloop.adapters.scoped_index import ScopedVectorIndex, open_graph
 from agentloop.adapters.sqlite import closing_on_error, connect, data_version, transaction
 from agentloop.adapters.hashing_embedder import hashing_name
 from agentloop.adapters.sqlite_embedders import check_embedder, record_step
@@ -187,7 +187,7 @@ class SqliteKnowledgeRepository:
             migrate(self._conn, SCHEMA)
             check_embedder(self._conn, "knowledge_items", embedder or hashing_name(dim), dim)
             (count,) = self._conn.execute("SELECT count(*) FROM knowledge_items").fetchone()
-            graph = HnswVectorIndex.open_or_rebuild(
+            graph = open_graph(
                 Path(index_path) if index_path is not None else self.path.with_name(self.path.name + ".hnsw"),
                 dim,
                 count,

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from agentloop.adapters.hnsw_index import HnswVectorIndex
-from agentloop.adapters.scoped_index import ScopedVectorIndex
+from agentloop.adapters.scoped_index import ScopedVectorIndex, open_graph
 from agentloop.adapters.sqlite import closing_on_error, connect, data_version, transaction
 from agentloop.adapters.sqlite_embedders import check_embedder, record_step
 from agentloop.adapters.sqlite_schema import Schema, Step, migrate
@@ -138,8 +138,8 @@ class SqliteRagStore:
         migrate(conn, SCHEMA)
         check_embedder(conn, "rag_documents", embedder.name, embedder.dim)
         (count,) = conn.execute("SELECT count(*) FROM rag_documents").fetchone()
-        index = HnswVectorIndex.open_or_rebuild(
-            index_path,
+        index = open_graph(
+            Path(index_path),
             embedder.dim,
             count,
             lambda: _rows(conn),

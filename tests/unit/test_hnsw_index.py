@@ -358,8 +358,11 @@ from pathlib import Path
 import numpy as np
 from structlog.testing import capture_logs
 
+import agentloop.adapters.scoped_index
 from agentloop.adapters import SqliteKnowledgeRepository
 from agentloop.notes import KnowledgeItem, Layer, LayerIds, NoteStatus, NoteType
+
+agentloop.adapters.scoped_index.EXACT_LIMIT = 10  # so a store of 60 notes opens its graph file
 
 directory, tries = Path(sys.argv[1]), int(sys.argv[2])
 rng, owner, dim = random.Random(int(sys.argv[3])), LayerIds("default", project_id="p"), 16

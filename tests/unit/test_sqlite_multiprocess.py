@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
+import agentloop.adapters.scoped_index as planning
 from agentloop.adapters import HashingEmbedder, SqliteKnowledgeRepository, SqliteRagStore
 from agentloop.adapters.sqlite_async import AsyncSqliteKnowledgeRepository
 from agentloop.notes import KnowledgeBase, KnowledgeItem, Layer, LayerIds, NoteStatus, NoteType
@@ -33,6 +34,7 @@ PEER = """
 import asyncio, json, sys
 from datetime import UTC, datetime
 from pathlib import Path
+import agentloop.adapters.scoped_index as planning
 from agentloop.adapters import HashingEmbedder, SqliteKnowledgeRepository, SqliteRagStore
 from agentloop.adapters.sqlite_async import AsyncSqliteKnowledgeRepository
 from agentloop.logging import configure_logging
@@ -40,6 +42,7 @@ from agentloop.notes import KnowledgeBase, KnowledgeItem, Layer, LayerIds, NoteS
 from agentloop.scopes import Scope
 
 configure_logging("WARNING", stream=sys.stderr)
+planning.EXACT_LIMIT = 0  # as in the test's process: every store keeps its graph
 data = Path(sys.argv[1])
 embedder = HashingEmbedder(dim=int(sys.argv[2]))
 rag = SqliteRagStore.open(data / "bot.sqlite3", embedder, data / "bot.rag.hnsw")
@@ -68,6 +71,13 @@ for line in sys.stdin:
         answer = "closed"
     print(json.dumps(answer), flush=True)
 """
+
+
+@pytest.fixture(autouse=True)
+def graphs_at_every_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests are about the graph files processes share, which a store keeps only once
+    exact search no longer covers it: here, from its first row."""
+    monkeypatch.setattr(planning, "EXACT_LIMIT", 0)
 
 
 class Peer:
@@ -198,11 +208,13 @@ def test_closing_a_process_that_opened_earlier_keeps_the_rows_another_saved_in_t
 ADDER = """
 import sys
 from pathlib import Path
+import agentloop.adapters.scoped_index as planning
 from agentloop.adapters import HashingEmbedder, SqliteRagStore
 from agentloop.logging import configure_logging
 from agentloop.scopes import Scope
 
 configure_logging("WARNING", stream=sys.stderr)
+planning.EXACT_LIMIT = 0
 data = Path(sys.argv[1])
 rag = SqliteRagStore.open(data / "bot.sqlite3", HashingEmbedder(dim=int(sys.argv[2])), data / "bot.rag.hnsw")
 sys.stdin.readline()  # start together

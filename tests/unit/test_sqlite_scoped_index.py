@@ -106,7 +106,43 @@ def test_an_index_saved_after_a_bulk_add_holds_every_row(tmp_path: Path) -> None
     """Saving waits for the graph to take in the rows still waiting for it, so the next
     open loads the file instead of rebuilding it."""
     path = tmp_path / "rows.hnsw"
-    index: ScopedVectorIndex[str] = ScopedVectorIndex(HnswVectorIndex(DIM, path=path))
+    index: ScopedVectorIndex[str] = ScopedVectorIndex(HnswVectorIndex(DIM, path=path), exact_limit=100)
     index.add(["k"] * 500, list(range(500)), _unit(500))
     index.save()
     assert len(HnswVectorIndex.load(path, DIM)) == 500
+
+
+def test_the_graph_is_built_only_once_the_rows_outgrow_the_exact_search() -> None:
+    """Below `exact_limit` rows every search is exact, so no row pays for a graph insert; the
+    row that takes the index past it brings every row into the graph, which then answers."""
+    vectors = _unit(201, seed=11)
+    index: ScopedVectorIndex[str] = ScopedVectorIndex(HnswVectorIndex(DIM, ef=200), exact_limit=150)
+    for i in range(150):
+        index.add(["a" if i % 2 else "b"], [i], vectors[i : i + 1])
+    index.wait_for_graph()
+    assert len(index.graph) == 0
+    assert index.search(vectors[3], 1, {"a"})[0][0] == 3
+    index.add(["a"] * 50, list(range(150, 200)), vectors[150:200])
+    index.wait_for_graph()
+    assert len(index.graph) == 200
+    index.add(["b"], [200], vectors[200:])
+    index.wait_for_graph()
+    assert len(index.graph) == 201
+    assert {i for i, _ in index.search(vectors[120], 5, {"a", "b"})} == set(_exact(vectors, list(range(201)), vectors[120], 5))
+
+
+def test_a_small_store_opens_without_building_a_graph(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store that every search answers exactly neither loads nor rebuilds a graph when it opens."""
+    embedder = HashingEmbedder(dim=64)
+    store = SqliteRagStore.open(tmp_path / "bot.sqlite3", embedder, tmp_path / "bot.rag.hnsw")
+    for i in range(50):
+        store.add(Scope(user_id="u"), f"text {i}")
+    store.close()
+
+    def refuse(*args: object, **kwargs: object) -> HnswVectorIndex:
+        raise AssertionError("a graph was loaded or rebuilt for 50 rows")
+
+    monkeypatch.setattr(HnswVectorIndex, "open_or_rebuild", refuse)
+    store = SqliteRagStore.open(tmp_path / "bot.sqlite3", embedder, tmp_path / "bot.rag.hnsw")
+    assert store.search(Scope(user_id="u"), "text 7", 1)[0].text == "text 7"
+    store.close()
