@@ -107,9 +107,10 @@ from agentloop.approvals import ApprovalDecision, ApprovalPolicy, ApprovalReques
 
 __all__ += ["ApprovalDecision", "ApprovalPolicy", "ApprovalRequest", "PendingApproval"]
 
+from agentloop.names import new_id  # noqa: E402
 from agentloop.text import cap_bytes, storable  # noqa: E402
 
-__all__ += ["cap_bytes", "storable"]
+__all__ += ["cap_bytes", "new_id", "storable"]
 
 from agentloop.messages import Finished, StreamEvent, TextDelta, ToolCallDelta, Usage  # noqa: E402
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
@@ -12,6 +11,7 @@ import attrs
 from agentloop.approvals import ApprovalDecision
 from agentloop.errors import MissingComponentError, UndeclaredAccessError
 from agentloop.messages import ChatMessage
+from agentloop.names import new_id
 from agentloop.outcome import Attachment, FailureEvent, TurnOutcome, copy_str_dict
 from agentloop.ports.clock import Clock, SystemClock
 
@@ -105,7 +105,7 @@ class AgentContext:
     ) -> None:
         self.session = session
         self.incoming = incoming
-        self.turn_id = turn_id or uuid.uuid4().hex
+        self.turn_id = turn_id or new_id()
         self.deadline = deadline
         """Monotonic time (of `clock`) after which the turn is out of time, or None."""
         self.clock: Clock = clock or SystemClock()

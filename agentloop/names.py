@@ -7,6 +7,7 @@ argument or a step up out of its directory.
 
 from __future__ import annotations
 
+import os
 import re
 
 SAFE_NAME_RULE = "1-128 letters, digits, '.', '_' or '-', starting with a letter or digit"
@@ -24,3 +25,8 @@ def check_bot_name(bot: object) -> None:
     """Raise ValueError unless `bot` is a safe name: it names the bot's files in its data directory."""
     if not is_safe_name(bot):
         raise ValueError(f"bot name {bot!r} must be {SAFE_NAME_RULE}, with no '..' (it names files)")
+
+
+def new_id() -> str:
+    """A fresh random id, 32 hex digits (128 random bits, the form of `uuid4().hex` at a fifth of its cost)."""
+    return os.urandom(16).hex()

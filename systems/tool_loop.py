@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import uuid
 from collections.abc import Callable, Iterable
 from contextlib import aclosing
 from time import perf_counter
@@ -74,6 +73,7 @@ from agentloop import (
     converter,
     current_execution_id,
     events_of,
+    new_id,
     running_execution,
     storable,
     tool,
@@ -169,7 +169,7 @@ class _Turn:
                     self.stream_to = None  # an earlier run of this message delivered its reply: show nothing again
                     return
                 self.message = await channel.open_stream(self.ctx.session, {})
-                self.message_id = uuid.uuid4().hex
+                self.message_id = new_id()
                 self.record(complete=False)
             await self.message.delta(text)
         except Exception as exc:
@@ -362,7 +362,7 @@ class ToolLoopSystem(System):
         calls = list(step)
         later = calls[calls.index(call) + 1 :]
         messages = (*turn.messages, *(ChatMessage.tool(c.id, c.name, NOT_RUN_BEHIND_APPROVAL) for c in later))
-        request = ApprovalRequest(uuid.uuid4().hex, call.name, dict(call.arguments), ctx.session.id, ctx.turn_id, ctx.clock.now())
+        request = ApprovalRequest(new_id(), call.name, dict(call.arguments), ctx.session.id, ctx.turn_id, ctx.clock.now())
         await self.approvals.add(PendingApproval(request, approval_scope(ctx.session, self.company_id), call.id, messages))
         ctx.set(request)
 
@@ -392,7 +392,7 @@ class ToolLoopSystem(System):
     async def _run_step(self, turn: _Turn, calls: list[ToolCall]) -> list[_Ran]:
         """Run one model step's calls: async tools concurrently, sync tools on the loop in call order
         (each runs whole when its task starts); the runs come back in call order."""
-        step_id = uuid.uuid4().hex  # the calls of one model step share it
+        step_id = new_id()  # the calls of one model step share it
         tasks: list[asyncio.Task[_Ran]] = []
         try:
             async with asyncio.TaskGroup() as group:
@@ -493,7 +493,7 @@ class ToolLoopSystem(System):
         ctx = turn.ctx
         started_at = ctx.clock.now()
         t0 = perf_counter()
-        execution_id = uuid.uuid4().hex
+        execution_id = new_id()
         parent_id = current_execution_id()
         found = self.tools.get(call.name)
         result: Any = None
