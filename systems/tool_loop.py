@@ -432,8 +432,12 @@ class ToolLoopSystem(System):
         attributes = {"gen_ai.operation.name": "chat"} | ({"gen_ai.request.model": self.model} if self.model else {})
         with TELEMETRY.span(f"chat {self.model}" if self.model else "chat", attributes) as span:
             t0 = perf_counter()
-            async with aclosing(events_of(self.llm, request)) as events:
-                reply = await collect(events, turn.show)
+            if callable(getattr(self.llm, "stream", None)):
+                async with aclosing(events_of(self.llm, request)) as events:
+                    reply = await collect(events, turn.show)
+            else:  # what collecting its one-delta stream (`events_of`) comes to, without the generator
+                reply = await self.llm.complete(request)
+                await turn.show(reply.content or "")
             if span is not None:
                 span.set_attribute("agentloop.llm.latency_ms", (perf_counter() - t0) * 1000.0)
                 if reply.model:
