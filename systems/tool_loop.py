@@ -391,8 +391,11 @@ class ToolLoopSystem(System):
 
     async def _run_step(self, turn: _Turn, calls: list[ToolCall]) -> list[_Ran]:
         """Run one model step's calls: async tools concurrently, sync tools on the loop in call order
-        (each runs whole when its task starts); the runs come back in call order."""
+        (each runs whole when its task starts); the runs come back in call order. A lone call
+        runs in the system's own task: a task of its own would cost more than a trivial tool."""
         step_id = new_id()  # the calls of one model step share it
+        if len(calls) == 1:
+            return [await self._traced(turn, calls[0], step_id)]
         tasks: list[asyncio.Task[_Ran]] = []
         try:
             async with asyncio.TaskGroup() as group:
