@@ -1,4 +1,5 @@
-"""Names that become part of a file name (task ids, template names, bot names): one rule.
+"""Names that become part of a file name (task ids, template names, bot names): one rule;
+and the random ids of turns, messages and tool runs.
 
 A safe name is 1-128 letters, digits, '.', '_' or '-', starts with a letter or digit
 and holds no '..', so it can never be a path separator, a hidden file, an option-like

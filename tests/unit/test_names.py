@@ -9,7 +9,7 @@ import pytest
 
 from agentloop.adapters import open_note_taking, open_stores
 from agentloop.errors import InvalidTaskId, TemplateError
-from agentloop.names import is_safe_name
+from agentloop.names import is_safe_name, new_id
 from agentloop.tasks import load_string, validate_task_id
 from agentloop.testing import ScriptedLLM
 
@@ -57,3 +57,9 @@ def test_open_note_taking_refuses_a_bot_name_that_leaves_its_directory(tmp_path:
     with pytest.raises(ValueError, match="bot name '../x' must be 1-128 letters"):
         open_note_taking(data, ScriptedLLM(), bot="../x")
     assert list(tmp_path.iterdir()) == [], "nothing is created, inside or outside the data directory"
+
+
+def test_new_ids_are_32_hex_digits_and_do_not_repeat() -> None:
+    ids = [new_id() for _ in range(10_000)]
+    assert all(len(i) == 32 and int(i, 16) >= 0 for i in ids)
+    assert len(set(ids)) == len(ids)
