@@ -26,6 +26,7 @@ from agentloop.adapters.postgres.schema import Schema, Step, migrate
 from agentloop.adapters.postgres.scopes import scope_match
 from agentloop.errors import EmbedderMismatchError, ExecutionRefusedError, NewerSchemaError, StoreError, StoreUrlError
 from agentloop.messages import ChatMessage, Role
+from agentloop.ports.stores import MemoryEntry
 from agentloop.notes import RETRIEVABLE, KnowledgeItem, Layer, LayerIds, NoteStatus, NoteType, quarantine_record
 from agentloop.scopes import Scope
 from agentloop.testing.notes import make_execution
@@ -306,3 +307,68 @@ def test_a_lost_server_connection_is_a_one_line_store_error_and_the_next_call_re
         asyncio.run(stores.sessions.recent(ADA, 10))
     assert "\n" not in str(failed.value) and isinstance(failed.value.__cause__, psycopg.OperationalError)
     assert [m.content for m in asyncio.run(stores.sessions.recent(ADA, 10))] == ["one"]
+
+
+def _memory_rows_read(postgres_url: str, statements: list[tuple[str, tuple[object, ...]]]) -> int:
+    """The rows of memory_entries the last recall's statement scanned, by EXPLAIN ANALYZE of it."""
+    query, params = statements[-1]
+    with psycopg.connect(postgres_url) as conn:
+        conn.execute("SET search_path TO agentloop_helper, public")
+        ((plan,),) = conn.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {query}", params).fetchall()
+    read, nodes = 0, [plan[0]["Plan"]]
+    while nodes:
+        node = nodes.pop()
+        nodes += node.get("Plans", [])
+        if node.get("Relation Name") == "memory_entries" or node.get("Index Name", "").startswith("memory_entries"):
+            read += (node["Actual Rows"] + node.get("Rows Removed by Filter", 0)) * node["Actual Loops"]
+    return read
+
+
+def test_memory_recall_reads_as_much_at_turn_2000_of_a_session_as_at_turn_20(
+    stores: Stores, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Recall skips the current session without reading its rows: what it scans does not
+    grow with the session (the query kept from release 0.2 read every one of them)."""
+    statements: list[tuple[str, tuple[object, ...]]] = []
+    execute = psycopg.AsyncConnection.execute
+
+    async def recorded(self: psycopg.AsyncConnection[object], query: str, params: tuple[object, ...] = (), **kw: object) -> object:
+        if "FROM memory_sessions" in str(query):
+            statements.append((str(query), params))
+        return await execute(self, query, params, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(psycopg.AsyncConnection, "execute", recorded)
+    user = Scope(user_id="ada")
+
+    async def add(session: str, count: int) -> None:
+        for n in range(count):
+            await stores.memory.add(MemoryEntry(user, session, f"q{n}", f"a{session}{n}", AT))
+
+    asyncio.run(add("earlier", 8))
+    asyncio.run(add("current", 20))
+    asyncio.run(stores.memory.recent(user, 5, exclude_session="current"))
+    early = _memory_rows_read(postgres_url, statements)
+    asyncio.run(add("current", 2000))
+    recalled = asyncio.run(stores.memory.recent(user, 5, exclude_session="current"))
+    assert _memory_rows_read(postgres_url, statements) == early <= 20
+    assert [e.assistant_text for e in recalled] == ["aearlier3", "aearlier4", "aearlier5", "aearlier6", "aearlier7"]
+
+
+def test_memory_written_before_the_sessions_table_is_recalled_after_the_upgrade(postgres_url: str) -> None:
+    """A bot whose memory schema is at version 1 gets `memory_sessions` filled from its rows."""
+    with open_bot(postgres_url) as stores:
+        for n, session in enumerate(["s1", "s2", "s1", "s3"]):
+            asyncio.run(stores.memory.add(MemoryEntry(ADA, session, f"q{n}", f"a{n}", AT)))
+    with psycopg.connect(postgres_url) as conn:
+        conn.execute("DROP TABLE agentloop_helper.memory_sessions")
+        conn.execute("DROP FUNCTION agentloop_helper.memory_sessions_latest CASCADE")
+        conn.execute("DROP INDEX agentloop_helper.memory_entries_by_session")
+        conn.execute(
+            "CREATE INDEX memory_entries_by_scope ON agentloop_helper.memory_entries "
+            "(scope_company, scope_org, scope_team, scope_project, scope_user, scope_session, id)"
+        )
+        conn.execute("UPDATE agentloop_helper.schema_versions SET version = 1 WHERE name = 'memory'")
+    with open_bot(postgres_url) as stores:
+        assert [e.assistant_text for e in asyncio.run(stores.memory.recent(ADA, 10, exclude_session="s3"))] == ["a0", "a1", "a2"]
+        asyncio.run(stores.memory.add(MemoryEntry(ADA, "s2", "q4", "a4", AT)))
+        assert [e.assistant_text for e in asyncio.run(stores.memory.recent(ADA, 2, exclude_session="s1"))] == ["a3", "a4"]
