@@ -119,13 +119,6 @@ class StoreThread:
         self._count_write()
         return result
 
-    async def write_on_thread(self, call: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-        """A write that always runs on the thread (one that may stall whatever the load)."""
-        self._caller = asyncio.current_task()
-        result = await self.run(call, *args, **kwargs)
-        self._count_write()
-        return result
-
     def _count_write(self) -> None:
         """Count a write, and queue a checkpoint every `CHECKPOINT_EVERY` of them."""
         if self._checkpoint is None:
@@ -262,13 +255,11 @@ class AsyncSqliteMemoryStore(_OnItsThread[SqliteMemoryStore]):
 
 class AsyncSqliteRagStore(_OnItsThread[SqliteRagStore]):
     """The RagStore port on a `SqliteRagStore` (`engine`); texts are embedded first (awaited,
-    so an embedder that waits on a server holds up neither the loop nor the file's thread),
-    and an add that must first grow the index (a copy of the whole graph) always runs on the thread."""
+    so an embedder that waits on a server holds up neither the loop nor the file's thread).
+    An add never waits for the graph: the index's own worker inserts the text there."""
 
     async def add(self, scope: Scope, text: str, *, session_id: str | None = None) -> int:
         vector = await self.engine.embedder.aembed([text])
-        if self.engine.add_grows_index():
-            return await self._thread.write_on_thread(self.engine.add, scope, text, session_id=session_id, vector=vector)
         return await self._thread.write(self.engine.add, scope, text, session_id=session_id, vector=vector)
 
     async def search(self, scope: Scope, query: str, k: int) -> list[RagHit]:

@@ -175,10 +175,6 @@ class SqliteRagStore:
             self._index.add([scope.key], [new_id], vector)
         return new_id
 
-    def add_grows_index(self) -> bool:
-        """Whether the next new text first grows the index, a copy of the whole graph."""
-        return len(self._index.graph) >= self._index.graph.capacity
-
     def search(self, scope: Scope, query: str, k: int, *, vector: Vectors | None = None) -> list[RagHit]:
         """The `k` texts of `scope` nearest `query` (its `vector` as given, or embedded now)."""
         with self._lock:
