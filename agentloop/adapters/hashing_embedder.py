@@ -8,12 +8,14 @@ measurably similar; unrelated texts score near 0.
 
 from __future__ import annotations
 
+import math
 import re
 import zlib
 from collections.abc import Sequence
 from functools import lru_cache
 
 import numpy as np
+import numpy.typing as npt
 
 from agentloop.ports.vectors import Vectors
 
@@ -89,31 +91,32 @@ class HashingEmbedder:
         return self._embed_many(texts)
 
     def _embed_one(self, text: str) -> Vectors:
-        return self._embed_many((text,))
+        return self._row(text).astype(np.float32).reshape(1, -1)
 
     def _embed_many(self, texts: Sequence[str]) -> Vectors:
-        dim = self._dim
+        out = np.empty((len(texts), self._dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            out[row] = self._row(text)
+        return out
+
+    def _row(self, text: str) -> npt.NDArray[np.float64]:
+        """One text's L2-normalised row, summed in float64 (its features' buckets added up)."""
         cells: list[int] = []
         weights: list[float] = []
-        for row, text in enumerate(texts):
-            base = row * dim
-            start = len(cells)
-            words = _WORD.findall(text.lower())
-            for word in words:
-                word_cells, word_weights = self._word_features(word)
-                cells += word_cells
-                weights += word_weights
-            for pair in zip(words, words[1:]):
-                cell, weight = self._pair_features(pair)
-                cells.append(cell)
-                weights.append(weight)
-            if base:
-                cells[start:] = [cell + base for cell in cells[start:]]
-        flat = np.bincount(np.array(cells, dtype=np.int64), weights=weights, minlength=len(texts) * dim)
-        out = flat.reshape(len(texts), dim).astype(np.float32)
-        norms = np.sqrt(np.einsum("ij,ij->i", out, out))[:, None]
-        np.divide(out, norms, out=out, where=norms > 0)
-        return out
+        words = _WORD.findall(text.lower())
+        for word in words:
+            word_cells, word_weights = self._word_features(word)
+            cells += word_cells
+            weights += word_weights
+        for pair in zip(words, words[1:]):
+            cell, weight = self._pair_features(pair)
+            cells.append(cell)
+            weights.append(weight)
+        row = np.asarray(np.bincount(np.asarray(cells, dtype=np.intp), weights, self._dim), dtype=np.float64)
+        squared = float(row @ row)
+        if squared > 0:
+            row /= math.sqrt(squared)
+        return row
 
     def _hash(self, feature: str) -> int:
         return zlib.crc32(feature.encode("utf-8"), self._seed)
