@@ -95,6 +95,10 @@ class _Rows:
 def unit_rows(vectors: Vectors) -> Vectors:
     """`vectors` scaled to length 1 (zero rows stay zero), as cosine search compares them."""
     data = np.ascontiguousarray(np.atleast_2d(vectors), dtype=np.float32)
+    if len(data) == 1:  # a query or a turn's text: a third of the general path's cost
+        squared = float(data[0] @ data[0])
+        one: Vectors = data / np.float32(math.sqrt(squared)) if squared > 0 else np.zeros_like(data)
+        return one
     norms = np.linalg.norm(data, axis=1, keepdims=True)
     unit: Vectors = np.divide(data, norms, out=np.zeros_like(data), where=norms > 0)
     return unit
