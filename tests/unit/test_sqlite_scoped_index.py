@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from agentloop.adapters import HashingEmbedder, SqliteRagStore
 from agentloop.adapters.hnsw_index import HnswVectorIndex
-from agentloop.adapters.scoped_index import ScopedVectorIndex
+from agentloop.adapters.scoped_index import ScopedVectorIndex, unit_rows
 from agentloop.ports.vectors import Vectors
 from agentloop.scopes import Scope
 
@@ -146,3 +146,12 @@ def test_a_small_store_opens_without_building_a_graph(tmp_path: Path, monkeypatc
     store = SqliteRagStore.open(tmp_path / "bot.sqlite3", embedder, tmp_path / "bot.rag.hnsw")
     assert store.search(Scope(user_id="u"), "text 7", 1)[0].text == "text 7"
     store.close()
+
+
+def test_a_row_scaled_alone_equals_the_same_row_scaled_in_a_batch() -> None:
+    """A store scales a new row on its own and, reopened, all its rows at once: the two must
+    agree to the last bit, or a search's scores change across a reopen."""
+    rows = np.random.default_rng(9).standard_normal((500, 384)).astype(np.float32) * 7
+    batch = unit_rows(rows)
+    assert all(np.array_equal(unit_rows(rows[i]), batch[i : i + 1]) for i in range(len(rows)))
+    assert not unit_rows(np.zeros(384, dtype=np.float32)).any()
