@@ -4,6 +4,7 @@ distilled from them."""
 from __future__ import annotations
 
 import enum
+import functools
 import hashlib
 import json
 from collections.abc import Sequence
@@ -133,7 +134,13 @@ class LayerIds:
         """The owning chains of the items a caller with this chain may see (I11): this
         chain truncated to `within` and to each of its parents it has an id for. An item
         is visible exactly when its `layer_ids` is one of them."""
-        return frozenset(self.truncated(each) for each in within.with_parents() if self.id_at(each) is not None)
+        return _visible_owners(self, within)
+
+
+@functools.lru_cache(maxsize=4096)
+def _visible_owners(chain: LayerIds, within: Layer) -> frozenset[LayerIds]:
+    """`LayerIds.visible_owners`, remembered: every note search of a session asks it again."""
+    return frozenset(chain.truncated(each) for each in within.with_parents() if chain.id_at(each) is not None)
 
 
 def _vector(value: Any) -> Vectors:
