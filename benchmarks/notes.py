@@ -23,11 +23,11 @@ import random
 import statistics
 import tempfile
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
-from agentloop import ChatMessage, LlmReply, LlmRequest, PromptContext, SanitizedInput, Scope, Session, ToolCall, tool
+from agentloop import ChatMessage, LlmReply, LlmRequest, PromptContext, SanitizedInput, Scope, Session, ToolCall, ToolExecution, tool
 from agentloop.adapters import open_stores
 from agentloop.adapters.hashing_embedder import HashingEmbedder
 from agentloop.adapters.notes import open_note_taking
@@ -42,6 +42,7 @@ from agentloop.notes import (
     NoteType,
     TrajectoryRecorder,
 )
+from agentloop.ports.clock import SystemClock
 from agentloop.testing import ScriptedLLM, make_context, run_system
 from agentloop.testing.notes import make_execution
 from systems import ToolLoopSystem
@@ -93,12 +94,15 @@ def bench_tool_path(turns: int, rounds: int) -> None:
     """Per tool call: the tool loop without capture, and what note-taking's capture (the
     hook and its background writer, which competes for the GIL) adds, alternating rounds."""
     session = Session("bench", user_id="u1")
+    clock = SystemClock()  # each execution starts at its own time, as in a bot (a fake clock stands still)
 
     async def per_call_us(system: ToolLoopSystem) -> tuple[float, float]:
         """Wall time and CPU time of every thread of the process, per tool call."""
         started, cpu = time.perf_counter(), time.process_time()
         for _ in range(turns):
-            ctx = make_context(session=session, components=[PromptContext("", (ChatMessage.user("go"),)), SanitizedInput("go")])
+            ctx = make_context(
+                session=session, components=[PromptContext("", (ChatMessage.user("go"),)), SanitizedInput("go")], clock=clock
+            )
             await run_system(system, ctx)
         calls = turns * CALLS_PER_STEP
         return (time.perf_counter() - started) / calls * 1e6, (time.process_time() - cpu) / calls * 1e6
@@ -133,8 +137,17 @@ def bench_tool_path(turns: int, rounds: int) -> None:
         _row("capture: CPU added per tool call, all threads", f"{statistics.median(added_cpu):.2f} us", "-")
 
 
+def _executions(events: int) -> list[ToolExecution]:
+    """`events` executions of 100 sessions taking turns, each starting 10 us after the last."""
+    start = datetime.now(UTC)
+    return [
+        make_execution("search", session_id=f"s{i % 100}", arguments={"q": i}, started_at=start + timedelta(microseconds=10 * i))
+        for i in range(events)
+    ]
+
+
 def bench_writes(events: int) -> None:
-    executions = [make_execution("search", session_id=f"s{i % 100}", arguments={"q": i}) for i in range(events)]
+    executions = _executions(events)
     with tempfile.TemporaryDirectory() as directory, open_stores(directory, bot="t") as first, open_stores(
         directory, bot="t2"
     ) as second:
@@ -151,7 +164,7 @@ def bench_writes(events: int) -> None:
         rate = events / (time.perf_counter() - started)
         _row(f"batch writes: store.append, batches of {batch}", f"{rate:,.0f} ev/s", ">= 100,000 events/s")
 
-        fresh = [make_execution("search", session_id=f"s{i % 100}", arguments={"q": i}) for i in range(events)]
+        fresh = _executions(events)
         recorder = TrajectoryRecorder(
             second.trajectories,
             settings=CaptureSettings(sampling_threshold_per_minute=10**9),
