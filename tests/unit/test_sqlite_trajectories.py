@@ -70,3 +70,13 @@ def test_an_execution_whose_arguments_contain_themselves_is_refused_as_a_value_e
     with pytest.raises(ValueError, match="contains itself"):
         store.append([make_execution("search", arguments=looped), make_execution("fine")])
     assert store.count() == 0
+
+
+def test_texts_that_look_like_the_null_stand_in_come_back_as_texts_and_none_as_none(tmp_path: Path) -> None:
+    store = SqliteTrajectoryStore(tmp_path / "t.db")
+    made = make_execution("search", session_id="s1", parent_id="0", user_id=None, step_id="")
+    zero = attrs.evolve(made, result="0", error="")
+    store.append([zero])
+    assert store.load("s1").executions == (zero,)
+    (row,) = store._conn.execute("SELECT result, error, parent_id, user_id, step_id FROM tool_executions").fetchall()
+    assert tuple(row) == ("0", "", "0", None, "")
