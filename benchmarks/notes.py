@@ -6,7 +6,8 @@
 - capture: the cost of `TrajectoryRecorder.enqueue` on the tool's path (target <= 5 us), and
   what capture adds to a trivial tool call end to end (target <= 2 us): the tool loop with
   note-taking's capture hook and its background writer against the same loop without, in
-  alternating rounds of one run (every call written: sampling is off)
+  alternating rounds of one run (every call written: sampling is off), and the CPU it adds
+  per call on each thread (the loop's, the writer's, the store's), where Linux's /proc says
 - batch writes: events per second into SQLite, at the default batch size and through the
   background writer (target >= 100,000 events/s)
 - retrieval at N notes, 90% of them in the caller's tenant chain: p50 of a scoped
@@ -19,11 +20,15 @@ from __future__ import annotations
 
 import asyncio
 import argparse
+import os
 import random
 import statistics
 import tempfile
+import threading
 import time
+from collections import Counter
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import numpy as np
 
@@ -117,13 +122,22 @@ def bench_tool_path(turns: int, rounds: int) -> None:
             on_tool_execution=note_taking.capture,
         )
 
+        by_thread = {"plain": Counter[str](), "captured": Counter[str]()}
+
+        async def timed(system: ToolLoopSystem, label: str) -> tuple[float, float]:
+            before = _thread_cpu_s()
+            figures = await per_call_us(system)
+            by_thread[label].update(_thread_cpu_s())
+            by_thread[label].subtract(before)
+            return figures
+
         async def alternate() -> tuple[list[float], list[float], list[float]]:
             without: list[float] = []
             added: list[float] = []
             added_cpu: list[float] = []
             for _ in range(rounds):
-                base, base_cpu = await per_call_us(plain)
-                wall, cpu = await per_call_us(captured)
+                base, base_cpu = await timed(plain, "plain")
+                wall, cpu = await timed(captured, "captured")
                 without.append(base)
                 added.append(wall - base)
                 added_cpu.append(cpu - base_cpu)
@@ -135,6 +149,29 @@ def bench_tool_path(turns: int, rounds: int) -> None:
         _row("tool call through the tool loop, no capture (median)", f"{statistics.median(without):.2f} us", "-")
         _row("capture: added to a tool call end to end (median)", f"{statistics.median(added):.2f} us", "<= 2 us")
         _row("capture: CPU added per tool call, all threads", f"{statistics.median(added_cpu):.2f} us", "-")
+        calls = rounds * turns * CALLS_PER_STEP / 1e6
+        plain_cpu, captured_cpu = by_thread["plain"], by_thread["captured"]
+        for label, thread, baseline in (
+            ("the loop's thread, added", "MainThread", plain_cpu["MainThread"]),
+            ("the writer thread", "trajectory-writer", 0.0),
+            ("the store's thread", "agentloop-SqliteTrajectoryStore", 0.0),
+        ):
+            measured = f"{(captured_cpu[thread] - baseline) / calls:.2f} us" if captured_cpu else "no /proc"
+            _row(f"capture: CPU per tool call, {label}", measured, "-")
+
+
+def _thread_cpu_s() -> dict[str, float]:
+    """CPU seconds each running thread of this process has used, by thread name (Linux's
+    /proc, in clock ticks; empty elsewhere)."""
+    used: dict[str, float] = {}
+    for thread in threading.enumerate():
+        try:
+            stat = Path(f"/proc/self/task/{thread.native_id}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        used[thread.name] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return used
 
 
 def _executions(events: int) -> list[ToolExecution]:
