@@ -151,13 +151,13 @@ def bench_tool_path(turns: int, rounds: int) -> None:
         _row("capture: CPU added per tool call, all threads", f"{statistics.median(added_cpu):.2f} us", "-")
         calls = rounds * turns * CALLS_PER_STEP / 1e6
         plain_cpu, captured_cpu = by_thread["plain"], by_thread["captured"]
-        for label, thread, baseline in (
-            ("the loop's thread, added", "MainThread", plain_cpu["MainThread"]),
-            ("the writer thread", "trajectory-writer", 0.0),
-            ("the store's thread", "agentloop-SqliteTrajectoryStore", 0.0),
+        stores_cpu = sum(used for name, used in captured_cpu.items() if name.startswith("agentloop-"))  # StoreThread's names
+        for label, used in (
+            ("the loop's thread, added", captured_cpu["MainThread"] - plain_cpu["MainThread"]),
+            ("the writer thread", captured_cpu["trajectory-writer"]),
+            ("the store's thread", stores_cpu),
         ):
-            measured = f"{(captured_cpu[thread] - baseline) / calls:.2f} us" if captured_cpu else "no /proc"
-            _row(f"capture: CPU per tool call, {label}", measured, "-")
+            _row(f"capture: CPU per tool call, {label}", f"{used / calls:.2f} us" if captured_cpu else "no /proc", "-")
 
 
 def _thread_cpu_s() -> dict[str, float]:
