@@ -6,7 +6,8 @@
 - capture: the cost of `TrajectoryRecorder.enqueue` on the tool's path (target <= 5 us), and
   what capture adds to a trivial tool call end to end (target <= 2 us): the tool loop with
   note-taking's capture hook and its background writer against the same loop without, in
-  alternating rounds of one run (every call written: sampling is off)
+  alternating rounds of one run (every call written: sampling is off), and the CPU it adds
+  per call on each thread (the loop's, the writer's, the store's), where Linux's /proc says
 - batch writes: events per second into SQLite, at the default batch size and through the
   background writer (target >= 100,000 events/s)
 - retrieval at N notes, 90% of them in the caller's tenant chain: p50 of a scoped
@@ -19,15 +20,19 @@ from __future__ import annotations
 
 import asyncio
 import argparse
+import os
 import random
 import statistics
 import tempfile
+import threading
 import time
-from datetime import UTC, datetime
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import numpy as np
 
-from agentloop import ChatMessage, LlmReply, LlmRequest, PromptContext, SanitizedInput, Scope, Session, ToolCall, tool
+from agentloop import ChatMessage, LlmReply, LlmRequest, PromptContext, SanitizedInput, Scope, Session, ToolCall, ToolExecution, tool
 from agentloop.adapters import open_stores
 from agentloop.adapters.hashing_embedder import HashingEmbedder
 from agentloop.adapters.notes import open_note_taking
@@ -42,6 +47,7 @@ from agentloop.notes import (
     NoteType,
     TrajectoryRecorder,
 )
+from agentloop.ports.clock import SystemClock
 from agentloop.testing import ScriptedLLM, make_context, run_system
 from agentloop.testing.notes import make_execution
 from systems import ToolLoopSystem
@@ -93,12 +99,15 @@ def bench_tool_path(turns: int, rounds: int) -> None:
     """Per tool call: the tool loop without capture, and what note-taking's capture (the
     hook and its background writer, which competes for the GIL) adds, alternating rounds."""
     session = Session("bench", user_id="u1")
+    clock = SystemClock()  # each execution starts at its own time, as in a bot (a fake clock stands still)
 
     async def per_call_us(system: ToolLoopSystem) -> tuple[float, float]:
         """Wall time and CPU time of every thread of the process, per tool call."""
         started, cpu = time.perf_counter(), time.process_time()
         for _ in range(turns):
-            ctx = make_context(session=session, components=[PromptContext("", (ChatMessage.user("go"),)), SanitizedInput("go")])
+            ctx = make_context(
+                session=session, components=[PromptContext("", (ChatMessage.user("go"),)), SanitizedInput("go")], clock=clock
+            )
             await run_system(system, ctx)
         calls = turns * CALLS_PER_STEP
         return (time.perf_counter() - started) / calls * 1e6, (time.process_time() - cpu) / calls * 1e6
@@ -113,13 +122,22 @@ def bench_tool_path(turns: int, rounds: int) -> None:
             on_tool_execution=note_taking.capture,
         )
 
+        by_thread = {"plain": Counter[str](), "captured": Counter[str]()}
+
+        async def timed(system: ToolLoopSystem, label: str) -> tuple[float, float]:
+            before = _thread_cpu_s()
+            figures = await per_call_us(system)
+            by_thread[label].update(_thread_cpu_s())
+            by_thread[label].subtract(before)
+            return figures
+
         async def alternate() -> tuple[list[float], list[float], list[float]]:
             without: list[float] = []
             added: list[float] = []
             added_cpu: list[float] = []
             for _ in range(rounds):
-                base, base_cpu = await per_call_us(plain)
-                wall, cpu = await per_call_us(captured)
+                base, base_cpu = await timed(plain, "plain")
+                wall, cpu = await timed(captured, "captured")
                 without.append(base)
                 added.append(wall - base)
                 added_cpu.append(cpu - base_cpu)
@@ -131,10 +149,42 @@ def bench_tool_path(turns: int, rounds: int) -> None:
         _row("tool call through the tool loop, no capture (median)", f"{statistics.median(without):.2f} us", "-")
         _row("capture: added to a tool call end to end (median)", f"{statistics.median(added):.2f} us", "<= 2 us")
         _row("capture: CPU added per tool call, all threads", f"{statistics.median(added_cpu):.2f} us", "-")
+        calls = rounds * turns * CALLS_PER_STEP / 1e6
+        plain_cpu, captured_cpu = by_thread["plain"], by_thread["captured"]
+        stores_cpu = sum(used for name, used in captured_cpu.items() if name.startswith("agentloop-"))  # StoreThread's names
+        for label, used in (
+            ("the loop's thread, added", captured_cpu["MainThread"] - plain_cpu["MainThread"]),
+            ("the writer thread", captured_cpu["trajectory-writer"]),
+            ("the store's thread", stores_cpu),
+        ):
+            _row(f"capture: CPU per tool call, {label}", f"{used / calls:.2f} us" if captured_cpu else "no /proc", "-")
+
+
+def _thread_cpu_s() -> dict[str, float]:
+    """CPU seconds each running thread of this process has used, by thread name (Linux's
+    /proc, in clock ticks; empty elsewhere)."""
+    used: dict[str, float] = {}
+    for thread in threading.enumerate():
+        try:
+            stat = Path(f"/proc/self/task/{thread.native_id}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        used[thread.name] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return used
+
+
+def _executions(events: int) -> list[ToolExecution]:
+    """`events` executions of 100 sessions taking turns, each starting 10 us after the last."""
+    start = datetime.now(UTC)
+    return [
+        make_execution("search", session_id=f"s{i % 100}", arguments={"q": i}, started_at=start + timedelta(microseconds=10 * i))
+        for i in range(events)
+    ]
 
 
 def bench_writes(events: int) -> None:
-    executions = [make_execution("search", session_id=f"s{i % 100}", arguments={"q": i}) for i in range(events)]
+    executions = _executions(events)
     with tempfile.TemporaryDirectory() as directory, open_stores(directory, bot="t") as first, open_stores(
         directory, bot="t2"
     ) as second:
@@ -151,7 +201,7 @@ def bench_writes(events: int) -> None:
         rate = events / (time.perf_counter() - started)
         _row(f"batch writes: store.append, batches of {batch}", f"{rate:,.0f} ev/s", ">= 100,000 events/s")
 
-        fresh = [make_execution("search", session_id=f"s{i % 100}", arguments={"q": i}) for i in range(events)]
+        fresh = _executions(events)
         recorder = TrajectoryRecorder(
             second.trajectories,
             settings=CaptureSettings(sampling_threshold_per_minute=10**9),

@@ -17,7 +17,8 @@ class TrajectoryStore(Protocol):
     """Captured tool executions and distilled trajectory hashes; every call is a coroutine."""
 
     async def append(self, executions: Sequence[ToolExecution]) -> None:
-        """Write a batch all-or-nothing; an execution whose id is already stored is skipped.
+        """Write a batch all-or-nothing; an execution already stored (the same id, session and
+        start) is skipped, so a batch written again after a failure is stored once.
 
         Raises on failure so the caller can retry the batch, or split it to find an
         execution the store refuses; `ExecutionRefusedError` (or another `ValueError`)

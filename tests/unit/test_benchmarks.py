@@ -150,6 +150,8 @@ def test_notes_prints_what_capture_adds_to_a_tool_call_and_the_batch_write_rate_
     assert any(re.match(r"capture: added to a tool call end to end \(median\)\s+-?\d+\.\d\d us\s+target <= 2 us$", line) for line in lines)
     assert any(re.match(r"tool call through the tool loop, no capture \(median\)\s+\d+\.\d\d us", line) for line in lines)
     assert any(re.match(r"capture: CPU added per tool call, all threads\s+-?\d+\.\d\d us", line) for line in lines)
+    for thread in ("the loop's thread, added", "the writer thread", "the store's thread"):
+        assert any(re.match(rf"capture: CPU per tool call, {thread}\s+-?\d+\.\d\d us", line) for line in lines)
     writes = [line for line in lines if line.startswith("batch writes:")]
     assert len(writes) == 2 and all(re.search(r"\d ev/s\s+target >= 100,000 events/s$", line) for line in writes)
 
