@@ -875,6 +875,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--idle-timeout", type=_seconds, default=1800.0, metavar="SECONDS",
         help="a session without a turn this long is ended and distilled (default: 1800)",
     )
+    serve.add_argument(
+        "--max-concurrent-turns", type=int, default=None, metavar="N",
+        help="run at most N turns here at once, the others waiting their turn (default: no bound)",
+    )
     serve.add_argument("--otel", action="store_true", help="export traces and metrics with OpenTelemetry, configured by the OTEL_* variables")
     serve.set_defaults(handler=_serve)
     return parser

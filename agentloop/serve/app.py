@@ -156,6 +156,8 @@ async def _open(server: _Server) -> AsyncIterator[_Bot]:
             raise RuntimeError(f"agentloop serve cannot open the bot: {error}") from error
         if bot.loop is not None and settings.turn_timeout is not None:
             bot.loop.turn_timeout = settings.turn_timeout
+        if bot.loop is not None and settings.max_concurrent_turns is not None:
+            bot.loop.max_concurrent_turns = settings.max_concurrent_turns
         bot.idle = await closing.enter_async_context(IdleSessions(bot.note_taking, idle_after=settings.idle_timeout))
         _log.info("serve.started", bot=settings.bot, inbox=bot.inbox is not None)
         yield bot

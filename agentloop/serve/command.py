@@ -38,6 +38,7 @@ def serve(args: argparse.Namespace, out: TextIO) -> int:
             rate_burst=args.burst,
             turn_timeout=args.timeout,
             idle_timeout=args.idle_timeout,
+            max_concurrent_turns=args.max_concurrent_turns,
         )
         app = create_app(settings)
     except ValueError as error:

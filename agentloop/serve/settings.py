@@ -17,6 +17,11 @@ def _positive(instance: object, attribute: attrs.Attribute[Any], value: Any) -> 
         raise ValueError(f"{attribute.name} must be a positive number, got {value!r}")
 
 
+def _positive_whole(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None and not (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+        raise ValueError(f"{attribute.name} must be a whole number of at least 1, got {value!r}")
+
+
 @attrs.frozen
 class ServeSettings:
     """How `create_app` serves a bot.
@@ -25,7 +30,9 @@ class ServeSettings:
     offers) or None for the standard bot with note-taking. `inbox` None means: through the
     workers' inbox when `stores` is a postgresql URL, in this process otherwise. `llm` is the
     model of the standard bot and of distillation at the end of a session. A session without
-    a turn for `idle_timeout` seconds is ended (distilled) as `POST .../end` would.
+    a turn for `idle_timeout` seconds is ended (distilled) as `POST .../end` would. With
+    `max_concurrent_turns`, at most that many turns run here at once; the others wait their turn
+    (`AgentLoop`'s bound), so an overloaded server answers later rather than starving its loop.
     """
 
     tokens: str | os.PathLike[str] | Tokens
@@ -41,6 +48,7 @@ class ServeSettings:
     turn_timeout: float | None = attrs.field(default=120.0, validator=_positive)
     history_limit: int = attrs.field(default=200, validator=_positive)
     idle_timeout: float = attrs.field(default=1800.0, validator=_positive)
+    max_concurrent_turns: int | None = attrs.field(default=None, validator=_positive_whole)
 
     @property
     def uses_inbox(self) -> bool:

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from structlog.testing import capture_logs
 
-from agentloop import FailureKind, LlmCallError
+from agentloop import FailureKind, LlmCallError, LlmReply, LlmRequest
 from agentloop.serve import TokenFileError, create_app, load_tokens
 from agentloop.serve.openapi import OPENAPI
 from agentloop.testing import ScriptedLLM
@@ -356,3 +356,40 @@ def test_an_unknown_route_or_method_is_a_json_error_too(tmp_path: Path) -> None:
     assert (missing.status_code, missing.json()["error"]["code"]) == (404, "not_found")
     assert (wrong_method.status_code, wrong_method.json()["error"]["code"]) == (405, "method_not_allowed")
     assert "/openapi.json" in wrong_method.json()["error"]["message"]
+
+
+class _CountingLLM:
+    """Answers after a short wait, counting how many of its calls were under way at once."""
+
+    def __init__(self) -> None:
+        self.running = self.most = 0
+
+    async def complete(self, request: LlmRequest) -> LlmReply:
+        self.running += 1
+        self.most = max(self.most, self.running)
+        await asyncio.sleep(0.05)
+        self.running -= 1
+        return LlmReply("done")
+
+
+@pytest.mark.parametrize(("bound", "most"), [(None, 4), (2, 2)])
+def test_max_concurrent_turns_bounds_the_turns_running_at_once(tmp_path: Path, bound: int | None, most: int) -> None:
+    """Four sessions post at once: unbounded, all four turns run together; with a bound of 2,
+    two wait their turn, and every turn is still answered."""
+    model = _CountingLLM()
+
+    async def body() -> list[httpx.Response]:
+        async with client(settings(tmp_path, model, max_concurrent_turns=bound)) as http:
+            sessions = [await new_session(http) for _ in range(4)]
+            posts = [http.post(f"/v1/sessions/{s}/messages", json={"text": "hi"}, headers=auth(ALICE)) for s in sessions]
+            return list(await asyncio.gather(*posts))
+
+    answers = asyncio.run(body())
+    assert [a.json()["text"] for a in answers] == ["done"] * 4
+    assert model.most == most
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True])
+def test_max_concurrent_turns_must_be_a_whole_number_of_at_least_one(tmp_path: Path, bad: object) -> None:
+    with pytest.raises(ValueError, match="max_concurrent_turns must be a whole number of at least 1"):
+        settings(tmp_path, max_concurrent_turns=bad)
