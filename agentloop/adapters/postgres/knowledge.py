@@ -158,7 +158,8 @@ class PostgresKnowledgeRepository:
         first, then the rows go in as one binary COPY. When the batch is at least as large as
         the table (a bulk import), the HNSW index is dropped and built again after the COPY:
         pgvector inserts into the graph one row at a time at about 3 ms each (0.6), its build is
-        several times faster per row. The rebuild holds the table's exclusive lock until commit."""
+        several times faster per row. The rebuild holds the table's exclusive lock until commit,
+        and ends with ANALYZE so the planner knows the tenants' sizes."""
         rows = []
         for item in items:
             if item.id is not None:
@@ -190,6 +191,9 @@ class PostgresKnowledgeRepository:
                 memory = min(_BUILD_MEMORY_MAX_MB, max(64, total * (self.dim * 4 + 512) * 3 // 2 // 2**20))
                 await conn.execute(f"SET LOCAL maintenance_work_mem = '{memory}MB'")
                 await conn.execute(KNOWLEDGE.index_sql)
+                # Statistics for the planner: without them it estimates one row per tenant
+                # and never takes the HNSW index (measured: 81 ms exact scans at 100k).
+                await conn.execute("ANALYZE knowledge_items")
         return note_ids
 
     @on_database
