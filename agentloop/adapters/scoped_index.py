@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import threading
 from collections.abc import Collection, Hashable, Sequence
 from typing import Generic, TypeVar
@@ -284,9 +285,13 @@ class ScopedVectorIndex(Generic[Key]):
 
 def _give_way() -> None:
     """Lower this thread's priority to `_GRAPH_NICE`: on Linux the nice value is each thread's
-    own and the threads hnswlib starts inherit it; elsewhere nothing changes."""
+    own and the threads hnswlib starts inherit it; elsewhere a thread id is no process id,
+    and nothing changes."""
+    if not sys.platform.startswith("linux"):
+        return
     try:
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), _GRAPH_NICE)
+        thread = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, thread, max(_GRAPH_NICE, os.getpriority(os.PRIO_PROCESS, thread)))
     except (AttributeError, OSError):  # no per-thread priority here, or not allowed
         pass
 

@@ -3,6 +3,9 @@ the graph without a per-node filter when they are many, and new rows searchable 
 
 from __future__ import annotations
 
+import os
+import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +15,7 @@ from hypothesis import strategies as st
 
 from agentloop.adapters import HashingEmbedder, SqliteRagStore
 from agentloop.adapters.hnsw_index import HnswVectorIndex
-from agentloop.adapters.scoped_index import ScopedVectorIndex
+from agentloop.adapters.scoped_index import _GRAPH_NICE, ScopedVectorIndex, _give_way
 from agentloop.ports.vectors import Vectors
 from agentloop.scopes import Scope
 
@@ -110,3 +113,20 @@ def test_an_index_saved_after_a_bulk_add_holds_every_row(tmp_path: Path) -> None
     index.add(["k"] * 500, list(range(500)), _unit(500))
     index.save()
     assert len(HnswVectorIndex.load(path, DIM)) == 500
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice values are Linux's")
+def test_the_graph_worker_gives_way_to_the_writer_and_only_its_own_thread_does() -> None:
+    """A bulk import's graph inserts run at a lower priority (nice 10) than the thread that writes."""
+    seen: list[int] = []
+    before = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    def worker() -> None:
+        _give_way()
+        seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join()
+    assert seen == [max(before, _GRAPH_NICE)]
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == before
