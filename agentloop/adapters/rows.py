@@ -89,6 +89,28 @@ def knowledge_row(item: KnowledgeItem) -> dict[str, Any]:
     return values | {name: getattr(item.layer_ids, name) for name in _LAYER_ID_COLUMNS}
 
 
+KNOWLEDGE_COLUMNS = (
+    "type", "layer", "company_id", "org_id", "team_id", "project_id", "status", "title", "markdown", "embedding",
+    "metadata", "retrieval_count", "usefulness_score", "reference_count", "flagged_for_review", "created_at", "updated_at",
+)
+"""The columns of a stored note besides its id, in `knowledge_values` order."""
+
+
+def knowledge_values(item: KnowledgeItem) -> tuple[Any, ...]:
+    """`knowledge_row(item)`'s values in `KNOWLEDGE_COLUMNS` order, written out by hand: a bulk
+    import stores 100,000 notes, and the converter's generic path was a quarter of its time."""
+    ids = item.layer_ids
+    metadata = item.metadata
+    updated_at = item.updated_at
+    return (
+        item.type.value, item.layer.value, ids.company_id, ids.org_id, ids.team_id, ids.project_id, item.status.value,
+        item.title, item.markdown, _vector_bytes(item.embedding),
+        None if metadata is None else json_text(converter.unstructure(metadata)),
+        item.retrieval_count, item.usefulness_score, item.reference_count, int(item.flagged_for_review),
+        item.created_at.isoformat(), None if updated_at is None else updated_at.isoformat(),
+    )
+
+
 def knowledge_item(row: Any) -> KnowledgeItem:
     """The note a row of `knowledge_row`'s columns holds."""
     values = dict(row)

@@ -16,6 +16,8 @@ that use the graph score it exactly.
 from __future__ import annotations
 
 import math
+import os
+import sys
 import threading
 from collections.abc import Callable, Collection, Hashable, Iterable, Sequence
 from pathlib import Path
@@ -43,6 +45,9 @@ _PENDING_SCORED = 2048
 # Rows the worker inserts into the graph per call, and how long it waits for more work.
 _GRAPH_BATCH = 4096
 _IDLE_SECONDS = 1.0
+# The worker's nice value: under contention it gives way to the writers and searches (a bulk
+# import's graph took both cores of two and halved the writer's rate), and idle cores it still uses.
+_GRAPH_NICE = 10
 
 _logger = structlog.get_logger("agentloop.scoped_index")
 
@@ -198,6 +203,7 @@ class ScopedVectorIndex(Generic[Key]):
     def _insert_pending(self) -> None:
         """The worker: insert waiting rows into the graph a batch at a time; it stops after
         `_IDLE_SECONDS` with nothing to do (the next add starts another)."""
+        _give_way()
         while True:
             with self._graph_turn:
                 if not self._pending:
@@ -313,6 +319,19 @@ class ScopedVectorIndex(Generic[Key]):
         best = np.argpartition(-similarities, top - 1)[:top] if top < len(ids) else np.arange(len(ids))
         best = best[np.argsort(-similarities[best], kind="stable")]
         return [(int(ids[i]), float(similarities[i])) for i in best.tolist()]
+
+
+def _give_way() -> None:
+    """Lower this thread's priority to `_GRAPH_NICE`: on Linux the nice value is each thread's
+    own and the threads hnswlib starts inherit it; elsewhere a thread id is no process id,
+    and nothing changes."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        thread = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, thread, max(_GRAPH_NICE, os.getpriority(os.PRIO_PROCESS, thread)))
+    except (AttributeError, OSError):  # no per-thread priority here, or not allowed
+        pass
 
 
 def _best(hits: list[tuple[int, float]], k: int) -> list[tuple[int, float]]:

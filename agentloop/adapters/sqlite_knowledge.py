@@ -14,7 +14,7 @@ import numpy as np
 import structlog
 
 from agentloop.adapters.hnsw_index import DEFAULT_EF
-from agentloop.adapters.rows import knowledge_item, knowledge_row
+from agentloop.adapters.rows import KNOWLEDGE_COLUMNS, knowledge_item, knowledge_values
 from agentloop.adapters.scoped_index import ScopedVectorIndex, open_graph
 from agentloop.adapters.sqlite import closing_on_error, connect, data_version, transaction
 from agentloop.adapters.hashing_embedder import hashing_name
@@ -125,8 +125,9 @@ _COLUMNS = (
     "id, type, layer, company_id, org_id, team_id, project_id, status, title, markdown, embedding, metadata, "
     "retrieval_count, usefulness_score, reference_count, flagged_for_review, created_at, updated_at"
 )
-_INSERTED = _COLUMNS.split(", ")[1:]
+_INSERTED = KNOWLEDGE_COLUMNS
 """The columns `add_many` writes besides the id."""
+assert _COLUMNS.split(", ")[1:] == list(_INSERTED)
 _LAST_ID = (
     "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'knowledge_items'), 0), "
     "coalesce((SELECT max(id) FROM knowledge_items), 0))"
@@ -253,19 +254,17 @@ class SqliteKnowledgeRepository:
 
     def add_many(self, items: Sequence[KnowledgeItem]) -> list[int]:
         """Store new items in one transaction and one index insert (bulk import); their ids."""
-        rows = []
-        vectors = []
+        keys: list[_Key] = []
         for item in items:
             if item.id is not None:
                 raise ValueError(f"item {item.id} is already stored; add() takes new items (id None)")
-            vector = np.ascontiguousarray(item.embedding, dtype=np.float32)
-            if vector.shape != (self.dim,):
-                raise ValueError(f"the embedding has shape {vector.shape}, but this repository holds dim {self.dim}")
-            vectors.append(vector)
-            values = knowledge_row(item)
-            rows.append(tuple(values[name] for name in _INSERTED))
-        if not rows:
+            if item.embedding.shape != (self.dim,):
+                raise ValueError(f"the embedding has shape {item.embedding.shape}, but this repository holds dim {self.dim}")
+            keys.append((_owner(item.layer_ids), item.status))
+        if not keys:
             return []
+        vectors = np.stack([item.embedding for item in items]).astype(np.float32, copy=False)
+        rows = [knowledge_values(item) for item in items]
         with self._lock, transaction(self._conn):
             # One statement for the batch: the ids are the next ones AUTOINCREMENT would give
             # (nobody else writes inside BEGIN IMMEDIATE), numbered here so they are known.
@@ -275,7 +274,7 @@ class SqliteKnowledgeRepository:
                 f"INSERT INTO knowledge_items (id, {', '.join(_INSERTED)}) VALUES ({', '.join('?' * (len(_INSERTED) + 1))})",
                 [(note_id, *row) for note_id, row in zip(note_ids, rows, strict=True)],
             )
-        self._index.add([(_owner(item.layer_ids), item.status) for item in items], note_ids, np.stack(vectors))
+        self._index.add(keys, note_ids, vectors)
         return note_ids
 
     def get(self, note_id: int) -> KnowledgeItem:

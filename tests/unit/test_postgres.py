@@ -227,6 +227,34 @@ def test_a_note_search_sees_only_the_callers_chain_however_near_the_others_are(s
     assert [item.title for item, _ in hits] == ["mine"]
 
 
+def test_a_bulk_import_builds_the_hnsw_index_again_and_later_batches_go_through_it(stores: Stores, postgres_url: str) -> None:
+    """A batch at least as large as the table drops the index and builds it again after the
+    COPY (faster than pgvector's one-by-one inserts); a smaller batch leaves it in place."""
+    owner = LayerIds("default", "acme", "web", "shop")
+    rng = np.random.default_rng(5)
+    vectors = rng.standard_normal((1300, 64)).astype(np.float32)
+
+    def note(number: int) -> KnowledgeItem:
+        return KnowledgeItem(NoteType.PATTERN, Layer.PROJECT, owner, f"n{number}", f"# {number}\n", vectors[number], AT,
+                             status=NoteStatus.ACCEPTED, retrieval_count=number % 3, flagged_for_review=number % 2 == 1)
+
+    first = asyncio.run(stores.knowledge.add_many([note(n) for n in range(1200)]))
+    second = asyncio.run(stores.knowledge.add_many([note(n) for n in range(1200, 1300)]))
+    ids = first + second
+    assert ids == sorted(ids) and len(set(ids)) == 1300
+    with psycopg.connect(postgres_url) as conn:
+        (indexes,) = conn.execute(
+            "SELECT count(*) FROM pg_indexes WHERE schemaname = 'agentloop_helper' AND indexname = 'knowledge_items_by_embedding'"
+        ).fetchone() or (0,)
+    assert indexes == 1
+    stored = asyncio.run(stores.knowledge.get(ids[1201]))
+    assert (stored.title, stored.retrieval_count, stored.flagged_for_review, stored.created_at) == ("n1201", 1, True, AT)
+    assert stored.embedding.tolist() == vectors[1201].tolist()
+    for number in (7, 1250):
+        hits = asyncio.run(stores.knowledge.search(vectors[number], 1, caller=owner, layer=Layer.PROJECT, statuses=RETRIEVABLE))
+        assert [item.title for item, _ in hits] == [f"n{number}"]
+
+
 def test_text_with_nul_characters_comes_back_as_it_was_stored(stores: Stores) -> None:
     """PostgreSQL text cannot hold NUL, and a user may type one: history, memory, RAG texts,
     attempt notes and tool results store it escaped and give it back unchanged."""
@@ -372,3 +400,4 @@ def test_memory_written_before_the_sessions_table_is_recalled_after_the_upgrade(
         assert [e.assistant_text for e in asyncio.run(stores.memory.recent(ADA, 10, exclude_session="s3"))] == ["a0", "a1", "a2"]
         asyncio.run(stores.memory.add(MemoryEntry(ADA, "s2", "q4", "a4", AT)))
         assert [e.assistant_text for e in asyncio.run(stores.memory.recent(ADA, 2, exclude_session="s1"))] == ["a3", "a4"]
+

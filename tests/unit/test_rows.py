@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from agentloop.adapters.rows import knowledge_item, knowledge_row, rows
+from agentloop.adapters.rows import KNOWLEDGE_COLUMNS, knowledge_item, knowledge_row, knowledge_values, rows
 from agentloop.components import ToolExecution
 from agentloop.notes.models import KnowledgeItem, Layer, LayerIds, NoteMetadata, NoteType
 from agentloop.ports import TaskRecord, TaskState
@@ -41,6 +41,18 @@ def test_a_note_spreads_its_owner_and_stores_its_vector_as_float32_bytes() -> No
     assert row["embedding"] == np.array([0.5, -1.0], dtype=np.float32).tobytes()
     back = knowledge_item(row)
     assert back == item and back.embedding.tolist() == [0.5, -1.0]
+
+
+def test_a_notes_values_written_by_hand_are_the_converters() -> None:
+    """`knowledge_values`, the bulk import's fast path, gives what `knowledge_row` gives, column by column."""
+    bare = KnowledgeItem(NoteType.ADR, Layer.COMPANY, LayerIds("acme"), "t", "b", np.zeros(3, dtype=np.float32), AT)
+    full = KnowledgeItem(NoteType.PATTERN, Layer.PROJECT, LayerIds("acme", "o", "t", "shop"), "title", "body ü",
+                         np.array([0.5, -1.0], dtype=np.float64), AT,
+                         NoteMetadata("traj-1", AT, "m", "s1", None, "shop", ("faq",)), flagged_for_review=True,
+                         retrieval_count=3, usefulness_score=2, reference_count=1, updated_at=AT)
+    for item in (bare, full):
+        row = knowledge_row(item)
+        assert knowledge_values(item) == tuple(row[column] for column in KNOWLEDGE_COLUMNS)
 
 
 def test_values_a_driver_already_decoded_are_taken_as_they_are() -> None:

@@ -3,6 +3,9 @@ the graph without a per-node filter when they are many, and new rows searchable 
 
 from __future__ import annotations
 
+import os
+import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +15,7 @@ from hypothesis import strategies as st
 
 from agentloop.adapters import HashingEmbedder, SqliteRagStore
 from agentloop.adapters.hnsw_index import HnswVectorIndex
-from agentloop.adapters.scoped_index import ScopedVectorIndex, unit_rows
+from agentloop.adapters.scoped_index import _GRAPH_NICE, ScopedVectorIndex, _give_way, unit_rows
 from agentloop.ports.vectors import Vectors
 from agentloop.scopes import Scope
 
@@ -155,3 +158,20 @@ def test_a_row_scaled_alone_equals_the_same_row_scaled_in_a_batch() -> None:
     batch = unit_rows(rows)
     assert all(np.array_equal(unit_rows(rows[i]), batch[i : i + 1]) for i in range(len(rows)))
     assert not unit_rows(np.zeros(384, dtype=np.float32)).any()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice values are Linux's")
+def test_the_graph_worker_gives_way_to_the_writer_and_only_its_own_thread_does() -> None:
+    """A bulk import's graph inserts run at a lower priority (nice 10) than the thread that writes."""
+    seen: list[int] = []
+    before = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    def worker() -> None:
+        _give_way()
+        seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join()
+    assert seen == [max(before, _GRAPH_NICE)]
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == before

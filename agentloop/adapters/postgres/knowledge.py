@@ -17,9 +17,10 @@ from agentloop.adapters.postgres.database import Database, on_database
 from agentloop.adapters.postgres.nearest import nearest
 from agentloop.adapters.postgres.schema import Schema, Step
 from agentloop.adapters.postgres.scopes import SCOPE_COLUMNS_SQL, SCOPE_MARKS, columns_match, row_scope, scope_match
-from agentloop.adapters.rows import knowledge_item, knowledge_row
+from agentloop.adapters.rows import KNOWLEDGE_COLUMNS, json_text, knowledge_item
 from agentloop.adapters.rows import SCOPE_COLUMNS, scope_values
 from agentloop.errors import UnknownNoteError
+from agentloop.outcome import converter
 from agentloop.notes.models import KnowledgeItem, Layer, LayerIds, MergeSuggestion, NoteStatus, Retrieval
 from agentloop.ports.vectors import Vectors
 from agentloop.scopes import Scope
@@ -88,8 +89,31 @@ _COLUMNS = (
     "id, type, layer, company_id, org_id, team_id, project_id, status, title, markdown, embedding, metadata, "
     "retrieval_count, usefulness_score, reference_count, flagged_for_review, created_at, updated_at"
 )
+_COPIED = KNOWLEDGE_COLUMNS
+_COPIED_TYPES = ["int8", *["text"] * 9, "vector", "text", "int4", "int4", "int4", "bool", "timestamptz", "timestamptz"]
+"""`add_many`'s COPY: the id, then these columns with their types (binary COPY names each)."""
+_REBUILD_MIN = 1000
+"""The smallest batch for which `add_many` considers building the HNSW index again."""
+_BUILD_MEMORY_MAX_MB = 1024
+"""The most `maintenance_work_mem` a rebuild asks for (the graph of 100,000 x 384 takes about 250 MB)."""
 _BIGINT = range(-(2**63), 2**63)
 """The ids a bigint holds; any other id names no note."""
+
+
+def _copied(item: KnowledgeItem, vector: Vectors) -> tuple[Any, ...]:
+    """The values of `_COPIED` for `item` (its embedding as `vector`)."""
+    ids = item.layer_ids
+    metadata = None if item.metadata is None else json_text(converter.unstructure(item.metadata))
+    return (
+        item.type.value, item.layer.value, ids.company_id, ids.org_id, ids.team_id, ids.project_id, item.status.value,
+        item.title, item.markdown, vector, metadata, item.retrieval_count, item.usefulness_score, item.reference_count,
+        item.flagged_for_review, item.created_at, item.updated_at,
+    )
+
+
+async def _count(conn: psycopg.AsyncConnection[Any]) -> int:
+    row = await (await conn.execute("SELECT count(*) FROM knowledge_items")).fetchone()
+    return 0 if row is None else int(row[0])
 
 
 def _item(row: dict[str, Any]) -> KnowledgeItem:
@@ -130,33 +154,46 @@ class PostgresKnowledgeRepository:
 
     @on_database
     async def add_many(self, items: Sequence[KnowledgeItem]) -> list[int]:
-        values = []
+        """Store new items in one transaction: their ids are drawn from the table's identity
+        first, then the rows go in as one binary COPY. When the batch is at least as large as
+        the table (a bulk import), the HNSW index is dropped and built again after the COPY:
+        pgvector inserts into the graph one row at a time at about 3 ms each (0.6), its build is
+        several times faster per row. The rebuild holds the table's exclusive lock until commit,
+        and ends with ANALYZE so the planner knows the tenants' sizes."""
+        rows = []
         for item in items:
             if item.id is not None:
                 raise ValueError(f"item {item.id} is already stored; add() takes new items (id None)")
             vector = np.ascontiguousarray(item.embedding, dtype=np.float32)
             if vector.shape != (self.dim,):
                 raise ValueError(f"the embedding has shape {vector.shape}, but this repository holds dim {self.dim}")
-            row = knowledge_row(item) | {"embedding": vector, "flagged_for_review": item.flagged_for_review}
-            del row["id"]
-            values.append(row)
-        if not values:
+            rows.append(_copied(item, vector))
+        if not rows:
             return []
-        columns = list(values[0])
-        note_ids: list[int] = []
-        async with self._db.pool.connection() as conn, conn.transaction(), conn.cursor() as cursor:
-            await cursor.executemany(
-                f"INSERT INTO knowledge_items ({', '.join(columns)}) "
-                f"VALUES ({', '.join(f'%({column})s' for column in columns)}) RETURNING id",
-                values,
-                returning=True,
-            )
-            while True:
-                returned = await cursor.fetchone()
-                if returned is not None:
-                    note_ids.append(int(returned[0]))
-                if not cursor.nextset():
-                    break
+        async with self._db.pool.connection() as conn, conn.transaction():
+            drawn = await (
+                await conn.execute(
+                    "SELECT nextval(pg_get_serial_sequence('knowledge_items', 'id')) FROM generate_series(1, %s)", (len(rows),)
+                )
+            ).fetchall()
+            note_ids = sorted(int(id_) for (id_,) in drawn)
+            rebuild = len(rows) >= _REBUILD_MIN and len(rows) >= await _count(conn)
+            if rebuild:
+                await conn.execute(f"DROP INDEX {KNOWLEDGE.index}")
+            async with conn.cursor() as cursor, cursor.copy(
+                f"COPY knowledge_items (id, {', '.join(_COPIED)}) FROM STDIN (FORMAT BINARY)"
+            ) as copy:
+                copy.set_types(_COPIED_TYPES)
+                for note_id, row in zip(note_ids, rows, strict=True):
+                    await copy.write_row((note_id, *row))
+            if rebuild:
+                total = await _count(conn)
+                memory = min(_BUILD_MEMORY_MAX_MB, max(64, total * (self.dim * 4 + 512) * 3 // 2 // 2**20))
+                await conn.execute(f"SET LOCAL maintenance_work_mem = '{memory}MB'")
+                await conn.execute(KNOWLEDGE.index_sql)
+                # Statistics for the planner: without them it estimates one row per tenant
+                # and never takes the HNSW index (measured: 81 ms exact scans at 100k).
+                await conn.execute("ANALYZE knowledge_items")
         return note_ids
 
     @on_database
