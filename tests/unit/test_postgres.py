@@ -21,7 +21,7 @@ from pgvector.psycopg import register_vector
 
 from agentloop.adapters import HashingEmbedder, Stores, open_stores
 from agentloop.adapters.postgres import database
-from agentloop.adapters.postgres.nearest import nearest_query
+from agentloop.adapters.postgres.nearest import EF_SEARCH, nearest_query
 from agentloop.adapters.postgres.schema import Schema, Step, migrate
 from agentloop.adapters.postgres.scopes import scope_match
 from agentloop.errors import EmbedderMismatchError, ExecutionRefusedError, NewerSchemaError, StoreError, StoreUrlError
@@ -401,3 +401,15 @@ def test_memory_written_before_the_sessions_table_is_recalled_after_the_upgrade(
         asyncio.run(stores.memory.add(MemoryEntry(ADA, "s2", "q4", "a4", AT)))
         assert [e.assistant_text for e in asyncio.run(stores.memory.recent(ADA, 2, exclude_session="s1"))] == ["a3", "a4"]
 
+
+def test_every_pooled_connection_scans_the_hnsw_graph_at_ef_search_100(stores: Stores) -> None:
+    """pgvector's default breadth of 40 gave recall@10 0.825 over 100k notes; every connection
+    of the pool is set to `EF_SEARCH` (100) once, so a search needs no transaction of its own."""
+    db = stores.rag._db  # type: ignore[attr-defined]
+
+    async def shown() -> object:
+        async with db.pool.connection() as conn:
+            row = await (await conn.execute("SHOW hnsw.ef_search")).fetchone()
+            return row[0]
+
+    assert db.wait(shown()) == str(EF_SEARCH) == "100"

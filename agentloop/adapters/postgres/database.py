@@ -21,6 +21,7 @@ import psycopg
 from pgvector.psycopg import register_vector_async
 from psycopg_pool import AsyncConnectionPool
 
+from agentloop.adapters.postgres.nearest import EF_SEARCH
 from agentloop.adapters.postgres.schema import search_path, vector_schema
 from agentloop.adapters.stores import shown_url
 from agentloop.errors import StoreError, StoreUrlError
@@ -85,9 +86,11 @@ class Database:
         )
 
     async def _configure(self, conn: psycopg.AsyncConnection[Any]) -> None:
-        """Every pooled connection: UTC, the bot's schema then the one holding pgvector, and its `vector` type."""
+        """Every pooled connection: UTC, the bot's schema then the one holding pgvector, its `vector`
+        type, and the HNSW scan's breadth (`EF_SEARCH`)."""
         await conn.execute(search_path(self.schema, await vector_schema(conn)))
         await conn.execute("SET TIME ZONE 'UTC'")
+        await conn.execute(f"SET hnsw.ef_search = {int(EF_SEARCH)}")
         await register_vector_async(conn)
 
     def wait(self, coroutine: Coroutine[Any, Any, R]) -> R:
