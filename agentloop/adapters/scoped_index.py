@@ -8,9 +8,10 @@ it may not see, and falls back to the exact search over its rows when that comes
 
 The graph only serves callers who see more than `exact_limit` rows, so it is built once the
 index holds that many: below it, no row pays for a graph insert. A new row is searchable
-(exactly) as soon as `add` returns; a worker thread inserts it into the graph afterwards without the GIL (hnswlib releases it), on one core unless a bulk import
-left a backlog, so a write never waits for the graph. Until the graph holds a row, searches
-that use the graph score it exactly.
+(exactly) as soon as `add` returns; a worker thread inserts it into the graph afterwards
+without the GIL (hnswlib releases it), on one core unless a bulk import left a backlog, so
+a write never waits for the graph. Until the graph holds a row, searches that use the
+graph score it exactly.
 """
 
 from __future__ import annotations
@@ -168,11 +169,12 @@ class ScopedVectorIndex(Generic[Key]):
                 start = rows.append(labels[of_key], unit[of_key])
                 for offset, position in enumerate(of_key):
                     self._where[ids_list[position]] = (key, start + offset)
-            if self._graph_kept:
-                batch = self._missing_from_graph(ids_list, data, positions)
-            elif len(self._where) > self.exact_limit:
+            if self._graph_kept:  # only rows filed just now can be missing: earlier ones are in it or waiting
+                batch = self._missing_from_graph(ids_list, data, sorted(p for of_key in positions.values() for p in of_key))
+            elif len(self._where) > self.exact_limit:  # the graph's first fill
                 self._graph_kept = True
-                batch = self._all_rows_missing_from_graph()
+                every_id, every_vector = self._all_rows()
+                batch = self._missing_from_graph(every_id, every_vector, range(len(every_id)))
             else:
                 return
         if not batch[0]:
@@ -185,20 +187,15 @@ class ScopedVectorIndex(Generic[Key]):
                 self._worker.start()
             self._graph_turn.notify_all()
 
-    def _missing_from_graph(
-        self, ids: list[int], data: Vectors, positions: dict[Key, list[int]]
-    ) -> tuple[list[int], Vectors]:
-        """Of the rows filed just now (`positions`), those the graph lacks: earlier ones are in it or waiting."""
-        fresh = sorted(p for of_key in positions.values() for p in of_key if ids[p] not in self.graph)
+    def _missing_from_graph(self, ids: list[int], data: Vectors, candidates: Iterable[int]) -> tuple[list[int], Vectors]:
+        """The rows at positions `candidates` of `ids`/`data` that the graph lacks."""
+        fresh = [p for p in candidates if ids[p] not in self.graph]
         return (ids, data) if len(fresh) == len(ids) else ([ids[p] for p in fresh], data[fresh])
 
-    def _all_rows_missing_from_graph(self) -> tuple[list[int], Vectors]:
-        """Every row the graph lacks (caller holds the lock): the graph's first fill."""
+    def _all_rows(self) -> tuple[list[int], Vectors]:
+        """Every row's id and unit vector (caller holds the lock)."""
         held = [(rows.ids[: rows.size], rows.vectors[: rows.size]) for rows in self._rows.values() if rows.size]
-        ids = np.concatenate([ids for ids, _ in held]).tolist()
-        vectors = np.concatenate([vectors for _, vectors in held])
-        fresh = [p for p, id_ in enumerate(ids) if id_ not in self.graph]
-        return (ids, vectors) if len(fresh) == len(ids) else ([ids[p] for p in fresh], vectors[fresh])
+        return np.concatenate([ids for ids, _ in held]).tolist(), np.concatenate([vectors for _, vectors in held])
 
     def _insert_pending(self) -> None:
         """The worker: insert waiting rows into the graph a batch at a time; it stops after
