@@ -152,7 +152,7 @@ def bench_notes(
         rate = asyncio.run(ingest())
         print(f"  {f'ingest, add_many batches of {batch:,}':<34} {rate:>9,.0f} notes/s   >= {TARGET_INGEST:,}  {'ok' if rate >= TARGET_INGEST else 'MISSED'}")
         started = time.perf_counter()
-        if _wait_for_index(stores.knowledge):
+        if wait_for_index(stores.knowledge):
             graph_s = time.perf_counter() - started
             print(f"  {'then graph complete and saved':<34} {graph_s:>9.1f} s         (searchable exactly meanwhile)")
 
@@ -178,11 +178,11 @@ def bench_notes(
                 await repository.add_many(_items(matrix, [SMALL] * n, start, min(start + batch, n)))
 
         asyncio.run(ingest_one())
-        _wait_for_index(stores.knowledge)
+        wait_for_index(stores.knowledge)
         _measure_notes("agentloop, every note visible", repository, SMALL, matrix, queries, [SMALL] * n, TARGET_P50_MS["all"])
 
 
-def _wait_for_index(repository: object) -> bool:
+def wait_for_index(repository: object) -> bool:
     """On SQLite, save the index, which waits for the graph to hold every note; whether it did."""
     engine = getattr(repository, "engine", None)
     if engine is not None:
