@@ -19,7 +19,7 @@ import cattrs
 import numpy as np
 
 from agentloop.components import ToolExecution
-from agentloop.notes.models import KnowledgeItem, NoteMetadata
+from agentloop.notes.models import KnowledgeItem, Layer, LayerIds, NoteMetadata, NoteStatus, NoteType
 from agentloop.outcome import converter
 from agentloop.ports.tasks import TaskRecord
 from agentloop.ports.vectors import Vectors
@@ -112,10 +112,32 @@ def knowledge_values(item: KnowledgeItem) -> tuple[Any, ...]:
 
 
 def knowledge_item(row: Any) -> KnowledgeItem:
-    """The note a row of `knowledge_row`'s columns holds."""
-    values = dict(row)
-    values["layer_ids"] = {name: values.pop(name) for name in _LAYER_ID_COLUMNS}
-    return rows.structure(values, KnowledgeItem)
+    """The note a row of `knowledge_row`'s columns holds (a mapping: a dict or a sqlite3.Row),
+    built by hand like `knowledge_values`: a search builds one per hit, and the converter's
+    generic path was most of a search over a small tenant."""
+    metadata, updated_at = row["metadata"], row["updated_at"]
+    return KnowledgeItem(
+        type=NoteType(row["type"]),
+        layer=Layer(row["layer"]),
+        layer_ids=LayerIds(row["company_id"], row["org_id"], row["team_id"], row["project_id"]),
+        title=row["title"],
+        markdown=row["markdown"],
+        embedding=np.frombuffer(row["embedding"], np.float32),
+        created_at=_moment(row["created_at"]),
+        metadata=None if metadata is None else converter.structure(_parsed(metadata), NoteMetadata),
+        status=NoteStatus(row["status"]),
+        id=row["id"],
+        retrieval_count=row["retrieval_count"],
+        usefulness_score=row["usefulness_score"],
+        reference_count=row["reference_count"],
+        flagged_for_review=bool(row["flagged_for_review"]),
+        updated_at=None if updated_at is None else _moment(updated_at),
+    )
+
+
+def _moment(value: Any) -> datetime:
+    """A timestamp column: a datetime already (PostgreSQL's driver decodes them) or ISO text."""
+    return value if isinstance(value, datetime) else datetime.fromisoformat(value)
 
 
 _LAYER_ID_COLUMNS = ("company_id", "org_id", "team_id", "project_id")

@@ -9,7 +9,7 @@ import numpy as np
 
 from agentloop.adapters.rows import KNOWLEDGE_COLUMNS, knowledge_item, knowledge_row, knowledge_values, rows
 from agentloop.components import ToolExecution
-from agentloop.notes.models import KnowledgeItem, Layer, LayerIds, NoteMetadata, NoteType
+from agentloop.notes.models import KnowledgeItem, Layer, LayerIds, NoteMetadata, NoteStatus, NoteType
 from agentloop.ports import TaskRecord, TaskState
 from agentloop.scopes import Scope
 from agentloop.testing.notes import make_execution
@@ -53,6 +53,25 @@ def test_a_notes_values_written_by_hand_are_the_converters() -> None:
     for item in (bare, full):
         row = knowledge_row(item)
         assert knowledge_values(item) == tuple(row[column] for column in KNOWLEDGE_COLUMNS)
+
+
+def test_a_note_read_by_hand_is_the_converters() -> None:
+    """`knowledge_item`, which a search runs per hit, builds what the converter builds, from
+    text columns (SQLite's) and from decoded ones (PostgreSQL's)."""
+    bare = KnowledgeItem(NoteType.ADR, Layer.COMPANY, LayerIds("acme"), "t", "b", np.zeros(3, dtype=np.float32), AT, id=1)
+    full = KnowledgeItem(NoteType.PATTERN, Layer.PROJECT, LayerIds("acme", "o", "t", "shop"), "title", "body ü",
+                         np.array([0.5, -1.0], dtype=np.float32), AT,
+                         NoteMetadata("traj-1", AT, "m", "s1", None, "shop", ("faq",)), NoteStatus.ACCEPTED, 9,
+                         retrieval_count=3, usefulness_score=-2, reference_count=1, flagged_for_review=True, updated_at=AT)
+    for item in (bare, full):
+        row = knowledge_row(item)
+        values = dict(row)
+        values["layer_ids"] = {name: values.pop(name) for name in ("company_id", "org_id", "team_id", "project_id")}
+        by_converter = rows.structure(values, KnowledgeItem)
+        decoded = row | {"created_at": item.created_at, "updated_at": item.updated_at}
+        for back in (knowledge_item(row), knowledge_item(decoded)):
+            assert back == by_converter == item
+            assert back.embedding.tolist() == item.embedding.tolist() and back.embedding.dtype == np.float32
 
 
 def test_values_a_driver_already_decoded_are_taken_as_they_are() -> None:
