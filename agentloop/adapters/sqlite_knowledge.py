@@ -121,13 +121,7 @@ SCHEMA = Schema(
     has_table("knowledge_items"),
 )
 
-_COLUMNS = (
-    "id, type, layer, company_id, org_id, team_id, project_id, status, title, markdown, embedding, metadata, "
-    "retrieval_count, usefulness_score, reference_count, flagged_for_review, created_at, updated_at"
-)
-_INSERTED = KNOWLEDGE_COLUMNS
-"""The columns `add_many` writes besides the id."""
-assert _COLUMNS.split(", ")[1:] == list(_INSERTED)
+_COLUMNS = ", ".join(("id", *KNOWLEDGE_COLUMNS))
 _LAST_ID = (
     "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'knowledge_items'), 0), "
     "coalesce((SELECT max(id) FROM knowledge_items), 0))"
@@ -271,7 +265,7 @@ class SqliteKnowledgeRepository:
             (last,) = self._conn.execute(_LAST_ID).fetchone()
             note_ids = list(range(last + 1, last + 1 + len(rows)))
             self._conn.executemany(
-                f"INSERT INTO knowledge_items (id, {', '.join(_INSERTED)}) VALUES ({', '.join('?' * (len(_INSERTED) + 1))})",
+                f"INSERT INTO knowledge_items ({_COLUMNS}) VALUES ({', '.join('?' * (len(KNOWLEDGE_COLUMNS) + 1))})",
                 [(note_id, *row) for note_id, row in zip(note_ids, rows, strict=True)],
             )
         self._index.add(keys, note_ids, vectors)

@@ -85,13 +85,9 @@ SCHEMA = Schema(
         ),
     ),
 )
-_COLUMNS = (
-    "id, type, layer, company_id, org_id, team_id, project_id, status, title, markdown, embedding, metadata, "
-    "retrieval_count, usefulness_score, reference_count, flagged_for_review, created_at, updated_at"
-)
-_COPIED = KNOWLEDGE_COLUMNS
+_COLUMNS = ", ".join(("id", *KNOWLEDGE_COLUMNS))
 _COPIED_TYPES = ["int8", *["text"] * 9, "vector", "text", "int4", "int4", "int4", "bool", "timestamptz", "timestamptz"]
-"""`add_many`'s COPY: the id, then these columns with their types (binary COPY names each)."""
+"""The types of `_COLUMNS` in order, as `add_many`'s binary COPY must name them."""
 _REBUILD_MIN = 1000
 """The smallest batch for which `add_many` considers building the HNSW index again."""
 _BUILD_MEMORY_MAX_MB = 1024
@@ -101,7 +97,7 @@ _BIGINT = range(-(2**63), 2**63)
 
 
 def _copied(item: KnowledgeItem, vector: Vectors) -> tuple[Any, ...]:
-    """The values of `_COPIED` for `item` (its embedding as `vector`)."""
+    """The values of `KNOWLEDGE_COLUMNS` for `item` (its embedding as `vector`), as the COPY sends them."""
     ids = item.layer_ids
     metadata = None if item.metadata is None else json_text(converter.unstructure(item.metadata))
     return (
@@ -181,7 +177,7 @@ class PostgresKnowledgeRepository:
             if rebuild:
                 await conn.execute(f"DROP INDEX {KNOWLEDGE.index}")
             async with conn.cursor() as cursor, cursor.copy(
-                f"COPY knowledge_items (id, {', '.join(_COPIED)}) FROM STDIN (FORMAT BINARY)"
+                f"COPY knowledge_items ({_COLUMNS}) FROM STDIN (FORMAT BINARY)"
             ) as copy:
                 copy.set_types(_COPIED_TYPES)
                 for note_id, row in zip(note_ids, rows, strict=True):
