@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import signal
+import subprocess
+import sys
 import threading
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
+import attrs
 import httpx
 
 from agentloop import AgentContext, AgentLoop, LlmReply, LlmRequest, System, tool
@@ -19,6 +23,7 @@ from agentloop.notes import KnowledgeItem, NoteType
 from agentloop.ports import LLM, Channel, Stores
 from agentloop.serve import Caller, ServeSettings, create_app
 from agentloop.testing import ScriptedLLM
+from agentloop.testing.http import ScriptedServer, completion, free_port, wait_until_healthy
 from systems import StandardPipeline, standard_pipeline
 
 ALICE, BOB, CAROL = "alice-token-0123456789", "bob-token-0123456789ab", "carol-token-0123456789"
@@ -42,6 +47,56 @@ user = "alice"
 org = "acme"
 team = "sales"
 """
+
+
+AGENTLOOP = [sys.executable, "-c", "import sys; from agentloop.cli import main; sys.exit(main())"]
+"""The `agentloop` command of this checkout, for a subprocess (`python -m agentloop.cli` would load the CLI module twice)."""
+HELLO = "Hello from the model."
+"""What the model of `serve_command` answers."""
+
+
+@attrs.define
+class ServeRun:
+    """`agentloop serve` run by `serve_command`: its URL and first line while it runs, its exit
+    status and the rest of its output once stopped."""
+
+    url: str
+    first_line: str
+    returncode: int | None = None
+    stdout: str = ""
+    stderr: str = ""
+
+
+@contextmanager
+def serve_command(tmp_path: Path, *options: str, env: Mapping[str, str]) -> Iterator[ServeRun]:
+    """`agentloop serve OPTIONS` in `tmp_path` on a free port, with the token file, data in data/
+    and a model server answering `HELLO`; healthy when yielded, stopped with SIGTERM after."""
+    (tmp_path / "tokens.toml").write_text(TOKENS)
+    port = free_port()
+    with ScriptedServer() as model:
+        model.reply(body=completion(HELLO))
+        process = subprocess.Popen(
+            [*AGENTLOOP, "serve", *options, "--tokens", "tokens.toml", "--data-dir", "data", "--base-url", model.url,
+             "--model", "tiny", "--port", str(port)],
+            cwd=tmp_path, env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        assert process.stdout is not None
+        run = ServeRun(f"http://127.0.0.1:{port}", process.stdout.readline())
+        try:
+            wait_until_healthy(run.url, process)
+            yield run
+        finally:
+            process.send_signal(signal.SIGTERM)
+            run.stdout, run.stderr = process.communicate(timeout=60)
+            run.returncode = process.returncode
+
+
+def say_hi(url: str) -> tuple[str, str]:
+    """A new session of ALICE's at the server at `url`, and its answer to "hi": (session id, text)."""
+    session: str = httpx.post(f"{url}/v1/sessions", headers=auth(ALICE)).json()["session_id"]
+    reply = httpx.post(f"{url}/v1/sessions/{session}/messages", json={"text": "hi"}, headers=auth(ALICE), timeout=30)
+    text: str = reply.json()["text"]
+    return session, text
 
 
 def auth(token: str) -> dict[str, str]:

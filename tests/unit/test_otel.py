@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import httpx
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -32,14 +31,12 @@ from agentloop.cli import main
 from agentloop.demo import run_demo
 from agentloop.ports import Metrics, Tracer
 from agentloop.testing import PromptWriter, RecordingChannel, ScriptedLLM, make_system
-from agentloop.testing.http import ScriptedServer, completion, free_port, wait_until_healthy
+from agentloop.testing.http import ScriptedServer, completion, free_port
 from agentloop.workers import open_inbox
-from serve_kit import ALICE, TOKENS, auth
+from serve_kit import AGENTLOOP, HELLO, TOKENS, say_hi, serve_command
 from systems import InputSanitizationSystem, ToolLoopSystem, TurnOutcomeFinalizationSystem, standard_pipeline
 
 ROOT = Path(__file__).resolve().parents[2]
-AGENTLOOP = [sys.executable, "-c", "import sys; from agentloop.cli import main; sys.exit(main())"]
-"""The command line of this checkout (`python -m agentloop.cli` would load the CLI module twice)."""
 
 
 @attrs.frozen
@@ -409,28 +406,12 @@ def test_worker_otel_with_an_unknown_exporter_is_one_line(
 
 
 def test_serve_with_otel_reports_each_served_turn(tmp_path: Path) -> None:
-    (tmp_path / "tokens.toml").write_text(TOKENS)
-    port, url = free_port(), ""
     env = {**run_env(), "OTEL_TRACES_EXPORTER": "console", "OTEL_METRICS_EXPORTER": "none"}
-    with ScriptedServer() as model:
-        model.reply(body=completion("Hello from the model."))
-        process = subprocess.Popen(
-            [*AGENTLOOP, "serve", "--otel", "--tokens", "tokens.toml", "--data-dir", "data",
-             "--base-url", model.url, "--model", "tiny", "--port", str(port)],
-            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )
-        try:
-            assert process.stdout is not None
-            assert process.stdout.readline().startswith("agentloop serve: ")
-            url = f"http://127.0.0.1:{port}"
-            wait_until_healthy(url, process)
-            session = httpx.post(f"{url}/v1/sessions", headers=auth(ALICE)).json()["session_id"]
-            reply = httpx.post(f"{url}/v1/sessions/{session}/messages", json={"text": "hi"}, headers=auth(ALICE), timeout=30)
-            assert reply.json()["text"] == "Hello from the model."
-        finally:
-            process.send_signal(signal.SIGTERM)
-            _, stderr = process.communicate(timeout=60)
-    spans = [item for item in json_objects(stderr) if "context" in item]
+    with serve_command(tmp_path, "--otel", env=env) as run:
+        assert run.first_line.startswith("agentloop serve: ")
+        session, text = say_hi(run.url)
+        assert text == HELLO
+    spans = [item for item in json_objects(run.stderr) if "context" in item]
     [turn] = [span for span in spans if span["name"] == "turn"]
     assert turn["attributes"]["agentloop.session.id"] == session
     assert turn["attributes"]["agentloop.finish_reason"] == "success"

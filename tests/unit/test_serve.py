@@ -5,9 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx
@@ -18,10 +15,11 @@ from agentloop import FailureKind, LlmCallError, LlmReply, LlmRequest
 from agentloop.serve import TokenFileError, create_app, load_tokens
 from agentloop.serve.openapi import OPENAPI
 from agentloop.testing import ScriptedLLM
-from agentloop.testing.http import ScriptedServer, completion, free_port, wait_until_healthy
 from agentloop.testing.serve import served
 from agentloop.serve import Caller
-from serve_kit import ALICE, BOB, CAROL, TOKENS, GatedLLM, auth, client, new_session, seed_note, settings, usefulness
+from serve_kit import (
+    ALICE, BOB, CAROL, HELLO, GatedLLM, auth, client, new_session, say_hi, seed_note, serve_command, settings, usefulness,
+)
 
 
 def test_health_answers_without_a_token(tmp_path: Path) -> None:
@@ -298,30 +296,12 @@ def test_a_session_idle_past_the_idle_timeout_is_ended(tmp_path: Path) -> None:
 
 
 def test_the_serve_command_serves_the_bot_until_sigterm(tmp_path: Path) -> None:
-    (tmp_path / "tokens.toml").write_text(TOKENS)
-    port = free_port()
-    command = [
-        sys.executable, "-c", "import sys; from agentloop.cli import main; sys.exit(main())", "serve", "--tokens", "tokens.toml",
-        "--data-dir", "data", "--base-url", "MODEL", "--model", "tiny", "--port", str(port),
-    ]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")])}
-    with ScriptedServer() as model:
-        model.reply(body=completion("Hello from the model."))
-        command[command.index("MODEL")] = model.url
-        process = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            assert process.stdout is not None
-            assert process.stdout.readline().startswith(f"agentloop serve: http://127.0.0.1:{port} bot 'bot'")
-            url = f"http://127.0.0.1:{port}"
-            wait_until_healthy(url, process)
-            session = httpx.post(f"{url}/v1/sessions", headers=auth(ALICE)).json()["session_id"]
-            reply = httpx.post(f"{url}/v1/sessions/{session}/messages", json={"text": "hi"}, headers=auth(ALICE), timeout=30)
-            assert reply.json()["text"] == "Hello from the model."
-        finally:
-            process.send_signal(signal.SIGTERM)
-            stdout, stderr = process.communicate(timeout=60)
-    assert process.returncode == 0, stderr
-    assert stdout == "agentloop serve: stopped\n"
+    with serve_command(tmp_path, env=env) as run:
+        assert run.first_line.startswith(f"agentloop serve: {run.url} bot 'bot'")
+        assert say_hi(run.url)[1] == HELLO
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == "agentloop serve: stopped\n"
 
 
 def test_concurrent_streams_of_one_session_each_get_their_own_turns_deltas(tmp_path: Path) -> None:
