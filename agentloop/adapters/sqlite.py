@@ -40,7 +40,22 @@ def closing_on_error(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
 
 @contextmanager
 def transaction(conn: sqlite3.Connection) -> Iterator[None]:
-    """BEGIN IMMEDIATE ... COMMIT, or ROLLBACK when the block raises."""
+    """BEGIN IMMEDIATE ... COMMIT, or ROLLBACK when the block raises.
+
+    Inside a transaction already open on `conn` (a file's thread committing several calls
+    at once), a savepoint instead: a block that raises undoes its own writes only, and the
+    others commit with the enclosing transaction."""
+    if conn.in_transaction:
+        conn.execute("SAVEPOINT agentloop_call")
+        try:
+            yield
+        except BaseException:
+            if conn.in_transaction:  # some errors (a full disk) end the whole transaction
+                conn.execute("ROLLBACK TO agentloop_call")
+                conn.execute("RELEASE agentloop_call")
+            raise
+        conn.execute("RELEASE agentloop_call")
+        return
     conn.execute("BEGIN IMMEDIATE")
     try:
         yield

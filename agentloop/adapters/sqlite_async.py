@@ -19,7 +19,7 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from queue import SimpleQueue
+from queue import Empty, SimpleQueue
 from typing import Any, Generic, ParamSpec, Protocol, TypeVar
 
 import structlog
@@ -48,6 +48,9 @@ R = TypeVar("R")
 CHECKPOINT_EVERY = 256
 """Writes between two WAL checkpoints on a file whose writes may run on the loop: at a
 few pages each, below the 1000 pages at which SQLite would checkpoint inside a commit."""
+GROUP_MOST = 16
+"""Most queued calls a file's thread commits at once: enough that a busy bot pays one commit
+for many sessions' writes, few enough that the first of them waits little for the last."""
 
 _log = structlog.get_logger("agentloop.stores")
 _Work = tuple[Callable[[], Any], asyncio.AbstractEventLoop | None, "asyncio.Future[Any] | None"]
@@ -65,10 +68,25 @@ class StoreThread:
     whose WAL this thread checkpoints (`checkpoint`): SQLite's autocheckpoint would run
     inside whichever commit crosses 1000 pages, 6-14 ms on the loop, so every
     `CHECKPOINT_EVERY` writes, wherever they ran, queue one here.
+
+    Given the file's connection (`conn`, guarded by `lock`), the thread commits the calls
+    queued behind each other together, up to `GROUP_MOST`: one transaction around them, each
+    call's own transaction a savepoint within it, and every answer given after the commit.
+    A call that fails undoes only its own writes, unless its error ended the transaction (a
+    full disk): then the calls before it in the group fail with it. A failed commit fails
+    them all. Nothing answered is uncommitted.
     """
 
-    def __init__(self, name: str, checkpoint: Callable[[], object] | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        checkpoint: Callable[[], object] | None = None,
+        *,
+        conn: sqlite3.Connection | None = None,
+        lock: threading.Lock | None = None,
+    ) -> None:
         self._queue: SimpleQueue[_Work | None] = SimpleQueue()
+        self._file = None if conn is None else (conn, lock or threading.Lock())
         self._pending = 0
         self._writes = 0
         self._counting = threading.Lock()
@@ -143,27 +161,70 @@ class StoreThread:
         return True
 
     def _serve(self) -> None:
-        while (item := self._queue.get()) is not None:
-            work, loop, future = item
-            result: Any = None
-            error: BaseException | None = None
+        item = self._queue.get()
+        while item is not None:
+            group = [item]
+            after: list[_Work | None] = []  # a queued item that may not join the group
+            if self._file is not None and item[2] is not None:
+                while len(group) < GROUP_MOST:
+                    try:
+                        queued = self._queue.get_nowait()
+                    except Empty:
+                        break
+                    if queued is None or queued[2] is None:  # the end, or a checkpoint: after the commit
+                        after.append(queued)
+                        break
+                    group.append(queued)
+            self._answer(group, self._run_group(group) if len(group) > 1 else [_call(item[0])])
+            item = after[0] if after else self._queue.get()
+
+    def _run_group(self, group: list[_Work]) -> list[tuple[Any, BaseException | None]]:
+        """Run the calls of `group` in one transaction; each one's result or error."""
+        assert self._file is not None
+        conn, lock = self._file
+        try:
+            with lock:
+                conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error:  # the file is busy beyond its timeout: each call on its own, as ever
+            return [_call(work) for work, _, _ in group]
+        outcomes: list[tuple[Any, BaseException | None]] = []
+        committing = True
+        for work, _, _ in group:
+            result, error = _call(work)
+            if committing and not conn.in_transaction:  # the call ended the transaction
+                committing = False
+                if error is not None:  # with an error that undid the calls before it too
+                    outcomes = [(None, error)] * len(outcomes)
+            outcomes.append((result, error))
+        if committing:
             try:
-                result = work()
-            except StopIteration as exc:  # a future refuses StopIteration, and its awaiter would hang
-                error = RuntimeError(f"a store call raised StopIteration: {exc!r}")
-            except BaseException as exc:  # handed to whoever awaits it
-                error = exc
-            with self._counting:
-                self._pending -= 1
+                with lock:
+                    conn.execute("COMMIT")
+            except BaseException as exc:
+                with lock:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                return [(None, exc)] * len(group)
+        return outcomes
+
+    def _answer(self, group: list[_Work], outcomes: list[tuple[Any, BaseException | None]]) -> None:
+        """Settle each call's future on its loop (one hand-back per loop), or log a background call's failure."""
+        with self._counting:
+            self._pending -= len(group)
+        answers: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Any, BaseException | None]]] = {}
+        for (_, loop, future), (result, error) in zip(group, outcomes, strict=True):
             if loop is None or future is None:
                 if error is not None:
                     _log.warning("stores.background_call_failed", thread=self._thread.name, error=repr(error))
                 continue
+            answers.setdefault(loop, []).append((future, result, error))
+        for loop, settled in answers.items():
             try:
-                loop.call_soon_threadsafe(_settle, future, result, error)
-            except RuntimeError:  # the loop was closed: nobody is waiting for the answer
-                if error is not None:
-                    _log.warning("stores.unawaited_call_failed", thread=self._thread.name, error=repr(error))
+                loop.call_soon_threadsafe(_settle_all, settled)
+            except RuntimeError:  # the loop was closed: nobody is waiting for the answers
+                for _, _, error in settled:
+                    if error is not None:
+                        _log.warning("stores.unawaited_call_failed", thread=self._thread.name, error=repr(error))
 
     def shutdown(self) -> None:
         """Let the calls already handed over finish, then stop the thread; again does nothing."""
@@ -173,6 +234,21 @@ class StoreThread:
             self._shut = True
             self._queue.put(None)
         self._thread.join()
+
+
+def _call(work: Callable[[], Any]) -> tuple[Any, BaseException | None]:
+    """`work()`'s result, or the error it raised."""
+    try:
+        return work(), None
+    except StopIteration as exc:  # a future refuses StopIteration, and its awaiter would hang
+        return None, RuntimeError(f"a store call raised StopIteration: {exc!r}")
+    except BaseException as exc:  # handed to whoever awaits it
+        return None, exc
+
+
+def _settle_all(answers: list[tuple[asyncio.Future[Any], Any, BaseException | None]]) -> None:
+    for future, result, error in answers:
+        _settle(future, result, error)
 
 
 def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
@@ -199,7 +275,7 @@ class SqliteFile:
             conn.execute("PRAGMA wal_autocheckpoint=0")
         self.conn = conn
         self.lock = threading.Lock()
-        self.thread = StoreThread(Path(path).name, checkpoint=self._checkpoint)
+        self.thread = StoreThread(Path(path).name, checkpoint=self._checkpoint, conn=conn, lock=self.lock)
 
     def _checkpoint(self) -> None:
         with self.lock:

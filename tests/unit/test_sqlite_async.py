@@ -5,16 +5,18 @@ thread checkpoints the WAL and no other task is using the file."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import sqlite3
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agentloop.adapters import open_stores
+from agentloop.adapters.sqlite import connect, transaction
 from agentloop.adapters.sqlite_async import CHECKPOINT_EVERY, StoreThread
 from agentloop.errors import StoreError
 from agentloop.messages import ChatMessage
@@ -175,3 +177,119 @@ def test_a_database_failing_under_a_store_call_is_a_store_error_and_a_closed_sto
     stores.close()
     with pytest.raises(sqlite3.ProgrammingError, match="closed"):
         asyncio.run(stores.sessions.recent(ADA, 10))
+
+
+class GroupedFile:
+    """A database file with a table `t`, and a `StoreThread` that commits queued calls together;
+    `statements` records every statement the connection ran."""
+
+    def __init__(self, path: Path) -> None:
+        self.conn = connect(path)
+        self.conn.execute("CREATE TABLE t (x INTEGER NOT NULL)")
+        self.lock = threading.Lock()
+        self.statements: list[str] = []
+        self.conn.set_trace_callback(self.statements.append)
+        self.thread = StoreThread("grouped", conn=self.conn, lock=self.lock)
+
+    def insert(self, x: int, fail: BaseException | None = None, end_transaction: bool = False) -> int:
+        """Insert `x` in its own transaction; then, if asked, end the enclosing one and raise `fail`."""
+        with self.lock, transaction(self.conn):
+            self.conn.execute("INSERT INTO t VALUES (?)", (x,))
+            if end_transaction:
+                self.conn.execute("ROLLBACK")  # what SQLite does itself on a full disk
+            if fail is not None:
+                raise fail
+        return x
+
+    def rows(self) -> list[int]:
+        with self.lock:
+            return sorted(x for (x,) in self.conn.execute("SELECT x FROM t"))
+
+    def run_queued(self, *calls: Callable[[], Any]) -> list[Any]:
+        """Hand `calls` to the thread while it is busy, so they queue behind each other; their
+        results or errors, and nothing run before them is in `statements`."""
+        release = threading.Event()
+
+        async def main() -> list[Any]:
+            gate = asyncio.create_task(self.thread.run(release.wait, 5))
+            await asyncio.sleep(0.05)  # the thread has taken the gate and waits on it
+            queued = [asyncio.create_task(self.thread.run(call)) for call in calls]
+            await asyncio.sleep(0)  # each hands its call over
+            self.statements.clear()
+            release.set()
+            await gate
+            return list(await asyncio.gather(*queued, return_exceptions=True))
+
+        try:
+            return asyncio.run(main())
+        finally:
+            self.thread.shutdown()
+            self.conn.close()
+
+
+def test_calls_queued_on_a_files_thread_are_committed_together(tmp_path: Path) -> None:
+    file = GroupedFile(tmp_path / "grouped.sqlite3")
+    assert file.run_queued(*(functools.partial(file.insert, x) for x in range(5))) == [0, 1, 2, 3, 4]
+    assert [s for s in file.statements if s in ("BEGIN IMMEDIATE", "COMMIT")] == ["BEGIN IMMEDIATE", "COMMIT"]
+    assert file.statements.count("SAVEPOINT agentloop_call") == 5
+    file.conn = connect(tmp_path / "grouped.sqlite3")  # another connection sees every one of them
+    assert file.rows() == [0, 1, 2, 3, 4]
+
+
+def test_a_call_failing_within_a_group_undoes_only_its_own_writes(tmp_path: Path) -> None:
+    file = GroupedFile(tmp_path / "grouped.sqlite3")
+    wrong = ValueError("not this one")
+    results = file.run_queued(
+        functools.partial(file.insert, 1), functools.partial(file.insert, 2, fail=wrong), functools.partial(file.insert, 3)
+    )
+    assert results == [1, wrong, 3]
+    file.conn = connect(tmp_path / "grouped.sqlite3")
+    assert file.rows() == [1, 3]
+
+
+def test_an_error_that_ends_the_groups_transaction_fails_the_calls_before_it(tmp_path: Path) -> None:
+    """SQLite rolls the whole transaction back on some errors (a full disk): the calls before
+    the failing one were undone with it and fail too; the calls after it run on their own."""
+    file = GroupedFile(tmp_path / "grouped.sqlite3")
+    full = sqlite3.OperationalError("database or disk is full")
+    results = file.run_queued(
+        functools.partial(file.insert, 1),
+        functools.partial(file.insert, 2, fail=full, end_transaction=True),
+        functools.partial(file.insert, 3),
+    )
+    assert [type(result) for result in results] == [StoreError, StoreError, int]
+    assert all("database or disk is full" in str(result) for result in results[:2]) and results[2] == 3
+    file.conn = connect(tmp_path / "grouped.sqlite3")
+    assert file.rows() == [3]
+
+
+def test_a_group_whose_commit_fails_fails_every_call_and_keeps_none(tmp_path: Path) -> None:
+    """A deferred foreign key is checked at COMMIT: the group's commit fails, and so does
+    every call in it (a StoreError, as for any database failure), as nothing of theirs was kept."""
+    file = GroupedFile(tmp_path / "grouped.sqlite3")
+    file.conn.executescript(
+        "PRAGMA foreign_keys = ON; CREATE TABLE parent (id INTEGER PRIMARY KEY);"
+        "CREATE TABLE child (parent INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED);"
+    )
+
+    def orphan() -> None:
+        with file.lock, transaction(file.conn):
+            file.conn.execute("INSERT INTO child VALUES (7)")
+
+    results = file.run_queued(functools.partial(file.insert, 1), orphan, functools.partial(file.insert, 3))
+    assert [type(result) for result in results] == [StoreError] * 3
+    assert all("FOREIGN KEY constraint failed" in str(result) for result in results)
+    file.conn = connect(tmp_path / "grouped.sqlite3")
+    assert file.rows() == []
+
+
+def test_a_checkpoint_queued_among_calls_runs_after_their_commit(tmp_path: Path) -> None:
+    file = GroupedFile(tmp_path / "grouped.sqlite3")
+    in_transaction: list[bool] = []
+
+    def queue_a_checkpoint() -> int:
+        file.thread._hand_over(lambda: in_transaction.append(file.conn.in_transaction))
+        return file.insert(2)
+
+    assert file.run_queued(functools.partial(file.insert, 1), queue_a_checkpoint, functools.partial(file.insert, 3)) == [1, 2, 3]
+    assert in_transaction == [False]
