@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -40,12 +40,14 @@ def closing_on_error(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
 
 @contextmanager
 def transaction(conn: sqlite3.Connection) -> Iterator[None]:
-    """BEGIN IMMEDIATE ... COMMIT, or ROLLBACK when the block raises.
+    """BEGIN IMMEDIATE ... COMMIT, or ROLLBACK when the block raises or the commit fails.
 
     Inside a transaction already open on `conn` (a file's thread committing several calls
-    at once), a savepoint instead: a block that raises undoes its own writes only, and the
-    others commit with the enclosing transaction."""
+    at once), a savepoint instead: a block that raises undoes its own writes (and drops its
+    `on_commit` actions) only, and the others commit with the enclosing transaction."""
     if conn.in_transaction:
+        waiting = _ON_COMMIT.setdefault(conn, [])
+        mark = len(waiting)
         conn.execute("SAVEPOINT agentloop_call")
         try:
             yield
@@ -53,16 +55,44 @@ def transaction(conn: sqlite3.Connection) -> Iterator[None]:
             if conn.in_transaction:  # some errors (a full disk) end the whole transaction
                 conn.execute("ROLLBACK TO agentloop_call")
                 conn.execute("RELEASE agentloop_call")
+                del waiting[mark:]
             raise
         conn.execute("RELEASE agentloop_call")
         return
     conn.execute("BEGIN IMMEDIATE")
     try:
         yield
+        conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        if conn.in_transaction:  # a failed COMMIT (a deferred constraint) leaves it open
+            conn.execute("ROLLBACK")
+        transaction_ended(conn, committed=False)
         raise
-    conn.execute("COMMIT")
+    transaction_ended(conn, committed=True)
+
+
+_ON_COMMIT: dict[sqlite3.Connection, list[Callable[[], object]]] = {}
+"""The actions waiting for each connection's open transaction to commit (`on_commit`)."""
+
+
+def on_commit(conn: sqlite3.Connection, action: Callable[[], object]) -> None:
+    """Do `action` once what `conn` has written so far is committed: at once outside a
+    transaction, else when the transaction commits, and never if its writes roll back.
+    For what a store keeps in memory beside its rows (a cache, an index), so it never holds
+    a row that was not kept. Actions run with the connection's lock held, as its writes did."""
+    if conn.in_transaction:
+        _ON_COMMIT.setdefault(conn, []).append(action)
+    else:
+        action()
+
+
+def transaction_ended(conn: sqlite3.Connection, *, committed: bool) -> None:
+    """Do the actions waiting on `conn`'s transaction, which has just committed, or drop
+    them, as it rolled back; whoever ends a transaction outside `transaction` calls this."""
+    actions = _ON_COMMIT.pop(conn, [])
+    if committed:
+        for action in actions:
+            action()
 
 
 def data_version(conn: sqlite3.Connection) -> int:

@@ -24,7 +24,7 @@ from typing import Any, Generic, ParamSpec, Protocol, TypeVar
 
 import structlog
 
-from agentloop.adapters.sqlite import closing_on_error, connect
+from agentloop.adapters.sqlite import closing_on_error, connect, transaction_ended
 from agentloop.adapters.sqlite_approvals import SqliteApprovalStore
 from agentloop.adapters.sqlite_knowledge import SqliteKnowledgeRepository
 from agentloop.adapters.sqlite_memory import SqliteMemoryStore
@@ -193,18 +193,21 @@ class StoreThread:
             result, error = _call(work)
             if committing and not conn.in_transaction:  # the call ended the transaction
                 committing = False
+                with lock:
+                    transaction_ended(conn, committed=error is None)
                 if error is not None:  # with an error that undid the calls before it too
                     outcomes = [(None, error)] * len(outcomes)
             outcomes.append((result, error))
         if committing:
-            try:
-                with lock:
+            with lock:
+                try:
                     conn.execute("COMMIT")
-            except BaseException as exc:
-                with lock:
+                except BaseException as exc:
                     if conn.in_transaction:
                         conn.execute("ROLLBACK")
-                return [(None, exc)] * len(group)
+                    transaction_ended(conn, committed=False)
+                    return [(None, exc)] * len(group)
+                transaction_ended(conn, committed=True)
         return outcomes
 
     def _answer(self, group: list[_Work], outcomes: list[tuple[Any, BaseException | None]]) -> None:

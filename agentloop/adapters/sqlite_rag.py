@@ -3,6 +3,7 @@ an hnswlib index that is derived from those rows and rebuilt whenever it disagre
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import sqlite3
 import threading
@@ -14,7 +15,7 @@ import numpy as np
 
 from agentloop.adapters.hnsw_index import HnswVectorIndex
 from agentloop.adapters.scoped_index import ScopedVectorIndex, open_graph
-from agentloop.adapters.sqlite import closing_on_error, connect, data_version, transaction
+from agentloop.adapters.sqlite import closing_on_error, connect, data_version, on_commit, transaction
 from agentloop.adapters.sqlite_embedders import check_embedder, record_step
 from agentloop.adapters.sqlite_schema import Schema, Step, migrate
 from agentloop.adapters.rows import scope_values
@@ -172,7 +173,8 @@ class SqliteRagStore:
             new_id = cursor.lastrowid
             if new_id is None:
                 raise sqlite3.DatabaseError("SQLite did not report the id of the inserted text")
-            self._index.add([scope.key], [new_id], vector)
+            # Indexed once kept: a rolled-back id may be given to another text, which the index must then take.
+            on_commit(self._conn, functools.partial(self._index.add, [scope.key], [new_id], vector))
         return new_id
 
     def search(self, scope: Scope, query: str, k: int, *, vector: Vectors | None = None) -> list[RagHit]:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from agentloop.adapters import open_stores
-from agentloop.adapters.sqlite import connect, transaction
+from agentloop.adapters.sqlite import connect, on_commit, transaction
 from agentloop.adapters.sqlite_async import CHECKPOINT_EVERY, StoreThread
 from agentloop.errors import StoreError
 from agentloop.messages import ChatMessage
@@ -293,3 +293,23 @@ def test_a_checkpoint_queued_among_calls_runs_after_their_commit(tmp_path: Path)
 
     assert file.run_queued(functools.partial(file.insert, 1), queue_a_checkpoint, functools.partial(file.insert, 3)) == [1, 2, 3]
     assert in_transaction == [False]
+
+
+def test_a_transaction_whose_commit_fails_is_rolled_back_and_the_next_one_commits(tmp_path: Path) -> None:
+    """A deferred constraint fails at COMMIT, which leaves SQLite's transaction open; left so,
+    every later write would join it as a savepoint and never be committed."""
+    conn = connect(tmp_path / "file.sqlite3")
+    conn.executescript(
+        "PRAGMA foreign_keys = ON; CREATE TABLE parent (id INTEGER PRIMARY KEY);"
+        "CREATE TABLE child (parent INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED);"
+    )
+    done: list[str] = []
+    with pytest.raises(sqlite3.IntegrityError, match="FOREIGN KEY"), transaction(conn):
+        conn.execute("INSERT INTO child VALUES (7)")
+        on_commit(conn, lambda: done.append("orphan"))
+    assert not conn.in_transaction
+    with transaction(conn):
+        conn.execute("INSERT INTO parent VALUES (1)")
+        on_commit(conn, lambda: done.append("parent"))
+    assert done == ["parent"]
+    assert connect(tmp_path / "file.sqlite3").execute("SELECT id FROM parent").fetchall() == [(1,)]

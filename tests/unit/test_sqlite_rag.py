@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from agentloop.adapters import HashingEmbedder, SqliteRagStore
+from agentloop.adapters.sqlite import transaction_ended
 from agentloop.errors import EmbedderMismatchError
 from agentloop.scopes import Scope
 
@@ -63,4 +64,20 @@ def test_a_hit_whose_row_left_the_scope_is_not_returned(tmp_path: Path) -> None:
     other.commit()
     other.close()
     assert "The deployment runs every night at two" not in [h.text for h in store.search(A, "deployment", 5)]
+    store.close()
+
+
+def test_a_text_rolled_back_with_its_transaction_is_not_indexed_and_its_id_serves_the_next(tmp_path: Path) -> None:
+    """An add inside a transaction the file's thread opened for several calls is indexed only
+    once that commits: rolled back, its id goes to the next text, which the index must take."""
+    ada, bob = Scope(user_id="ada"), Scope(user_id="bob")
+    store = SqliteRagStore.open(tmp_path / "bot.sqlite3", HashingEmbedder(), tmp_path / "bot.rag.hnsw")
+    store._conn.execute("BEGIN IMMEDIATE")
+    lost = store.add(ada, "The office opens at eight.")
+    store._conn.execute("ROLLBACK")
+    transaction_ended(store._conn, committed=False)
+    kept = store.add(bob, "Parking is behind the building.")
+    assert kept == lost
+    assert [hit.text for hit in store.search(bob, "where is parking", 1)] == ["Parking is behind the building."]
+    assert store.search(ada, "when does the office open", 1) == []
     store.close()
