@@ -10,9 +10,11 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from agentloop.adapters import open_stores
@@ -20,6 +22,7 @@ from agentloop.adapters.sqlite import connect, on_commit, transaction
 from agentloop.adapters.sqlite_async import CHECKPOINT_EVERY, StoreThread
 from agentloop.errors import StoreError
 from agentloop.messages import ChatMessage
+from agentloop.ports.stores import MemoryEntry
 from agentloop.scopes import Scope
 
 ADA = Scope(user_id="ada", session_id="s1")
@@ -313,3 +316,31 @@ def test_a_transaction_whose_commit_fails_is_rolled_back_and_the_next_one_commit
         on_commit(conn, lambda: done.append("parent"))
     assert done == ["parent"]
     assert connect(tmp_path / "file.sqlite3").execute("SELECT id FROM parent").fetchall() == [(1,)]
+
+
+def test_many_sessions_writing_at_once_share_commits_and_every_write_is_kept(tmp_path: Path) -> None:
+    """Fifty conversations each append history, remember the exchange and index the answer
+    at once: their calls queue on the bot file's thread, which commits them in groups, and
+    the file then holds every one of them."""
+    users = [Scope(user_id=f"user-{n}") for n in range(50)]
+
+    async def conversation(user: Scope) -> None:
+        session = attrs.evolve(user, session_id=f"{user.user_id}-s1")
+        await stores.sessions.append(session, [ChatMessage.user("When do you open?"), ChatMessage.assistant("At eight.")])
+        await stores.memory.add(MemoryEntry(user, session.session_id or "", "When do you open?", "At eight.", datetime.now(UTC)))
+        await stores.rag.add(user, f"{user.user_id} is told: we open at eight.", session_id=session.session_id)
+
+    async def everyone() -> None:
+        await asyncio.gather(*(conversation(user) for user in users))
+
+    with open_stores(tmp_path) as stores:
+        statements: list[str] = []
+        stores.sessions.engine._conn.set_trace_callback(statements.append)  # type: ignore[attr-defined]
+        asyncio.run(everyone())
+    assert statements.count("BEGIN IMMEDIATE") < 50  # 100 transactions of their own, 16 calls a group at most
+    with open_stores(tmp_path) as reopened:
+        for user in users:
+            session = attrs.evolve(user, session_id=f"{user.user_id}-s1")
+            assert asyncio.run(reopened.sessions.recent(session, 10))[-1] == ChatMessage.assistant("At eight.")
+            assert [entry.assistant_text for entry in asyncio.run(reopened.memory.recent(user, 10))] == ["At eight."]
+            assert asyncio.run(reopened.rag.texts(user)) == [f"{user.user_id} is told: we open at eight."]
