@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import sqlite3
 import threading
 import time
@@ -344,3 +345,40 @@ def test_many_sessions_writing_at_once_share_commits_and_every_write_is_kept(tmp
             assert asyncio.run(reopened.sessions.recent(session, 10))[-1] == ChatMessage.assistant("At eight.")
             assert [entry.assistant_text for entry in asyncio.run(reopened.memory.recent(user, 10))] == ["At eight."]
             assert asyncio.run(reopened.rag.texts(user)) == [f"{user.user_id} is told: we open at eight."]
+
+
+def test_the_callers_of_a_group_resume_one_loop_pass_apart(tmp_path: Path) -> None:
+    """Answered at once, a group's callers would all resume in one pass of the loop, and a
+    timer due meanwhile would wait for every one of them; another task runs between them."""
+    file = GroupedFile(tmp_path / "grouped.sqlite3")
+    events: list[str] = []
+    release = threading.Event()
+
+    async def caller(x: int) -> None:
+        await file.thread.run(file.insert, x)
+        events.append(f"answered {x}")
+
+    async def other_task() -> None:
+        while True:
+            events.append("other")
+            await asyncio.sleep(0)
+
+    async def main() -> None:
+        gate = asyncio.create_task(file.thread.run(release.wait, 5))
+        await asyncio.sleep(0.05)  # the thread waits on the gate; the callers queue behind it
+        callers = [asyncio.create_task(caller(x)) for x in range(3)]
+        await asyncio.sleep(0)
+        release.set()
+        await gate
+        other = asyncio.create_task(other_task())
+        await asyncio.gather(*callers)
+        other.cancel()
+
+    try:
+        asyncio.run(main())
+    finally:
+        file.thread.shutdown()
+        file.conn.close()
+    answered = [i for i, event in enumerate(events) if event.startswith("answered")]
+    assert len(answered) == 3
+    assert all("other" in events[a:b] for a, b in itertools.pairwise(answered))
