@@ -64,11 +64,17 @@ def transaction(conn: sqlite3.Connection) -> Iterator[None]:
         yield
         conn.execute("COMMIT")
     except BaseException:
-        if conn.in_transaction:  # a failed COMMIT (a deferred constraint) leaves it open
-            conn.execute("ROLLBACK")
-        transaction_ended(conn, committed=False)
+        roll_back(conn)
         raise
     transaction_ended(conn, committed=True)
+
+
+def roll_back(conn: sqlite3.Connection) -> None:
+    """Undo `conn`'s transaction if it is still open (a failed COMMIT, a deferred constraint,
+    leaves it open; some errors end it themselves) and drop its `on_commit` actions."""
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
+    transaction_ended(conn, committed=False)
 
 
 _ON_COMMIT: dict[sqlite3.Connection, list[Callable[[], object]]] = {}

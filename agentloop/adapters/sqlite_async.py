@@ -24,7 +24,7 @@ from typing import Any, Generic, ParamSpec, Protocol, TypeVar
 
 import structlog
 
-from agentloop.adapters.sqlite import closing_on_error, connect, transaction_ended
+from agentloop.adapters.sqlite import closing_on_error, connect, roll_back, transaction_ended
 from agentloop.adapters.sqlite_approvals import SqliteApprovalStore
 from agentloop.adapters.sqlite_knowledge import SqliteKnowledgeRepository
 from agentloop.adapters.sqlite_memory import SqliteMemoryStore
@@ -203,9 +203,7 @@ class StoreThread:
                 try:
                     conn.execute("COMMIT")
                 except BaseException as exc:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    transaction_ended(conn, committed=False)
+                    roll_back(conn)
                     return [(None, exc)] * len(group)
                 transaction_ended(conn, committed=True)
         return outcomes

@@ -11,6 +11,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
+from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -188,6 +189,7 @@ class GroupedFile:
     `statements` records every statement the connection ran."""
 
     def __init__(self, path: Path) -> None:
+        self.path = path
         self.conn = connect(path)
         self.conn.execute("CREATE TABLE t (x INTEGER NOT NULL)")
         self.lock = threading.Lock()
@@ -205,9 +207,10 @@ class GroupedFile:
                 raise fail
         return x
 
-    def rows(self) -> list[int]:
-        with self.lock:
-            return sorted(x for (x,) in self.conn.execute("SELECT x FROM t"))
+    def kept_rows(self) -> list[int]:
+        """The rows of `t`, as another connection to the file sees them."""
+        with closing(connect(self.path)) as other:
+            return sorted(x for (x,) in other.execute("SELECT x FROM t"))
 
     def run_queued(self, *calls: Callable[[], Any]) -> list[Any]:
         """Hand `calls` to the thread while it is busy, so they queue behind each other; their
@@ -236,8 +239,7 @@ def test_calls_queued_on_a_files_thread_are_committed_together(tmp_path: Path) -
     assert file.run_queued(*(functools.partial(file.insert, x) for x in range(5))) == [0, 1, 2, 3, 4]
     assert [s for s in file.statements if s in ("BEGIN IMMEDIATE", "COMMIT")] == ["BEGIN IMMEDIATE", "COMMIT"]
     assert file.statements.count("SAVEPOINT agentloop_call") == 5
-    file.conn = connect(tmp_path / "grouped.sqlite3")  # another connection sees every one of them
-    assert file.rows() == [0, 1, 2, 3, 4]
+    assert file.kept_rows() == [0, 1, 2, 3, 4]
 
 
 def test_a_call_failing_within_a_group_undoes_only_its_own_writes(tmp_path: Path) -> None:
@@ -247,8 +249,7 @@ def test_a_call_failing_within_a_group_undoes_only_its_own_writes(tmp_path: Path
         functools.partial(file.insert, 1), functools.partial(file.insert, 2, fail=wrong), functools.partial(file.insert, 3)
     )
     assert results == [1, wrong, 3]
-    file.conn = connect(tmp_path / "grouped.sqlite3")
-    assert file.rows() == [1, 3]
+    assert file.kept_rows() == [1, 3]
 
 
 def test_an_error_that_ends_the_groups_transaction_fails_the_calls_before_it(tmp_path: Path) -> None:
@@ -263,8 +264,7 @@ def test_an_error_that_ends_the_groups_transaction_fails_the_calls_before_it(tmp
     )
     assert [type(result) for result in results] == [StoreError, StoreError, int]
     assert all("database or disk is full" in str(result) for result in results[:2]) and results[2] == 3
-    file.conn = connect(tmp_path / "grouped.sqlite3")
-    assert file.rows() == [3]
+    assert file.kept_rows() == [3]
 
 
 def test_a_group_whose_commit_fails_fails_every_call_and_keeps_none(tmp_path: Path) -> None:
@@ -283,8 +283,7 @@ def test_a_group_whose_commit_fails_fails_every_call_and_keeps_none(tmp_path: Pa
     results = file.run_queued(functools.partial(file.insert, 1), orphan, functools.partial(file.insert, 3))
     assert [type(result) for result in results] == [StoreError] * 3
     assert all("FOREIGN KEY constraint failed" in str(result) for result in results)
-    file.conn = connect(tmp_path / "grouped.sqlite3")
-    assert file.rows() == []
+    assert file.kept_rows() == []
 
 
 def test_a_checkpoint_queued_among_calls_runs_after_their_commit(tmp_path: Path) -> None:
@@ -368,10 +367,9 @@ def test_the_callers_of_a_group_resume_one_loop_pass_apart(tmp_path: Path) -> No
         await asyncio.sleep(0.05)  # the thread waits on the gate; the callers queue behind it
         callers = [asyncio.create_task(caller(x)) for x in range(3)]
         await asyncio.sleep(0)
+        other = asyncio.create_task(other_task())  # running on every pass before any answer comes
         release.set()
-        await gate
-        other = asyncio.create_task(other_task())
-        await asyncio.gather(*callers)
+        await asyncio.gather(gate, *callers)
         other.cancel()
 
     try:
