@@ -321,3 +321,16 @@ class StoreError(RuntimeError):
         )
         self.where = where
         self.reason = reason
+
+
+class StoreUnavailableError(StoreError):
+    """A store's database could not be reached (the server is down, restarting or cut off):
+    the call did not happen, or is not known to have happened, and may be made again later.
+
+    `retry_after` is the number of seconds a caller is advised to wait before trying again
+    (what an HTTP server puts in `Retry-After`).
+    """
+
+    def __init__(self, where: str, reason: str, *, retry_after: int = 5) -> None:
+        super().__init__(where, reason)
+        self.retry_after = retry_after
