@@ -188,12 +188,12 @@ def http_llm(base_url: str | None, model: str, *, provider: str = "openai") -> L
     make: Callable[..., LLM]
     try:
         if provider == "anthropic":
-            from agentloop.adapters import anthropic_llm
+            from agentloop.adapters.llm import anthropic as anthropic_llm
 
             url, api_key = base_url or anthropic_llm.ANTHROPIC_API_URL, _api_key(ANTHROPIC_KEY_VARIABLES)
             check, make = anthropic_llm.check_reachable, anthropic_llm.AnthropicLLM
         else:
-            from agentloop.adapters import openai_llm
+            from agentloop.adapters.llm import openai as openai_llm
 
             url, api_key = base_url or os.environ.get("AGENTLOOP_BASE_URL", DEFAULT_BASE_URL), _api_key(API_KEY_VARIABLES)
             check, make = openai_llm.check_reachable, openai_llm.OpenAICompatibleLLM

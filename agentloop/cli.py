@@ -70,7 +70,7 @@ from agentloop.demo import run_demo
 from agentloop.notes import IdleSessions, KnowledgeBase, KnowledgeItem, Layer, LayerIds, NoteStatus, NoteTaking
 from agentloop.ports import LLM, ApprovalStore, Channel, Embedder
 from agentloop.tasks import Evaluator, TaskTrace, TaskTurn, TemplateRegistry, validate_path
-from agentloop.testing.llm import ScriptedLLM
+from agentloop.adapters.llm.scripted import ScriptedLLM
 
 DEFAULT_DATA_DIR = "agentloop-data"
 DEFAULT_MODEL = "llama3.1"
@@ -477,12 +477,12 @@ def embedder_from_spec(spec: str, *, base_url: str) -> Embedder:
         if kind == "hashing":
             return HashingEmbedder(int(detail)) if detail else HashingEmbedder()
         if kind == "openai" and detail:
-            from agentloop.adapters.openai_embedder import OpenAIEmbedder
+            from agentloop.adapters.embedders.openai import OpenAIEmbedder
 
             api_key = next((os.environ[name] for name in API_KEY_VARIABLES if os.environ.get(name)), None)
             return OpenAIEmbedder(base_url, detail, api_key=api_key)
         if kind == "st" and detail:
-            from agentloop.adapters.st_embedder import SentenceTransformerEmbedder
+            from agentloop.adapters.embedders.sentence_transformers import SentenceTransformerEmbedder
 
             return SentenceTransformerEmbedder(detail)
     except (ValueError, OSError, ImportError, LlmCallError) as error:

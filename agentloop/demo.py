@@ -25,8 +25,9 @@ from agentloop.loop import AgentLoop
 from agentloop.notes import DistillationResult, DistillationStatus, NoteTaking, RetrievedNotes
 from agentloop.outcome import FailureKind, FailureSource, FinishReason, TurnOutcome
 from agentloop.ports import LLM, Channel, Clock
-from agentloop.testing import FakeClock, RecordingChannel, ScriptedLLM
-from agentloop.testing.llm import ScriptStep
+from agentloop.ports.clock import FakeClock
+from agentloop.adapters.channels.recording import RecordingChannel
+from agentloop.adapters.llm.scripted import ScriptedLLM, ScriptStep
 from agentloop.tools import Tool, tool
 
 SCRIPTED_LABEL = "scripted model — no network, no API key"

@@ -17,7 +17,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from agentloop.adapters import HashingEmbedder
-from agentloop.adapters.openai_embedder import OpenAIEmbedder
+from agentloop.adapters.embedders.openai import OpenAIEmbedder
 from agentloop.ports import Vectors
 from agentloop.testing.http import ScriptedServer
 

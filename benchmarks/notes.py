@@ -34,7 +34,7 @@ import numpy as np
 
 from agentloop import ChatMessage, LlmReply, LlmRequest, PromptContext, SanitizedInput, Scope, Session, ToolCall, ToolExecution, tool
 from agentloop.adapters import open_stores
-from agentloop.adapters.hashing_embedder import HashingEmbedder
+from agentloop.adapters.embedders.hashing import HashingEmbedder
 from agentloop.adapters.notes import open_note_taking
 from agentloop.logging import configure_logging
 from agentloop.notes import (

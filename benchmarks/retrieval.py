@@ -36,7 +36,7 @@ import numpy.typing as npt
 
 from agentloop import Scope
 from agentloop.adapters import open_stores
-from agentloop.adapters.hashing_embedder import HashingEmbedder
+from agentloop.adapters.embedders.hashing import HashingEmbedder
 from agentloop.logging import configure_logging
 from agentloop.notes import RETRIEVABLE, KnowledgeItem, Layer, LayerIds, NoteType
 

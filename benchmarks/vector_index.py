@@ -16,8 +16,8 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
-from agentloop.adapters.hashing_embedder import HashingEmbedder
-from agentloop.adapters.hnsw_index import DEFAULT_EF, DEFAULT_EF_CONSTRUCTION, DEFAULT_M, HnswVectorIndex
+from agentloop.adapters.embedders.hashing import HashingEmbedder
+from agentloop.adapters.vectors.hnsw import DEFAULT_EF, DEFAULT_EF_CONSTRUCTION, DEFAULT_M, HnswVectorIndex
 
 Matrix = npt.NDArray[np.float32]
 TARGET_P50_MS = 2.0

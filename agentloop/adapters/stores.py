@@ -10,14 +10,14 @@ from types import ModuleType
 
 import attrs
 
-from agentloop.adapters.attempt_notes_files import FileAttemptNotes
-from agentloop.adapters.hashing_embedder import HashingEmbedder
-from agentloop.adapters.sqlite import connect
-from agentloop.adapters import sqlite_knowledge, sqlite_rag
-from agentloop.adapters.sqlite_embedders import reembed_table
-from agentloop.adapters.sqlite_schema import migrate
-from agentloop.adapters.sqlite_approvals import SqliteApprovalStore
-from agentloop.adapters.sqlite_async import (
+from agentloop.adapters.sqlite.attempt_notes import FileAttemptNotes
+from agentloop.adapters.embedders.hashing import HashingEmbedder
+from agentloop.adapters.sqlite.connection import connect
+from agentloop.adapters.sqlite import knowledge as sqlite_knowledge, rag as sqlite_rag
+from agentloop.adapters.sqlite.embedders import reembed_table
+from agentloop.adapters.sqlite.schema import migrate
+from agentloop.adapters.sqlite.approvals import SqliteApprovalStore
+from agentloop.adapters.sqlite.thread import (
     AsyncSqliteApprovalStore,
     AsyncSqliteKnowledgeRepository,
     AsyncSqliteMemoryStore,
@@ -27,12 +27,12 @@ from agentloop.adapters.sqlite_async import (
     AsyncSqliteTrajectoryStore,
     SqliteFile,
 )
-from agentloop.adapters.sqlite_knowledge import SqliteKnowledgeRepository
-from agentloop.adapters.sqlite_memory import SqliteMemoryStore
-from agentloop.adapters.sqlite_rag import SqliteRagStore
-from agentloop.adapters.sqlite_sessions import SqliteSessionStore
-from agentloop.adapters.sqlite_tasks import SqliteTaskStore
-from agentloop.adapters.sqlite_trajectories import SqliteTrajectoryStore
+from agentloop.adapters.sqlite.knowledge import SqliteKnowledgeRepository
+from agentloop.adapters.sqlite.memory import SqliteMemoryStore
+from agentloop.adapters.sqlite.rag import SqliteRagStore
+from agentloop.adapters.sqlite.sessions import SqliteSessionStore
+from agentloop.adapters.sqlite.tasks import SqliteTaskStore
+from agentloop.adapters.sqlite.trajectories import SqliteTrajectoryStore
 from agentloop.errors import StoreUrlError
 from agentloop.names import check_bot_name
 from agentloop.ports import Embedder

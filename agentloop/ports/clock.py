@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Protocol, runtime_checkable
 
 
@@ -26,3 +26,23 @@ class SystemClock:
 
     def monotonic(self) -> float:
         return time.monotonic()
+
+
+class FakeClock:
+    """A clock that moves only when told to: `advance(seconds)`."""
+
+    def __init__(self, start: datetime = datetime(2026, 1, 1, tzinfo=UTC), monotonic: float = 1000.0) -> None:
+        self._now = start
+        self._monotonic = monotonic
+
+    def now(self) -> datetime:
+        return self._now
+
+    def monotonic(self) -> float:
+        return self._monotonic
+
+    def advance(self, seconds: float) -> None:
+        if seconds < 0:
+            raise ValueError("a clock never goes back")
+        self._now += timedelta(seconds=seconds)
+        self._monotonic += seconds

@@ -9,36 +9,15 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from datetime import UTC, datetime, timedelta
 
 from agentloop.components import PromptContext
 from agentloop.context import AgentContext, IncomingMessage, Session
 from agentloop.loop import AgentLoop
 from agentloop.messages import ChatMessage
-from agentloop.ports.clock import Clock
+from agentloop.ports.clock import Clock, FakeClock
 from agentloop.system import System
 
 __all__ = ["FakeClock", "PromptWriter", "make_context", "make_system", "run_pipeline", "run_system", "run_system_sync"]
-
-
-class FakeClock:
-    """A clock that moves only when told to: `advance(seconds)`."""
-
-    def __init__(self, start: datetime = datetime(2026, 1, 1, tzinfo=UTC), monotonic: float = 1000.0) -> None:
-        self._now = start
-        self._monotonic = monotonic
-
-    def now(self) -> datetime:
-        return self._now
-
-    def monotonic(self) -> float:
-        return self._monotonic
-
-    def advance(self, seconds: float) -> None:
-        if seconds < 0:
-            raise ValueError("a clock never goes back")
-        self._now += timedelta(seconds=seconds)
-        self._monotonic += seconds
 
 
 class PromptWriter(System):
@@ -162,7 +141,7 @@ def run_pipeline(
         components=components,
     )
 
-from agentloop.testing.channel import RecordedStream, RecordingChannel, Sent  # noqa: E402
-from agentloop.testing.llm import ScriptedLLM, StreamCut  # noqa: E402
+from agentloop.adapters.channels.recording import RecordedStream, RecordingChannel, Sent  # noqa: E402
+from agentloop.adapters.llm.scripted import ScriptedLLM, StreamCut  # noqa: E402
 
 __all__ += ["RecordedStream", "RecordingChannel", "ScriptedLLM", "Sent", "StreamCut"]

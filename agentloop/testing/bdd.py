@@ -100,8 +100,8 @@ from agentloop.loop import AgentLoop
 from agentloop.messages import ChatMessage, LlmReply, LlmRequest, Role
 from agentloop.outcome import FailureKind, FailureSource, FinishReason, TurnOutcome
 from agentloop.scopes import DEFAULT_COMPANY, history_scope, knowledge_scope, memory_scope
-from agentloop.testing.channel import RecordedStream, RecordingChannel, Sent
-from agentloop.testing.llm import ScriptedLLM
+from agentloop.adapters.channels.recording import RecordedStream, RecordingChannel, Sent
+from agentloop.adapters.llm.scripted import ScriptedLLM
 
 
 @attrs.define

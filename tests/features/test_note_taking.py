@@ -40,7 +40,7 @@ from agentloop.notes import (
 from agentloop.outcome import FailureKind
 from agentloop.ports import Embedder, KnowledgeRepository, TrajectoryStore
 from agentloop.testing import FakeClock, PromptWriter, run_pipeline
-from agentloop.testing.llm import ScriptedLLM
+from agentloop.adapters.llm.scripted import ScriptedLLM
 from agentloop.testing.notes import FlakyTrajectoryStore
 from systems.notes import NOTES_SECTION_TITLE, add_note_taking
 

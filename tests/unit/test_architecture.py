@@ -83,30 +83,14 @@ def test_domain_packages_depend_on_ports_not_adapters(path: Path) -> None:
     assert bad == [], f"{path.relative_to(ROOT)} imports a concrete adapter; depend on agentloop.ports"
 
 
-TESTING_IMPORTERS = {"agentloop/demo.py", "agentloop/cli.py"}
-"""The library modules allowed to import agentloop.testing (for its scripted model)."""
-
-
 @pytest.mark.parametrize("path", sources("agentloop"), ids=lambda p: str(p.relative_to(ROOT)))
-def test_library_code_imports_agentloop_testing_only_where_the_architecture_says(path: Path) -> None:
+def test_library_code_never_imports_the_test_kit(path: Path) -> None:
+    """The demo and the CLI once took the scripted model from the test kit; it is a model like the others now."""
     relative = str(path.relative_to(ROOT))
-    if relative.startswith("agentloop/testing/") or relative in TESTING_IMPORTERS:
+    if relative.startswith("agentloop/testing/"):
         return
     bad = [(line, module) for line, module in imports(path) if module.startswith("agentloop.testing")]
     assert bad == [], f"{relative} imports agentloop.testing; library code may not (docs/architecture.md)"
-
-
-def test_the_architecture_names_every_library_module_that_imports_agentloop_testing() -> None:
-    """The architecture named only the demo, while the CLI imports the scripted model too."""
-    importers = {
-        str(path.relative_to(ROOT))
-        for path in sources("agentloop")
-        if not path.is_relative_to(ROOT / "agentloop" / "testing")
-        and any(module.startswith("agentloop.testing") for _, module in imports(path))
-    }
-    assert importers == TESTING_IMPORTERS
-    rule = next(part for part in (ROOT / "docs" / "architecture.md").read_text().split("\n- ") if part.startswith("Library code does not import"))
-    assert all(f"`{name}`" in rule for name in importers), rule
 
 
 def test_importing_systems_does_not_load_the_task_subsystem() -> None:

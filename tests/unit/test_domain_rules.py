@@ -15,7 +15,7 @@ import pytest
 
 from agentloop import LlmReply, LlmRequest, Scope
 from agentloop.adapters import RecordingNotifier
-from agentloop.adapters.hashing_embedder import HashingEmbedder
+from agentloop.adapters.embedders.hashing import HashingEmbedder
 from agentloop.components import ToolExecution
 from agentloop.errors import ClaimLostError, InvalidTaskTransition, InvalidTransition
 from agentloop.notes import (

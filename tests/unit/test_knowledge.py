@@ -18,7 +18,7 @@ from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invar
 
 from agentloop import Scope
 from agentloop.adapters import InMemoryMetrics, RecordingNotifier, open_stores
-from agentloop.adapters.hashing_embedder import HashingEmbedder
+from agentloop.adapters.embedders.hashing import HashingEmbedder
 from agentloop.errors import InvalidTransition
 from agentloop.notes import (
     RETRIEVABLE,

@@ -26,8 +26,8 @@ from agentloop import (
     ToolCall,
     tool,
 )
-from agentloop.adapters.anthropic_llm import AnthropicLLM
-from agentloop.adapters.openai_llm import OpenAICompatibleLLM
+from agentloop.adapters.llm.anthropic import AnthropicLLM
+from agentloop.adapters.llm.openai import OpenAICompatibleLLM
 from agentloop.context import AgentContext
 from agentloop.ports import LLM
 from agentloop.testing import RecordingChannel, ScriptedLLM, make_context, run_system_sync

@@ -9,7 +9,7 @@ import attrs
 import numpy as np
 import psycopg
 
-from agentloop.adapters.hashing_embedder import NAME_PREFIX
+from agentloop.adapters.embedders.hashing import NAME_PREFIX
 from agentloop.adapters.postgres.schema import Step, dimension
 from agentloop.adapters.postgres.text import loaded
 from agentloop.errors import EmbedderMismatchError

@@ -1,0 +1,1 @@
+"""Channels: the terminal, and the recording channel that tests and the demo read back."""

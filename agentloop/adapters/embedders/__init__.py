@@ -1,0 +1,1 @@
+"""Embedders: the hashing default, OpenAI-compatible embeddings and sentence-transformers."""

@@ -1,0 +1,244 @@
+"""An LLM adapter for any OpenAI-compatible chat completions endpoint (OpenAI, Ollama,
+vLLM, llama.cpp server, LiteLLM). Needs the `openai` extra (httpx, tenacity)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from contextlib import aclosing
+from typing import Any
+
+import httpx
+
+from agentloop.adapters.llm.http import ModelHttpClient, RetryPolicy, is_event_stream, json_body, sse_events
+from agentloop.errors import EndpointUnreachableError, LlmCallError, UnknownModelError
+from agentloop.messages import (
+    ChatMessage,
+    Finished,
+    LlmReply,
+    LlmRequest,
+    Role,
+    StreamEvent,
+    TextDelta,
+    ToolCall,
+    ToolCallDelta,
+    ToolSpec,
+    Usage,
+)
+from agentloop.outcome import FailureKind
+from agentloop.streaming import ReplyBuilder, collect
+
+
+def _message(message: ChatMessage) -> dict[str, Any]:
+    data: dict[str, Any] = {"role": message.role.value, "content": message.content}
+    if message.tool_calls:
+        data["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": _arguments(c)}}
+            for c in message.tool_calls
+        ]
+    if message.role is Role.TOOL:
+        data["tool_call_id"] = message.tool_call_id
+        if message.name:
+            data["name"] = message.name
+    return data
+
+
+def _tool(spec: ToolSpec) -> dict[str, Any]:
+    return {"type": "function", "function": {"name": spec.name, "description": spec.description, "parameters": spec.parameters}}
+
+
+def _arguments(call: ToolCall) -> str:
+    """The call's arguments as sent to the server: unreadable ones exactly as the model wrote them."""
+    return call.arguments_text if call.arguments_text is not None else json.dumps(call.arguments)
+
+
+def _text(content: Any) -> str | None:
+    """Message text, given as a string or as a list of parts (text parts kept, others such as images skipped)."""
+    if content is None or isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(part if isinstance(part, str) else part.get("text") or "" for part in content)
+    raise TypeError(f"content is {type(content).__name__}")
+
+
+def _call_delta(call: Any, position: int) -> ToolCallDelta:
+    """A tool call or a piece of one; arguments sent as an object instead of its JSON text are understood."""
+    function = call.get("function") or {}
+    arguments = function.get("arguments")
+    fragment = "" if arguments is None else arguments if isinstance(arguments, str) else json.dumps(arguments)
+    return ToolCallDelta(call.get("index", position), call.get("id"), function.get("name"), fragment)
+
+
+class _ChunkReader:
+    """Reads the chunks of a streamed chat completion, or a whole completion read as one
+    chunk, into stream events: one parser for both wire shapes."""
+
+    def __init__(self) -> None:
+        self.builder = ReplyBuilder()
+        self.model: str | None = None
+        self.stop_reason: str | None = None
+        self.calls: dict[int, tuple[int, str | None]] = {}
+        """the server's index of a call -> (the call's place in the reply, its id)"""
+        self.placed = 0
+
+    def read(self, body: Any, *, whole: bool = False) -> list[StreamEvent]:
+        """The events in one chunk (`whole`: a complete non-streamed body); a VALIDATION
+        `LlmCallError` for anything malformed, an UNKNOWN one for an error the server streams."""
+        try:
+            events = self._events(body, whole)
+        except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
+            raise LlmCallError(f"the model server sent a malformed completion ({exc!r})", kind=FailureKind.VALIDATION) from exc
+        for event in events:
+            self.builder.add(event)
+        return events
+
+    def _events(self, body: Any, whole: bool) -> list[StreamEvent]:
+        if isinstance(body, dict) and body.get("error"):
+            error = body["error"]
+            said = error.get("message") if isinstance(error, dict) else error
+            raise LlmCallError(f"the model server failed mid-answer: {' '.join(str(said).split())[:200]}", kind=FailureKind.UNKNOWN)
+        self.model = body.get("model") or self.model
+        events: list[StreamEvent] = []
+        choices = body.get("choices") or []
+        if choices or whole:
+            choice = choices[0]
+            part = choice["message"] if whole else choice.get("delta") or {}
+            text = (_text(part.get("content")) or "") + (part.get("refusal") or "")  # a refusal is what the user is told
+            if text:
+                events.append(TextDelta(text))
+            events.extend(self._placed(_call_delta(call, position)) for position, call in enumerate(part.get("tool_calls") or ()))
+            self.stop_reason = choice.get("finish_reason") or self.stop_reason
+        usage = body.get("usage")
+        if usage:
+            events.append(Usage(int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)))
+        return events
+
+    def _placed(self, delta: ToolCallDelta) -> ToolCallDelta:
+        """`delta` at its call's place in the reply: a new id at an index already taken starts another
+        call, since Ollama sends every call of a step at index 0 (and vLLM repeats a call's id)."""
+        place, known_id = self.calls.get(delta.index, (None, None))
+        if place is None or (delta.id and known_id and delta.id != known_id):
+            place, self.placed = self.placed, self.placed + 1
+        self.calls[delta.index] = (place, delta.id or known_id)
+        return ToolCallDelta(place, delta.id, delta.name, delta.arguments_fragment)
+
+    def finished(self) -> Finished:
+        return Finished(self.builder.reply(model=self.model, stop_reason=self.stop_reason))
+
+
+class OpenAICompatibleLLM:
+    """Chat completions with tool calls, streamed over server-sent events.
+
+    Every call streams (`stream: true`, with usage in the last chunk); `complete` is the
+    collected stream, and a server that answers with one JSON body instead works too.
+    Retries 408, 409, 429, 5xx, timeouts and connection errors up to `max_retries` times, waiting
+    `backoff * 2**attempt` seconds (or the server's Retry-After, capped at `max_backoff`),
+    never past the request's `time_left`. Failures raise `LlmCallError` with kind
+    RATE_LIMIT (429), TIMEOUT, VALIDATION (a 4xx or an unreadable body) or UNKNOWN
+    (server or connection errors, a stream cut off), the server's explanation in one line.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 2,
+        backoff: float = 0.5,
+        max_backoff: float = 30.0,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        client: httpx.AsyncClient | None = None,
+    ) -> None:
+        if max_retries < 0:
+            raise ValueError(f"max_retries must not be negative, got {max_retries}")
+        self.model = model
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.http = ModelHttpClient(
+            base_url, headers=headers, timeout=timeout, retry=RetryPolicy(max_retries, backoff, max_backoff), sleep=sleep, client=client
+        )
+
+    def _payload(self, request: LlmRequest) -> dict[str, Any]:
+        payload: dict[str, Any] = {
+            "model": request.model or self.model,
+            "messages": [_message(m) for m in request.messages],
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if request.tools:
+            payload["tools"] = [_tool(t) for t in request.tools]
+        if request.response_schema is not None:
+            answer = request.response_schema
+            payload["response_format"] = {"type": "json_schema", "json_schema": {
+                "name": answer.name, "description": answer.description, "schema": answer.schema}}
+        settings = {"temperature": request.temperature, "max_tokens": request.max_tokens, "seed": request.seed}
+        payload.update({key: value for key, value in settings.items() if value is not None})
+        if request.stop:
+            payload["stop"] = list(request.stop)
+        return payload
+
+    async def complete(self, request: LlmRequest) -> LlmReply:
+        async with aclosing(self.stream(request)) as events:
+            return await collect(events)
+
+    async def stream(self, request: LlmRequest) -> AsyncGenerator[StreamEvent, None]:
+        """Text and tool-call deltas as the server sends them, usage, then the whole reply."""
+        reader = _ChunkReader()
+        async with self.http.post("/chat/completions", self._payload(request), time_left=request.time_left) as response:
+            if not is_event_stream(response):
+                for event in reader.read(await json_body(response), whole=True):
+                    yield event
+                yield reader.finished()
+                return
+            done = False
+            async for sse in sse_events(response):
+                if sse.data.strip() == "[DONE]":
+                    done = True
+                    break
+                try:
+                    body = json.loads(sse.data)
+                except ValueError as exc:
+                    raise LlmCallError(f"the model server streamed an event that is not JSON ({exc})", kind=FailureKind.VALIDATION) from exc
+                for event in reader.read(body):
+                    yield event
+        if not done and reader.stop_reason is None:
+            raise LlmCallError(
+                "the model server's stream ended before the answer was finished", kind=FailureKind.UNKNOWN, retryable=True
+            )
+        yield reader.finished()
+
+
+def check_reachable(
+    base_url: str,
+    *,
+    model: str | None = None,
+    api_key: str | None = None,
+    timeout: float = 5.0,
+    headers: Mapping[str, str] | None = None,
+) -> None:
+    """Raise `EndpointUnreachableError` unless an HTTP server answers at `base_url`, and
+    `UnknownModelError` when it lists its models (GET `<base_url>/models`) without `model`.
+    `headers` replace the bearer `api_key`, for an API that authenticates otherwise.
+
+    One GET costs no tokens; a server without the listing (404, 405, any error status)
+    is taken at its word. Applications call it once before a conversation, so a wrong
+    URL or model name is one clear message instead of a fallback answer on every turn.
+    """
+    if headers is None:
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        response = httpx.get(base_url.rstrip("/") + "/models", timeout=timeout, headers=headers)
+    except httpx.InvalidURL as exc:
+        raise EndpointUnreachableError(base_url, f"not a valid URL: {exc}") from exc
+    except httpx.TransportError as exc:
+        raise EndpointUnreachableError(base_url, type(exc).__name__ + (f": {exc}" if str(exc) else "")) from exc
+    if model is None or not response.is_success:
+        return
+    try:
+        served = tuple(str(entry["id"]) for entry in response.json()["data"])
+    except (ValueError, KeyError, TypeError):
+        return
+    if model not in served and f"{model}:latest" not in served:
+        raise UnknownModelError(base_url, model, served)

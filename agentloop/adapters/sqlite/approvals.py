@@ -1,0 +1,93 @@
+"""The embedded ApprovalStore: tool calls awaiting the user's approval, in a SQLite table of the bot's file."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from pathlib import Path
+
+from agentloop.adapters.rows import scope_values
+from agentloop.adapters.sqlite.connection import closing_on_error, connect, transaction
+from agentloop.adapters.sqlite.schema import Schema, Step, has_table, migrate
+from agentloop.adapters.sqlite.scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQL, SCOPE_MATCH
+from agentloop.approvals import PendingApproval
+from agentloop.outcome import converter
+from agentloop.scopes import Scope
+
+SCHEMA = Schema(
+    "approvals",
+    (
+        Step(
+            "tool calls awaiting approval, each decided once",
+            (
+                f"""CREATE TABLE IF NOT EXISTS pending_approvals (
+                    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                    approval_id TEXT NOT NULL UNIQUE,
+                    {SCOPE_COLUMNS_DDL},
+                    session_id TEXT NOT NULL,
+                    decision TEXT,
+                    taken_by TEXT,
+                    pending TEXT NOT NULL
+                )""",
+                "CREATE INDEX IF NOT EXISTS pending_approvals_by_session "
+                f"ON pending_approvals (session_id, {SCOPE_COLUMNS_SQL}, seq)",
+            ),
+        ),
+    ),
+    has_table("pending_approvals"),
+)
+_DECISIONS = {True: "approved", False: "denied"}
+
+
+def _loaded(text: str) -> PendingApproval:
+    return converter.structure(json.loads(text), PendingApproval)
+
+
+class SqliteApprovalStore:
+    """Pending approvals as JSON (the shared converter's form) beside their scope columns; a
+    decision is written once, by a compare-and-set on the undecided row."""
+
+    def __init__(self, conn: sqlite3.Connection, lock: threading.Lock | None = None) -> None:
+        """On `conn`; stores sharing one connection share its `lock` too."""
+        self._conn = conn
+        self._lock = lock or threading.Lock()
+        migrate(conn, SCHEMA)
+
+    @classmethod
+    def open(cls, path: str | Path) -> SqliteApprovalStore:
+        with closing_on_error(connect(path)) as conn:
+            return cls(conn)
+
+    def add(self, pending: PendingApproval) -> None:
+        body = json.dumps(converter.unstructure(pending))
+        try:
+            with self._lock:
+                self._conn.execute(
+                    f"INSERT INTO pending_approvals (approval_id, {SCOPE_COLUMNS_SQL}, session_id, pending) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (pending.request.approval_id, *scope_values(pending.scope), pending.request.session_id, body),
+                )
+        except sqlite3.IntegrityError:
+            raise ValueError(f"an approval with id {pending.request.approval_id!r} is stored already") from None
+
+    def pending(self, scope: Scope, session_id: str) -> list[PendingApproval]:
+        with self._lock:
+            rows = self._conn.execute(
+                f"SELECT pending FROM pending_approvals WHERE session_id = ? AND {SCOPE_MATCH} AND decision IS NULL "
+                "ORDER BY seq",
+                (session_id, *scope_values(scope)),
+            ).fetchall()
+        return [_loaded(text) for (text,) in rows]
+
+    def take(self, scope: Scope, approval_id: str, approved: bool, *, key: str | None = None) -> PendingApproval | None:
+        with self._lock, transaction(self._conn):
+            rows = self._conn.execute(
+                f"UPDATE pending_approvals SET decision = ?, taken_by = ? WHERE approval_id = ? AND {SCOPE_MATCH} "
+                "AND (decision IS NULL OR (taken_by = ? AND decision = ?)) RETURNING pending",
+                (_DECISIONS[approved], key, approval_id, *scope_values(scope), key, _DECISIONS[approved]),
+            ).fetchall()
+        return _loaded(rows[0][0]) if rows else None
+
+    def close(self) -> None:
+        self._conn.close()

@@ -1,0 +1,140 @@
+"""The embedded MemoryStore: remembered exchanges per scope in a SQLite table."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from datetime import datetime
+from pathlib import Path
+
+from agentloop.adapters.sqlite.connection import closing_on_error, connect
+from agentloop.adapters.sqlite.schema import Schema, Step, migrate
+from agentloop.adapters.rows import SCOPE_COLUMNS, scope_values
+from agentloop.adapters.sqlite.scopes import (
+    SCOPE_COLUMNS_DDL,
+    SCOPE_COLUMNS_SQL,
+    SCOPE_MATCH,
+    scope_columns_step,
+    scoped_version,
+)
+from agentloop.ports.stores import MemoryEntry
+from agentloop.scopes import Scope
+
+_ENTRY_COLUMNS = ("session_id", "user_text", "assistant_text", "created_at")
+_SCOPED = (
+    f"""CREATE TABLE memory_entries (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        {SCOPE_COLUMNS_DDL},
+        session_id TEXT NOT NULL,
+        user_text TEXT NOT NULL,
+        assistant_text TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    )""",
+    f"CREATE INDEX memory_entries_by_scope ON memory_entries ({SCOPE_COLUMNS_SQL}, id, session_id)",
+)
+_SAME_SCOPE = " AND ".join(f"{column} IS NEW.{column}" for column in SCOPE_COLUMNS)
+_LATEST = (
+    f"""CREATE TABLE memory_sessions (
+        {SCOPE_COLUMNS_DDL},
+        session_id TEXT NOT NULL,
+        last_id INTEGER NOT NULL
+    )""",
+    f"CREATE INDEX memory_sessions_by_session ON memory_sessions ({SCOPE_COLUMNS_SQL}, session_id)",
+    f"CREATE INDEX memory_sessions_by_last ON memory_sessions ({SCOPE_COLUMNS_SQL}, last_id)",
+    f"INSERT INTO memory_sessions SELECT {SCOPE_COLUMNS_SQL}, session_id, max(id) FROM memory_entries "
+    f"GROUP BY {SCOPE_COLUMNS_SQL}, session_id",
+    f"""CREATE TRIGGER memory_sessions_latest AFTER INSERT ON memory_entries BEGIN
+        UPDATE memory_sessions SET last_id = NEW.id WHERE {_SAME_SCOPE} AND session_id = NEW.session_id;
+        INSERT INTO memory_sessions SELECT {", ".join(f"NEW.{column}" for column in SCOPE_COLUMNS)}, NEW.session_id, NEW.id
+        WHERE NOT EXISTS (SELECT 1 FROM memory_sessions WHERE {_SAME_SCOPE} AND session_id = NEW.session_id);
+    END""",
+    "DROP INDEX memory_entries_by_scope",
+    f"CREATE INDEX memory_entries_by_session ON memory_entries ({SCOPE_COLUMNS_SQL}, session_id, id)",
+)
+SCHEMA = Schema(
+    "memory",
+    (
+        Step(
+            "memory under one scope text (release 0.1)",
+            (
+                """CREATE TABLE IF NOT EXISTS memory_entries (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    scope TEXT NOT NULL,
+                    session_id TEXT NOT NULL,
+                    user_text TEXT NOT NULL,
+                    assistant_text TEXT NOT NULL,
+                    created_at TEXT NOT NULL
+                )""",
+                "CREATE INDEX IF NOT EXISTS memory_entries_by_scope_session ON memory_entries (scope, id, session_id)",
+            ),
+        ),
+            scope_columns_step("memory_entries", _SCOPED, _ENTRY_COLUMNS),
+        Step("each scope's sessions by their newest entry, so recall skips a session without reading its rows", _LATEST),
+    ),
+    scoped_version("memory_entries"),
+)
+
+
+class SqliteMemoryStore:
+    """Append-only memory; `recent` reads the newest entries of a scope.
+
+    A trigger keeps each (scope, session)'s newest entry id in `memory_sessions`, so
+    `recent` costs the same whether the excluded session has 10 entries or 10,000.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, lock: threading.Lock | None = None) -> None:
+        """On `conn`; stores sharing one connection share its `lock` too."""
+        self._conn = conn
+        self._lock = lock or threading.Lock()
+        migrate(conn, SCHEMA)
+
+    @classmethod
+    def open(cls, path: str | Path) -> SqliteMemoryStore:
+        with closing_on_error(connect(path)) as conn:
+            return cls(conn)
+
+    def add(self, entry: MemoryEntry) -> None:
+        with self._lock:
+            self._conn.execute(
+                f"INSERT INTO memory_entries ({SCOPE_COLUMNS_SQL}, {', '.join(_ENTRY_COLUMNS)}) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    *scope_values(entry.scope),
+                    entry.session_id,
+                    entry.user_text,
+                    entry.assistant_text,
+                    entry.created_at.isoformat(),
+                ),
+            )
+
+    def recent(self, scope: Scope, limit: int, *, exclude_session: str | None = None) -> tuple[MemoryEntry, ...]:
+        """The newest `limit` entries of `scope` outside `exclude_session`, oldest first. They
+        lie in the `limit` sessions with the newest entries, read newest session first until
+        the next one's newest entry is older than `limit` rows already read."""
+        if limit <= 0:
+            return ()
+        chain = scope_values(scope)
+        newest = (
+            f"SELECT id, {', '.join(_ENTRY_COLUMNS)} FROM memory_entries "
+            f"WHERE {SCOPE_MATCH} AND session_id = ? ORDER BY id DESC LIMIT ?"
+        )
+        rows: list[tuple[int, str, str, str, str]] = []
+        with self._lock:
+            sessions = self._conn.execute(
+                f"SELECT session_id, last_id FROM memory_sessions WHERE {SCOPE_MATCH} AND session_id IS NOT ? "
+                "ORDER BY last_id DESC LIMIT ?",
+                (*chain, exclude_session, limit),
+            ).fetchall()
+            for session_id, last_id in sessions:
+                if len(rows) >= limit and rows[limit - 1][0] > last_id:
+                    break
+                rows.extend(self._conn.execute(newest, (*chain, session_id, limit)))
+                rows.sort(reverse=True)
+        del rows[limit:]
+        return tuple(
+            MemoryEntry(scope, session_id, user_text, assistant_text, datetime.fromisoformat(created_at))
+            for _, session_id, user_text, assistant_text, created_at in reversed(rows)
+        )
+
+    def close(self) -> None:
+        self._conn.close()

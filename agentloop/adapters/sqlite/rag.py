@@ -1,0 +1,233 @@
+"""The embedded RagStore: texts and their vectors in SQLite (the truth), searched through
+an hnswlib index that is derived from those rows and rebuilt whenever it disagrees."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import sqlite3
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+
+from agentloop.adapters.vectors.hnsw import HnswVectorIndex
+from agentloop.adapters.vectors.scoped import ScopedVectorIndex, open_graph
+from agentloop.adapters.sqlite.connection import closing_on_error, connect, data_version, on_commit, transaction
+from agentloop.adapters.sqlite.embedders import check_embedder, record_step
+from agentloop.adapters.sqlite.schema import Schema, Step, migrate
+from agentloop.adapters.rows import scope_values
+from agentloop.adapters.sqlite.scopes import (
+    SCOPE_COLUMNS_DDL,
+    SCOPE_COLUMNS_SQL,
+    SCOPE_MATCH,
+    scope_columns_step,
+    scoped_version,
+)
+from agentloop.ports.stores import RagHit
+from agentloop.ports.vectors import Embedder, Vectors
+from agentloop.scopes import Scope
+
+_DOCUMENT_COLUMNS = ("session_id", "text", "digest", "vector", "created_at")
+_SCOPED = (
+    f"""CREATE TABLE rag_documents (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        {SCOPE_COLUMNS_DDL},
+        session_id TEXT,
+        text TEXT NOT NULL,
+        digest TEXT NOT NULL,
+        vector BLOB NOT NULL,
+        created_at TEXT NOT NULL
+    )""",
+    f"CREATE INDEX rag_documents_by_scope_digest ON rag_documents ({SCOPE_COLUMNS_SQL}, digest)",
+)
+SCHEMA = Schema(
+    "rag",
+    (
+        Step(
+            "texts under one scope text (release 0.1)",
+            (
+                """CREATE TABLE IF NOT EXISTS rag_documents (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    scope TEXT NOT NULL,
+                    session_id TEXT,
+                    text TEXT NOT NULL,
+                    digest TEXT NOT NULL,
+                    vector BLOB NOT NULL,
+                    created_at TEXT NOT NULL
+                )""",
+                "CREATE INDEX IF NOT EXISTS rag_documents_by_digest ON rag_documents (scope, digest)",
+            ),
+        ),
+        scope_columns_step("rag_documents", _SCOPED, _DOCUMENT_COLUMNS),
+        record_step("rag_documents", "vector"),
+    ),
+    scoped_version("rag_documents"),
+)
+# A bot's own answers are few and retrieval needs only the top few: a lighter graph than
+# the note index keeps indexing a turn's answer cheap (benchmarks/turn_latency.py).
+INDEX_M = 16
+INDEX_EF_CONSTRUCTION = 64
+INDEX_EF = 64
+
+
+class SqliteRagStore:
+    """Scoped similarity search over stored texts.
+
+    Each row keeps its vector, so the index can be rebuilt without the embedder;
+    `close()` saves the index file. A text already stored in its scope is not stored
+    twice (`add` returns the existing id). After a crash the file is stale (its count differs
+    from the table's) and `open` rebuilds it from the rows.
+    """
+
+    def __init__(
+        self, conn: sqlite3.Connection, embedder: Embedder, index: HnswVectorIndex, lock: threading.Lock | None = None
+    ) -> None:
+        """On `conn`; stores sharing one connection share its `lock` too."""
+        if index.dim != embedder.dim:
+            raise ValueError(f"the index has dim {index.dim} but the embedder makes vectors of dim {embedder.dim}")
+        self._conn = conn
+        self._embedder = embedder
+        # Each scope's vectors kept together, so a search costs what the scope holds (I11 filter).
+        self._index: ScopedVectorIndex[str] = ScopedVectorIndex(index)
+        self._lock = lock or threading.Lock()
+        self._owns_connection = lock is None  # a shared lock means a shared connection, closed by its owner
+        migrate(conn, SCHEMA)
+        # What this process has read of the table: another connection's commit changes
+        # `PRAGMA data_version`, and texts are only ever appended, so catching up reads ids above `_read_to`.
+        self._data_version = data_version(conn)
+        self._read_to = 0
+        self._read_new_rows()
+
+    def _catch_up(self) -> None:
+        """Add the texts other processes stored since the last look (caller holds the lock);
+        when nothing was committed elsewhere this is one PRAGMA."""
+        version = data_version(self._conn)
+        if version != self._data_version:
+            self._data_version = version
+            self._read_new_rows()
+
+    def _read_new_rows(self) -> None:
+        """Take in the texts above `_read_to` with their vectors; the graph indexes those it
+        lacks (all of them when catching up; on open only those stored after the index file was read)."""
+        rows = self._conn.execute(
+            f"SELECT id, vector, {SCOPE_COLUMNS_SQL} FROM rag_documents WHERE id > ? ORDER BY id", (self._read_to,)
+        ).fetchall()
+        if not rows:
+            return
+        self._read_to = rows[-1][0]
+        self._index.add(
+            [Scope(*chain).key for _, _, *chain in rows],
+            [id_ for id_, *_ in rows],
+            np.frombuffer(b"".join(blob for _, blob, *_ in rows), dtype=np.float32).reshape(len(rows), -1),
+        )
+
+    @classmethod
+    def open(cls, path: str | Path, embedder: Embedder, index_path: str | Path) -> SqliteRagStore:
+        """Open the table at `path` and its index at `index_path`, rebuilding the index if stale."""
+        with closing_on_error(connect(path)) as conn:
+            return cls.on(conn, embedder, index_path)
+
+    @classmethod
+    def on(
+        cls, conn: sqlite3.Connection, embedder: Embedder, index_path: str | Path, lock: threading.Lock | None = None
+    ) -> SqliteRagStore:
+        """`open` on a connection the caller opened (and closes if this fails); with a `lock`,
+        the connection is shared and `close` leaves it open for its owner."""
+        migrate(conn, SCHEMA)
+        check_embedder(conn, "rag_documents", embedder.name, embedder.dim)
+        (count,) = conn.execute("SELECT count(*) FROM rag_documents").fetchone()
+        index = open_graph(
+            Path(index_path),
+            embedder.dim,
+            count,
+            lambda: _rows(conn),
+            m=INDEX_M,
+            ef_construction=INDEX_EF_CONSTRUCTION,
+            ef=INDEX_EF,
+        )
+        return cls(conn, embedder, index, lock)
+
+    @property
+    def embedder(self) -> Embedder:
+        return self._embedder
+
+    def add(self, scope: Scope, text: str, *, session_id: str | None = None, vector: Vectors | None = None) -> int:
+        """Store `text` in `scope` (its `vector` as given, or embedded now); its id."""
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        if vector is None:
+            vector = self._embedder.embed([text])
+        chain = scope_values(scope)
+        with self._lock, transaction(self._conn):  # BEGIN IMMEDIATE: another process cannot slip the same text in between
+            for (existing,) in self._conn.execute(
+                f"SELECT id FROM rag_documents WHERE {SCOPE_MATCH} AND digest = ? AND text = ?", (*chain, digest, text)
+            ):
+                return int(existing)
+            cursor = self._conn.execute(
+                f"INSERT INTO rag_documents ({SCOPE_COLUMNS_SQL}, {', '.join(_DOCUMENT_COLUMNS)}) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (*chain, session_id, text, digest, vector[0].astype(np.float32).tobytes(), datetime.now(UTC).isoformat()),
+            )
+            new_id = cursor.lastrowid
+            if new_id is None:
+                raise sqlite3.DatabaseError("SQLite did not report the id of the inserted text")
+            # Indexed once kept: a rolled-back id may be given to another text, which the index must then take.
+            on_commit(self._conn, functools.partial(self._index.add, [scope.key], [new_id], vector))
+        return new_id
+
+    def search(self, scope: Scope, query: str, k: int, *, vector: Vectors | None = None) -> list[RagHit]:
+        """The `k` texts of `scope` nearest `query` (its `vector` as given, or embedded now)."""
+        with self._lock:
+            self._catch_up()
+        key = scope.key
+        if k <= 0 or self._index.size(key) == 0:
+            return []
+        if vector is None:
+            vector = self._embedder.embed([query])
+        if not vector.any():
+            return []
+        found = self._index.search(vector, k, (key,))
+        if not found:
+            return []
+        marks = ",".join("?" * len(found))
+        chain = scope_values(scope)
+        with self._lock:
+            rows = self._conn.execute(
+                f"SELECT id, text, {SCOPE_COLUMNS_SQL} FROM rag_documents WHERE id IN ({marks})", [i for i, _ in found]
+            ).fetchall()
+        # The rows themselves, not only the in-memory keys, must be in the scope (I11).
+        texts = {id_: text for id_, text, *row_chain in rows if tuple(row_chain) == chain}
+        return [RagHit(id_, texts[id_], score, scope) for id_, score in found if id_ in texts]
+
+    def texts(self, scope: Scope) -> list[str]:
+        """Every text stored in `scope`, oldest first."""
+        with self._lock:
+            rows = self._conn.execute(
+                f"SELECT text FROM rag_documents WHERE {SCOPE_MATCH} ORDER BY id", scope_values(scope)
+            ).fetchall()
+        return [text for (text,) in rows]
+
+    def __len__(self) -> int:
+        with self._lock:
+            self._catch_up()
+        return len(self._index)
+
+    def save(self) -> None:
+        """Write the index file so the next open need not rebuild it; it first takes in the
+        texts other processes stored, and leaves a file that holds more in place."""
+        with self._lock:
+            self._catch_up()
+        self._index.save(keep_larger=True)
+
+    def close(self) -> None:
+        """Save the index, and close the connection unless it was lent (`on`)."""
+        self.save()
+        if self._owns_connection:
+            self._conn.close()
+
+
+def _rows(conn: sqlite3.Connection) -> Iterator[tuple[int, Vectors]]:
+    for id_, blob in conn.execute("SELECT id, vector FROM rag_documents ORDER BY id"):
+        yield id_, np.frombuffer(blob, dtype=np.float32)

@@ -1,0 +1,375 @@
+"""`agentloop serve`: the HTTP API over a bot, its tokens and tenants, its limits and its errors."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+
+import httpx
+import pytest
+from structlog.testing import capture_logs
+
+from agentloop import FailureKind, LlmCallError, LlmReply, LlmRequest
+from agentloop.serve import TokenFileError, create_app, load_tokens
+from agentloop.serve.openapi import OPENAPI
+from agentloop.testing import ScriptedLLM
+from agentloop.testing.serve import served
+from agentloop.serve import Caller
+from serve_kit import (
+    ALICE, BOB, CAROL, HELLO, GatedLLM, auth, client, new_session, say_hi, seed_note, serve_command, settings, usefulness,
+)
+
+
+def test_health_answers_without_a_token(tmp_path: Path) -> None:
+    async def body() -> httpx.Response:
+        async with client(settings(tmp_path)) as http:
+            return await http.get("/healthz")
+
+    assert asyncio.run(body()).json() == {"status": "ok"}
+
+
+@pytest.mark.parametrize("header", [None, "Bearer not-a-known-token", f"Basic {ALICE}"])
+def test_a_request_without_a_valid_bearer_token_gets_401_with_a_json_error(tmp_path: Path, header: str | None) -> None:
+    async def body() -> httpx.Response:
+        async with client(settings(tmp_path)) as http:
+            return await http.post("/v1/sessions", headers={} if header is None else {"Authorization": header})
+
+    answer = asyncio.run(body())
+    assert answer.status_code == 401
+    assert answer.json()["error"]["code"] == "unauthorized"
+    assert "Authorization: Bearer" in answer.json()["error"]["message"]
+
+
+def test_me_tells_the_user_and_tenant_of_the_token(tmp_path: Path) -> None:
+    async def body() -> httpx.Response:
+        async with client(settings(tmp_path)) as http:
+            return await http.get("/v1/me", headers=auth(ALICE))
+
+    assert asyncio.run(body()).json() == {"user": "alice", "tenant": {"org": "acme", "team": "support", "project": None}}
+
+
+def test_a_message_gets_the_reply_as_json_and_lands_in_the_history(tmp_path: Path) -> None:
+    async def body() -> tuple[httpx.Response, httpx.Response]:
+        async with client(settings(tmp_path)) as http:
+            session = await new_session(http)
+            reply = await http.post(f"/v1/sessions/{session}/messages", json={"text": "hello"}, headers=auth(ALICE))
+            history = await http.get(f"/v1/sessions/{session}/messages", headers=auth(ALICE))
+            return reply, history
+
+    reply, history = asyncio.run(body())
+    assert reply.status_code == 200
+    outcome = reply.json()
+    assert outcome["finish_reason"] == "success"
+    assert outcome["text"] == "echo: hello"
+    assert outcome["failures"] == [] and outcome["fallback"] is False and outcome["approval"] is None
+    assert outcome["turn_id"] and outcome["message_id"]
+    assert history.json() == {"messages": [{"role": "user", "text": "hello"}, {"role": "assistant", "text": "echo: hello"}]}
+
+
+@pytest.mark.parametrize("intruder", [BOB, CAROL], ids=["another org", "the same user in another team"])
+def test_a_session_is_not_found_for_a_token_of_another_tenant_chain(tmp_path: Path, intruder: str) -> None:
+    async def body() -> list[httpx.Response]:
+        async with client(settings(tmp_path)) as http:
+            session = await new_session(http, ALICE)
+            await http.post(f"/v1/sessions/{session}/messages", json={"text": "secret plans"}, headers=auth(ALICE))
+            return [
+                await http.get(f"/v1/sessions/{session}/messages", headers=auth(intruder)),
+                await http.post(f"/v1/sessions/{session}/messages", json={"text": "hi"}, headers=auth(intruder)),
+                await http.post(f"/v1/sessions/{session}/feedback", json={"turn_id": "t", "positive": True}, headers=auth(intruder)),
+                await http.post(f"/v1/sessions/{session}/end", headers=auth(intruder)),
+            ]
+
+    for answer in asyncio.run(body()):
+        assert answer.status_code == 404
+        assert answer.json()["error"]["code"] == "not_found"
+        assert "secret plans" not in answer.text
+
+
+def test_a_session_id_made_up_by_the_client_is_not_found(tmp_path: Path) -> None:
+    async def body() -> httpx.Response:
+        async with client(settings(tmp_path)) as http:
+            return await http.get("/v1/sessions/my-own-id/messages", headers=auth(ALICE))
+
+    assert asyncio.run(body()).status_code == 404
+
+
+def test_sse_sends_a_delta_before_the_model_has_finished_then_one_outcome(tmp_path: Path) -> None:
+    llm = GatedLLM("Hel", "lo there")
+    with served(create_app(settings(tmp_path, llm))) as url, httpx.Client(base_url=url, timeout=30) as http:
+        session = http.post("/v1/sessions", headers=auth(ALICE)).json()["session_id"]
+        headers = {**auth(ALICE), "Accept": "text/event-stream"}
+        with http.stream("POST", f"/v1/sessions/{session}/messages", json={"text": "hi"}, headers=headers) as stream:
+            assert stream.headers["content-type"].startswith("text/event-stream")
+            lines = stream.iter_lines()
+            first = [next(lines), next(lines)]
+            assert first == ["event: delta", 'data: {"text": "Hel"}']
+            assert not llm.finished
+            llm.release.set()
+            rest = list(lines)
+    events = [(name[len("event: "):], json.loads(data[len("data: "):])) for name, data, *_ in zip(rest[1::3], rest[2::3])]
+    assert [name for name, _ in events if name == "outcome"] == ["outcome"]
+    assert events[-1][0] == "outcome"
+    assert events[-1][1]["text"] == "Hello there" and events[-1][1]["finish_reason"] == "success"
+    assert "Hel" + "".join(data["text"] for name, data in events if name == "delta") == "Hello there"
+
+
+def test_a_token_file_without_tokens_is_refused_with_the_fix(tmp_path: Path) -> None:
+    path = tmp_path / "tokens.toml"
+    path.write_text('secret = "0123456789abcdef0123"\n')
+    with pytest.raises(TokenFileError, match=r"\[\[tokens\]\]"):
+        load_tokens(path)
+
+
+def test_a_token_may_be_listed_by_its_sha256(tmp_path: Path) -> None:
+    import hashlib
+
+    path = tmp_path / "tokens.toml"
+    path.write_text(f'[[tokens]]\nsha256 = "{hashlib.sha256(ALICE.encode()).hexdigest()}"\nuser = "alice"\n')
+    tokens = load_tokens(path)
+    assert tokens.caller(ALICE) is not None and tokens.caller(ALICE).user == "alice"  # type: ignore[union-attr]
+    assert tokens.caller(BOB) is None
+
+
+def test_a_body_over_the_limit_gets_413(tmp_path: Path) -> None:
+    async def body() -> httpx.Response:
+        async with client(settings(tmp_path, max_body_bytes=100)) as http:
+            session = await new_session(http)
+            return await http.post(f"/v1/sessions/{session}/messages", json={"text": "x" * 200}, headers=auth(ALICE))
+
+    answer = asyncio.run(body())
+    assert answer.status_code == 413
+    assert answer.json()["error"] == {"code": "too_large", "message": "the request body is larger than 100 bytes; send less"}
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (json.dumps({"text": "x" * 51}), "the limit is 50"),
+        ("{not json", "not valid JSON"),
+        (json.dumps({"text": 3}), "'text' must be a string"),
+        (json.dumps(["hello"]), "must be a JSON object"),
+        (json.dumps({"text": "   "}), "empty"),
+    ],
+    ids=["too long", "bad json", "mistyped field", "not an object", "blank"],
+)
+def test_a_bad_message_gets_422_saying_what_is_wrong(tmp_path: Path, content: str, says: str) -> None:
+    async def body() -> httpx.Response:
+        async with client(settings(tmp_path, max_message_chars=50)) as http:
+            session = await new_session(http)
+            return await http.post(f"/v1/sessions/{session}/messages", content=content, headers=auth(ALICE))
+
+    answer = asyncio.run(body())
+    assert answer.status_code == 422
+    assert answer.json()["error"]["code"] == "invalid"
+    assert says in answer.json()["error"]["message"]
+
+
+def test_a_token_over_its_rate_limit_gets_429_with_retry_after_while_others_go_on(tmp_path: Path) -> None:
+    async def body() -> tuple[list[int], httpx.Response, httpx.Response]:
+        async with client(settings(tmp_path, rate_per_minute=6, rate_burst=2)) as http:
+            first = [(await http.get("/v1/me", headers=auth(ALICE))).status_code for _ in range(2)]
+            return first, await http.get("/v1/me", headers=auth(ALICE)), await http.get("/v1/me", headers=auth(BOB))
+
+    allowed, limited, other = asyncio.run(body())
+    assert allowed == [200, 200]
+    assert limited.status_code == 429
+    assert limited.json()["error"]["code"] == "rate_limited"
+    assert 1 <= int(limited.headers["Retry-After"]) <= 10
+    assert other.status_code == 200
+
+
+def test_a_turn_past_its_deadline_ends_with_finish_reason_deadline_inside_a_200(tmp_path: Path) -> None:
+    slow = ScriptedLLM(["too late"], latency=2.0)
+
+    async def body() -> httpx.Response:
+        async with client(settings(tmp_path, slow, turn_timeout=0.2)) as http:
+            session = await new_session(http)
+            return await http.post(f"/v1/sessions/{session}/messages", json={"text": "hi"}, headers=auth(ALICE))
+
+    answer = asyncio.run(body())
+    assert answer.status_code == 200
+    assert answer.json()["finish_reason"] == "deadline"
+    assert answer.json()["text"]  # the fallback the user receives
+    assert all("Error:" not in failure for failure in answer.json()["failures"])
+
+
+def test_an_internal_error_is_a_json_500_without_a_stack_trace(tmp_path: Path) -> None:
+    async def body() -> httpx.Response:
+        async with client(settings(tmp_path, pipeline="serve_kit:broken_pipeline")) as http:
+            session = await new_session(http)
+            return await http.post(f"/v1/sessions/{session}/messages", json={"text": "hi"}, headers=auth(ALICE))
+
+    answer = asyncio.run(body())
+    assert answer.status_code == 500
+    assert answer.json()["error"]["code"] == "internal"
+    assert "Traceback" not in answer.text and "RuntimeError" not in answer.text and "internal detail" not in answer.text
+
+
+def test_failures_in_the_outcome_are_user_safe(tmp_path: Path) -> None:
+    failing = ScriptedLLM([LlmCallError("upstream said: key sk-secret is invalid", kind=FailureKind.UNKNOWN)])
+
+    async def body() -> httpx.Response:
+        async with client(settings(tmp_path, failing)) as http:
+            session = await new_session(http)
+            return await http.post(f"/v1/sessions/{session}/messages", json={"text": "hi"}, headers=auth(ALICE))
+
+    outcome = asyncio.run(body()).json()
+    assert outcome["finish_reason"] == "error" and outcome["fallback"] is True
+    assert outcome["failures"] == ["the model failed"]
+
+
+def test_the_openapi_document_lists_exactly_the_routes_of_the_app(tmp_path: Path) -> None:
+    from starlette.routing import Mount, Route
+
+    app = create_app(settings(tmp_path))
+    served_routes = set()
+    for route in app.routes:
+        if isinstance(route, Route):
+            served_routes |= {(route.path, method.lower()) for method in route.methods or () if method != "HEAD"}
+        elif isinstance(route, Mount):
+            served_routes.add((f"{route.path}/{{path}}", "get"))
+    documented = {(path, method) for path, item in OPENAPI["paths"].items() for method in item}
+    assert documented == served_routes
+
+    async def body() -> httpx.Response:
+        async with client(settings(tmp_path)) as http:
+            return await http.get("/openapi.json")
+
+    assert asyncio.run(body()).json() == OPENAPI
+
+
+def test_feedback_on_a_turn_credits_the_note_that_turn_was_shown(tmp_path: Path) -> None:
+    served_settings = settings(tmp_path)
+    key = seed_note(served_settings.stores, "page through rate-limited APIs and verify totals", Caller("alice", "acme", "support"))
+
+    async def body() -> tuple[httpx.Response, httpx.Response]:
+        async with client(served_settings) as http:
+            session = await new_session(http)
+            reply = await http.post(
+                f"/v1/sessions/{session}/messages", json={"text": "how do I page through rate-limited APIs?"}, headers=auth(ALICE)
+            )
+            feedback = {"turn_id": reply.json()["turn_id"], "positive": True}
+            return reply, await http.post(f"/v1/sessions/{session}/feedback", json=feedback, headers=auth(ALICE))
+
+    reply, credited = asyncio.run(body())
+    assert credited.json() == {"credited": 1}
+    assert usefulness(served_settings.stores, key) == 1
+
+
+def test_ending_a_session_says_what_distillation_made_of_it(tmp_path: Path) -> None:
+    async def body() -> httpx.Response:
+        async with client(settings(tmp_path)) as http:
+            session = await new_session(http)
+            await http.post(f"/v1/sessions/{session}/messages", json={"text": "hi"}, headers=auth(ALICE))
+            return await http.post(f"/v1/sessions/{session}/end", headers=auth(ALICE))
+
+    ended = asyncio.run(body())
+    assert ended.status_code == 200
+    assert ended.json()["status"] == "skipped" and ended.json()["reason"]
+
+
+def test_deciding_an_approval_that_is_not_pending_is_not_found(tmp_path: Path) -> None:
+    async def body() -> httpx.Response:
+        async with client(settings(tmp_path)) as http:
+            session = await new_session(http)
+            return await http.post(f"/v1/sessions/{session}/approvals/nothing-pending", json={"approve": True}, headers=auth(ALICE))
+
+    answer = asyncio.run(body())
+    assert answer.status_code == 404
+    assert "no tool call awaits approval" in answer.json()["error"]["message"]
+
+
+def test_a_session_idle_past_the_idle_timeout_is_ended(tmp_path: Path) -> None:
+    async def body() -> tuple[str, list[dict[str, object]]]:
+        with capture_logs() as logs:
+            async with client(settings(tmp_path, idle_timeout=0.2)) as http:
+                session = await new_session(http)
+                await http.post(f"/v1/sessions/{session}/messages", json={"text": "hi"}, headers=auth(ALICE))
+                await asyncio.sleep(0.6)
+        return session, logs
+
+    session, logs = asyncio.run(body())
+    assert [log["session_id"] for log in logs if log["event"] == "notes.end_session"] == [session]
+
+
+
+def test_the_serve_command_serves_the_bot_until_sigterm(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[3]), os.environ.get("PYTHONPATH", "")])}
+    with serve_command(tmp_path, env=env) as run:
+        assert run.first_line.startswith(f"agentloop serve: {run.url} bot 'bot'")
+        assert say_hi(run.url)[1] == HELLO
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == "agentloop serve: stopped\n"
+
+
+def test_concurrent_streams_of_one_session_each_get_their_own_turns_deltas(tmp_path: Path) -> None:
+    echo = ScriptedLLM(lambda request: f"echo: {request.messages[-1].content}", chunk=2, latency=0.05)
+
+    async def body() -> list[tuple[str, str]]:
+        async with client(settings(tmp_path, echo, rate_burst=20)) as http:
+            session = await new_session(http)
+            headers = {**auth(ALICE), "Accept": "text/event-stream"}
+
+            async def stream(number: int) -> tuple[str, str]:
+                await asyncio.sleep(number * 0.03)  # some arrive while an earlier turn ends and the next starts
+                text = f"message number {number}"
+                answer = await http.post(f"/v1/sessions/{session}/messages", json={"text": text}, headers=headers)
+                events = [block.split("\n") for block in answer.text.strip().split("\n\n")]
+                data = [(name[len("event: "):], json.loads(line[len("data: "):])) for name, line in events]
+                deltas = "".join(value["text"] for name, value in data if name == "delta")
+                return deltas, data[-1][1]["text"]
+
+            return await asyncio.gather(*(stream(number) for number in range(8)))
+
+    for shown, final in asyncio.run(body()):
+        assert shown == final
+
+
+def test_an_unknown_route_or_method_is_a_json_error_too(tmp_path: Path) -> None:
+    async def body() -> tuple[httpx.Response, httpx.Response]:
+        async with client(settings(tmp_path)) as http:
+            return await http.get("/v1/nothing-here", headers=auth(ALICE)), await http.delete("/v1/sessions", headers=auth(ALICE))
+
+    missing, wrong_method = asyncio.run(body())
+    assert (missing.status_code, missing.json()["error"]["code"]) == (404, "not_found")
+    assert (wrong_method.status_code, wrong_method.json()["error"]["code"]) == (405, "method_not_allowed")
+    assert "/openapi.json" in wrong_method.json()["error"]["message"]
+
+
+class _CountingLLM:
+    """Answers after a short wait, counting how many of its calls were under way at once."""
+
+    def __init__(self) -> None:
+        self.running = self.most = 0
+
+    async def complete(self, request: LlmRequest) -> LlmReply:
+        self.running += 1
+        self.most = max(self.most, self.running)
+        await asyncio.sleep(0.05)
+        self.running -= 1
+        return LlmReply("done")
+
+
+@pytest.mark.parametrize(("bound", "most"), [(None, 4), (2, 2)])
+def test_max_concurrent_turns_bounds_the_turns_running_at_once(tmp_path: Path, bound: int | None, most: int) -> None:
+    """Four sessions post at once: unbounded, all four turns run together; with a bound of 2,
+    two wait their turn, and every turn is still answered."""
+    model = _CountingLLM()
+
+    async def body() -> list[httpx.Response]:
+        async with client(settings(tmp_path, model, max_concurrent_turns=bound)) as http:
+            sessions = [await new_session(http) for _ in range(4)]
+            posts = [http.post(f"/v1/sessions/{s}/messages", json={"text": "hi"}, headers=auth(ALICE)) for s in sessions]
+            return list(await asyncio.gather(*posts))
+
+    answers = asyncio.run(body())
+    assert [a.json()["text"] for a in answers] == ["done"] * 4
+    assert model.most == most
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True])
+def test_max_concurrent_turns_must_be_a_whole_number_of_at_least_one(tmp_path: Path, bad: object) -> None:
+    with pytest.raises(ValueError, match="max_concurrent_turns must be a whole number of at least 1"):
+        settings(tmp_path, max_concurrent_turns=bad)
