@@ -34,7 +34,7 @@ from agentloop.adapters import (
     reembed_stores,
     stores_exist,
 )
-from agentloop.adapters.stores import shown_url
+from agentloop.adapters.urls import is_postgres_url, shown_url
 from agentloop.bots import (
     API_KEY_VARIABLES,
     DEFAULT_BASE_URL,
@@ -524,7 +524,7 @@ def _workers() -> Any:
 
 
 def _is_postgres(url: str) -> bool:
-    return url.startswith(("postgresql://", "postgres://"))
+    return is_postgres_url(url)
 
 
 def _worker(args: argparse.Namespace, out: TextIO) -> int:

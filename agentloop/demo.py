@@ -17,7 +17,7 @@ from typing import Any, Protocol, TextIO
 
 import attrs
 
-from agentloop.adapters.stores import shown_url
+from agentloop.adapters.urls import shown_url
 from agentloop.components import ToolExecution, ToolExecutions
 from agentloop.context import AgentContext, IncomingMessage, Session
 from agentloop.errors import DemoCheckFailed, LlmCallError

@@ -3,36 +3,14 @@
 from __future__ import annotations
 
 import os
-import re
-from contextlib import ExitStack, closing
 from pathlib import Path
 from types import ModuleType
 
 import attrs
 
-from agentloop.adapters.sqlite.attempt_notes import FileAttemptNotes
 from agentloop.adapters.embedders.hashing import HashingEmbedder
-from agentloop.adapters.sqlite.connection import connect
-from agentloop.adapters.sqlite import knowledge as sqlite_knowledge, rag as sqlite_rag
-from agentloop.adapters.sqlite.embedders import reembed_table
-from agentloop.adapters.sqlite.schema import migrate
-from agentloop.adapters.sqlite.approvals import SqliteApprovalStore
-from agentloop.adapters.sqlite.thread import (
-    AsyncSqliteApprovalStore,
-    AsyncSqliteKnowledgeRepository,
-    AsyncSqliteMemoryStore,
-    AsyncSqliteRagStore,
-    AsyncSqliteSessionStore,
-    AsyncSqliteTaskStore,
-    AsyncSqliteTrajectoryStore,
-    SqliteFile,
-)
-from agentloop.adapters.sqlite.knowledge import SqliteKnowledgeRepository
-from agentloop.adapters.sqlite.memory import SqliteMemoryStore
-from agentloop.adapters.sqlite.rag import SqliteRagStore
-from agentloop.adapters.sqlite.sessions import SqliteSessionStore
-from agentloop.adapters.sqlite.tasks import SqliteTaskStore
-from agentloop.adapters.sqlite.trajectories import SqliteTrajectoryStore
+from agentloop.adapters.sqlite import open_sqlite_stores, reembed_sqlite_stores
+from agentloop.adapters.urls import after_scheme, is_postgres_url, scheme, shown_url
 from agentloop.errors import StoreUrlError
 from agentloop.names import check_bot_name
 from agentloop.ports import Embedder
@@ -41,15 +19,7 @@ from agentloop.ports.stores import Stores
 DEFAULT_STORES_URL = "sqlite:///./agentloop-data"
 """Where a bot keeps its stores unless told: the directory `./agentloop-data`."""
 
-_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
-_PASSWORD = re.compile(r"(//[^/:@]*):[^/@]*@")
 _FIX = "give sqlite:///DIR (a relative DIR, or sqlite:////abs/dir), a directory path or postgresql://USER:PASSWORD@HOST/DATABASE"
-_POSTGRES_SCHEMES = ("postgresql", "postgres")
-
-
-def shown_url(url: str) -> str:
-    """`url` with its password, if any, replaced by `***` (for messages and logs)."""
-    return _PASSWORD.sub(r"\1:***@", url)
 
 
 def open_stores(
@@ -72,38 +42,12 @@ def open_stores(
     every store in the schema `agentloop_<bot>` of that database.
     """
     check_bot_name(bot)
-    scheme = _SCHEME.match(os.fspath(url))
-    if scheme is not None and scheme.group(1).lower() in _POSTGRES_SCHEMES:
+    if is_postgres_url(url):
         return _open_postgres(os.fspath(url), bot, embedder or HashingEmbedder(), create)
     directory = _sqlite_directory(url, create)
     if not create and not (directory / f"{bot}.sqlite3").exists():
         raise StoreUrlError(os.fspath(url), f"the bot {bot!r} has no stores there yet", "run the bot first, or give its URL and name")
-    embedder = embedder or HashingEmbedder()
-    database = directory / f"{bot}.sqlite3"
-    with ExitStack() as opened:
-        bot_file = SqliteFile(database)  # history, memory and RAG share it, its connection and its thread
-        opened.callback(bot_file.close)
-        sessions = AsyncSqliteSessionStore(SqliteSessionStore(bot_file.conn, bot_file.lock), bot_file.thread)
-        memory = AsyncSqliteMemoryStore(SqliteMemoryStore(bot_file.conn, bot_file.lock), bot_file.thread)
-        approvals = AsyncSqliteApprovalStore(SqliteApprovalStore(bot_file.conn, bot_file.lock), bot_file.thread)
-        rag = AsyncSqliteRagStore(
-            SqliteRagStore.on(bot_file.conn, embedder, directory / f"{bot}.rag.hnsw", bot_file.lock), bot_file.thread
-        )
-        opened.callback(rag.close)
-        knowledge = AsyncSqliteKnowledgeRepository(
-            SqliteKnowledgeRepository(directory / f"{bot}.notes.sqlite3", dim=embedder.dim, embedder=embedder.name)
-        )
-        opened.callback(knowledge.close)
-        trajectories = AsyncSqliteTrajectoryStore(SqliteTrajectoryStore(directory / f"{bot}.trajectories.sqlite3"))
-        opened.callback(trajectories.close)
-        tasks = AsyncSqliteTaskStore(SqliteTaskStore(directory / f"{bot}.tasks.sqlite3"))
-        opened.callback(tasks.close)
-        opened.pop_all()
-    closers = (bot_file.close, rag.close, knowledge.close, trajectories.close, tasks.close)
-    return Stores(
-        f"sqlite:///{directory}", bot, embedder, sessions, memory, rag, knowledge, trajectories, tasks,
-        FileAttemptNotes(directory / f"{bot}.attempt-notes"), approvals, closers,
-    )
+    return open_sqlite_stores(directory, bot=bot, embedder=embedder or HashingEmbedder())
 
 
 @attrs.frozen
@@ -126,33 +70,21 @@ def reembed_stores(
     check_bot_name(bot)
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
-    scheme = _SCHEME.match(os.fspath(url))
-    if scheme is not None and scheme.group(1).lower() in _POSTGRES_SCHEMES:
+    if is_postgres_url(url):
         postgres = _postgres_backend(os.fspath(url))
         texts, notes = postgres.reembed_postgres_stores(os.fspath(url), bot=bot, embedder=embedder, batch_size=batch_size)
         return Reembedded(texts, notes)
     directory = _sqlite_directory(url, create=False)
-    database, notes_file = directory / f"{bot}.sqlite3", directory / f"{bot}.notes.sqlite3"
-    if not database.exists():
+    if not (directory / f"{bot}.sqlite3").exists():
         raise StoreUrlError(os.fspath(url), f"the bot {bot!r} has no stores there yet", "run the bot first, or give its URL and name")
-    counts = []
-    for path, schema, table, text, vector, index in (
-        (database, sqlite_rag.SCHEMA, "rag_documents", "text", "vector", directory / f"{bot}.rag.hnsw"),
-        (notes_file, sqlite_knowledge.SCHEMA, "knowledge_items", "markdown", "embedding", Path(f"{notes_file}.hnsw")),
-    ):
-        with closing(connect(path)) as conn:
-            migrate(conn, schema)
-            counts.append(reembed_table(conn, table, text, vector, embedder, batch_size))
-        index.unlink(missing_ok=True)  # derived from the rows: the next open builds it from the new vectors
-    return Reembedded(*counts)
+    return Reembedded(*reembed_sqlite_stores(directory, bot=bot, embedder=embedder, batch_size=batch_size))
 
 
 def stores_exist(url: str | os.PathLike[str] = DEFAULT_STORES_URL, *, bot: str = "bot") -> bool:
     """Whether `bot` already has stores at `url`, creating nothing (so a caller that needs a
     new bot can refuse an old one); StoreUrlError when the URL names no backend or no server answers."""
     check_bot_name(bot)
-    scheme = _SCHEME.match(os.fspath(url))
-    if scheme is not None and scheme.group(1).lower() in _POSTGRES_SCHEMES:
+    if is_postgres_url(url):
         found: bool = _postgres_backend(os.fspath(url)).postgres_stores_exist(os.fspath(url), bot=bot)
         return found
     return (_sqlite_directory(url, create=False) / f"{bot}.sqlite3").exists()
@@ -179,15 +111,15 @@ def _sqlite_directory(url: str | os.PathLike[str], create: bool) -> Path:
     """The data directory `url` names, created if missing and `create`; StoreUrlError if it cannot be."""
     text = os.fspath(url)
     shown = shown_url(text)
-    scheme = _SCHEME.match(text)
-    if scheme is None:
+    start, named = after_scheme(text), scheme(text)
+    if start is None:
         path = text
-    elif scheme.group(1).lower() != "sqlite":
-        raise StoreUrlError(shown, f"no backend opens {scheme.group(1)!r} URLs", _FIX)
-    elif not text[scheme.end():].startswith("/") or len(text) == scheme.end() + 1:
+    elif named != "sqlite":
+        raise StoreUrlError(shown, f"no backend opens {text[:start - 3]!r} URLs", _FIX)
+    elif not text[start:].startswith("/") or len(text) == start + 1:
         raise StoreUrlError(shown, "a sqlite URL names a directory after three slashes and no host", _FIX)
     else:
-        path = text[scheme.end() + 1:]
+        path = text[start + 1:]
     if not path:
         raise StoreUrlError(shown, "it names no directory", _FIX)
     directory = Path(path)

@@ -9,7 +9,7 @@ from typing import TextIO
 
 import uvicorn
 
-from agentloop.adapters.stores import shown_url
+from agentloop.adapters.urls import shown_url
 from agentloop.bots import BotError, http_llm, start_otel, stores_url
 from agentloop.serve.app import create_app
 from agentloop.serve.auth import load_tokens

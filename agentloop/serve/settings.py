@@ -8,6 +8,7 @@ from typing import Any
 import attrs
 
 from agentloop.adapters.stores import DEFAULT_STORES_URL
+from agentloop.adapters.urls import is_postgres_url
 from agentloop.ports import LLM
 from agentloop.serve.auth import Tokens
 
@@ -55,4 +56,4 @@ class ServeSettings:
         """True when turns are submitted to the workers' inbox instead of run here."""
         if self.inbox is not None:
             return self.inbox
-        return self.stores.startswith(("postgresql://", "postgres://"))
+        return is_postgres_url(self.stores)

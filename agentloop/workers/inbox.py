@@ -18,7 +18,7 @@ import structlog
 from procrastinate.schema import SchemaManager
 from psycopg.types.json import Jsonb
 
-from agentloop.adapters.stores import shown_url
+from agentloop.adapters.urls import is_postgres_url, shown_url
 from agentloop.context import IncomingMessage, Session
 from agentloop.errors import NewerSchemaError
 from agentloop.names import check_bot_name
@@ -274,7 +274,7 @@ async def migrate_inbox(url: str) -> None:
 
 async def _connect(url: str) -> psycopg.AsyncConnection[tuple[Any, ...]]:
     """One connection to `url`, or a one-line `InboxUrlError` when it is no PostgreSQL URL or unreachable."""
-    if not url.startswith(("postgresql://", "postgres://")):
+    if not is_postgres_url(url):
         raise InboxUrlError(shown_url(url), "the inbox needs PostgreSQL")
     try:
         return await psycopg.AsyncConnection.connect(url, connect_timeout=10, autocommit=True)

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 
 from agentloop.adapters.llm.http import ModelHttpClient, RetryPolicy, sse_events
-from agentloop.adapters.llm.openai import check_reachable as _check_reachable
+from agentloop.adapters.llm.http import check_reachable as _check_reachable
 from agentloop.errors import LlmCallError
 from agentloop.messages import (
     ChatMessage,
@@ -46,7 +46,7 @@ def _headers(api_key: str | None) -> dict[str, str]:
 
 
 def check_reachable(base_url: str, *, model: str | None = None, api_key: str | None = None, timeout: float = 5.0) -> None:
-    """The start-up check of `agentloop.adapters.llm.openai.check_reachable`, authenticated as
+    """The start-up check of `agentloop.adapters.llm.http.check_reachable`, authenticated as
     the Messages API wants: the API lists its models (GET `/v1/models`) only to a caller with a key."""
     _check_reachable(base_url, model=model, timeout=timeout, headers=_headers(api_key))
 

@@ -23,10 +23,10 @@ import httpx
 import structlog
 import tenacity
 
-from agentloop.errors import LlmCallError, ModelServerError
+from agentloop.errors import EndpointUnreachableError, LlmCallError, ModelServerError, UnknownModelError
 from agentloop.outcome import FailureKind
 
-__all__ = ["ModelHttpClient", "RetryPolicy", "SseEvent", "server_message", "sse_events"]
+__all__ = ["ModelHttpClient", "RetryPolicy", "SseEvent", "check_reachable", "server_message", "sse_events"]
 
 _log = structlog.get_logger("agentloop.llm_http")
 
@@ -306,3 +306,28 @@ def _past_deadline(exc: LlmCallError) -> LlmCallError:
     if isinstance(exc, ModelServerError):
         return ModelServerError(message, status=exc.status, kind=exc.kind, retry_after=exc.retry_after)
     return LlmCallError(message, kind=exc.kind)
+
+
+def check_reachable(base_url: str, *, model: str | None, timeout: float, headers: Mapping[str, str]) -> None:
+    """Raise `EndpointUnreachableError` unless an HTTP server answers at `base_url`, and
+    `UnknownModelError` when it lists its models (GET `<base_url>/models`) without `model`;
+    each provider gives the `headers` that authenticate with its API.
+
+    One GET costs no tokens; a server without the listing (404, 405, any error status)
+    is taken at its word. Applications call it once before a conversation, so a wrong
+    URL or model name is one clear message instead of a fallback answer on every turn.
+    """
+    try:
+        response = httpx.get(base_url.rstrip("/") + "/models", timeout=timeout, headers=headers)
+    except httpx.InvalidURL as exc:
+        raise EndpointUnreachableError(base_url, f"not a valid URL: {exc}") from exc
+    except httpx.TransportError as exc:
+        raise EndpointUnreachableError(base_url, type(exc).__name__ + (f": {exc}" if str(exc) else "")) from exc
+    if model is None or not response.is_success:
+        return
+    try:
+        served = tuple(str(entry["id"]) for entry in response.json()["data"])
+    except (ValueError, KeyError, TypeError):
+        return
+    if model not in served and f"{model}:latest" not in served:
+        raise UnknownModelError(base_url, model, served)

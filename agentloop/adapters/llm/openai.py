@@ -12,7 +12,8 @@ from typing import Any
 import httpx
 
 from agentloop.adapters.llm.http import ModelHttpClient, RetryPolicy, is_event_stream, json_body, sse_events
-from agentloop.errors import EndpointUnreachableError, LlmCallError, UnknownModelError
+from agentloop.adapters.llm.http import check_reachable as _check_reachable
+from agentloop.errors import LlmCallError
 from agentloop.messages import (
     ChatMessage,
     Finished,
@@ -220,25 +221,10 @@ def check_reachable(
 ) -> None:
     """Raise `EndpointUnreachableError` unless an HTTP server answers at `base_url`, and
     `UnknownModelError` when it lists its models (GET `<base_url>/models`) without `model`.
-    `headers` replace the bearer `api_key`, for an API that authenticates otherwise.
+    `headers` replace the bearer `api_key`, for a server that authenticates otherwise.
 
-    One GET costs no tokens; a server without the listing (404, 405, any error status)
-    is taken at its word. Applications call it once before a conversation, so a wrong
-    URL or model name is one clear message instead of a fallback answer on every turn.
+    One GET costs no tokens; a server without the listing is taken at its word.
     """
     if headers is None:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    try:
-        response = httpx.get(base_url.rstrip("/") + "/models", timeout=timeout, headers=headers)
-    except httpx.InvalidURL as exc:
-        raise EndpointUnreachableError(base_url, f"not a valid URL: {exc}") from exc
-    except httpx.TransportError as exc:
-        raise EndpointUnreachableError(base_url, type(exc).__name__ + (f": {exc}" if str(exc) else "")) from exc
-    if model is None or not response.is_success:
-        return
-    try:
-        served = tuple(str(entry["id"]) for entry in response.json()["data"])
-    except (ValueError, KeyError, TypeError):
-        return
-    if model not in served and f"{model}:latest" not in served:
-        raise UnknownModelError(base_url, model, served)
+    _check_reachable(base_url, model=model, timeout=timeout, headers=headers)

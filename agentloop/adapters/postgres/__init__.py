@@ -21,7 +21,7 @@ from agentloop.adapters.postgres.schema import exists, lock_migrations, migrate,
 from agentloop.adapters.postgres.sessions import PostgresSessionStore
 from agentloop.adapters.postgres.tasks import PostgresTaskStore
 from agentloop.adapters.postgres.trajectories import PostgresTrajectoryStore
-from agentloop.adapters.stores import shown_url
+from agentloop.adapters.urls import shown_url
 from agentloop.ports.stores import Stores
 from agentloop.errors import StoreUrlError
 from agentloop.ports import Embedder

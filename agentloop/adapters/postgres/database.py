@@ -23,7 +23,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from agentloop.adapters.postgres.nearest import EF_SEARCH
 from agentloop.adapters.postgres.schema import search_path, vector_schema
-from agentloop.adapters.stores import shown_url
+from agentloop.adapters.urls import shown_url
 from agentloop.errors import StoreError, StoreUrlError
 
 P = ParamSpec("P")

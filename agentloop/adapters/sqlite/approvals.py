@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 import threading
@@ -14,6 +15,7 @@ from agentloop.adapters.sqlite.scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQ
 from agentloop.approvals import PendingApproval
 from agentloop.outcome import converter
 from agentloop.scopes import Scope
+from agentloop.adapters.sqlite.thread import OnItsThread
 
 SCHEMA = Schema(
     "approvals",
@@ -91,3 +93,16 @@ class SqliteApprovalStore:
 
     def close(self) -> None:
         self._conn.close()
+
+
+class AsyncSqliteApprovalStore(OnItsThread[SqliteApprovalStore]):
+    """The ApprovalStore port on a `SqliteApprovalStore` (`engine`)."""
+
+    async def add(self, pending: PendingApproval) -> None:
+        await self._thread.write(self.engine.add, pending)
+
+    async def pending(self, scope: Scope, session_id: str) -> list[PendingApproval]:
+        return await self._thread.read(self.engine.pending, scope, session_id)
+
+    async def take(self, scope: Scope, approval_id: str, approved: bool, *, key: str | None = None) -> PendingApproval | None:
+        return await self._thread.write(functools.partial(self.engine.take, key=key), scope, approval_id, approved)

@@ -31,6 +31,7 @@ from agentloop.notes.models import (
 )
 from agentloop.ports.vectors import Vectors
 from agentloop.scopes import Scope, sees_unchained_history
+from agentloop.adapters.sqlite.thread import OnItsThread
 
 _RELEASE_0_1 = (
     """CREATE TABLE IF NOT EXISTS knowledge_items (
@@ -450,3 +451,64 @@ class SqliteKnowledgeRepository:
         for note_id in note_ids:
             if note_id not in self._index:
                 raise UnknownNoteError(note_id)
+
+
+class AsyncSqliteKnowledgeRepository(OnItsThread[SqliteKnowledgeRepository]):
+    """The KnowledgeRepository port on a `SqliteKnowledgeRepository` (`engine`)."""
+
+    async def count(self) -> int:
+        return await self._thread.read(self.engine.__len__)
+
+    async def add(self, item: KnowledgeItem) -> KnowledgeItem:
+        return await self._thread.run(self.engine.add, item)
+
+    async def add_many(self, items: Sequence[KnowledgeItem]) -> list[int]:
+        return await self._thread.run(self.engine.add_many, items)
+
+    async def get(self, note_id: int) -> KnowledgeItem:
+        return await self._thread.read(self.engine.get, note_id)
+
+    async def items(self, statuses: Collection[NoteStatus] | None = None) -> list[KnowledgeItem]:
+        return await self._thread.read(self.engine.items, statuses)
+
+    async def search(
+        self,
+        vector: Vectors,
+        k: int,
+        *,
+        caller: LayerIds,
+        layer: Layer,
+        statuses: Collection[NoteStatus],
+        min_similarity: float = 0.0,
+    ) -> list[tuple[KnowledgeItem, float]]:
+        return await self._thread.read(
+            self.engine.search, vector, k, caller=caller, layer=layer, statuses=statuses, min_similarity=min_similarity
+        )
+
+    async def record_retrievals(
+        self, note_ids: Sequence[int], query: str, session: Scope | None, at: datetime, turn_id: str | None = None
+    ) -> list[KnowledgeItem]:
+        return await self._thread.run(self.engine.record_retrievals, note_ids, query, session, at, turn_id)
+
+    async def retrievals(self, note_id: int) -> list[Retrieval]:
+        return await self._thread.read(self.engine.retrievals, note_id)
+
+    async def credit_session(self, session: Scope, at: datetime, turn_id: str | None = None) -> list[KnowledgeItem]:
+        return await self._thread.run(self.engine.credit_session, session, at, turn_id)
+
+    async def add_reference(self, note_id: int, at: datetime) -> KnowledgeItem:
+        return await self._thread.run(self.engine.add_reference, note_id, at)
+
+    async def set_flag(self, note_id: int, flagged: bool, at: datetime) -> KnowledgeItem:
+        return await self._thread.run(self.engine.set_flag, note_id, flagged, at)
+
+    async def set_status(
+        self, note_id: int, expected: NoteStatus, target: NoteStatus, at: datetime
+    ) -> KnowledgeItem | None:
+        return await self._thread.run(self.engine.set_status, note_id, expected, target, at)
+
+    async def add_merge_suggestion(self, suggestion: MergeSuggestion) -> bool:
+        return await self._thread.run(self.engine.add_merge_suggestion, suggestion)
+
+    async def merge_suggestions(self) -> list[MergeSuggestion]:
+        return await self._thread.read(self.engine.merge_suggestions)

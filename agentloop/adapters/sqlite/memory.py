@@ -19,6 +19,7 @@ from agentloop.adapters.sqlite.scopes import (
 )
 from agentloop.ports.stores import MemoryEntry
 from agentloop.scopes import Scope
+from agentloop.adapters.sqlite.thread import OnItsThread
 
 _ENTRY_COLUMNS = ("session_id", "user_text", "assistant_text", "created_at")
 _SCOPED = (
@@ -138,3 +139,13 @@ class SqliteMemoryStore:
 
     def close(self) -> None:
         self._conn.close()
+
+
+class AsyncSqliteMemoryStore(OnItsThread[SqliteMemoryStore]):
+    """The MemoryStore port on a `SqliteMemoryStore` (`engine`)."""
+
+    async def add(self, entry: MemoryEntry) -> None:
+        await self._thread.write(self.engine.add, entry)
+
+    async def recent(self, scope: Scope, limit: int, *, exclude_session: str | None = None) -> tuple[MemoryEntry, ...]:
+        return await self._thread.read(self.engine.recent, scope, limit, exclude_session=exclude_session)

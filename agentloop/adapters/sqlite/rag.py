@@ -29,6 +29,7 @@ from agentloop.adapters.sqlite.scopes import (
 from agentloop.ports.stores import RagHit
 from agentloop.ports.vectors import Embedder, Vectors
 from agentloop.scopes import Scope
+from agentloop.adapters.sqlite.thread import OnItsThread
 
 _DOCUMENT_COLUMNS = ("session_id", "text", "digest", "vector", "created_at")
 _SCOPED = (
@@ -231,3 +232,25 @@ class SqliteRagStore:
 def _rows(conn: sqlite3.Connection) -> Iterator[tuple[int, Vectors]]:
     for id_, blob in conn.execute("SELECT id, vector FROM rag_documents ORDER BY id"):
         yield id_, np.frombuffer(blob, dtype=np.float32)
+
+
+class AsyncSqliteRagStore(OnItsThread[SqliteRagStore]):
+    """The RagStore port on a `SqliteRagStore` (`engine`); texts are embedded first (awaited,
+    so an embedder that waits on a server holds up neither the loop nor the file's thread).
+    An add never waits for the graph: the index's own worker inserts the text there."""
+
+    async def add(self, scope: Scope, text: str, *, session_id: str | None = None) -> int:
+        vector = await self.engine.embedder.aembed([text])
+        return await self._thread.write(self.engine.add, scope, text, session_id=session_id, vector=vector)
+
+    async def search(self, scope: Scope, query: str, k: int) -> list[RagHit]:
+        if k <= 0:
+            return []
+        vector = await self.engine.embedder.aembed([query])
+        return await self._thread.read(self.engine.search, scope, query, k, vector=vector)
+
+    async def count(self) -> int:
+        return await self._thread.read(self.engine.__len__)
+
+    async def texts(self, scope: Scope) -> list[str]:
+        return await self._thread.read(self.engine.texts, scope)

@@ -24,6 +24,7 @@ from agentloop.adapters.sqlite.scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQ
 from agentloop.messages import ChatMessage, Role, ToolCall
 from agentloop.outcome import converter
 from agentloop.scopes import Scope, sees_unchained_history
+from agentloop.adapters.sqlite.thread import OnItsThread
 
 _ROLES = {role.value: role for role in Role}
 _MESSAGE_COLUMNS = "role, content, tool_call_id, name, tool_calls"
@@ -199,3 +200,13 @@ class _Tail:
 
     limit: int
     messages: tuple[ChatMessage, ...]
+
+
+class AsyncSqliteSessionStore(OnItsThread[SqliteSessionStore]):
+    """The SessionStore port on a `SqliteSessionStore` (`engine`)."""
+
+    async def append(self, scope: Scope, messages: Sequence[ChatMessage], *, key: str | None = None) -> bool:
+        return await self._thread.write(self.engine.append, scope, messages, key=key)
+
+    async def recent(self, scope: Scope, limit: int) -> tuple[ChatMessage, ...]:
+        return await self._thread.read(self.engine.recent, scope, limit)

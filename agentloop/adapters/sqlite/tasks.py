@@ -12,6 +12,7 @@ from agentloop.adapters.sqlite.connection import closing_on_error, connect
 from agentloop.adapters.sqlite.schema import Schema, Step, add_missing_columns, has_table, migrate
 from agentloop.ports.tasks import TaskRecord, TaskState
 from agentloop.scopes import Scope
+from agentloop.adapters.sqlite.thread import OnItsThread
 
 
 
@@ -139,3 +140,36 @@ def _when(moment: datetime | None) -> str | None:
 
 def _record(row: _Row) -> TaskRecord:
     return rows.structure(dict(zip(_COLUMN_NAMES, row, strict=True)), TaskRecord)
+
+
+class AsyncSqliteTaskStore(OnItsThread[SqliteTaskStore]):
+    """The TaskStore port on a `SqliteTaskStore` (`engine`)."""
+
+    async def add(self, record: TaskRecord) -> None:
+        await self._thread.run(self.engine.add, record)
+
+    async def get(self, task_id: str, scope: Scope) -> TaskRecord | None:
+        return await self._thread.read(self.engine.get, task_id, scope)
+
+    async def move(
+        self,
+        task_id: str,
+        scope: Scope,
+        allowed_from: tuple[TaskState, ...],
+        to: TaskState,
+        *,
+        updated_at: datetime,
+        claimed_by: str | None,
+        count_attempt: bool = False,
+        lease_expires_at: datetime | None = None,
+        held_by: str | None = None,
+        unchanged_since: datetime | None = None,
+    ) -> TaskRecord | None:
+        return await self._thread.run(
+            self.engine.move, task_id, scope, allowed_from, to, updated_at=updated_at, claimed_by=claimed_by,
+            count_attempt=count_attempt, lease_expires_at=lease_expires_at, held_by=held_by,
+            unchanged_since=unchanged_since,
+        )
+
+    async def in_state(self, state: TaskState, scope: Scope) -> tuple[TaskRecord, ...]:
+        return await self._thread.read(self.engine.in_state, state, scope)

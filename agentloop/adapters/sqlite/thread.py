@@ -1,7 +1,7 @@
-"""The async storage ports on the SQLite stores, with a thread per database file for what could stall the loop.
+"""The thread of a SQLite database file, and the base of the async ports that call their store through it.
 
 The SQLite stores stay synchronous (they are the engine, also used as they are by tools
-that have no event loop); these classes give the ports' coroutines on top of them. A
+that have no event loop); each store's module gives its port's coroutines on top of it (`OnItsThread`). A
 SQLite call can take 10-30 ms (a WAL checkpoint, an index insert), far above the 5 ms
 an event loop serving many sessions can spare, so such calls are handed to the thread
 of their database file (`StoreThread`): calls on one file keep their order, and the loop
@@ -15,9 +15,8 @@ import asyncio
 import functools
 import sqlite3
 import threading
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime
 from pathlib import Path
 from queue import Empty, SimpleQueue
 from typing import Any, Generic, ParamSpec, Protocol, TypeVar
@@ -25,22 +24,7 @@ from typing import Any, Generic, ParamSpec, Protocol, TypeVar
 import structlog
 
 from agentloop.adapters.sqlite.connection import closing_on_error, connect, roll_back, transaction_ended
-from agentloop.adapters.sqlite.approvals import SqliteApprovalStore
-from agentloop.adapters.sqlite.knowledge import SqliteKnowledgeRepository
-from agentloop.adapters.sqlite.memory import SqliteMemoryStore
-from agentloop.adapters.sqlite.rag import SqliteRagStore
-from agentloop.adapters.sqlite.sessions import SqliteSessionStore
-from agentloop.adapters.sqlite.tasks import SqliteTaskStore
-from agentloop.adapters.sqlite.trajectories import SqliteTrajectoryStore
-from agentloop.approvals import PendingApproval
-from agentloop.components import ToolExecution
 from agentloop.errors import StoreError
-from agentloop.messages import ChatMessage
-from agentloop.notes.models import KnowledgeItem, Layer, LayerIds, MergeSuggestion, NoteStatus, Retrieval, Trajectory
-from agentloop.ports.stores import MemoryEntry, RagHit
-from agentloop.ports.tasks import TaskRecord, TaskState
-from agentloop.ports.vectors import Vectors
-from agentloop.scopes import Scope
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -301,7 +285,7 @@ class _Closable(Protocol):
 E = TypeVar("E", bound=_Closable)
 
 
-class _OnItsThread(Generic[E]):
+class OnItsThread(Generic[E]):
     """A port on a synchronous SQLite store (`engine`), calling it through `thread`
     (that of the store's file when it shares one, else a thread of its own)."""
 
@@ -313,181 +297,3 @@ class _OnItsThread(Generic[E]):
         """Let the calls already handed over finish, then close the store."""
         self._thread.shutdown()
         self.engine.close()
-
-
-class AsyncSqliteSessionStore(_OnItsThread[SqliteSessionStore]):
-    """The SessionStore port on a `SqliteSessionStore` (`engine`)."""
-
-    async def append(self, scope: Scope, messages: Sequence[ChatMessage], *, key: str | None = None) -> bool:
-        return await self._thread.write(self.engine.append, scope, messages, key=key)
-
-    async def recent(self, scope: Scope, limit: int) -> tuple[ChatMessage, ...]:
-        return await self._thread.read(self.engine.recent, scope, limit)
-
-
-class AsyncSqliteMemoryStore(_OnItsThread[SqliteMemoryStore]):
-    """The MemoryStore port on a `SqliteMemoryStore` (`engine`)."""
-
-    async def add(self, entry: MemoryEntry) -> None:
-        await self._thread.write(self.engine.add, entry)
-
-    async def recent(self, scope: Scope, limit: int, *, exclude_session: str | None = None) -> tuple[MemoryEntry, ...]:
-        return await self._thread.read(self.engine.recent, scope, limit, exclude_session=exclude_session)
-
-
-class AsyncSqliteRagStore(_OnItsThread[SqliteRagStore]):
-    """The RagStore port on a `SqliteRagStore` (`engine`); texts are embedded first (awaited,
-    so an embedder that waits on a server holds up neither the loop nor the file's thread).
-    An add never waits for the graph: the index's own worker inserts the text there."""
-
-    async def add(self, scope: Scope, text: str, *, session_id: str | None = None) -> int:
-        vector = await self.engine.embedder.aembed([text])
-        return await self._thread.write(self.engine.add, scope, text, session_id=session_id, vector=vector)
-
-    async def search(self, scope: Scope, query: str, k: int) -> list[RagHit]:
-        if k <= 0:
-            return []
-        vector = await self.engine.embedder.aembed([query])
-        return await self._thread.read(self.engine.search, scope, query, k, vector=vector)
-
-    async def count(self) -> int:
-        return await self._thread.read(self.engine.__len__)
-
-    async def texts(self, scope: Scope) -> list[str]:
-        return await self._thread.read(self.engine.texts, scope)
-
-
-class AsyncSqliteApprovalStore(_OnItsThread[SqliteApprovalStore]):
-    """The ApprovalStore port on a `SqliteApprovalStore` (`engine`)."""
-
-    async def add(self, pending: PendingApproval) -> None:
-        await self._thread.write(self.engine.add, pending)
-
-    async def pending(self, scope: Scope, session_id: str) -> list[PendingApproval]:
-        return await self._thread.read(self.engine.pending, scope, session_id)
-
-    async def take(self, scope: Scope, approval_id: str, approved: bool, *, key: str | None = None) -> PendingApproval | None:
-        return await self._thread.write(functools.partial(self.engine.take, key=key), scope, approval_id, approved)
-
-
-class AsyncSqliteKnowledgeRepository(_OnItsThread[SqliteKnowledgeRepository]):
-    """The KnowledgeRepository port on a `SqliteKnowledgeRepository` (`engine`)."""
-
-    async def count(self) -> int:
-        return await self._thread.read(self.engine.__len__)
-
-    async def add(self, item: KnowledgeItem) -> KnowledgeItem:
-        return await self._thread.run(self.engine.add, item)
-
-    async def add_many(self, items: Sequence[KnowledgeItem]) -> list[int]:
-        return await self._thread.run(self.engine.add_many, items)
-
-    async def get(self, note_id: int) -> KnowledgeItem:
-        return await self._thread.read(self.engine.get, note_id)
-
-    async def items(self, statuses: Collection[NoteStatus] | None = None) -> list[KnowledgeItem]:
-        return await self._thread.read(self.engine.items, statuses)
-
-    async def search(
-        self,
-        vector: Vectors,
-        k: int,
-        *,
-        caller: LayerIds,
-        layer: Layer,
-        statuses: Collection[NoteStatus],
-        min_similarity: float = 0.0,
-    ) -> list[tuple[KnowledgeItem, float]]:
-        return await self._thread.read(
-            self.engine.search, vector, k, caller=caller, layer=layer, statuses=statuses, min_similarity=min_similarity
-        )
-
-    async def record_retrievals(
-        self, note_ids: Sequence[int], query: str, session: Scope | None, at: datetime, turn_id: str | None = None
-    ) -> list[KnowledgeItem]:
-        return await self._thread.run(self.engine.record_retrievals, note_ids, query, session, at, turn_id)
-
-    async def retrievals(self, note_id: int) -> list[Retrieval]:
-        return await self._thread.read(self.engine.retrievals, note_id)
-
-    async def credit_session(self, session: Scope, at: datetime, turn_id: str | None = None) -> list[KnowledgeItem]:
-        return await self._thread.run(self.engine.credit_session, session, at, turn_id)
-
-    async def add_reference(self, note_id: int, at: datetime) -> KnowledgeItem:
-        return await self._thread.run(self.engine.add_reference, note_id, at)
-
-    async def set_flag(self, note_id: int, flagged: bool, at: datetime) -> KnowledgeItem:
-        return await self._thread.run(self.engine.set_flag, note_id, flagged, at)
-
-    async def set_status(
-        self, note_id: int, expected: NoteStatus, target: NoteStatus, at: datetime
-    ) -> KnowledgeItem | None:
-        return await self._thread.run(self.engine.set_status, note_id, expected, target, at)
-
-    async def add_merge_suggestion(self, suggestion: MergeSuggestion) -> bool:
-        return await self._thread.run(self.engine.add_merge_suggestion, suggestion)
-
-    async def merge_suggestions(self) -> list[MergeSuggestion]:
-        return await self._thread.read(self.engine.merge_suggestions)
-
-
-class AsyncSqliteTaskStore(_OnItsThread[SqliteTaskStore]):
-    """The TaskStore port on a `SqliteTaskStore` (`engine`)."""
-
-    async def add(self, record: TaskRecord) -> None:
-        await self._thread.run(self.engine.add, record)
-
-    async def get(self, task_id: str, scope: Scope) -> TaskRecord | None:
-        return await self._thread.read(self.engine.get, task_id, scope)
-
-    async def move(
-        self,
-        task_id: str,
-        scope: Scope,
-        allowed_from: tuple[TaskState, ...],
-        to: TaskState,
-        *,
-        updated_at: datetime,
-        claimed_by: str | None,
-        count_attempt: bool = False,
-        lease_expires_at: datetime | None = None,
-        held_by: str | None = None,
-        unchanged_since: datetime | None = None,
-    ) -> TaskRecord | None:
-        return await self._thread.run(
-            self.engine.move, task_id, scope, allowed_from, to, updated_at=updated_at, claimed_by=claimed_by,
-            count_attempt=count_attempt, lease_expires_at=lease_expires_at, held_by=held_by,
-            unchanged_since=unchanged_since,
-        )
-
-    async def in_state(self, state: TaskState, scope: Scope) -> tuple[TaskRecord, ...]:
-        return await self._thread.read(self.engine.in_state, state, scope)
-
-
-class AsyncSqliteTrajectoryStore(_OnItsThread[SqliteTrajectoryStore]):
-    """The TrajectoryStore port on a `SqliteTrajectoryStore` (`engine`).
-
-    Every call, reads too, runs on the store's thread: the capture writer appends from its
-    own thread at any moment, so a read on the loop could wait there for its lock.
-    """
-
-    async def append(self, executions: Sequence[ToolExecution]) -> None:
-        await self._thread.run(self.engine.append, executions)
-
-    async def load(self, session_id: str, scope: Scope | None = None) -> Trajectory:
-        return await self._thread.run(self.engine.load, session_id, scope)
-
-    async def quarantine(self, execution: ToolExecution, reason: str) -> None:
-        await self._thread.run(self.engine.quarantine, execution, reason)
-
-    async def quarantined(self) -> list[dict[str, str]]:
-        return await self._thread.run(self.engine.quarantined)
-
-    async def count(self) -> int:
-        return await self._thread.run(self.engine.count)
-
-    async def mark_distilled(self, trajectory_hash: str, session_id: str, note_id: int, at: datetime) -> None:
-        await self._thread.run(self.engine.mark_distilled, trajectory_hash, session_id, note_id, at)
-
-    async def is_distilled(self, trajectory_hash: str) -> bool:
-        return await self._thread.run(self.engine.is_distilled, trajectory_hash)

@@ -17,6 +17,7 @@ from agentloop.errors import ExecutionRefusedError
 from agentloop.notes.capture import cut_quarantine_record, quarantine_record
 from agentloop.notes.models import Trajectory
 from agentloop.scopes import Scope
+from agentloop.adapters.sqlite.thread import OnItsThread
 
 _COLUMNS = (
     "id, session_id, parent_id, user_id, project_id, tool_name, arguments, result, error, "
@@ -244,3 +245,32 @@ class SqliteTrajectoryStore:
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+
+
+class AsyncSqliteTrajectoryStore(OnItsThread[SqliteTrajectoryStore]):
+    """The TrajectoryStore port on a `SqliteTrajectoryStore` (`engine`).
+
+    Every call, reads too, runs on the store's thread: the capture writer appends from its
+    own thread at any moment, so a read on the loop could wait there for its lock.
+    """
+
+    async def append(self, executions: Sequence[ToolExecution]) -> None:
+        await self._thread.run(self.engine.append, executions)
+
+    async def load(self, session_id: str, scope: Scope | None = None) -> Trajectory:
+        return await self._thread.run(self.engine.load, session_id, scope)
+
+    async def quarantine(self, execution: ToolExecution, reason: str) -> None:
+        await self._thread.run(self.engine.quarantine, execution, reason)
+
+    async def quarantined(self) -> list[dict[str, str]]:
+        return await self._thread.run(self.engine.quarantined)
+
+    async def count(self) -> int:
+        return await self._thread.run(self.engine.count)
+
+    async def mark_distilled(self, trajectory_hash: str, session_id: str, note_id: int, at: datetime) -> None:
+        await self._thread.run(self.engine.mark_distilled, trajectory_hash, session_id, note_id, at)
+
+    async def is_distilled(self, trajectory_hash: str) -> bool:
+        return await self._thread.run(self.engine.is_distilled, trajectory_hash)

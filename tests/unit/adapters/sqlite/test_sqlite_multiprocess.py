@@ -18,7 +18,7 @@ from structlog.testing import capture_logs
 
 import agentloop.adapters.vectors.scoped as planning
 from agentloop.adapters import HashingEmbedder, SqliteKnowledgeRepository, SqliteRagStore
-from agentloop.adapters.sqlite.thread import AsyncSqliteKnowledgeRepository
+from agentloop.adapters.sqlite.knowledge import AsyncSqliteKnowledgeRepository
 from agentloop.notes import KnowledgeBase, KnowledgeItem, Layer, LayerIds, NoteStatus, NoteType
 from agentloop.scopes import Scope
 
@@ -36,7 +36,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 import agentloop.adapters.vectors.scoped as planning
 from agentloop.adapters import HashingEmbedder, SqliteKnowledgeRepository, SqliteRagStore
-from agentloop.adapters.sqlite.thread import AsyncSqliteKnowledgeRepository
+from agentloop.adapters.sqlite.knowledge import AsyncSqliteKnowledgeRepository
 from agentloop.logging import configure_logging
 from agentloop.notes import KnowledgeBase, KnowledgeItem, Layer, LayerIds, NoteStatus, NoteType
 from agentloop.scopes import Scope

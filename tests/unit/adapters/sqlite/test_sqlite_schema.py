@@ -32,7 +32,7 @@ from agentloop.adapters import (
     SqliteTrajectoryStore,
 )
 from agentloop.adapters.sqlite import knowledge as sqlite_knowledge, scopes as sqlite_scopes, tasks as sqlite_tasks
-from agentloop.adapters.sqlite.thread import AsyncSqliteTaskStore
+from agentloop.adapters.sqlite.tasks import AsyncSqliteTaskStore
 from agentloop.errors import EmbedderMismatchError, NewerSchemaError
 from agentloop.notes import Layer, LayerIds, NoteStatus
 from agentloop.notes.models import trajectory_hash
