@@ -2,7 +2,7 @@
 
 from agentloop.components import (
     InboxTurn,
-    LlmError,
+    LlmFailure,
     LlmResponse,
     PlanProposal,
     PromptContext,
@@ -17,6 +17,7 @@ from agentloop.components import (
 )
 from agentloop.context import AgentContext, IncomingMessage, Session
 from agentloop.errors import (
+    AgentloopError,
     LlmCallError,
     MissingComponentError,
     PipelineError,
@@ -45,6 +46,7 @@ __all__ = [
     "FINISH_REASON_PRIORITY",
     "AgentContext",
     "AgentLoop",
+    "AgentloopError",
     "Attachment",
     "ChatMessage",
     "FailureEvent",
@@ -54,7 +56,7 @@ __all__ = [
     "IncomingMessage",
     "InboxTurn",
     "LlmCallError",
-    "LlmError",
+    "LlmFailure",
     "LlmResponse",
     "PlanProposal",
     "PromptContext",

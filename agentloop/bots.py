@@ -23,7 +23,8 @@ from typing import Any, cast
 import attrs
 
 from agentloop.adapters import open_note_taking, open_stores
-from agentloop.errors import EndpointUnreachableError, StoreUrlError, UnknownModelError
+from agentloop.adapters.errors import StoreUrlError
+from agentloop.errors import AgentloopError, EndpointUnreachableError, UnknownModelError
 from agentloop.loop import AgentLoop
 from agentloop.notes import NoteTaking
 from agentloop.ports import LLM, Channel, Clock
@@ -38,7 +39,7 @@ FACTORY_ARGUMENTS = ("llm", "channel", "stores")
 """What a pipeline factory may take, each by its parameter name."""
 
 
-class BotError(Exception):
+class BotError(AgentloopError):
     """A problem with a bot the user can fix (stores that do not open, a pipeline that does not
     build, a model server out of reach): one line, which the `agentloop` command prints as it
     prints its own errors (exit status 1)."""

@@ -49,20 +49,10 @@ from agentloop.bots import (
 )
 from agentloop.context import IncomingMessage, Session
 from agentloop.scopes import DEFAULT_COMPANY, approval_scope
-from agentloop.errors import (
-    ContextManagementWarning,
-    DemoCheckFailed,
-    EmbedderMismatchError,
-    InvalidTransition,
-    LlmCallError,
-    NewerSchemaError,
-    StoreError,
-    StoreUrlError,
-    TaskError,
-    TemplateError,
-    UnknownNoteError,
-    UnknownTemplateError,
-)
+from agentloop.adapters.errors import EmbedderMismatchError, NewerSchemaError, StoreUrlError
+from agentloop.errors import AgentloopError, DemoCheckError, LlmCallError, StoreError
+from agentloop.notes.errors import InvalidNoteTransitionError, UnknownNoteError
+from agentloop.tasks.errors import ContextManagementWarning, TaskError, TemplateError, UnknownTemplateError
 from agentloop.logging import configure_logging
 from agentloop.loop import AgentLoop, PipelineDescription
 from agentloop.messages import LlmRequest, Role
@@ -77,7 +67,7 @@ DEFAULT_MODEL = "llama3.1"
 EXIT_STATUS = "exit status: 0 success; 1 an error, explained in one line on stderr; 2 a usage error."
 
 
-class CliError(Exception):
+class CliError(AgentloopError):
     """A problem the user can fix; printed as one line, exit status 1."""
 
 
@@ -143,7 +133,7 @@ def _demo(args: argparse.Namespace, out: TextIO) -> int:
         temporary = args.stores is None and args.data_dir is None
         try:
             asyncio.run(run_demo(open_bot, stores, out=out, progress=sys.stderr, temporary=temporary))
-        except DemoCheckFailed as error:
+        except DemoCheckError as error:
             raise CliError(f"demo failed: {error}") from error
     return 0
 
@@ -324,7 +314,7 @@ def _knowledge(args: argparse.Namespace, out: TextIO) -> Iterator[KnowledgeBase]
     with open_bot(stores_url(args), ScriptedLLM(), ConsoleChannel(out), bot=args.bot, create=False) as bot:
         try:
             yield bot.note_taking.knowledge
-        except (UnknownNoteError, InvalidTransition) as error:
+        except (UnknownNoteError, InvalidNoteTransitionError) as error:
             raise CliError(str(error)) from error
 
 

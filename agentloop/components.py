@@ -97,7 +97,7 @@ class StreamedText:
 
 
 @attrs.frozen
-class LlmError:
+class LlmFailure:
     """The model could not answer; `kind` drives the finish reason and fallback."""
 
     kind: FailureKind

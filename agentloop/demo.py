@@ -20,7 +20,7 @@ import attrs
 from agentloop.adapters.urls import shown_url
 from agentloop.components import ToolExecution, ToolExecutions
 from agentloop.context import AgentContext, IncomingMessage, Session
-from agentloop.errors import DemoCheckFailed, LlmCallError
+from agentloop.errors import DemoCheckError, LlmCallError
 from agentloop.loop import AgentLoop
 from agentloop.notes import DistillationResult, DistillationStatus, NoteTaking, RetrievedNotes
 from agentloop.outcome import FailureKind, FailureSource, FinishReason, TurnOutcome
@@ -241,8 +241,8 @@ class _Run:
             raise self.misbehaved(where, expected, got)
 
     @staticmethod
-    def misbehaved(where: str, expected: str, got: Any) -> DemoCheckFailed:
-        return DemoCheckFailed(f"{where} misbehaved: expected {expected}, got {got}")
+    def misbehaved(where: str, expected: str, got: Any) -> DemoCheckError:
+        return DemoCheckError(f"{where} misbehaved: expected {expected}, got {got}")
 
     async def turn(self, session: Session, turn: DemoTurn) -> None:
         where = self.begin(f"{session.id}: {turn.text}")
@@ -331,7 +331,7 @@ async def run_demo(
     """Run the story on a bot opened on the stores at `stores` (a URL or a data directory);
     returns the number of checks that held.
 
-    Raises `DemoCheckFailed` naming the first step that misbehaved.
+    Raises `DemoCheckError` naming the first step that misbehaved.
     """
     sessions = story()
     clock = FakeClock()

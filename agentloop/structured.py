@@ -13,6 +13,7 @@ import pydantic
 
 from agentloop.messages import ResponseSchema
 from agentloop.schemas import adapter, class_summary, error_lines, json_schema
+from agentloop.errors import AgentloopError
 
 T = TypeVar("T")
 
@@ -20,7 +21,7 @@ ANSWER_TOOL = "final_answer"
 """The tool a provider without a JSON response format offers for the answer."""
 
 
-class OutputValidationError(ValueError):
+class OutputValidationError(ValueError, AgentloopError):
     """The model's answer does not fit the output type; the message lists each problem."""
 
 

@@ -46,7 +46,7 @@ import psycopg
 from agentloop import IncomingMessage, LlmReply, LlmRequest, Session
 from agentloop.adapters import HashingEmbedder, open_stores
 from agentloop.ports import Stores
-from agentloop.errors import StoreUrlError
+from agentloop.adapters.errors import StoreUrlError
 from agentloop.logging import configure_logging
 from agentloop.notes import KnowledgeBase, KnowledgeItem, Layer, LayerIds, NoteType
 from agentloop.testing import ScriptedLLM

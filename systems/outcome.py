@@ -10,7 +10,7 @@ from agentloop import (
     ApprovalRequest,
     FailureKind,
     FinishReason,
-    LlmError,
+    LlmFailure,
     LlmResponse,
     OutgoingResponse,
     PlanProposal,
@@ -73,7 +73,7 @@ class TurnOutcomeFinalizationSystem(System):
     """
 
     order: ClassVar[int] = 57
-    reads = (LlmResponse, LlmError, ToolLoopStop, PlanProposal)
+    reads = (LlmResponse, LlmFailure, ToolLoopStop, PlanProposal)
     optional_reads = (StreamedText, ApprovalRequest)
     writes = (TurnOutcome,)
 
@@ -94,7 +94,7 @@ class TurnOutcomeFinalizationSystem(System):
         return ctx.turn_outcome is None
 
     def process(self, ctx: AgentContext) -> None:
-        response, error = ctx.get(LlmResponse), ctx.get(LlmError)
+        response, error = ctx.get(LlmResponse), ctx.get(LlmFailure)
         stop, plan = ctx.get(ToolLoopStop), ctx.get(PlanProposal)
         produced = not (response is None and error is None and stop is None and plan is None)
         if not produced and not ctx.auto_mode:
@@ -133,7 +133,7 @@ class TurnOutcomeFinalizationSystem(System):
             )
         )
 
-    def _explain(self, error: LlmError | None, stop: ToolLoopStop | None, streamed: StreamedText | None) -> str:
+    def _explain(self, error: LlmFailure | None, stop: ToolLoopStop | None, streamed: StreamedText | None) -> str:
         if stop is not None and stop.reason in self.stop_texts:
             return self.stop_texts[stop.reason].format(detail=stop.detail)
         if streamed is not None and streamed.text and not streamed.complete:

@@ -44,7 +44,7 @@ from agentloop import (
     FinishReason,
     InboxTurn,
     LlmCallError,
-    LlmError,
+    LlmFailure,
     LlmReply,
     LlmRequest,
     LlmResponse,
@@ -193,7 +193,7 @@ class _Turn:
 class ToolLoopSystem(System):
     """Runs the model/tool exchange for the turn (order 30).
 
-    Writes `LlmResponse` (the final answer), or `LlmError`, and `ToolLoopStop` when a
+    Writes `LlmResponse` (the final answer), or `LlmFailure`, and `ToolLoopStop` when a
     limit, the deadline or the tool policy ended the loop; in plan mode the model's
     tool calls become a `PlanProposal` and none runs. Every tool run is recorded in
     `ToolExecutions` and handed to `on_tool_execution`. A tool exception or a bad
@@ -218,7 +218,7 @@ class ToolLoopSystem(System):
     reads = (PromptContext, SanitizedInput)
     optional_reads = (LlmResponse, InboxTurn)
     writes = (
-        LlmResponse, LlmError, ToolLoopStop, PlanProposal, ToolExecutions, StreamedText, StructuredOutput, ApprovalRequest,
+        LlmResponse, LlmFailure, ToolLoopStop, PlanProposal, ToolExecutions, StreamedText, StructuredOutput, ApprovalRequest,
     )
 
     def __init__(
@@ -487,7 +487,7 @@ class ToolLoopSystem(System):
 
     def _llm_failed(self, turn: _Turn, kind: FailureKind, message: str) -> None:
         turn.fail(FailureSource.LLM, self.name, kind, message)
-        turn.ctx.set(LlmError(kind, message, self.model))
+        turn.ctx.set(LlmFailure(kind, message, self.model))
 
     def _answer(self, turn: _Turn, text: str, model: str | None) -> None:
         if not (text.strip() or turn.voice_text or turn.attachments):

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from agentloop.adapters import HashingEmbedder, Reembedded, open_stores, reembed_stores
-from agentloop.errors import EmbedderMismatchError
+from agentloop.adapters.errors import EmbedderMismatchError
 from agentloop.notes import KnowledgeItem, Layer, LayerIds, NoteType
 from agentloop.ports import Vectors
 from agentloop.scopes import Scope

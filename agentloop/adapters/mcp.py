@@ -37,7 +37,7 @@ from jsonschema.protocols import Validator
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from agentloop.errors import ToolArgumentError
+from agentloop.errors import AgentloopError, ToolArgumentError
 from agentloop.messages import ToolSpec
 from agentloop.tools import Tool
 
@@ -60,11 +60,11 @@ call is still bounded by its timeout."""
 T = TypeVar("T")
 
 
-class McpServerError(ConnectionError):
+class McpServerError(ConnectionError, AgentloopError):
     """An MCP server could not be started or reached, closed the connection, or its toolset is closed."""
 
 
-class McpToolError(RuntimeError):
+class McpToolError(RuntimeError, AgentloopError):
     """An MCP server ran a tool and reported that it failed; the message is the server's."""
 
 

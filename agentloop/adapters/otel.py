@@ -25,11 +25,12 @@ from opentelemetry.trace import Status, StatusCode, TracerProvider
 
 from agentloop.ports.telemetry import AttributeValue
 from agentloop.telemetry import TELEMETRY
+from agentloop.errors import AgentloopError
 
 INSTRUMENTATION = "agentloop"
 
 
-class TelemetryConfigError(ValueError):
+class TelemetryConfigError(ValueError, AgentloopError):
     """An `OTEL_*` variable names an exporter or protocol agentloop cannot set up."""
 
 

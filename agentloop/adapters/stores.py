@@ -11,7 +11,7 @@ import attrs
 from agentloop.adapters.embedders.hashing import HashingEmbedder
 from agentloop.adapters.sqlite import open_sqlite_stores, reembed_sqlite_stores
 from agentloop.adapters.urls import after_scheme, is_postgres_url, scheme, shown_url
-from agentloop.errors import StoreUrlError
+from agentloop.adapters.errors import StoreUrlError
 from agentloop.names import check_bot_name
 from agentloop.ports import Embedder
 from agentloop.ports.stores import Stores

@@ -34,7 +34,7 @@ import attrs
 import structlog
 
 from agentloop.components import ToolExecution
-from agentloop.errors import CaptureDrainError, RecorderClosedError
+from agentloop.notes.errors import CaptureDrainError, RecorderClosedError
 from agentloop.ports.clock import Clock, SystemClock
 from agentloop.telemetry import TELEMETRY
 from agentloop.text import storable

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import structlog
 
-from agentloop.errors import DistillationError
+from agentloop.notes.errors import DistillationError
 from agentloop.messages import ChatMessage, LlmRequest
 from agentloop.notes.models import KnowledgeItem, LayerIds, NoteMetadata, NoteType, Trajectory
 from agentloop.ports.clock import Clock, SystemClock

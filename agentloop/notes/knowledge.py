@@ -179,7 +179,7 @@ class KnowledgeBase:
         return [await self._apply_rules(item) for item in credited]
 
     async def transition(self, note_id: int, target: NoteStatus) -> KnowledgeItem:
-        """Move a note along its lifecycle (`InvalidTransition` otherwise); accepting one
+        """Move a note along its lifecycle (`InvalidNoteTransitionError` otherwise); accepting one
         looks for accepted notes to suggest merging with."""
         item = await self._move(note_id, target)
         self._log.info("notes.transition", note_id=note_id, status=target.value)

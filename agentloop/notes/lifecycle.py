@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 import attrs
 
-from agentloop.errors import InvalidTransition
+from agentloop.notes.errors import InvalidNoteTransitionError
 from agentloop.notes.models import KnowledgeItem, NoteStatus
 
 TRANSITIONS: Mapping[NoteStatus, frozenset[NoteStatus]] = {
@@ -16,18 +16,18 @@ TRANSITIONS: Mapping[NoteStatus, frozenset[NoteStatus]] = {
     NoteStatus.DEPRECATED: frozenset(),
     NoteStatus.REJECTED: frozenset(),
 }
-"""The statuses each status may move to; every other move raises `InvalidTransition`."""
+"""The statuses each status may move to; every other move raises `InvalidNoteTransitionError`."""
 
 RETRIEVABLE: frozenset[NoteStatus] = frozenset({NoteStatus.DRAFT, NoteStatus.PROPOSED, NoteStatus.ACCEPTED})
 """Statuses offered as context; drafts are included so usage can promote them."""
 
 
 def check_transition(note_id: int | None, current: NoteStatus, target: NoteStatus) -> None:
-    """Raise `InvalidTransition` unless `current -> target` is a lifecycle edge."""
+    """Raise `InvalidNoteTransitionError` unless `current -> target` is a lifecycle edge."""
     allowed = TRANSITIONS[current]
     if target not in allowed:
         names = ", ".join(sorted(s.value for s in allowed)) or "nothing (it is final)"
-        raise InvalidTransition(note_id, current.value, target.value, names)
+        raise InvalidNoteTransitionError(note_id, current.value, target.value, names)
 
 
 @attrs.frozen

@@ -14,7 +14,7 @@ import structlog
 
 from agentloop.components import ToolExecution
 from agentloop.context import Session
-from agentloop.errors import CaptureDrainError
+from agentloop.notes.errors import CaptureDrainError
 from agentloop.notes.capture import TrajectoryRecorder
 from agentloop.notes.distillation import DistillationResult, DistillationStatus, Distiller
 from agentloop.notes.knowledge import KnowledgeBase

@@ -372,11 +372,11 @@ async def _direct_turn(loop: AgentLoop, session: Session, incoming: IncomingMess
 
 async def _inbox_turn(server: _Server, bot: _Bot, session: Session, incoming: IncomingMessage, message_id: str) -> dict[str, Any]:
     """Submit the message to the workers' inbox and wait for its outcome (a worker runs the turn)."""
-    from agentloop.workers import MessageIdConflict, MessageNotAnsweredError
+    from agentloop.workers import MessageIdConflictError, MessageNotAnsweredError
 
     try:
         await bot.inbox.submit(session, incoming, message_id=message_id)
-    except MessageIdConflict as error:
+    except MessageIdConflictError as error:
         raise ApiError(422, "invalid", f"message_id {message_id!r} was already used for another message; send a new id") from error
     wait = (server.settings.turn_timeout or 120.0) + INBOX_GRACE
     try:

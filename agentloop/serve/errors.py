@@ -1,9 +1,10 @@
 """The errors of serving a bot over HTTP: a bad token file, and the JSON errors clients see."""
 
 from __future__ import annotations
+from agentloop.errors import AgentloopError
 
 
-class TokenFileError(ValueError):
+class TokenFileError(ValueError, AgentloopError):
     """The token file cannot be read or says something impossible; the message names the fix."""
 
     def __init__(self, path: str, problem: str) -> None:
@@ -12,7 +13,7 @@ class TokenFileError(ValueError):
         self.problem = problem
 
 
-class ApiError(Exception):
+class ApiError(AgentloopError):
     """A request the server refuses: sent to the client as `{"error": {"code", "message"}}` with `status`."""
 
     def __init__(self, status: int, code: str, message: str, *, headers: dict[str, str] | None = None) -> None:

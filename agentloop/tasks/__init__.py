@@ -5,11 +5,11 @@ Load templates into a `TemplateRegistry`, run them with an `Evaluator` over an
 their lifecycle with `TaskLifecycle`.
 """
 
-from agentloop.errors import (
+from agentloop.tasks.errors import (
     ClaimLostError,
     ContextManagementWarning,
-    InvalidTaskId,
-    InvalidTaskTransition,
+    InvalidTaskIdError,
+    InvalidTaskTransitionError,
     ResourceExhaustedError,
     ScriptsNotAllowedError,
     TaskError,
@@ -103,8 +103,8 @@ __all__ = [
     "AttemptRunner",
     "ClaimLostError",
     "ContextManagementWarning",
-    "InvalidTaskId",
-    "InvalidTaskTransition",
+    "InvalidTaskIdError",
+    "InvalidTaskTransitionError",
     "ResourceExhaustedError",
     "ScriptsNotAllowedError",
     "TaskError",

@@ -18,7 +18,7 @@ import re
 
 import structlog
 
-from agentloop.errors import InvalidTaskId
+from agentloop.tasks.errors import InvalidTaskIdError
 from agentloop.names import is_safe_name
 from agentloop.ports.attempt_notes import AttemptNotesStore
 from agentloop.ports.clock import Clock, SystemClock
@@ -33,9 +33,9 @@ _log = structlog.get_logger("agentloop.tasks")
 
 
 def validate_task_id(task_id: str) -> str:
-    """`task_id` if it is safe as a file name part, else `InvalidTaskId`."""
+    """`task_id` if it is safe as a file name part, else `InvalidTaskIdError`."""
     if not is_safe_name(task_id):
-        raise InvalidTaskId(task_id)
+        raise InvalidTaskIdError(task_id)
     return task_id
 
 

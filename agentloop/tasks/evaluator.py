@@ -24,7 +24,7 @@ import attrs
 import structlog
 
 from agentloop.context import IncomingMessage, Session
-from agentloop.errors import ResourceExhaustedError, TaskFailedError, UnknownTemplateError
+from agentloop.tasks.errors import ResourceExhaustedError, TaskFailedError, UnknownTemplateError
 from agentloop.loop import AgentLoop
 from agentloop.outcome import FinishReason
 from agentloop.ports.clock import Clock, SystemClock

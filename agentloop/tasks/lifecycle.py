@@ -22,7 +22,7 @@ import attrs
 import structlog
 
 from agentloop.context import Session
-from agentloop.errors import ClaimLostError, InvalidTaskTransition, TaskError, UnknownTaskError
+from agentloop.tasks.errors import ClaimLostError, InvalidTaskTransitionError, TaskError, UnknownTaskError
 from agentloop.ports.clock import Clock, SystemClock
 from agentloop.ports.tasks import TaskRecord, TaskState, TaskStore
 from agentloop.scopes import DEFAULT_COMPANY, history_scope, task_scope
@@ -191,7 +191,7 @@ class TaskLifecycle:
             latest = await self.store.get(task_id, self.scope) or current
             if held_by is not None and (latest.state is not _C or latest.claimed_by != held_by):
                 raise ClaimLostError(task_id, held_by, latest.state.value, latest.claimed_by)
-            raise InvalidTaskTransition(task_id, latest.state.value, to.value, tuple(s.value for s in allowed))
+            raise InvalidTaskTransitionError(task_id, latest.state.value, to.value, tuple(s.value for s in allowed))
         _log.info("task.moved", task_id=task_id, state=to.value, previous=current.state.value)
         return moved
 

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import attrs
 from lxml import etree
 
-from agentloop.errors import TemplateError
+from agentloop.tasks.errors import TemplateError
 from agentloop.names import SAFE_NAME_RULE, is_safe_name
 from agentloop.tasks.settings import (
     AccumulationFormat,

@@ -16,7 +16,12 @@ from pathlib import Path
 import attrs
 import structlog
 
-from agentloop.errors import ContextManagementWarning, ScriptsNotAllowedError, TemplateError, UnknownTemplateError
+from agentloop.tasks.errors import (
+    ContextManagementWarning,
+    ScriptsNotAllowedError,
+    TemplateError,
+    UnknownTemplateError,
+)
 from agentloop.tasks.loader import (
     DEFAULT_MAX_BYTES,
     LoadedTemplates,

@@ -13,7 +13,7 @@ import os
 import signal
 from collections.abc import Sequence
 
-from agentloop.errors import TaskFailedError
+from agentloop.tasks.errors import TaskFailedError
 from agentloop.tasks.results import TaskFailureReason, TaskResult, TaskStatus
 
 DEFAULT_SCRIPT_OUTPUT_LIMIT = 1_048_576

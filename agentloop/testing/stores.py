@@ -51,7 +51,8 @@ from hypothesis import strategies as st
 
 from agentloop.approvals import ApprovalRequest, PendingApproval
 from agentloop.ports.stores import Stores
-from agentloop.errors import EmbedderMismatchError, UnknownNoteError
+from agentloop.adapters.errors import EmbedderMismatchError
+from agentloop.notes.errors import UnknownNoteError
 from agentloop.messages import ChatMessage, ToolCall
 from agentloop.notes.models import KnowledgeItem, Layer, LayerIds, MergeSuggestion, NoteMetadata, NoteStatus, NoteType
 from agentloop.ports import (

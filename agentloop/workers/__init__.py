@@ -2,7 +2,7 @@
 workers that run its turns, one session at a time across processes, each message
 answered once whichever worker dies."""
 
-from agentloop.workers.errors import InboxUrlError, MessageIdConflict, MessageNotAnsweredError, UnknownMessageError
+from agentloop.workers.errors import InboxUrlError, MessageIdConflictError, MessageNotAnsweredError, UnknownMessageError
 from agentloop.workers.inbox import (
     SCHEMA_VERSION,
     Inbox,
@@ -19,7 +19,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "Inbox",
     "InboxUrlError",
-    "MessageIdConflict",
+    "MessageIdConflictError",
     "MessageNotAnsweredError",
     "MessageResult",
     "PendingTurn",

@@ -1,9 +1,10 @@
 """Errors of the durable inbox and its workers, each with the fix in its message."""
 
 from __future__ import annotations
+from agentloop.errors import AgentloopError
 
 
-class InboxUrlError(ValueError):
+class InboxUrlError(ValueError, AgentloopError):
     """The inbox lives in PostgreSQL; the URL given names something else or cannot be reached."""
 
     def __init__(self, url: str, problem: str) -> None:
@@ -14,7 +15,7 @@ class InboxUrlError(ValueError):
         self.url = url
 
 
-class MessageIdConflict(ValueError):
+class MessageIdConflictError(ValueError, AgentloopError):
     """A message id was submitted again with another session or message."""
 
     def __init__(self, bot: str, message_id: str) -> None:
@@ -25,7 +26,7 @@ class MessageIdConflict(ValueError):
         self.message_id = message_id
 
 
-class UnknownMessageError(LookupError):
+class UnknownMessageError(LookupError, AgentloopError):
     """No message with this id was ever submitted to the bot's inbox."""
 
     def __init__(self, bot: str, message_id: str) -> None:
@@ -33,7 +34,7 @@ class UnknownMessageError(LookupError):
         self.message_id = message_id
 
 
-class MessageNotAnsweredError(TimeoutError):
+class MessageNotAnsweredError(TimeoutError, AgentloopError):
     """A message's turn did not finish within the time its submitter waited."""
 
     def __init__(self, message_id: str, timeout: float, attempts: int, error: str | None) -> None:

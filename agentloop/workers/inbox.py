@@ -20,10 +20,10 @@ from psycopg.types.json import Jsonb
 
 from agentloop.adapters.urls import is_postgres_url, shown_url
 from agentloop.context import IncomingMessage, Session
-from agentloop.errors import NewerSchemaError
+from agentloop.adapters.errors import NewerSchemaError
 from agentloop.names import check_bot_name
 from agentloop.outcome import FinishReason, TurnOutcome, converter
-from agentloop.workers.errors import InboxUrlError, MessageIdConflict, MessageNotAnsweredError, UnknownMessageError
+from agentloop.workers.errors import InboxUrlError, MessageIdConflictError, MessageNotAnsweredError, UnknownMessageError
 
 TURN_TASK = "agentloop.turn"
 """The procrastinate task every inbox message is a job of."""
@@ -138,7 +138,7 @@ class Inbox:
         """Keep `message` for `session` until a worker has answered it; returns its id.
 
         Submitting the same `message_id` again (a client retrying) stores nothing new and
-        returns the id; with another session or text it raises `MessageIdConflict`. The
+        returns the id; with another session or text it raises `MessageIdConflictError`. The
         message and its job are stored in one transaction, so both or neither exist.
         """
         message_id = message_id or uuid.uuid4().hex
@@ -159,7 +159,7 @@ class Inbox:
                     )
                 ).fetchone()
                 if same is None or not same[0]:
-                    raise MessageIdConflict(self.bot, message_id)
+                    raise MessageIdConflictError(self.bot, message_id)
                 return message_id
             job_id = await self.app.configure_task(
                 TURN_TASK, queue=queue_name(self.bot), lock=session_lock(self.bot, session.id), connection=conn

@@ -17,7 +17,7 @@ from agentloop.tasks import (
     AttemptNotes,
     AttemptRunner,
     Evaluator,
-    InvalidTaskId,
+    InvalidTaskIdError,
     TaskLifecycle,
     TaskState,
     TaskStatus,
@@ -136,13 +136,13 @@ def accept(desk: Desk, task_id: str) -> None:
 def create(desk: Desk, task_id: str) -> None:
     try:
         asyncio.run(desk.lifecycle.create(task_id, "fix-login"))
-    except InvalidTaskId as exc:
+    except InvalidTaskIdError as exc:
         desk.error = exc
 
 
 @then("the task id is refused")
 def refused(desk: Desk) -> None:
-    assert isinstance(desk.error, InvalidTaskId)
+    assert isinstance(desk.error, InvalidTaskIdError)
     assert "no path separators and no '..'" in str(desk.error)
 
 

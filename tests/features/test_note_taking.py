@@ -20,7 +20,8 @@ from structlog.testing import capture_logs
 
 from agentloop import AgentContext, LlmRequest, PromptContext, Scope, Session, System, ToolExecution, history_scope
 from agentloop.adapters import InMemoryMetrics, RecordingNotifier, Stores, open_stores
-from agentloop.errors import InvalidTransition, LlmCallError
+from agentloop.errors import LlmCallError
+from agentloop.notes.errors import InvalidNoteTransitionError
 from agentloop.notes import (
     SECTIONS,
     CaptureSettings,
@@ -677,7 +678,7 @@ def stored_status(world: World, status: str) -> None:
 @then(parsers.parse('moving the stored note to "{status}" is refused as an invalid transition'))
 def refused(world: World, status: str) -> None:
     assert world.stored_note is not None
-    with pytest.raises(InvalidTransition, match="cannot go from deprecated"):
+    with pytest.raises(InvalidNoteTransitionError, match="cannot go from deprecated"):
         asyncio.run(world.knowledge.transition(world.stored_note.key, NoteStatus(status)))
 
 
@@ -686,7 +687,7 @@ def reject_draft(world: World) -> None:
     chain = world.note_taking.chain(world.session("s1"))
     note = world.add_note("Half-baked idea", "an idea nobody tried", Layer.PROJECT, chain)
     assert asyncio.run(world.knowledge.transition(note.key, NoteStatus.REJECTED)).status is NoteStatus.REJECTED
-    with pytest.raises(InvalidTransition):
+    with pytest.raises(InvalidNoteTransitionError):
         asyncio.run(world.knowledge.transition(note.key, NoteStatus.PROPOSED))
 
 

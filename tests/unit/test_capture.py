@@ -18,7 +18,7 @@ from structlog.testing import capture_logs
 
 from agentloop.adapters import InMemoryMetrics, open_stores
 from agentloop.components import ToolExecution
-from agentloop.errors import CaptureDrainError, RecorderClosedError
+from agentloop.notes.errors import CaptureDrainError, RecorderClosedError
 from agentloop.notes import CaptureSettings, TrajectoryRecorder, capture
 from agentloop.ports import TrajectoryStore
 from agentloop.testing import FakeClock

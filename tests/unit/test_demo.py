@@ -16,7 +16,7 @@ import pytest
 from agentloop import Tool
 from agentloop.bots import Bot, open_bot
 from agentloop.demo import run_demo
-from agentloop.errors import DemoCheckFailed
+from agentloop.errors import DemoCheckError
 from agentloop.ports import LLM, Channel, Clock
 
 
@@ -69,7 +69,7 @@ def test_the_demo_names_the_step_that_misbehaves(tmp_path: Path) -> None:
         with open_bot(data_dir, llm, channel, tools=[t for t in tools if t.name != "weather"], clock=clock) as bot:
             yield bot
 
-    with pytest.raises(DemoCheckFailed) as failed:
+    with pytest.raises(DemoCheckError) as failed:
         asyncio.run(run_demo(without_weather, tmp_path, out=io.StringIO(), progress=io.StringIO()))
     assert str(failed.value) == (
         "step 1 (lisbon-weekend: What's the weather in Lisbon this weekend?) misbehaved: "

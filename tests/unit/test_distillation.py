@@ -11,7 +11,8 @@ import pytest
 
 from agentloop import LlmReply, LlmRequest
 from agentloop.adapters import InMemoryMetrics, open_stores
-from agentloop.errors import DistillationError, LlmCallError
+from agentloop.errors import LlmCallError
+from agentloop.notes.errors import DistillationError
 from agentloop.notes import (
     INSTRUCTIONS,
     DistillationSettings,

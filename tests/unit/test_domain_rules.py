@@ -17,7 +17,8 @@ from agentloop import LlmReply, LlmRequest, Scope
 from agentloop.adapters import RecordingNotifier
 from agentloop.adapters.embedders.hashing import HashingEmbedder
 from agentloop.components import ToolExecution
-from agentloop.errors import ClaimLostError, InvalidTaskTransition, InvalidTransition
+from agentloop.notes.errors import InvalidNoteTransitionError
+from agentloop.tasks.errors import ClaimLostError, InvalidTaskTransitionError
 from agentloop.notes import (
     DistillationStatus,
     Distiller,
@@ -212,12 +213,12 @@ def test_the_naive_stores_are_backends_of_the_ports() -> None:
 def test_the_lifecycle_refuses_a_move_the_store_would_make() -> None:
     knowledge, _ = _knowledge()
     note = asyncio.run(knowledge.add(_note("retry the upload with backoff")))
-    with pytest.raises(InvalidTransition, match="from draft it may go to proposed, rejected"):
+    with pytest.raises(InvalidNoteTransitionError, match="from draft it may go to proposed, rejected"):
         asyncio.run(knowledge.transition(note.key, NoteStatus.ACCEPTED))
     assert asyncio.run(knowledge.get(note.key)).status is NoteStatus.DRAFT
     asyncio.run(knowledge.transition(note.key, NoteStatus.PROPOSED))
     assert asyncio.run(knowledge.transition(note.key, NoteStatus.ACCEPTED)).status is NoteStatus.ACCEPTED
-    with pytest.raises(InvalidTransition, match="cannot go from accepted to draft"):
+    with pytest.raises(InvalidNoteTransitionError, match="cannot go from accepted to draft"):
         asyncio.run(knowledge.transition(note.key, NoteStatus.DRAFT))
 
 
@@ -238,7 +239,7 @@ class RacingRepository(NaiveKnowledgeRepository):
 def test_a_move_that_lost_a_race_is_judged_again_from_where_the_note_went() -> None:
     knowledge, _ = _knowledge(RacingRepository(meanwhile=NoteStatus.REJECTED))
     note = asyncio.run(knowledge.add(_note("rotate the token")))
-    with pytest.raises(InvalidTransition, match="cannot go from rejected to proposed"):
+    with pytest.raises(InvalidNoteTransitionError, match="cannot go from rejected to proposed"):
         asyncio.run(knowledge.transition(note.key, NoteStatus.PROPOSED))
     knowledge, _ = _knowledge(RacingRepository(meanwhile=NoteStatus.PROPOSED))
     note = asyncio.run(knowledge.add(_note("rotate the token")))
@@ -297,7 +298,7 @@ def test_task_moves_and_leases_hold_over_a_store_that_only_compares_and_sets(tmp
     lifecycle = TaskLifecycle(NaiveTaskStore(), AttemptNotes(FileAttemptNotes(tmp_path), clock=clock), clock=clock, lease=timedelta(minutes=1))
     asyncio.run(lifecycle.create("t1", "fix"))
     asyncio.run(lifecycle.claim("t1", "agent-1"))
-    with pytest.raises(InvalidTaskTransition):
+    with pytest.raises(InvalidTaskTransitionError):
         asyncio.run(lifecycle.accept("t1"))
     clock.advance(61)
     assert [r.id for r in asyncio.run(lifecycle.expire_leases())] == ["t1"]

@@ -19,7 +19,7 @@ from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invar
 from agentloop import Scope
 from agentloop.adapters import InMemoryMetrics, RecordingNotifier, open_stores
 from agentloop.adapters.embedders.hashing import HashingEmbedder
-from agentloop.errors import InvalidTransition
+from agentloop.notes.errors import InvalidNoteTransitionError
 from agentloop.notes import (
     RETRIEVABLE,
     TRANSITIONS,
@@ -315,7 +315,7 @@ class LifecycleMachine(RuleBasedStateMachine):
             assert asyncio.run(self.knowledge.transition(note, status)).status is status
             self.status[note] = status
         else:
-            with pytest.raises(InvalidTransition):
+            with pytest.raises(InvalidNoteTransitionError):
                 asyncio.run(self.knowledge.transition(note, status))
 
     @rule(note=notes)

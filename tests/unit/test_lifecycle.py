@@ -8,7 +8,7 @@ import attrs
 import numpy as np
 import pytest
 
-from agentloop.errors import InvalidTransition
+from agentloop.notes.errors import InvalidNoteTransitionError
 from agentloop.notes import TRANSITIONS, KnowledgeItem, Layer, LayerIds, NoteStatus, NoteType, QualityRules, check_transition
 
 ITEM = KnowledgeItem(NoteType.PATTERN, Layer.COMPANY, LayerIds(), "t", "md", np.ones(3), datetime(2026, 1, 1, tzinfo=UTC))
@@ -33,9 +33,9 @@ def test_every_other_move_raises_invalid_transition() -> None:
     for current in NoteStatus:
         for target in NoteStatus:
             if (current, target) not in allowed:
-                with pytest.raises(InvalidTransition, match=f"cannot go from {current.value} to {target.value}"):
+                with pytest.raises(InvalidNoteTransitionError, match=f"cannot go from {current.value} to {target.value}"):
                     check_transition(3, current, target)
-    assert issubclass(InvalidTransition, ValueError)
+    assert issubclass(InvalidNoteTransitionError, ValueError)
 
 
 def test_flag_needs_more_than_ten_retrievals_and_a_ratio_under_a_tenth() -> None:

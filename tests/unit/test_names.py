@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agentloop.adapters import open_note_taking, open_stores
-from agentloop.errors import InvalidTaskId, TemplateError
+from agentloop.tasks.errors import InvalidTaskIdError, TemplateError
 from agentloop.names import is_safe_name, new_id
 from agentloop.tasks import load_string, validate_task_id
 from agentloop.testing import ScriptedLLM
@@ -32,7 +32,7 @@ def test_task_ids_template_names_and_bot_names_follow_the_same_rule(name: str, t
     try:
         validate_task_id(name)
         accepted.append(True)
-    except InvalidTaskId:
+    except InvalidTaskIdError:
         accepted.append(False)
     try:
         load_string(f'<task name="{name}" type="atomic"><description>d</description></task>')

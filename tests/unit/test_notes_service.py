@@ -12,7 +12,7 @@ import pytest
 
 from agentloop import LlmReply, LlmRequest, Session
 from agentloop.adapters import InMemoryMetrics, open_note_taking
-from agentloop.errors import CaptureDrainError
+from agentloop.notes.errors import CaptureDrainError
 from agentloop.notes import CaptureSettings, DistillationStatus, KnowledgeItem, Layer, LayerIds, NoteType
 from agentloop.testing import FakeClock
 from agentloop.testing.notes import FlakyTrajectoryStore, make_executions

@@ -15,7 +15,7 @@ from agentloop import (
     FailureKind,
     FailureSource,
     IncomingMessage,
-    LlmError,
+    LlmFailure,
     LlmReply,
     LlmResponse,
     PromptContext,
@@ -123,7 +123,7 @@ def test_a_second_wrong_answer_is_a_validation_failure() -> None:
     llm = ScriptedLLM([ScriptedLLM.tool_call("final_answer", {"city": "Oslo"}), "it is sunny", "unused"])
     ctx = run(llm)
     assert not ctx.has(StructuredOutput) and not ctx.has(LlmResponse) and llm.remaining == 1
-    error = ctx.require(LlmError)
+    error = ctx.require(LlmFailure)
     assert error.kind is FailureKind.VALIDATION and "the answer does not fit Forecast" in error.message
     assert [(f.source, f.kind) for f in ctx.failures] == [(FailureSource.LLM, FailureKind.VALIDATION)]
     repair = llm.requests[1].messages[-1]

@@ -22,7 +22,7 @@ from agentloop import (
     FinishReason,
     IncomingMessage,
     LlmCallError,
-    LlmError,
+    LlmFailure,
     LlmReply,
     LlmRequest,
     LlmResponse,
@@ -351,11 +351,11 @@ def test_i8_finish_reason_is_the_highest_priority_observed(stores: Stores, scena
     stop = ctx.get(ToolLoopStop)
     if stop is not None:
         observed.add(stop.reason)
-    if ctx.has(LlmError):
+    if ctx.has(LlmFailure):
         observed.add(FinishReason.ERROR)
     if ctx.has(PlanProposal):
         observed.add(FinishReason.PLAN_MODE)
-    produced = any(ctx.has(t) for t in (LlmResponse, LlmError, ToolLoopStop, PlanProposal))
+    produced = any(ctx.has(t) for t in (LlmResponse, LlmFailure, ToolLoopStop, PlanProposal))
     finalized = TurnOutcomeFinalizationSystem not in scenario.sabotaged and not _timed_out(ctx)
     if finalized and scenario.auto_mode and not produced:
         observed.add(FinishReason.ERROR)

@@ -23,7 +23,7 @@ from agentloop.adapters.postgres.tasks import PostgresTaskStore
 from agentloop.adapters.postgres.trajectories import PostgresTrajectoryStore
 from agentloop.adapters.urls import shown_url
 from agentloop.ports.stores import Stores
-from agentloop.errors import StoreUrlError
+from agentloop.adapters.errors import StoreUrlError
 from agentloop.ports import Embedder
 
 SCHEMAS = (

@@ -24,7 +24,8 @@ from psycopg_pool import AsyncConnectionPool
 from agentloop.adapters.postgres.nearest import EF_SEARCH
 from agentloop.adapters.postgres.schema import search_path, vector_schema
 from agentloop.adapters.urls import shown_url
-from agentloop.errors import StoreError, StoreUrlError
+from agentloop.adapters.errors import StoreUrlError
+from agentloop.errors import StoreError
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -12,7 +12,7 @@ import psycopg
 from agentloop.adapters.embedders.hashing import NAME_PREFIX
 from agentloop.adapters.postgres.schema import Step, dimension
 from agentloop.adapters.postgres.text import loaded
-from agentloop.errors import EmbedderMismatchError
+from agentloop.adapters.errors import EmbedderMismatchError
 from agentloop.ports.vectors import Embedder
 
 

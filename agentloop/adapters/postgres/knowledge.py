@@ -19,7 +19,7 @@ from agentloop.adapters.postgres.schema import Schema, Step
 from agentloop.adapters.postgres.scopes import SCOPE_COLUMNS_SQL, SCOPE_MARKS, columns_match, row_scope, scope_match
 from agentloop.adapters.rows import KNOWLEDGE_COLUMNS, json_text, knowledge_item
 from agentloop.adapters.rows import SCOPE_COLUMNS, scope_values
-from agentloop.errors import UnknownNoteError
+from agentloop.notes.errors import UnknownNoteError
 from agentloop.outcome import converter
 from agentloop.notes.models import KnowledgeItem, Layer, LayerIds, MergeSuggestion, NoteStatus, Retrieval
 from agentloop.ports.vectors import Vectors

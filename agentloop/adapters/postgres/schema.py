@@ -16,7 +16,7 @@ import psycopg
 import structlog
 from psycopg import sql
 
-from agentloop.errors import NewerSchemaError
+from agentloop.adapters.errors import NewerSchemaError
 
 _log = structlog.get_logger("agentloop.stores")
 _LOCK = "agentloop.migrate"

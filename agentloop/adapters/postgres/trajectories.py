@@ -16,7 +16,7 @@ from agentloop.adapters.postgres.scopes import columns_match
 from agentloop.adapters.postgres.text import loaded, stored
 from agentloop.adapters.rows import rows
 from agentloop.components import ToolExecution
-from agentloop.errors import ExecutionRefusedError
+from agentloop.notes.errors import ExecutionRefusedError
 from agentloop.notes.capture import cut_quarantine_record, quarantine_record
 from agentloop.notes.models import Trajectory
 from agentloop.scopes import Scope

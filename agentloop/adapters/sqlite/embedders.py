@@ -11,7 +11,7 @@ import numpy as np
 from agentloop.adapters.embedders.hashing import hashing_name
 from agentloop.adapters.sqlite.connection import transaction
 from agentloop.adapters.sqlite.schema import Step, file_of
-from agentloop.errors import EmbedderMismatchError
+from agentloop.adapters.errors import EmbedderMismatchError
 from agentloop.ports.vectors import Embedder, Vectors
 
 _TABLE = "CREATE TABLE IF NOT EXISTS vector_embedders (vectors TEXT PRIMARY KEY, name TEXT NOT NULL, dim INTEGER NOT NULL)"

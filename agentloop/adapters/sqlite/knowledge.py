@@ -20,7 +20,7 @@ from agentloop.adapters.sqlite.connection import closing_on_error, connect, data
 from agentloop.adapters.embedders.hashing import hashing_name
 from agentloop.adapters.sqlite.embedders import check_embedder, record_step
 from agentloop.adapters.sqlite.schema import Schema, Step, add_missing_columns, columns, has_table, migrate, rebuild
-from agentloop.errors import UnknownNoteError
+from agentloop.notes.errors import UnknownNoteError
 from agentloop.notes.models import (
     KnowledgeItem,
     Layer,

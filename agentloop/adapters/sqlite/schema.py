@@ -17,7 +17,7 @@ import attrs
 import structlog
 
 from agentloop.adapters.sqlite.connection import transaction
-from agentloop.errors import NewerSchemaError
+from agentloop.adapters.errors import NewerSchemaError
 
 _log = structlog.get_logger("agentloop.stores")
 

@@ -13,7 +13,7 @@ from agentloop.adapters.rows import json_text, rows
 from agentloop.adapters.sqlite.connection import closing_on_error, connect, transaction
 from agentloop.adapters.sqlite.schema import Schema, Step, add_missing_columns, has_table, migrate, rebuild
 from agentloop.components import ToolExecution
-from agentloop.errors import ExecutionRefusedError
+from agentloop.notes.errors import ExecutionRefusedError
 from agentloop.notes.capture import cut_quarantine_record, quarantine_record
 from agentloop.notes.models import Trajectory
 from agentloop.scopes import Scope

@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 import structlog
 
-from agentloop.errors import IndexFileError
+from agentloop.adapters.errors import IndexFileError
 from agentloop.ports.vectors import Vectors
 
 if sys.platform != "win32":

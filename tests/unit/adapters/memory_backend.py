@@ -21,7 +21,8 @@ from agentloop.adapters.embedders.hashing import HashingEmbedder
 from agentloop.approvals import PendingApproval
 from agentloop.ports import Stores
 from agentloop.components import ToolExecution
-from agentloop.errors import EmbedderMismatchError, UnknownNoteError
+from agentloop.adapters.errors import EmbedderMismatchError
+from agentloop.notes.errors import UnknownNoteError
 from agentloop.messages import ChatMessage
 from agentloop.notes import KnowledgeItem, Layer, LayerIds, MergeSuggestion, NoteStatus, Retrieval, Trajectory, quarantine_record
 from agentloop.ports import Embedder, MemoryEntry, RagHit, TaskRecord, TaskState, Vectors

@@ -17,7 +17,7 @@ import attrs
 import pytest
 
 from agentloop.adapters import DEFAULT_STORES_URL, HashingEmbedder, Stores, open_note_taking, open_stores, reembed_stores
-from agentloop.errors import StoreUrlError
+from agentloop.adapters.errors import StoreUrlError
 from agentloop.notes import KnowledgeItem, Layer, LayerIds, NoteType
 from agentloop.ports import (
     AttemptNotesStore,

@@ -6,7 +6,7 @@ from agentloop import (
     Attachment,
     FailureKind,
     FinishReason,
-    LlmError,
+    LlmFailure,
     LlmResponse,
     OutgoingResponse,
     PlanProposal,
@@ -49,7 +49,7 @@ def test_attachments_only_has_no_canonical_text() -> None:
 
 
 def test_errors_and_stops_explain_themselves_as_fallbacks() -> None:
-    outcome = finalize(LlmError(FailureKind.RATE_LIMIT, "429"))
+    outcome = finalize(LlmFailure(FailureKind.RATE_LIMIT, "429"))
     assert outcome.finish_reason is FinishReason.ERROR and outcome.fallback and outcome.assistant_text is None
     assert outcome.outgoing_response.text == DEFAULT_ERROR_TEXTS[FailureKind.RATE_LIMIT]
     denied = finalize(ToolLoopStop(FinishReason.POLICY_DENIED, "payments are off"))
@@ -64,7 +64,7 @@ def test_plan_mode_shows_the_plan() -> None:
 
 
 def test_priority_follows_resolve_finish_reason() -> None:
-    outcome = finalize(LlmError(FailureKind.UNKNOWN, "x"), ToolLoopStop(FinishReason.ITERATION_LIMIT, "limit"))
+    outcome = finalize(LlmFailure(FailureKind.UNKNOWN, "x"), ToolLoopStop(FinishReason.ITERATION_LIMIT, "limit"))
     assert outcome.finish_reason is FinishReason.ITERATION_LIMIT
 
 
@@ -78,7 +78,7 @@ def test_nothing_produced_leaves_user_turns_to_the_feedback_guarantee_but_builds
 
 def test_an_outcome_an_earlier_system_wrote_is_kept_as_it_is() -> None:
     own = TurnOutcome(FinishReason.SUCCESS, "Answered by a custom system", OutgoingResponse.text_only("Answered by a custom system"))
-    ctx = make_context(components=[own, LlmResponse("the model's answer"), LlmError(FailureKind.EXCEPTION, "boom")])
+    ctx = make_context(components=[own, LlmResponse("the model's answer"), LlmFailure(FailureKind.EXCEPTION, "boom")])
     assert run_system_sync(TurnOutcomeFinalizationSystem(), ctx) is False
     assert ctx.turn_outcome == own
 
@@ -92,7 +92,7 @@ def test_whitespace_only_text_and_voice_are_no_answer() -> None:
 
 
 def test_an_answer_cut_off_while_the_user_watched_it_says_so() -> None:
-    error = LlmError(FailureKind.UNKNOWN, "the connection closed")
+    error = LlmFailure(FailureKind.UNKNOWN, "the connection closed")
     cut = finalize(error, StreamedText("m1", "It is sun", complete=False))
     assert cut.fallback and cut.assistant_text is None and cut.outgoing_response.text == CUT_STREAM_TEXT
     for shown in (StreamedText("m1", "Let me look.", complete=True), StreamedText("m1", "", complete=False)):

@@ -19,7 +19,7 @@ from agentloop import (
     FinishReason,
     IncomingMessage,
     LlmCallError,
-    LlmError,
+    LlmFailure,
     LlmReply,
     LlmResponse,
     PlanProposal,
@@ -249,7 +249,7 @@ def test_plan_mode_from_metadata_intercepts_tool_calls() -> None:
 def test_model_errors_voice_attachments_and_empty_replies() -> None:
     ctx = context()
     run_system_sync(ToolLoopSystem(ScriptedLLM([RuntimeError("socket closed")])), ctx)
-    assert ctx.require(LlmError).kind is FailureKind.EXCEPTION
+    assert ctx.require(LlmFailure).kind is FailureKind.EXCEPTION
     assert ctx.failures[0].source is FailureSource.LLM
 
     @tool
@@ -436,7 +436,7 @@ def test_nothing_streams_in_auto_mode_to_a_channel_that_cannot_or_before_any_tex
         assert ctx.require(LlmResponse).text == "3" and not ctx.has(StreamedText)
     ctx = context()
     run_system_sync(ToolLoopSystem(ScriptedLLM([LlmCallError("busy", kind=FailureKind.RATE_LIMIT)]), channel=channel), ctx)
-    assert channel.streams == [] and not ctx.has(StreamedText) and ctx.has(LlmError)
+    assert channel.streams == [] and not ctx.has(StreamedText) and ctx.has(LlmFailure)
 
 
 def test_a_stream_cut_midway_is_the_model_failure_and_records_the_partial_text_as_incomplete() -> None:
@@ -444,7 +444,7 @@ def test_a_stream_cut_midway_is_the_model_failure_and_records_the_partial_text_a
     llm = ScriptedLLM([ScriptedLLM.cut("1+2 is 3", after=1)], chunk=4)
     ctx = context()
     run_system_sync(ToolLoopSystem(llm, channel=channel), ctx)
-    assert ctx.require(LlmError).kind is FailureKind.UNKNOWN and not ctx.has(LlmResponse)
+    assert ctx.require(LlmFailure).kind is FailureKind.UNKNOWN and not ctx.has(LlmResponse)
     streamed = ctx.require(StreamedText)
     assert (streamed.text, streamed.complete) == ("1+2 ", False)
     assert [(f.source, f.kind) for f in ctx.failures] == [(FailureSource.LLM, FailureKind.UNKNOWN)]

@@ -11,16 +11,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentloop.adapters import FileAttemptNotes
-from agentloop.errors import InvalidTaskId
+from agentloop.tasks.errors import InvalidTaskIdError
 from agentloop.testing import FakeClock
 from agentloop.tasks import AttemptNotes, count_attempts, format_attempt, tail, validate_task_id
 
 
 @pytest.mark.parametrize("task_id", ["", "..", "../x", "a/b", "a\\b", "a..b", ".hidden", "-flag", "a\x00b", "x" * 129, "a b"])
 def test_unsafe_task_ids_are_refused(task_id: str, tmp_path: Path) -> None:
-    with pytest.raises(InvalidTaskId, match="no path separators and no '..'"):
+    with pytest.raises(InvalidTaskIdError, match="no path separators and no '..'"):
         validate_task_id(task_id)
-    with pytest.raises(InvalidTaskId):
+    with pytest.raises(InvalidTaskIdError):
         asyncio.run(AttemptNotes(FileAttemptNotes(tmp_path)).save(task_id, agent="a", output="x", turns=1))
     assert list(tmp_path.iterdir()) == []
 

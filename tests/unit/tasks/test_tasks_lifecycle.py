@@ -14,7 +14,12 @@ from hypothesis import strategies as st
 
 from agentloop import AgentContext, AgentLoop, FinishReason, Session, System, TurnOutcome
 from agentloop.adapters import open_stores
-from agentloop.errors import ClaimLostError, InvalidTaskTransition, UnknownTaskError, UnknownTemplateError
+from agentloop.tasks.errors import (
+    ClaimLostError,
+    InvalidTaskTransitionError,
+    UnknownTaskError,
+    UnknownTemplateError,
+)
 from agentloop.scopes import history_scope
 from agentloop.testing import FakeClock
 from agentloop.testing.tasks import task_loop
@@ -90,7 +95,7 @@ def test_failed_keeps_notes(lifecycle: TaskLifecycle) -> None:
 )
 def test_a_move_the_state_does_not_allow_is_refused(lifecycle: TaskLifecycle, move: str, message: str) -> None:
     asyncio.run(lifecycle.create("t1", "fix"))
-    with pytest.raises(InvalidTaskTransition, match=message):
+    with pytest.raises(InvalidTaskTransitionError, match=message):
         asyncio.run(getattr(lifecycle, move)("t1"))
     assert asyncio.run(lifecycle.get("t1")).state is TaskState.INCOMING
 

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from lxml import etree
 
-from agentloop.errors import TemplateError
+from agentloop.tasks.errors import TemplateError
 from agentloop.tasks import (
     AtomicTemplate,
     InheritContext,

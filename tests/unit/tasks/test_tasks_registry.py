@@ -6,7 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from agentloop.errors import ContextManagementWarning, ScriptsNotAllowedError, TemplateError, UnknownTemplateError
+from agentloop.tasks.errors import (
+    ContextManagementWarning,
+    ScriptsNotAllowedError,
+    TemplateError,
+    UnknownTemplateError,
+)
 from agentloop.tasks import AtomicTemplate, TemplateRegistry, validate_path
 
 ATOMIC = '<task name="{name}" type="atomic"><description>Do {{{{x}}}}</description></task>'

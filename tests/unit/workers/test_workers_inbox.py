@@ -14,14 +14,14 @@ import pytest
 
 from agentloop import FinishReason, IncomingMessage, Session, tool
 from agentloop.adapters import open_note_taking, open_stores
-from agentloop.errors import NewerSchemaError
+from agentloop.adapters.errors import NewerSchemaError
 from agentloop.notes import DistillationSettings, IdleSessions, KnowledgeItem, NoteTaking, NoteType
 from agentloop.testing import FakeClock, RecordingChannel, ScriptedLLM
 from agentloop.workers import (
     SCHEMA_VERSION,
     Inbox,
     InboxUrlError,
-    MessageIdConflict,
+    MessageIdConflictError,
     MessageNotAnsweredError,
     UnknownMessageError,
     WorkerSettings,
@@ -165,7 +165,7 @@ def test_resubmitting_a_message_id_keeps_one_message_and_another_text_under_it_i
         async with open_inbox(postgres_url, bot="helper") as inbox:
             first = await inbox.submit(SESSION, IncomingMessage("hello"), message_id="client-1")
             again = await inbox.submit(SESSION, IncomingMessage("hello"), message_id="client-1")
-            with pytest.raises(MessageIdConflict, match="'client-1' of bot 'helper' was already submitted"):
+            with pytest.raises(MessageIdConflictError, match="'client-1' of bot 'helper' was already submitted"):
                 await inbox.submit(SESSION, IncomingMessage("something else"), message_id="client-1")
             assert first == again == "client-1"
         async with await psycopg.AsyncConnection.connect(postgres_url) as conn:

@@ -12,7 +12,7 @@ import pytest
 
 from agentloop.adapters import HashingEmbedder, open_stores, reembed_stores
 from agentloop.adapters.embedders.sentence_transformers import SentenceTransformerEmbedder
-from agentloop.errors import EmbedderMismatchError
+from agentloop.adapters.errors import EmbedderMismatchError
 from agentloop.ports import Embedder
 from agentloop.scopes import Scope
 

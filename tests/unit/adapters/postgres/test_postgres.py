@@ -24,7 +24,9 @@ from agentloop.adapters.postgres import database
 from agentloop.adapters.postgres.nearest import EF_SEARCH, nearest_query
 from agentloop.adapters.postgres.schema import Schema, Step, migrate
 from agentloop.adapters.postgres.scopes import scope_match
-from agentloop.errors import EmbedderMismatchError, ExecutionRefusedError, NewerSchemaError, StoreError, StoreUrlError
+from agentloop.adapters.errors import EmbedderMismatchError, NewerSchemaError, StoreUrlError
+from agentloop.errors import StoreError
+from agentloop.notes.errors import ExecutionRefusedError
 from agentloop.messages import ChatMessage, Role
 from agentloop.ports.stores import MemoryEntry
 from agentloop.notes import RETRIEVABLE, KnowledgeItem, Layer, LayerIds, NoteStatus, NoteType, quarantine_record

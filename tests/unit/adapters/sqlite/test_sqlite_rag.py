@@ -10,7 +10,7 @@ import pytest
 
 from agentloop.adapters import HashingEmbedder, SqliteRagStore
 from agentloop.adapters.sqlite.connection import transaction_ended
-from agentloop.errors import EmbedderMismatchError
+from agentloop.adapters.errors import EmbedderMismatchError
 from agentloop.scopes import Scope
 
 A, B = Scope(project_id="a"), Scope(project_id="b")

@@ -33,7 +33,7 @@ from agentloop.adapters import (
 )
 from agentloop.adapters.sqlite import knowledge as sqlite_knowledge, scopes as sqlite_scopes, tasks as sqlite_tasks
 from agentloop.adapters.sqlite.tasks import AsyncSqliteTaskStore
-from agentloop.errors import EmbedderMismatchError, NewerSchemaError
+from agentloop.adapters.errors import EmbedderMismatchError, NewerSchemaError
 from agentloop.notes import Layer, LayerIds, NoteStatus
 from agentloop.notes.models import trajectory_hash
 from agentloop.ports import MemoryEntry, TaskRecord, TaskState

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
 from agentloop.adapters.vectors.hnsw import HnswVectorIndex
-from agentloop.errors import IndexFileError
+from agentloop.adapters.errors import IndexFileError
 from agentloop.ports.vectors import VectorIndex
 
 DIM = 8
