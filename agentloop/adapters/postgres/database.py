@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import select
 import threading
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
@@ -92,7 +93,7 @@ class Database:
             open=False,
             kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S},
             configure=self._configure,
-            check=AsyncConnectionPool.check_connection,
+            check=check_connection,
             timeout=30.0,
         )
 
@@ -150,6 +151,24 @@ class Database:
             self.wait(self.pool.close())
         finally:
             self._thread.stop()
+
+
+async def check_connection(conn: psycopg.AsyncConnection[Any]) -> None:
+    """The pool's check before lending `conn`: a round trip only when the socket has something
+    to read (an idle connection has nothing to read until the server closes it or says why)."""
+    if conn.closed:
+        raise psycopg.OperationalError("the connection is closed")
+    if _readable(conn.fileno()):
+        await AsyncConnectionPool.check_connection(conn)
+
+
+def _readable(fd: int) -> bool:
+    """Whether `fd` has data or a hang-up waiting, without blocking (poll takes any fd; select where it is missing)."""
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        return bool(poller.poll(0))
+    return bool(select.select([fd], [], [], 0)[0])
 
 
 async def connect_once(url: str) -> psycopg.AsyncConnection[Any]:
