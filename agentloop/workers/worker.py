@@ -97,7 +97,8 @@ class _Turns:
                 outcome = attrs.evolve(outcome, failures=(rerun_failure(pending.run, self.loop.clock.now()), *outcome.failures))
                 log.warning("worker.turn_rerun")
             if outcome is not None and outcome.writes_lost:  # I15: not finished; the retry's keyed writes land once
-                raise TurnNotStoredError(message_id, "; ".join(f.message for f in outcome.failures if f.source is FailureSource.SYSTEM))
+                failed = [f"{f.component}: {f.message}" for f in outcome.failures if f.kind is FailureKind.EXCEPTION]
+                raise TurnNotStoredError(message_id, "; ".join(failed))
         except Exception as error:
             text = f"{type(error).__name__}: {error}"
             log.error("worker.turn_failed", exc_info=error)
