@@ -138,7 +138,8 @@ class TurnOutcome:
     `assistant_text` is what memory and RAG store (whitespace-only text becomes None:
     it is no answer); `outgoing_response` is what the transport sends. A user-facing
     (non-auto) turn must have an outgoing response. A turn that ended waiting for the
-    user to approve a tool call carries that `approval`.
+    user to approve a tool call carries that `approval`. A turn whose history or memory
+    write did not land has `writes_lost` and is never SUCCESS (I15).
     """
 
     finish_reason: FinishReason
@@ -151,8 +152,14 @@ class TurnOutcome:
     routing_outcome: RoutingOutcome | None = None
     fallback: bool = False
     approval: ApprovalRequest | None = None
+    writes_lost: bool = False
 
     def __attrs_post_init__(self) -> None:
+        if self.writes_lost and self.finish_reason is FinishReason.SUCCESS:
+            raise ValueError(
+                "a TurnOutcome whose writes were lost cannot be SUCCESS (I15); "
+                "give it resolve_finish_reason((finish_reason, FinishReason.ERROR))"
+            )
         if not self.auto_mode and self.outgoing_response is None:
             raise ValueError(
                 "a user-facing TurnOutcome needs an outgoing_response; "

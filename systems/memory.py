@@ -10,6 +10,7 @@ from agentloop import (
     DEFAULT_COMPANY,
     AgentContext,
     ChatMessage,
+    FinishReason,
     InboxTurn,
     SanitizedInput,
     System,
@@ -17,6 +18,7 @@ from agentloop import (
     TurnPolicy,
     history_scope,
     memory_scope,
+    resolve_finish_reason,
 )
 from agentloop.ports import MemoryEntry, MemoryStore, SessionStore
 
@@ -34,6 +36,8 @@ class MemoryPersistSystem(System):
     Rows are stored in the session's scopes within `company_id` (the deployment). A
     worker's turn (`InboxTurn`) appends under its message id as the key, so a turn run
     again after a lost worker writes its history once, and its memory entry with it.
+    A write that fails makes the outcome `writes_lost` and no SUCCESS (I15), and is raised
+    for the loop to record.
     """
 
     order: ClassVar[int] = 70
@@ -57,6 +61,16 @@ class MemoryPersistSystem(System):
 
     async def process(self, ctx: AgentContext) -> None:
         outcome = ctx.require(TurnOutcome)
+        try:
+            await self._store(ctx, outcome)
+        except Exception:  # the turn's writes did not land: no success (I15); the loop records the failure
+            outcome = ctx.require(TurnOutcome)
+            ctx.set(attrs.evolve(
+                outcome, finish_reason=resolve_finish_reason((outcome.finish_reason, FinishReason.ERROR)), writes_lost=True
+            ))
+            raise
+
+    async def _store(self, ctx: AgentContext, outcome: TurnOutcome) -> None:
         user_text = turn_user_text(ctx)
         assistant_text = outcome.assistant_text
         inbox = ctx.get(InboxTurn)

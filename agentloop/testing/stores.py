@@ -26,7 +26,9 @@ nothing. Each test closes the stores it opens.
 Each port has its own class (`SessionStoreTests`, `MemoryStoreTests`, `RagStoreTests`,
 `KnowledgeRepositoryTests`, `TrajectoryStoreTests`, `TaskStoreTests`,
 `AttemptNotesStoreTests`, `ApprovalStoreTests`) for a backend of
-some ports only; `StoresTests` inherits them all. The tests are plain synchronous tests
+some ports only; `StoresTests` inherits them all, and `TurnStorageTests`, which runs the
+standard pipeline's turns over the backend's stores made to fail at random points by
+`failing_stores` (invariant I15). The tests are plain synchronous tests
 that run each store call with `asyncio.run` (no async plugin needed); the concurrency
 tests call from several threads at once, each with its own event loop.
 """
@@ -34,6 +36,7 @@ tests call from several threads at once, each with its own event loop.
 from __future__ import annotations
 
 import asyncio
+import enum
 import inspect
 import itertools
 import json
@@ -50,8 +53,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentloop.approvals import ApprovalRequest, PendingApproval
+from agentloop.context import IncomingMessage, Session
 from agentloop.ports.stores import Stores
 from agentloop.adapters.errors import EmbedderMismatchError
+from agentloop.errors import StoreUnavailableError
 from agentloop.notes.errors import UnknownNoteError
 from agentloop.messages import ChatMessage, ToolCall
 from agentloop.notes.models import KnowledgeItem, Layer, LayerIds, MergeSuggestion, NoteMetadata, NoteStatus, NoteType
@@ -69,20 +74,27 @@ from agentloop.ports import (
 from agentloop.ports.stores import MemoryEntry
 from agentloop.ports.tasks import TaskRecord, TaskState
 from agentloop.ports.vectors import Vectors
-from agentloop.scopes import Scope
+from agentloop.outcome import FinishReason
+from agentloop.scopes import Scope, history_scope
+from agentloop.adapters.channels.recording import RecordingChannel
+from agentloop.adapters.llm.scripted import ScriptedLLM
 from agentloop.testing.notes import make_execution, make_executions
 
 __all__ = [
     "ApprovalStoreTests",
     "AttemptNotesStoreTests",
+    "Fault",
     "KnowledgeRepositoryTests",
     "MemoryStoreTests",
     "RagStoreTests",
     "SessionStoreTests",
+    "StoreFaults",
     "StoresTests",
     "TaskStoreTests",
     "TrajectoryStoreTests",
+    "TurnStorageTests",
     "at_once",
+    "failing_stores",
     "namesakes",
     "run",
 ]
@@ -131,6 +143,79 @@ def namesakes(scope: Scope, parts: Sequence[str] = ("company_id", "org_id", "tea
         values: list[Any] = [f"other-{part}"] if part == "company_id" else [f"other-{part}", None]  # a chain always has a company
         found += [other for value in values if (other := attrs.evolve(scope, **{part: value})) != scope]
     return found
+
+
+class Fault(enum.Enum):
+    """What `failing_stores` does to one store call."""
+
+    NONE = "none"
+    """The call happens and answers."""
+    BEFORE = "before"
+    """StoreUnavailableError, and the call never happens (the server was down)."""
+    AFTER = "after"
+    """The call happens, then StoreUnavailableError (the answer was lost with the connection)."""
+
+
+@attrs.define
+class StoreFaults:
+    """Which calls of `failing_stores` fail: `decide(call)` says it for each call, named
+    "port.method" ("sessions.append"); `failed` lists every call made to fail, in order."""
+
+    decide: Callable[[str], Fault]
+    failed: list[tuple[str, Fault]] = attrs.field(factory=list)
+
+    @classmethod
+    def in_order(cls, faults: Sequence[Fault]) -> StoreFaults:
+        """The n-th call gets `faults[n]`; every call after them happens."""
+        remaining = list(faults)
+        return cls(lambda call: remaining.pop(0) if remaining else Fault.NONE)
+
+    @classmethod
+    def first(cls, call: str, fault: Fault = Fault.BEFORE) -> StoreFaults:
+        """The first call named `call` gets `fault`; every other call happens."""
+        pending = [fault]
+        return cls(lambda made: pending.pop() if made == call and pending else Fault.NONE)
+
+
+class _FailingStore:
+    """One store whose coroutine methods fail as `faults` decides; anything else passes through."""
+
+    def __init__(self, store: object, port: str, faults: StoreFaults) -> None:
+        self._store = store
+        self._port = port
+        self._faults = faults
+
+    def __getattr__(self, method: str) -> Any:
+        call = getattr(self._store, method)
+        if not inspect.iscoroutinefunction(call):
+            return call
+        name = f"{self._port}.{method}"
+
+        async def failing(*args: Any, **kwargs: Any) -> Any:
+            fault = self._faults.decide(name)
+            if fault is Fault.BEFORE:
+                self._fail(name, fault)
+            result = await call(*args, **kwargs)
+            if fault is Fault.AFTER:
+                self._fail(name, fault)
+            return result
+
+        return failing
+
+    def _fail(self, name: str, fault: Fault) -> None:
+        self._faults.failed.append((name, fault))
+        raise StoreUnavailableError(f"the {self._port} store", f"{name} was made to fail {fault.value} it ran (failing_stores)")
+
+
+PORTS = ("sessions", "memory", "rag", "knowledge", "trajectories", "tasks", "attempt_notes", "approvals")
+"""The stores of a `Stores`, by field name."""
+
+
+def failing_stores(stores: Stores, faults: StoreFaults) -> Stores:
+    """`stores` whose calls fail with StoreUnavailableError where `faults` says, before or after
+    the call happens (for fault-injection tests); `stores` stays the caller's to close."""
+    wrapped: dict[str, Any] = {port: _FailingStore(getattr(stores, port), port, faults) for port in PORTS}
+    return attrs.evolve(stores, closers=(), **wrapped)
 
 
 class _Backend:
@@ -903,9 +988,50 @@ class ApprovalStoreTests(_Backend):
             assert run(again.approvals.take(CHAIN, "a", False)) == self.pending("a")
 
 
+class TurnStorageTests(_Backend):
+    """The standard pipeline's turns over this backend's stores when store calls fail (I15)."""
+
+    PROMISED = ("sessions.append", "memory.add")
+    """The writes a turn reports on (its history and memory)."""
+
+    @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.differing_executors])
+    @given(
+        st.lists(st.sampled_from(Fault), max_size=12),
+        st.lists(st.text("abcdefgh ", min_size=1, max_size=8).map(str.strip).filter(bool), min_size=1, max_size=3),
+    )
+    def test_i15_a_turn_is_reported_success_only_if_its_exchange_was_stored(
+        self, stores: Stores, faults: list[Fault], texts: list[str]
+    ) -> None:
+        """I15: with store calls failing before or after they happen, a turn reported SUCCESS has its
+        exchange in history exactly once, and a turn whose history or memory write failed is not SUCCESS."""
+        from agentloop.bots import built_pipeline  # the composition root, which knows the standard pipeline
+
+        injected = StoreFaults.in_order(faults)
+        session = Session(f"i15-{next(_unique)}", user_id="ada")
+        offered: dict[str, Callable[[], Any]] = {
+            "llm": lambda: ScriptedLLM(lambda request: f"echo {request.messages[-1].content}"),
+            "channel": RecordingChannel,
+            "stores": lambda: failing_stores(stores, injected),
+        }
+        with built_pipeline("systems:standard_pipeline", offered) as loop:
+            for n, text in enumerate(texts):
+                said = f"{n} {text}"
+                failed_before = len(injected.failed)
+                outcome = run(loop.run_turn(session, IncomingMessage(said))).turn_outcome
+                assert outcome is not None
+                lost = [call for call, _ in injected.failed[failed_before:] if call in self.PROMISED]
+                history = run(stores.sessions.recent(history_scope(session), 100))
+                exchange = (ChatMessage.user(said), ChatMessage.assistant(f"echo {said}"))
+                stored = sum(history[i : i + 2] == exchange for i in range(len(history)))
+                if outcome.finish_reason is FinishReason.SUCCESS:
+                    assert stored == 1 and not outcome.writes_lost
+                if lost:
+                    assert outcome.finish_reason is not FinishReason.SUCCESS and outcome.writes_lost
+
+
 class StoresTests(
     SessionStoreTests, MemoryStoreTests, RagStoreTests, KnowledgeRepositoryTests, TrajectoryStoreTests, TaskStoreTests,
-    AttemptNotesStoreTests, ApprovalStoreTests,
+    AttemptNotesStoreTests, ApprovalStoreTests, TurnStorageTests,
 ):
     """Every port of a bot's `Stores`: subclass this with an `open_backend` fixture."""
 

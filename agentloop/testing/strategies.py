@@ -62,11 +62,12 @@ approval_requests = st.builds(
 
 @st.composite
 def turn_outcomes(draw: st.DrawFn) -> TurnOutcome:
-    """Valid outcomes: a non-auto outcome always carries an outgoing response."""
+    """Valid outcomes: a non-auto outcome always carries an outgoing response; one whose writes were lost is no success."""
     auto_mode = draw(st.booleans())
     response = draw(st.none() | outgoing_responses) if auto_mode else draw(outgoing_responses)
+    finish_reason = draw(finish_reasons)
     return TurnOutcome(
-        finish_reason=draw(finish_reasons),
+        finish_reason=finish_reason,
         assistant_text=draw(st.none() | texts),
         outgoing_response=response,
         failures=tuple(draw(st.lists(failure_events, max_size=3))),
@@ -76,6 +77,7 @@ def turn_outcomes(draw: st.DrawFn) -> TurnOutcome:
         routing_outcome=draw(st.none() | routing_outcomes),
         fallback=draw(st.booleans()),
         approval=draw(st.none() | approval_requests),
+        writes_lost=finish_reason is not FinishReason.SUCCESS and draw(st.booleans()),
     )
 
 

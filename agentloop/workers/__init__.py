@@ -2,7 +2,13 @@
 workers that run its turns, one session at a time across processes, each message
 answered once whichever worker dies."""
 
-from agentloop.workers.errors import InboxUrlError, MessageIdConflictError, MessageNotAnsweredError, UnknownMessageError
+from agentloop.workers.errors import (
+    InboxUrlError,
+    MessageIdConflictError,
+    MessageNotAnsweredError,
+    TurnNotStoredError,
+    UnknownMessageError,
+)
 from agentloop.workers.inbox import (
     SCHEMA_VERSION,
     Inbox,
@@ -23,6 +29,7 @@ __all__ = [
     "MessageNotAnsweredError",
     "MessageResult",
     "PendingTurn",
+    "TurnNotStoredError",
     "UnknownMessageError",
     "WorkerSettings",
     "migrate_inbox",

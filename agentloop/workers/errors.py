@@ -44,3 +44,15 @@ class MessageNotAnsweredError(TimeoutError, AgentloopError):
             f"it stays in the inbox, so wait again, and check that a worker is running (agentloop worker)"
         )
         self.message_id = message_id
+
+
+class TurnNotStoredError(RuntimeError, AgentloopError):
+    """A message's turn ran but what it was to store (its history, its memory) did not land,
+    so the turn is not finished: its job is run again after a backoff."""
+
+    def __init__(self, message_id: str, reasons: str) -> None:
+        super().__init__(
+            f"the turn of message {message_id!r} was not stored ({reasons}); it is run again after a backoff, "
+            f"writing its history once and sending no second reply; if it keeps failing, check the stores' database"
+        )
+        self.message_id = message_id

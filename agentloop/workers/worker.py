@@ -16,12 +16,16 @@ import structlog
 from agentloop.components import InboxTurn
 from agentloop.loop import AgentLoop
 from agentloop.outcome import FailureEvent, FailureKind, FailureSource
+from agentloop.workers.errors import TurnNotStoredError
 from agentloop.workers.inbox import MAX_RUNS, TURN_TASK, Inbox, queue_name
 
 if TYPE_CHECKING:
     from agentloop.notes import IdleSessions
 
 _log = structlog.get_logger("agentloop.worker")
+
+RETRY_WAIT_CAP = 30
+"""Seconds a failed turn waits at most before its next run (the waits double from one second)."""
 
 
 @attrs.frozen
@@ -82,28 +86,42 @@ class _Turns:
         log = _log.bind(bot=bot, message_id=message_id, session_id=pending.session.id, run=pending.run)
         if self.idle is not None:
             self.idle.touch(pending.session)
+        outcome = None
         try:
             ctx = await self.loop.run_turn(  # the message id names the turn: feedback on it reaches its notes
                 pending.session, pending.incoming, components=(InboxTurn(message_id, pending.run, self.inbox),),
                 turn_id=message_id,
             )
+            outcome = ctx.turn_outcome
+            if outcome is not None and pending.run > 1:
+                outcome = attrs.evolve(outcome, failures=(rerun_failure(pending.run, self.loop.clock.now()), *outcome.failures))
+                log.warning("worker.turn_rerun")
+            if outcome is not None and outcome.writes_lost:  # I15: not finished; the retry's keyed writes land once
+                failed = [f"{f.component}: {f.message}" for f in outcome.failures if f.kind is FailureKind.EXCEPTION]
+                raise TurnNotStoredError(message_id, "; ".join(failed))
         except Exception as error:
             text = f"{type(error).__name__}: {error}"
             log.error("worker.turn_failed", exc_info=error)
             if context.job.attempts >= MAX_RUNS - 1:
-                await self.inbox.finish_turn(message_id, None, error=text)
+                await self.inbox.finish_turn(message_id, outcome, error=text)
             else:
                 await self.inbox.record_error(message_id, text)
             if self.idle is not None:
                 self.idle.touch(pending.session, success=False)
             raise
-        outcome = ctx.turn_outcome
         if self.idle is not None:  # a session whose last answer was the fallback ends unsuccessful
             self.idle.touch(pending.session, success=outcome is not None and not outcome.fallback)
-        if outcome is not None and pending.run > 1:
-            outcome = attrs.evolve(outcome, failures=(rerun_failure(pending.run, self.loop.clock.now()), *outcome.failures))
-            log.warning("worker.turn_rerun")
         await self.inbox.finish_turn(message_id, outcome)
+
+
+class TurnBackoff(procrastinate.BaseRetryStrategy):
+    """When a turn's run fails, run it again after 1, 2, 4... seconds, at most `RETRY_WAIT_CAP`,
+    until its message has had `MAX_RUNS` runs (a database outage is waited out, not hammered)."""
+
+    def get_retry_decision(self, *, exception: BaseException, job: procrastinate.jobs.Job) -> procrastinate.RetryDecision | None:
+        if job.attempts >= MAX_RUNS - 1:
+            return None
+        return procrastinate.RetryDecision(retry_in={"seconds": min(RETRY_WAIT_CAP, 2**job.attempts)})
 
 
 async def reclaim_stalled(inbox: Inbox, stall_timeout: float) -> int:
@@ -155,7 +173,7 @@ async def run_worker(
     settings = settings or WorkerSettings()
     turns = _Turns(inbox, loop, idle)
     inbox.app.task(
-        name=TURN_TASK, pass_context=True, retry=procrastinate.RetryStrategy(max_attempts=MAX_RUNS - 1, wait=1)
+        name=TURN_TASK, pass_context=True, retry=TurnBackoff()
     )(turns.run)
     watcher = asyncio.create_task(_watch(inbox, settings), name="agentloop reclaim stalled turns")
     if idle is not None:

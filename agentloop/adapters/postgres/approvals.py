@@ -7,7 +7,7 @@ from typing import Any
 
 import psycopg
 
-from agentloop.adapters.postgres.database import Database, on_database
+from agentloop.adapters.postgres.database import Database, keyed, on_database
 from agentloop.adapters.postgres.schema import Schema, Step
 from agentloop.adapters.postgres.scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQL, SCOPE_MARKS, scope_match
 from agentloop.adapters.rows import scope_values
@@ -62,7 +62,7 @@ class PostgresApprovalStore:
         except psycopg.errors.UniqueViolation:
             raise ValueError(f"an approval with id {pending.request.approval_id!r} is stored already") from None
 
-    @on_database
+    @on_database(retry=True)
     async def pending(self, scope: Scope, session_id: str) -> list[PendingApproval]:
         where, params = scope_match(scope)
         async with self._db.pool.connection() as conn:
@@ -73,7 +73,7 @@ class PostgresApprovalStore:
             rows: list[tuple[Any, ...]] = await cursor.fetchall()
         return [_loaded(text) for (text,) in rows]
 
-    @on_database
+    @on_database(retry=keyed)
     async def take(self, scope: Scope, approval_id: str, approved: bool, *, key: str | None = None) -> PendingApproval | None:
         where, params = scope_match(scope)
         async with self._db.pool.connection() as conn:

@@ -18,7 +18,7 @@ class PostgresAttemptNotes:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    @on_database
+    @on_database(retry=True)
     async def read(self, task_id: str) -> str | None:
         async with self._db.pool.connection() as conn:
             row = await (await conn.execute("SELECT text FROM attempt_notes WHERE task_id = %s", (task_id,))).fetchone()

@@ -138,7 +138,7 @@ class PostgresKnowledgeRepository:
         self._db = db
         self.dim = dim
 
-    @on_database
+    @on_database(retry=True)
     async def count(self) -> int:
         async with self._db.pool.connection() as conn:
             row = await (await conn.execute("SELECT count(*) FROM knowledge_items")).fetchone()
@@ -192,19 +192,19 @@ class PostgresKnowledgeRepository:
                 await conn.execute("ANALYZE knowledge_items")
         return note_ids
 
-    @on_database
+    @on_database(retry=True)
     async def get(self, note_id: int) -> KnowledgeItem:
         async with self._db.pool.connection() as conn:
             return await _get(conn, note_id)
 
-    @on_database
+    @on_database(retry=True)
     async def items(self, statuses: Collection[NoteStatus] | None = None) -> list[KnowledgeItem]:
         where, params = ("", ()) if statuses is None else (" WHERE status = ANY(%s)", ([s.value for s in statuses],))
         async with self._db.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cursor:
             await cursor.execute(f"SELECT {_COLUMNS} FROM knowledge_items{where} ORDER BY id", params)
             return [_item(row) for row in await cursor.fetchall()]
 
-    @on_database
+    @on_database(retry=True)
     async def search(
         self,
         vector: Vectors,
@@ -247,7 +247,7 @@ class PostgresKnowledgeRepository:
             items = await _many(conn, note_ids)
         return [items[note_id] for note_id in note_ids]
 
-    @on_database
+    @on_database(retry=True)
     async def retrievals(self, note_id: int) -> list[Retrieval]:
         async with self._db.pool.connection() as conn:
             await _require(conn, [note_id])
@@ -322,7 +322,7 @@ class PostgresKnowledgeRepository:
             )
             return cursor.rowcount == 1
 
-    @on_database
+    @on_database(retry=True)
     async def merge_suggestions(self) -> list[MergeSuggestion]:
         async with self._db.pool.connection() as conn:
             rows: list[tuple[Any, ...]] = await (

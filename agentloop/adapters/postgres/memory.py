@@ -82,7 +82,7 @@ class PostgresMemoryStore:
                  entry.created_at),
             )
 
-    @on_database
+    @on_database(retry=True)
     async def recent(self, scope: Scope, limit: int, *, exclude_session: str | None = None) -> tuple[MemoryEntry, ...]:
         """The newest `limit` entries of `scope` outside `exclude_session`, oldest first: they lie
         in the `limit` sessions with the newest entries (kept by a trigger in `memory_sessions`),

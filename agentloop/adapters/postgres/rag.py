@@ -52,7 +52,7 @@ class PostgresRagStore:
         self._db = db
         self._embedder = embedder
 
-    @on_database
+    @on_database(retry=True)
     async def add(self, scope: Scope, text: str, *, session_id: str | None = None) -> int:
         digest = hashlib.sha256(text.encode()).hexdigest()
         vector = (await self._embedder.aembed([text]))[0]
@@ -74,7 +74,7 @@ class PostgresRagStore:
             raise LookupError(f"the text conflicting with {digest} in {scope} is gone")
         return int(row[0])
 
-    @on_database
+    @on_database(retry=True)
     async def search(self, scope: Scope, query: str, k: int) -> list[RagHit]:
         if k <= 0:
             return []
@@ -86,13 +86,13 @@ class PostgresRagStore:
             rows = await nearest(conn, "id, text", "rag_documents", "vector", where, params, vector, k)
         return [RagHit(int(id_), loaded(text), float(score), scope) for id_, text, score in rows]
 
-    @on_database
+    @on_database(retry=True)
     async def count(self) -> int:
         async with self._db.pool.connection() as conn:
             row = await (await conn.execute("SELECT count(*) FROM rag_documents")).fetchone()
         return 0 if row is None else int(row[0])
 
-    @on_database
+    @on_database(retry=True)
     async def texts(self, scope: Scope) -> list[str]:
         """Every text stored in `scope`, oldest first."""
         where, params = scope_match(scope)

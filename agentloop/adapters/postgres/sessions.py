@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from agentloop.adapters.postgres.database import Database, on_database
+from agentloop.adapters.postgres.database import Database, keyed, on_database
 from agentloop.adapters.postgres.schema import Schema, Step
 from agentloop.adapters.postgres.scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQL, SCOPE_MARKS, scope_match
 from agentloop.adapters.postgres.text import loaded, stored
@@ -49,7 +49,7 @@ class PostgresSessionStore:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    @on_database
+    @on_database(retry=keyed)
     async def append(self, scope: Scope, messages: Sequence[ChatMessage], *, key: str | None = None) -> bool:
         """Add `messages` at the end of `scope`'s history, atomically; with a `key` already
         applied in `scope`, add nothing and return False."""
@@ -78,7 +78,7 @@ class PostgresSessionStore:
                 )
         return True
 
-    @on_database
+    @on_database(retry=True)
     async def recent(self, scope: Scope, limit: int) -> tuple[ChatMessage, ...]:
         where, params = scope_match(scope)
         async with self._db.pool.connection() as conn:

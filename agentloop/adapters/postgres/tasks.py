@@ -77,7 +77,7 @@ class PostgresTaskStore:
             except psycopg.errors.UniqueViolation:
                 raise ValueError(f"a task with id {record.id!r} already exists") from None
 
-    @on_database
+    @on_database(retry=True)
     async def get(self, task_id: str, scope: Scope) -> TaskRecord | None:
         where, params = scope_match(scope)
         async with self._db.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cursor:
@@ -118,7 +118,7 @@ class PostgresTaskStore:
             row = await cursor.fetchone()
         return None if row is None else _record(row)
 
-    @on_database
+    @on_database(retry=True)
     async def in_state(self, state: TaskState, scope: Scope) -> tuple[TaskRecord, ...]:
         where, params = scope_match(scope)
         async with self._db.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cursor:

@@ -91,7 +91,7 @@ class PostgresTrajectoryStore:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    @on_database
+    @on_database(retry=True)
     async def append(self, executions: Sequence[ToolExecution]) -> None:
         try:
             values = [_free_text(rows.unstructure(e), stored) for e in executions]
@@ -107,7 +107,7 @@ class PostgresTrajectoryStore:
                 f"for what one of them holds ({exc}); it will never take that execution as it is"
             ) from exc
 
-    @on_database
+    @on_database(retry=True)
     async def load(self, session_id: str, scope: Scope | None = None) -> Trajectory:
         where, params = "session_id = %s", [session_id]
         if scope is not None:
@@ -136,19 +136,19 @@ class PostgresTrajectoryStore:
                 (*(stored(record[name]) for name in _QUARANTINED.split(", ")), datetime.now(UTC)),
             )
 
-    @on_database
+    @on_database(retry=True)
     async def quarantined(self) -> list[dict[str, str]]:
         async with self._db.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cursor:
             await cursor.execute(f"SELECT {_QUARANTINED} FROM quarantined_executions ORDER BY seq")
             return [{name: loaded(value) for name, value in row.items()} for row in await cursor.fetchall()]
 
-    @on_database
+    @on_database(retry=True)
     async def count(self) -> int:
         async with self._db.pool.connection() as conn:
             row = await (await conn.execute("SELECT count(*) FROM tool_executions")).fetchone()
         return 0 if row is None else int(row[0])
 
-    @on_database
+    @on_database(retry=True)
     async def mark_distilled(self, trajectory_hash: str, session_id: str, note_id: int, at: datetime) -> None:
         async with self._db.pool.connection() as conn:
             await conn.execute(
@@ -157,7 +157,7 @@ class PostgresTrajectoryStore:
                 (trajectory_hash, session_id, note_id, at),
             )
 
-    @on_database
+    @on_database(retry=True)
     async def is_distilled(self, trajectory_hash: str) -> bool:
         async with self._db.pool.connection() as conn:
             row = await (

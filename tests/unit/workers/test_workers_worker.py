@@ -1,5 +1,5 @@
-"""Workers on a real PostgreSQL: a lost worker's turn is taken back and run again, writing
-history once and sending its reply at most once, and the re-run shows in its outcome."""
+"""Workers on a real PostgreSQL: a lost worker's turn, or one whose writes did not land, is run
+again, writing history once and sending its reply at most once, and the re-run shows in its outcome."""
 
 from __future__ import annotations
 
@@ -7,11 +7,15 @@ import asyncio
 from typing import Any
 
 import psycopg
+import pytest
 
-from agentloop import ChatMessage, FailureSource, IncomingMessage, Session, history_scope
-from agentloop.adapters import open_stores
-from agentloop.testing import RecordingChannel
-from agentloop.workers import Inbox, open_inbox, queue_name, reclaim_stalled
+from agentloop import ChatMessage, FailureSource, FinishReason, IncomingMessage, Session, history_scope
+from agentloop.adapters import Stores, open_stores
+from agentloop.testing import RecordingChannel, ScriptedLLM
+from agentloop.testing.stores import Fault, StoreFaults, failing_stores
+from agentloop.workers import Inbox, MessageResult, WorkerSettings, open_inbox, queue_name, reclaim_stalled, run_worker, worker
+from agentloop.workers.inbox import MAX_RUNS
+from systems import standard_pipeline
 from worker_kit import with_worker
 
 SESSION = Session("s1", user_id="u1")
@@ -73,3 +77,45 @@ def test_the_turn_of_a_worker_that_still_heartbeats_is_never_taken_from_it(postg
             return alive, await reclaim_stalled(inbox, stall_timeout=0.5)
 
     assert asyncio.run(body()) == (0, 1)
+
+
+async def answered_by_a_worker_on(stores: Stores, url: str, text: str) -> tuple[MessageResult, list[str]]:
+    """Submit `text` and wait for its result while one in-process worker runs its turn on `stores`."""
+    channel = RecordingChannel()
+    llm = ScriptedLLM(lambda request: f"echo: {request.messages[-1].content}")
+    with standard_pipeline(llm, channel, stores=stores) as pipeline:
+        async with open_inbox(url, bot="helper") as inbox:
+            worker = asyncio.create_task(
+                run_worker(inbox, pipeline.build(), WorkerSettings(poll_interval=0.2), install_signal_handlers=False)
+            )
+            try:
+                return await inbox.wait(await inbox.submit(SESSION, IncomingMessage(text)), timeout=30), channel.texts
+            finally:
+                worker.cancel()
+                await asyncio.gather(worker, return_exceptions=True)
+
+
+def test_a_turn_whose_history_write_failed_is_run_again_storing_its_exchange_once_and_replying_once(postgres_url: str) -> None:
+    """I15 in a worker: the history write landed but reported a failure; the run is not finished, its
+    retry's keyed append adds nothing, and the reply already sent is not sent again."""
+    faults = StoreFaults.first("sessions.append", Fault.AFTER)
+    with open_stores(postgres_url, bot="helper") as stores:
+        result, texts = asyncio.run(answered_by_a_worker_on(failing_stores(stores, faults), postgres_url, "hello"))
+        history = asyncio.run(stores.sessions.recent(history_scope(SESSION), 10))
+    assert faults.failed == [("sessions.append", Fault.AFTER)]
+    assert result.runs == 2 and result.finish_reason is FinishReason.SUCCESS and texts == ["echo: hello"]
+    assert [f.component for f in result.outcome.failures] == ["inbox"]  # the re-run, and nothing of the first run
+    assert history == (ChatMessage.user("hello"), ChatMessage.assistant("echo: hello"))
+
+
+def test_a_turn_whose_writes_never_land_finishes_after_its_last_run_saying_so(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(worker, "RETRY_WAIT_CAP", 0)
+    faults = StoreFaults(lambda call: Fault.BEFORE if call == "sessions.append" else Fault.NONE)
+    with open_stores(postgres_url, bot="helper") as stores:
+        result, texts = asyncio.run(answered_by_a_worker_on(failing_stores(stores, faults), postgres_url, "hello"))
+        history = asyncio.run(stores.sessions.recent(history_scope(SESSION), 10))
+    assert result.runs == MAX_RUNS and len(faults.failed) == MAX_RUNS and history == ()
+    assert result.finish_reason is FinishReason.ERROR and result.outcome.writes_lost and texts == ["echo: hello"]
+    assert result.error is not None and "was not stored" in result.error

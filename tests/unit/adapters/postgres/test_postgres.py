@@ -9,10 +9,11 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -24,15 +25,18 @@ from agentloop.adapters.postgres import database
 from agentloop.adapters.postgres.nearest import EF_SEARCH, nearest_query
 from agentloop.adapters.postgres.schema import Schema, Step, migrate
 from agentloop.adapters.postgres.scopes import scope_match
+from agentloop import FinishReason, IncomingMessage, Session, history_scope
 from agentloop.adapters.errors import EmbedderMismatchError, NewerSchemaError, StoreUrlError
-from agentloop.errors import StoreError
+from agentloop.errors import StoreError, StoreUnavailableError
 from agentloop.notes.errors import ExecutionRefusedError
 from agentloop.messages import ChatMessage, Role
 from agentloop.ports.stores import MemoryEntry
 from agentloop.notes import RETRIEVABLE, KnowledgeItem, Layer, LayerIds, NoteStatus, NoteType, quarantine_record
 from agentloop.scopes import Scope
+from agentloop.testing import RecordingChannel, ScriptedLLM
 from agentloop.testing.notes import make_execution
 from store_kit import check_reembedding  # the same checks as on SQLite
+from systems import standard_pipeline
 
 ROOT = Path(__file__).resolve().parents[4]
 AT = datetime(2026, 1, 1, tzinfo=UTC)
@@ -325,18 +329,95 @@ def test_an_older_schema_gets_only_its_missing_steps_keeping_its_rows_and_a_fail
     assert asyncio.run(migrations()) == ([("hi", "ada")], [("greetings", 2)])
 
 
-def test_a_lost_server_connection_is_a_one_line_store_error_and_the_next_call_reconnects(
+TERMINATE_OTHERS = (
+    "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+)
+
+
+def test_connections_the_server_dropped_are_replaced_before_a_read_or_a_write_takes_them(
     stores: Stores, postgres_url: str
 ) -> None:
     asyncio.run(stores.sessions.append(ADA, [said("one")]))
     with psycopg.connect(postgres_url, autocommit=True) as admin:
-        admin.execute(
-            "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
-        )
-    with pytest.raises(StoreError, match=r"^the PostgreSQL stores of .* \(schema agentloop_helper\) failed: .*; check that") as failed:
-        asyncio.run(stores.sessions.recent(ADA, 10))
-    assert "\n" not in str(failed.value) and isinstance(failed.value.__cause__, psycopg.OperationalError)
+        admin.execute(TERMINATE_OTHERS)
+    asyncio.run(stores.memory.add(MemoryEntry(ADA, "s1", "hi", "hello", AT)))  # no retry: the pool's check caught it
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute(TERMINATE_OTHERS)
     assert [m.content for m in asyncio.run(stores.sessions.recent(ADA, 10))] == ["one"]
+    assert [e.assistant_text for e in asyncio.run(stores.memory.recent(ADA, 10))] == ["hello"]
+
+
+@pytest.fixture
+def db(postgres_url: str) -> Iterator[database.Database]:
+    opened = database.Database(postgres_url, "public")
+    opened.wait(opened.pool.open(wait=True))
+    yield opened
+    opened.close()
+
+
+def losing_its_connection_first(db: database.Database, calls: list[int], *, times: int = 1) -> Callable[[], Any]:
+    """A call that kills its own connection on its first `times` runs (as a server restart would) and answers 1 after."""
+
+    async def call() -> int:
+        calls.append(len(calls))
+        async with db.pool.connection() as conn:
+            if len(calls) <= times:
+                await conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+            row = await (await conn.execute("SELECT 1")).fetchone()
+        return 0 if row is None else int(row[0])
+
+    return call
+
+
+def test_a_call_safe_to_repeat_that_lost_its_connection_is_made_once_more_on_a_fresh_one(db: database.Database) -> None:
+    calls: list[int] = []
+    assert asyncio.run(db.run(losing_its_connection_first(db, calls), retry=True)) == 1
+    assert len(calls) == 2
+
+
+def test_a_call_not_safe_to_repeat_that_lost_its_connection_is_store_unavailable_and_not_repeated(db: database.Database) -> None:
+    calls: list[int] = []
+    with pytest.raises(StoreUnavailableError, match=r"^the PostgreSQL stores of .* \(schema public\) failed: the server could not be reached") as failed:
+        asyncio.run(db.run(losing_its_connection_first(db, calls)))
+    assert len(calls) == 1 and "\n" not in str(failed.value) and failed.value.retry_after > 0
+    assert isinstance(failed.value.__cause__, psycopg.OperationalError)
+
+
+def test_a_call_that_loses_its_connection_twice_is_store_unavailable(db: database.Database) -> None:
+    calls: list[int] = []
+    with pytest.raises(StoreUnavailableError):
+        asyncio.run(db.run(losing_its_connection_first(db, calls, times=2), retry=True))
+    assert len(calls) == 2
+
+
+def test_an_error_of_the_statement_itself_is_a_store_error_made_once_even_when_safe_to_repeat(db: database.Database) -> None:
+    calls: list[int] = []
+
+    async def divide_by_zero() -> None:
+        calls.append(1)
+        async with db.pool.connection() as conn:
+            await conn.execute("SELECT 1 / 0")
+
+    with pytest.raises(StoreError) as failed:
+        asyncio.run(db.run(divide_by_zero, retry=True))
+    assert not isinstance(failed.value, StoreUnavailableError) and "division by zero" in str(failed.value) and calls == [1]
+
+
+def test_after_the_server_drops_every_connection_between_two_turns_the_next_turn_is_stored_and_a_success(
+    stores: Stores, postgres_url: str
+) -> None:
+    """I15 on a real server: the second turn's writes land through a checked connection, so it is a success."""
+    session = Session("s1", user_id="ada")
+    with standard_pipeline(ScriptedLLM(lambda request: f"echo {request.messages[-1].content}"), RecordingChannel(), stores=stores) as pipeline:
+        loop = pipeline.build()
+        first = asyncio.run(loop.run_turn(session, IncomingMessage("one"))).turn_outcome
+        with psycopg.connect(postgres_url, autocommit=True) as admin:
+            admin.execute(TERMINATE_OTHERS)
+        second = asyncio.run(loop.run_turn(session, IncomingMessage("two"))).turn_outcome
+    assert first is not None and second is not None
+    assert (first.finish_reason, second.finish_reason) == (FinishReason.SUCCESS, FinishReason.SUCCESS)
+    assert not second.failures and not second.writes_lost
+    assert [m.content for m in asyncio.run(stores.sessions.recent(history_scope(session), 10))] == ["one", "echo one", "two", "echo two"]
 
 
 def _memory_rows_read(postgres_url: str, statements: list[tuple[str, tuple[object, ...]]]) -> int:
