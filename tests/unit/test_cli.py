@@ -18,7 +18,7 @@ import attrs
 import pexpect
 import psycopg
 
-from agentloop.adapters.stores import shown_url
+from agentloop.adapters.urls import shown_url
 from agentloop import Session
 from agentloop.bots import open_bot
 from agentloop.cli import Chat, converse, main, parse_inputs
