@@ -6,6 +6,7 @@ import asyncio
 import io
 import os
 import shutil
+import sqlite3
 import subprocess
 import textwrap
 import time
@@ -426,6 +427,30 @@ def test_notes_list_and_show(notes_dir: Path) -> None:
     lines = text.splitlines()
     assert status == 0 and lines[1].startswith("owner: company=default, project=travel; created 2026-01-01")
     assert lines[3] == "## Context" and "- weather -> convert_currency -> packing_list, in that order" in lines
+
+
+HOSTILE_TITLE = "Trip\x1b]0;pwned\x07\x1b[2J\u202eenil\nfake line"
+HOSTILE_MARKDOWN = "## Context\n\tkept tab\r\n\x1b[31mred\x1b[0m \x9b2J and \u2066isolate\u2069"
+
+
+def _retitle(notes_dir: Path, title: str, markdown: str) -> None:
+    """Put `title` and `markdown` on note #1 as a store could hold them (written by a model, or by anyone with the file)."""
+    with sqlite3.connect(notes_dir / "bot.notes.sqlite3") as conn:
+        conn.execute("UPDATE knowledge_items SET title = ?, markdown = ? WHERE id = 1", (title, markdown))
+    conn.close()
+
+
+def test_notes_list_show_and_search_print_control_characters_from_the_store_escaped(notes_dir: Path) -> None:
+    _retitle(notes_dir, HOSTILE_TITLE, HOSTILE_MARKDOWN)
+    outputs = [run_cli("notes", "list", "--data-dir", str(notes_dir)), run_cli("notes", "show", "1", "--data-dir", str(notes_dir)),
+               run_cli("notes", "search", "weekend trip", "--project", "travel", "--data-dir", str(notes_dir))]
+    for status, text in outputs:
+        assert status == 0
+        assert not any(c in text for c in "\x1b\x07\x9b\r\u202e\u2066\u2069"), text
+        assert "Trip\\x1b]0;pwned\\x07\\x1b[2J\\u202eenil\\x0afake line" in text
+    shown = outputs[1][1].splitlines()
+    assert shown[3:] == ["## Context", "\tkept tab", "\\x1b[31mred\\x1b[0m \\x9b2J and \\u2066isolate\\u2069"]
+    assert len(outputs[0][1].splitlines()) == 1, "a newline in a title forged a line of the list"
 
 
 def test_notes_search_sees_only_the_callers_chain(notes_dir: Path) -> None:
