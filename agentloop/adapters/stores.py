@@ -12,6 +12,7 @@ import attrs
 
 from agentloop.adapters.attempt_notes_files import FileAttemptNotes
 from agentloop.adapters.hashing_embedder import HashingEmbedder
+from agentloop.adapters.private_files import private_folder
 from agentloop.adapters.sqlite import connect
 from agentloop.adapters import sqlite_knowledge, sqlite_rag
 from agentloop.adapters.sqlite_embedders import reembed_table
@@ -196,7 +197,7 @@ def _sqlite_directory(url: str | os.PathLike[str], create: bool) -> Path:
     if not create:
         return directory
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        private_folder(directory)
     except OSError as error:
         raise StoreUrlError(shown, f"the directory cannot be created ({error.strerror or error})", "give a directory you can write to") from error
     return directory
