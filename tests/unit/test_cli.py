@@ -891,3 +891,34 @@ def test_chat_asks_before_a_tool_that_needs_approval_and_approve_runs_it_in_a_la
     assert "agentloop: no tool call awaits your approval in this session" in approved.stderr
     tool_message = server.requests[1]["body"]["messages"][-1]
     assert (tool_message["role"], tool_message["content"]) == ("tool", "deleted a.txt")
+
+
+@pytest.mark.parametrize("url", [
+    "postgresql://agent:secret@127.0.0.1:1/db", "postgresql://agent:secret@127.0.0.1:1/db?sslmode=disable",
+    "postgresql://127.0.0.1:1/db?user=agent&password=secret", "host=127.0.0.1 port=1 user=agent password=secret",
+    "host=127.0.0.1 port=1 password='se cret'",
+])
+@pytest.mark.parametrize("command", [["notes", "list", "--stores"], ["stores", "migrate"]])
+def test_a_postgresql_password_never_reaches_the_output_or_the_log(
+    url: str, command: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    out = io.StringIO()
+    status = main(["--log-level", "DEBUG", *command, url], out)
+    err = capsys.readouterr()
+    printed = out.getvalue() + err.out + err.err
+    assert status == 1 and printed
+    assert "secret" not in printed and "cret" not in printed, printed
+    assert list(tmp_path.iterdir()) == [], "a connection string was taken for a directory"
+
+
+@pytest.mark.parametrize(("url", "shown"), [
+    ("postgresql://u:secret@h/db", "postgresql://u:***@h/db"),
+    ("postgresql://u:p@ss@h:5432/db", "postgresql://u:***@h:5432/db"),
+    ("postgresql://h/db?user=u&password=secret&sslmode=require", "postgresql://h/db?user=u&password=***&sslmode=require"),
+    ("host=h password=secret dbname=x", "host=h password=*** dbname=x"),
+    ("host=h PASSWORD = 'se cr\\'et' user=u sslpassword=key", "host=h PASSWORD = *** user=u sslpassword=***"),
+    ("postgresql://u@h/db", "postgresql://u@h/db"),
+])
+def test_shown_url_hides_the_password_of_a_url_or_a_key_value_connection_string(url: str, shown: str) -> None:
+    assert shown_url(url) == shown
