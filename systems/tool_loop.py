@@ -74,11 +74,12 @@ from agentloop import (
     current_execution_id,
     events_of,
     new_id,
+    passes_through,
     running_execution,
+    running_task,
     storable,
     tool,
 )
-from agentloop.containment import passes_through, running_task
 from agentloop.ports import LLM, ApprovalStore, Channel, MessageStream, Metrics, StreamingChannel
 
 from systems.input import turn_user_text

@@ -194,6 +194,10 @@ class Escape(BaseException):
     """A custom BaseException subclass, which `except Exception` would let by."""
 
 
+RAISED: tuple[type[BaseException], ...] = (ValueError, SystemExit, GeneratorExit, Escape)
+"""What the systems of the I6 property raise: exceptions and the BaseExceptions a system may raise too."""
+
+
 def _exit(ctx: AgentContext) -> None:
     raise SystemExit(2)
 
@@ -501,7 +505,7 @@ def build(spec_list: list[Spec], ran: list[str]) -> tuple[list[System], dict[str
         def act(ctx: AgentContext, spec: Spec = spec, name: str = name, output: type = output) -> None:
             ran.append(name)
             if spec.behaviour == "raise":
-                raise ValueError(f"{name} failed")
+                raise RAISED[int(name[1:]) % len(RAISED)](f"{name} failed")
             if spec.behaviour == "write":
                 ctx.set(output(name))
 
@@ -524,8 +528,9 @@ def build(spec_list: list[Spec], ran: list[str]) -> tuple[list[System], dict[str
 @settings(deadline=None, max_examples=80)
 @given(specs)
 def test_every_exception_gives_exactly_one_failure_naming_its_system(spec_list: list[Spec]) -> None:
-    """I6: each raising system yields exactly one FailureEvent naming it; every system
-    still runs, in order; writes of the others land; the outcome carries the failures."""
+    """I6: each raising system (an Exception, or SystemExit, GeneratorExit or another BaseException)
+    yields exactly one FailureEvent naming it; every system still runs, in order; writes of the
+    others land; the outcome carries the failures."""
     ran: list[str] = []
     systems, outputs = build(spec_list, ran)
     systems.append(make_system("Finalize", 99, finalize(), writes=(TurnOutcome,)))
