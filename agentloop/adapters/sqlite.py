@@ -18,9 +18,10 @@ def connect(path: str | Path) -> sqlite3.Connection:
     connection that the store guards with its own lock. WAL with `synchronous=NORMAL`
     keeps a committed write durable across a process crash at a small cost.
     """
-    path = Path(path)
-    private_folder(path.parent)
-    private_file(path)  # SQLite gives its -wal and -shm files this file's mode
+    if str(path) != ":memory:":
+        path = Path(path)
+        private_folder(path.parent)
+        private_file(path)  # SQLite gives its -wal and -shm files this file's mode
     conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
     with closing_on_error(conn):  # a file that is not a database fails here
         conn.execute("PRAGMA journal_mode=WAL")

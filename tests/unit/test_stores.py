@@ -19,6 +19,7 @@ import attrs
 import numpy as np
 import pytest
 
+from agentloop.adapters.sqlite import connect
 from agentloop.cli import main
 from agentloop.adapters import DEFAULT_STORES_URL, HashingEmbedder, Reembedded, Stores, open_note_taking, open_stores, reembed_stores
 from agentloop.errors import EmbedderMismatchError, StoreUrlError
@@ -382,3 +383,11 @@ def test_every_file_and_folder_the_embedded_stores_create_is_readable_by_their_o
     loose = {name: oct(mode) for name, mode in modes.items()
              if mode != (0o700 if (tmp_path / name).is_dir() else 0o600)}
     assert loose == {}
+
+
+def test_an_in_memory_sqlite_database_leaves_no_file_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    conn = connect(":memory:")
+    conn.execute("CREATE TABLE t (x)")
+    conn.close()
+    assert list(tmp_path.iterdir()) == []
