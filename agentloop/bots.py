@@ -23,6 +23,7 @@ from typing import Any, cast
 import attrs
 
 from agentloop.adapters import open_note_taking, open_stores
+from agentloop.adapters.stores import shown_url
 from agentloop.errors import EndpointUnreachableError, StoreUrlError, UnknownModelError
 from agentloop.loop import AgentLoop
 from agentloop.notes import NoteTaking
@@ -77,7 +78,7 @@ def open_bot(
         except StoreUrlError as error:
             raise BotError(str(error)) from error
         except (OSError, ValueError, sqlite3.Error) as error:
-            raise BotError(f"cannot open the bot {bot!r} in {stores}: {error}") from error
+            raise BotError(f"cannot open the bot {bot!r} in {shown_url(os.fspath(stores))}: {error}") from error
         add_note_taking(pipeline, note_taking)
         yield Bot(pipeline, pipeline.build(inputs=inputs), note_taking)
 

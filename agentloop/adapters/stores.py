@@ -12,6 +12,7 @@ import attrs
 
 from agentloop.adapters.attempt_notes_files import FileAttemptNotes
 from agentloop.adapters.hashing_embedder import HashingEmbedder
+from agentloop.adapters.private_files import private_folder
 from agentloop.adapters.sqlite import connect
 from agentloop.adapters import sqlite_knowledge, sqlite_rag
 from agentloop.adapters.sqlite_embedders import reembed_table
@@ -42,14 +43,18 @@ DEFAULT_STORES_URL = "sqlite:///./agentloop-data"
 """Where a bot keeps its stores unless told: the directory `./agentloop-data`."""
 
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
-_PASSWORD = re.compile(r"(//[^/:@]*):[^/@]*@")
+_URL_PASSWORD = re.compile(r"(//[^/:@?#\s]*):[^/?#\s]*@")
+"""A URL's `user:password@`, up to the last `@` of the authority (a password may hold an unescaped `@`)."""
+_PARAMETER_PASSWORD = re.compile(r"\b((?:ssl)?password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]*)", re.IGNORECASE)
+"""`password=...` (or `sslpassword=`) in a key=value connection string or a URL's query, quoted or not."""
 _FIX = "give sqlite:///DIR (a relative DIR, or sqlite:////abs/dir), a directory path or postgresql://USER:PASSWORD@HOST/DATABASE"
 _POSTGRES_SCHEMES = ("postgresql", "postgres")
 
 
 def shown_url(url: str) -> str:
-    """`url` with its password, if any, replaced by `***` (for messages and logs)."""
-    return _PASSWORD.sub(r"\1:***@", url)
+    """`url` (a URL or a key=value connection string, or a message quoting one) with every password
+    replaced by `***`: for messages and logs."""
+    return _PARAMETER_PASSWORD.sub(r"\1***", _URL_PASSWORD.sub(r"\1:***@", url))
 
 
 def open_stores(
@@ -77,7 +82,7 @@ def open_stores(
         return _open_postgres(os.fspath(url), bot, embedder or HashingEmbedder(), create)
     directory = _sqlite_directory(url, create)
     if not create and not (directory / f"{bot}.sqlite3").exists():
-        raise StoreUrlError(os.fspath(url), f"the bot {bot!r} has no stores there yet", "run the bot first, or give its URL and name")
+        raise StoreUrlError(shown_url(os.fspath(url)), f"the bot {bot!r} has no stores there yet", "run the bot first, or give its URL and name")
     embedder = embedder or HashingEmbedder()
     database = directory / f"{bot}.sqlite3"
     with ExitStack() as opened:
@@ -180,6 +185,8 @@ def _sqlite_directory(url: str | os.PathLike[str], create: bool) -> Path:
     text = os.fspath(url)
     shown = shown_url(text)
     scheme = _SCHEME.match(text)
+    if scheme is None and _PARAMETER_PASSWORD.search(text) is not None:
+        raise StoreUrlError(shown, "it is a key=value connection string, not a directory", _FIX)
     if scheme is None:
         path = text
     elif scheme.group(1).lower() != "sqlite":
@@ -196,7 +203,7 @@ def _sqlite_directory(url: str | os.PathLike[str], create: bool) -> Path:
     if not create:
         return directory
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        private_folder(directory)
     except OSError as error:
         raise StoreUrlError(shown, f"the directory cannot be created ({error.strerror or error})", "give a directory you can write to") from error
     return directory
