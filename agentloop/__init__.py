@@ -93,12 +93,13 @@ __all__ = [
     "visible_text",
 ]
 
+from agentloop.containment import passes_through, running_task  # noqa: E402
 from agentloop.errors import ToolArgumentError, ToolDefinitionError  # noqa: E402
 from agentloop.tools import Tool, ToolRegistry, VoiceReply, current_execution_id, running_execution, tool  # noqa: E402
 
 __all__ += [
     "Tool", "ToolArgumentError", "ToolDefinitionError", "ToolRegistry", "VoiceReply", "current_execution_id",
-    "running_execution", "tool",
+    "passes_through", "running_execution", "running_task", "tool",
 ]
 
 from agentloop.scopes import DEFAULT_COMPANY, Scope, approval_scope, history_scope, knowledge_scope, memory_scope  # noqa: E402

@@ -24,6 +24,7 @@ import attrs
 
 from agentloop.adapters import open_note_taking, open_stores
 from agentloop.adapters.errors import StoreUrlError
+from agentloop.adapters.urls import shown_url
 from agentloop.errors import AgentloopError, EndpointUnreachableError, UnknownModelError
 from agentloop.loop import AgentLoop
 from agentloop.notes import NoteTaking
@@ -78,7 +79,7 @@ def open_bot(
         except StoreUrlError as error:
             raise BotError(str(error)) from error
         except (OSError, ValueError, sqlite3.Error) as error:
-            raise BotError(f"cannot open the bot {bot!r} in {stores}: {error}") from error
+            raise BotError(f"cannot open the bot {bot!r} in {shown_url(os.fspath(stores))}: {error}") from error
         add_note_taking(pipeline, note_taking)
         yield Bot(pipeline, pipeline.build(inputs=inputs), note_taking)
 

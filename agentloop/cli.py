@@ -61,6 +61,7 @@ from agentloop.notes import IdleSessions, KnowledgeBase, KnowledgeItem, Layer, L
 from agentloop.ports import LLM, ApprovalStore, Channel, Embedder
 from agentloop.tasks import Evaluator, TaskTrace, TaskTurn, TemplateRegistry, validate_path
 from agentloop.adapters.llm.scripted import ScriptedLLM
+from agentloop.terminal import terminal_line, terminal_text
 
 DEFAULT_DATA_DIR = "agentloop-data"
 DEFAULT_MODEL = "llama3.1"
@@ -276,7 +277,7 @@ async def _turn(chat: Chat, incoming: IncomingMessage) -> None:
             chat.spinner.stop()
     chat.last_turn = ctx.turn_id
     for failure in ctx.failures:
-        print(f"agentloop: {failure.source.value} {failure.component} failed: {failure.message}", file=sys.stderr)
+        print(terminal_line(f"agentloop: {failure.source.value} {failure.component} failed: {failure.message}"), file=sys.stderr)
 
 
 async def _decide(chat: Chat, *, approved: bool, note: str | None) -> None:
@@ -305,7 +306,8 @@ async def _leave(chat: Chat, *, report: bool) -> None:
     if chat.last_turn is not None:
         result = await chat.note_taking.end_session(chat.session, success=chat.satisfied)
         if report:
-            print(f"agentloop: session {chat.session.id!r} ended; distillation {result.status.value} ({result.reason})", file=sys.stderr)
+            print(terminal_line(f"agentloop: session {chat.session.id!r} ended; distillation {result.status.value} ({result.reason})"),
+                  file=sys.stderr)
 
 
 @contextmanager
@@ -322,7 +324,7 @@ def _note_line(item: KnowledgeItem) -> str:
     flag = "  flagged for review" if item.flagged_for_review else ""
     return (
         f"#{item.id}  {item.status.value:<10} {item.type.value:<10} {item.layer.value:<8} "
-        f"retrieved {item.retrieval_count}  useful {item.usefulness_score}  {item.title}{flag}"
+        f"retrieved {item.retrieval_count}  useful {item.usefulness_score}  {terminal_line(item.title)}{flag}"
     )
 
 
@@ -356,8 +358,8 @@ def _notes_show(args: argparse.Namespace, out: TextIO) -> int:
         item = asyncio.run(knowledge.get(args.id))
     print(_note_line(item), file=out)
     owner = ", ".join(f"{layer.value}={item.layer_ids.id_at(layer)}" for layer in Layer if item.layer_ids.id_at(layer))
-    print(f"owner: {owner}; created {item.created_at.isoformat()}; referenced {item.reference_count}", file=out)
-    print(f"\n{item.markdown.strip()}", file=out)
+    print(terminal_line(f"owner: {owner}; created {item.created_at.isoformat()}; referenced {item.reference_count}"), file=out)
+    print(f"\n{terminal_text(item.markdown.strip())}", file=out)
     return 0
 
 
@@ -385,7 +387,8 @@ def _notes_merges(args: argparse.Namespace, out: TextIO) -> int:
         suggestions = asyncio.run(knowledge.merge_suggestions())
         for suggestion in suggestions:
             first, second = asyncio.run(knowledge.get(suggestion.first_id)), asyncio.run(knowledge.get(suggestion.second_id))
-            print(f"#{first.id} {first.title!r} + #{second.id} {second.title!r}: similarity {suggestion.similarity:.2f}", file=out)
+            titles = f"#{first.id} {first.title!r} + #{second.id} {second.title!r}"  # repr escapes what a terminal would run
+            print(f"{titles}: similarity {suggestion.similarity:.2f}", file=out)
     if not suggestions:
         print("no merge suggestions", file=out)
     return 0
@@ -399,7 +402,7 @@ def _templates_validate(args: argparse.Namespace, out: TextIO) -> int:
     if not report.files:
         raise CliError(f"no *.xml templates under {path}")
     for line in report.lines():
-        print(line, file=out)
+        print(terminal_text(line), file=out)
     verdict = "ok" if report.ok else "invalid"
     print(f"{verdict}: {len(report.files)} file(s), {len(report.errors)} error(s), {len(report.warnings)} warning(s)", file=out)
     return 0 if report.ok else 1
@@ -452,10 +455,10 @@ def _tasks_run(args: argparse.Namespace, out: TextIO) -> int:
         except (TaskError, TemplateError) as error:
             raise CliError(f"task {args.template!r} failed after {trace.turns} turn(s): {error}") from error
     if args.trace:
-        print(trace.render(), end="\n\n", file=out)
-    print(result.content, file=out)
+        print(terminal_text(trace.render()), end="\n\n", file=out)
+    print(terminal_text(result.content), file=out)
     if result.notes:
-        print(f"notes: {json.dumps(result.notes, ensure_ascii=False, default=repr)}", file=out)
+        print(terminal_line(f"notes: {json.dumps(result.notes, ensure_ascii=False, default=repr)}"), file=out)
     return 0
 
 
@@ -910,7 +913,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         _configure_logging(args.log_level or getattr(args, "quiet_log_level", "WARNING"))
         return handler(args, out or sys.stdout)
     except (CliError, BotError, StoreError) as error:  # a store failing mid-command is said in one line too
-        print(f"agentloop: {error}", file=sys.stderr)
+        print(terminal_text(f"agentloop: {error}"), file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("agentloop: interrupted", file=sys.stderr)

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import attrs
 import structlog
 
+from agentloop.containment import passes_through, running_task
 from agentloop.context import ALWAYS_READABLE, Access, AgentContext, IncomingMessage, Session, declared_access
 from agentloop.errors import PipelineError, UndeclaredAccessError
 from agentloop.messages import ChatMessage
@@ -304,7 +305,7 @@ class AgentLoop:
     """Runs turns through an ordered, validated pipeline of systems.
 
     A system exception never aborts a turn: it becomes a `FailureEvent` and the next
-    system runs; an access outside the running system's declaration is one too (kind
+    system runs (any `BaseException`, `SystemExit` too, but `KeyboardInterrupt` and cancellation); an access outside the running system's declaration is one too (kind
     VALIDATION, from `UndeclaredAccessError`). After `turn_timeout` seconds only `always_run` systems run, and an
     async one is interrupted `always_run_grace` seconds past the deadline, so a hung
     channel cannot hold the session forever. Turns of one session run one at a time
@@ -437,6 +438,7 @@ class AgentLoop:
         turn_span = None if tracer is None else tracer.start_span("turn", {SESSION_ID: session.id, TURN_ID: ctx.turn_id})
         span: Span | None = None
         watched = debug or tracer is not None
+        task = running_task()
         try:
             for step in self._steps:
                 if deadline is not None and not timed_out and clock.monotonic() >= deadline:
@@ -465,7 +467,9 @@ class AgentLoop:
                             limit = max(limit, 0.0) + self.always_run_grace
                         async with asyncio.timeout(limit) as budget:
                             await step.process(ctx)
-                except Exception as exc:
+                except BaseException as exc:  # SystemExit from a system too: its failure, not the process's end
+                    if passes_through(exc, task):
+                        raise
                     if budget is not None and budget.expired():
                         result = "timeout"
                         if step.always_run:

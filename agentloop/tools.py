@@ -10,16 +10,24 @@
 
 Pydantic builds the schema and checks the arguments before the call (nested attrs classes and
 dataclasses, enums, Literals, defaults; parameter descriptions from the docstring); a bad call
-raises `ToolArgumentError` and never reaches the function.
+raises `ToolArgumentError` and never reaches the function. A plain `def` tool runs on one of the
+process's tool threads (`TOOL_THREADS_VARIABLE`), so one that blocks never stalls the event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
+import functools
 import inspect
+import os
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import Future
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, get_type_hints, overload
+from queue import SimpleQueue
+from typing import Any, TypeVar, get_type_hints, overload
 
 import attrs
 import pydantic
@@ -29,6 +37,12 @@ from agentloop.docstrings import parse_docstring
 from agentloop.errors import ToolArgumentError, ToolDefinitionError
 from agentloop.messages import ToolSpec
 from agentloop.schemas import FieldSpec, adapter, error_lines, json_schema, object_type
+
+T = TypeVar("T")
+
+TOOL_THREADS_VARIABLE = "AGENTLOOP_TOOL_THREADS"
+"""The environment variable bounding how many plain `def` tools run at once in a process."""
+DEFAULT_TOOL_THREADS = 32
 
 _CURRENT_EXECUTION: ContextVar[str | None] = ContextVar("agentloop_current_execution", default=None)
 
@@ -66,6 +80,11 @@ class Tool:
     def name(self) -> str:
         return self.spec.name
 
+    @property
+    def runs_on_thread(self) -> bool:
+        """A plain `def` tool runs on a tool thread; an `async def` one on the event loop."""
+        return not inspect.iscoroutinefunction(self.function)
+
     def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """The arguments converted to the signature's types; `ToolArgumentError` if they do not fit."""
         if self.arguments is None:
@@ -77,11 +96,87 @@ class Tool:
         return checked
 
     async def invoke(self, arguments: Mapping[str, Any]) -> Any:
-        """Validate `arguments` and call the function (awaiting it if it is async)."""
-        result = self.function(**self.validate(arguments))
+        """Validate `arguments` and call the function: awaited if it is async, else on a tool thread
+        (`tool_threads()`), with this task's context variables. Cancelled, the wait ends at once;
+        a thread's call runs on to its end."""
+        checked = self.validate(arguments)
+        if not self.runs_on_thread:
+            return await self.function(**checked)
+        call = functools.partial(contextvars.copy_context().run, self.function, **checked)
+        result = await asyncio.wrap_future(tool_threads().submit(call))
         if inspect.isawaitable(result):
             return await result
         return result
+
+
+class ToolThreads:
+    """A bounded pool of daemon threads for plain `def` tools: at most `size` calls run at once and
+    the rest wait their turn in order. Daemon, so a call that never returns cannot keep the process
+    from exiting."""
+
+    def __init__(self, size: int) -> None:
+        if size < 1:
+            raise ValueError(f"a tool thread pool needs at least one thread, got {size}")
+        self.size = size
+        self._work: SimpleQueue[tuple[Future[Any], Callable[[], Any]]] = SimpleQueue()
+        self._idle = threading.Semaphore(0)
+        self._lock = threading.Lock()
+        self._threads = 0
+
+    def submit(self, call: Callable[[], T]) -> Future[T]:
+        """Run `call` on a pool thread; its future holds what it returned or raised."""
+        future: Future[T] = Future()
+        self._work.put((future, call))
+        if self._idle.acquire(blocking=False):  # a thread waits for work: it takes this call
+            return future
+        with self._lock:
+            if self._threads < self.size:
+                self._threads += 1
+                threading.Thread(target=self._serve, name=f"agentloop-tool-{self._threads}", daemon=True).start()
+        return future
+
+    def _serve(self) -> None:
+        while True:
+            future, call = self._work.get()
+            if future.set_running_or_notify_cancel():
+                try:
+                    result = call()
+                except BaseException as error:  # the caller's to judge: it gets whatever the tool raised
+                    future.set_exception(error)
+                else:
+                    future.set_result(result)
+            self._idle.release()
+
+
+class _ProcessPool:
+    """The process's `ToolThreads`, made on first use, and anew in a forked child (whose threads did not survive)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.pool: ToolThreads | None = None
+
+    def forget(self) -> None:
+        self.lock = threading.Lock()
+        self.pool = None
+
+
+_POOL = _ProcessPool()
+os.register_at_fork(after_in_child=_POOL.forget)
+
+
+def tool_threads() -> ToolThreads:
+    """The pool plain `def` tools run on: `AGENTLOOP_TOOL_THREADS` threads (default 32), read on first use."""
+    with _POOL.lock:
+        if _POOL.pool is None:
+            text = os.environ.get(TOOL_THREADS_VARIABLE, str(DEFAULT_TOOL_THREADS))
+            try:
+                size = int(text)
+            except ValueError:
+                size = 0
+            if size < 1:
+                raise ValueError(f"{TOOL_THREADS_VARIABLE}={text!r}: give a whole number of threads, at least 1")
+            _POOL.pool = ToolThreads(size)
+        return _POOL.pool
 
 
 def _make_tool(function: Callable[..., Any], name: str | None, description: str | None, requires_approval: bool) -> Tool:

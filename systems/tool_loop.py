@@ -74,7 +74,9 @@ from agentloop import (
     current_execution_id,
     events_of,
     new_id,
+    passes_through,
     running_execution,
+    running_task,
     storable,
     tool,
 )
@@ -204,9 +206,11 @@ class ToolLoopSystem(System):
     text reaches the user as it is written and `StreamedText` records what was shown;
     token usage adds up on `LlmResponse.usage` and in `metrics`. With telemetry switched on,
     each model call and each tool call is a span under the system's.
-    The async tools one model reply asks for run concurrently (sync tools run on the event
-    loop, in call order: make slow or blocking tools `async def`); their results reach the
-    model, `ToolExecutions` and the failures in call order. A turn
+    The async tools one model reply asks for run concurrently; its plain `def` tools run on
+    tool threads (`agentloop.tools.tool_threads`), one after another in call order, so a
+    blocking one stalls neither the event loop nor the turn deadline; their results reach the
+    model, `ToolExecutions` and the failures in call order. Whatever a tool raises (even
+    `SystemExit`) is its failure, except `KeyboardInterrupt` and cancellation. A turn
     that an earlier system already answered with an `LlmResponse` (a cache hit, a canned
     reply) is left alone: the model is not asked and no tool runs.
     A call that needs approval (the tool's `requires_approval`, or `approval(ctx, call)` when
@@ -390,27 +394,28 @@ class ToolLoopSystem(System):
         return True
 
     async def _run_step(self, turn: _Turn, calls: list[ToolCall]) -> list[_Ran]:
-        """Run one model step's calls: async tools concurrently, sync tools on the loop in call order
-        (each runs whole when its task starts); the runs come back in call order. A lone call
-        runs in the system's own task: a task of its own would cost more than a trivial tool."""
+        """Run one model step's calls: async tools concurrently, sync tools on tool threads one after
+        another in call order; the runs come back in call order. A lone call runs in the system's
+        own task: a task of its own would cost more than a trivial tool."""
         step_id = new_id()  # the calls of one model step share it
         if len(calls) == 1:
-            return [await self._traced(turn, calls[0], step_id)]
+            return [await self._traced(turn, calls[0], step_id, None)]
         tasks: list[asyncio.Task[_Ran]] = []
+        serial = asyncio.Lock()  # sync tools take it in task order, which is call order
         try:
             async with asyncio.TaskGroup() as group:
-                tasks.extend(group.create_task(self._traced(turn, call, step_id)) for call in calls)
+                tasks.extend(group.create_task(self._traced(turn, call, step_id, serial)) for call in calls)
         except BaseException:  # cut short (the turn deadline): the runs that did finish stay on the turn
             for ran in [task.result() for task in tasks if task.done() and not task.cancelled() and task.exception() is None]:
                 turn.messages.append(ChatMessage.tool(ran.call.id, ran.call.name, self._record(turn, ran)))
             raise
         return [task.result() for task in tasks]
 
-    async def _traced(self, turn: _Turn, call: ToolCall, step_id: str) -> _Ran:
+    async def _traced(self, turn: _Turn, call: ToolCall, step_id: str, serial: asyncio.Lock | None) -> _Ran:
         """`_execute` in a span of its own, a child of the tool loop's, saying whether the tool failed."""
         attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.name}
         with TELEMETRY.span(f"execute_tool {call.name}", attributes) as span:
-            ran = await self._execute(turn, call, step_id)
+            ran = await self._execute(turn, call, step_id, serial)
             if span is not None:
                 span.set_attribute("agentloop.outcome", "ok" if ran.failure is None else "error")
                 if ran.failure is not None:
@@ -495,8 +500,9 @@ class ToolLoopSystem(System):
             return
         turn.ctx.set(LlmResponse(text, model or self.model, turn.voice_text, tuple(turn.attachments), turn.usage))
 
-    async def _execute(self, turn: _Turn, call: ToolCall, step_id: str) -> _Ran:
-        """Run one tool call of model step `step_id`; the turn records it later, in call order."""
+    async def _execute(self, turn: _Turn, call: ToolCall, step_id: str, serial: asyncio.Lock | None) -> _Ran:
+        """Run one tool call of model step `step_id`, a sync tool holding `serial` (if given) while it
+        runs; the turn records it later, in call order."""
         ctx = turn.ctx
         started_at = ctx.clock.now()
         t0 = perf_counter()
@@ -514,14 +520,21 @@ class ToolLoopSystem(System):
             error = f"the arguments of {call.name!r} could not be read: {call.arguments_error}; send a JSON object"
             failure = (FailureKind.VALIDATION, error)
         else:
+            task = running_task()
             try:
                 with running_execution(execution_id):
-                    result = await found.invoke(call.arguments)
+                    if serial is None or not found.runs_on_thread:
+                        result = await found.invoke(call.arguments)
+                    else:
+                        async with serial:
+                            result = await found.invoke(call.arguments)
                 rendered = _render_result(result)  # a result JSON cannot hold fails here, as the tool's failure
             except ToolArgumentError as exc:
                 error = str(exc)
                 failure = (FailureKind.VALIDATION, error)
-            except Exception as exc:
+            except BaseException as exc:  # SystemExit from argparse on the model's arguments too: the tool's failure
+                if passes_through(exc, task):
+                    raise
                 error = f"{type(exc).__name__}: {exc}"
                 failure = (FailureKind.EXCEPTION, error)
                 _log.warning("tool.failed", tool=call.name, turn_id=ctx.turn_id, exc_info=exc)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import signal
 import subprocess
@@ -16,7 +17,7 @@ from typing import Any, ClassVar
 import attrs
 import httpx
 
-from agentloop import AgentContext, AgentLoop, LlmReply, LlmRequest, System, tool
+from agentloop import AgentContext, AgentLoop, LlmReply, LlmRequest, Role, System, tool
 from agentloop.messages import Finished, StreamEvent, TextDelta
 from agentloop.adapters import open_note_taking
 from agentloop.notes import KnowledgeItem, NoteType
@@ -196,3 +197,70 @@ def delete_file(path: str) -> str:
 def approval_bot(llm: LLM, channel: Channel, stores: Stores) -> StandardPipeline:
     """The standard bot with a tool that runs only once the user approves it."""
     return standard_pipeline(llm, channel, stores=stores, tools=[delete_file])
+
+
+@tool
+def report(options: str) -> str:
+    """Run the report script with command-line options (argparse exits on options it does not know)."""
+    parser = argparse.ArgumentParser(prog="report")
+    parser.add_argument("--days", type=int, required=True)
+    return f"report over {parser.parse_args(options.split()).days} days"
+
+
+def _report_or_answer(request: LlmRequest) -> LlmReply | str:
+    """Calls `report` with the user's text when it starts with "report ", else answers; then says what the tool said."""
+    last = request.messages[-1]
+    if last.role is Role.TOOL:
+        return f"the report said: {last.content}"
+    text = last.content or ""
+    if text.startswith("report "):
+        return ScriptedLLM.tool_call("report", {"options": text.removeprefix("report ")})
+    return f"echo: {text}"
+
+
+def argparse_tool_bot(channel: Channel, stores: Stores) -> StandardPipeline:
+    """The standard bot with a tool that runs argparse on what the model chose: bad options raise SystemExit."""
+    return standard_pipeline(ScriptedLLM(_report_or_answer), channel, stores=stores, tools=[report])
+
+
+class Blocking:
+    """The events of `blocking_tool_bot`'s tool: it sets `entered`, blocks until `release`, then sets `returned`."""
+
+    entered = threading.Event()
+    release = threading.Event()
+    returned = threading.Event()
+
+    @classmethod
+    def reset(cls) -> None:
+        for event in (cls.entered, cls.release, cls.returned):
+            event.clear()
+
+
+@tool
+def blocking_lookup() -> str:
+    """Look something up in a slow system, blocking the calling thread."""
+    Blocking.entered.set()
+    Blocking.release.wait(10)
+    Blocking.returned.set()
+    return "found it"
+
+
+def blocking_tool_bot(channel: Channel, stores: Stores) -> StandardPipeline:
+    """The standard bot whose model calls a plain `def` tool that blocks until `Blocking.release`."""
+    llm = ScriptedLLM(lambda request: "done" if request.messages[-1].role is Role.TOOL else ScriptedLLM.tool_call("blocking_lookup", {}))
+    return standard_pipeline(llm, channel, stores=stores, tools=[blocking_lookup])
+
+
+class _LoopKiller(System):
+    """Ends the event loop the turn runs on with SystemExit: what a crash of the server looks like."""
+
+    order: ClassVar[int] = 0
+
+    async def process(self, ctx: AgentContext) -> None:
+        asyncio.get_running_loop().call_soon(sys.exit, 3)
+        await asyncio.sleep(30)  # the loop ends before this turn could answer
+
+
+def crashing_pipeline() -> AgentLoop:
+    """A pipeline whose first turn brings the server's event loop down."""
+    return AgentLoop([_LoopKiller()])

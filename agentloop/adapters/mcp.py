@@ -37,6 +37,7 @@ from jsonschema.protocols import Validator
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+from agentloop.containment import passes_through, running_task
 from agentloop.errors import AgentloopError, ToolArgumentError
 from agentloop.messages import ToolSpec
 from agentloop.tools import Tool
@@ -145,19 +146,22 @@ class _Connection:
 
     async def _hold_session(self, listed: concurrent.futures.Future[list[mcp_types.Tool]]) -> None:
         """Open the session and list the tools, then keep the session open until `close()`."""
+        task = running_task()
         async with contextlib.AsyncExitStack() as stack:
             try:
                 async with asyncio.timeout(self.server.connect_timeout):
                     client = await stack.enter_async_context(await self.server.client(stack))
                     tools = await _list_tools(client)
-            except Exception as exc:
+            except BaseException as exc:  # a SystemExit too: the opener must hear of it, not wait forever
+                if passes_through(exc, task):
+                    raise
                 listed.set_exception(self._unreachable(exc))
                 return
             self._client = client
             listed.set_result(tools)
             await self._stop.wait()
 
-    def _unreachable(self, exc: Exception) -> McpServerError:
+    def _unreachable(self, exc: BaseException) -> McpServerError:
         timeout = self.server.connect_timeout
         cause = f"no answer within {timeout} s" if isinstance(exc, TimeoutError) else _describe(exc)
         return McpServerError(
@@ -172,6 +176,7 @@ class _Connection:
     async def _call(self, name: str, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
         assert self._client is not None, "tools exist only once the session is open"
         timeout = self.server.timeout
+        task = running_task()
         try:
             return await self._client.call_tool(name, arguments, read_timeout_seconds=timeout)
         except MCPError as exc:
@@ -186,6 +191,10 @@ class _Connection:
                     f"with mcp_tools once it is back"
                 ) from exc
             raise McpToolError(f"the MCP server {self.server.where} refused the call of {name!r}: {exc.message}") from exc
+        except BaseException as exc:  # a SystemExit would end the session's event loop, and every later call with it
+            if isinstance(exc, Exception) or passes_through(exc, task):
+                raise
+            raise McpToolError(f"calling {name!r} on the MCP server {self.server.where} raised {_describe(exc)}") from exc
 
     def _submit(self, coroutine: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         if self._closed:

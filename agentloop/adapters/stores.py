@@ -9,8 +9,9 @@ from types import ModuleType
 import attrs
 
 from agentloop.adapters.embedders.hashing import HashingEmbedder
+from agentloop.adapters.private_files import private_folder
 from agentloop.adapters.sqlite import open_sqlite_stores, reembed_sqlite_stores
-from agentloop.adapters.urls import after_scheme, is_postgres_url, scheme, shown_url
+from agentloop.adapters.urls import after_scheme, has_password_parameter, is_postgres_url, scheme, shown_url
 from agentloop.adapters.errors import StoreUrlError
 from agentloop.names import check_bot_name
 from agentloop.ports import Embedder
@@ -46,7 +47,7 @@ def open_stores(
         return _open_postgres(os.fspath(url), bot, embedder or HashingEmbedder(), create)
     directory = _sqlite_directory(url, create)
     if not create and not (directory / f"{bot}.sqlite3").exists():
-        raise StoreUrlError(os.fspath(url), f"the bot {bot!r} has no stores there yet", "run the bot first, or give its URL and name")
+        raise StoreUrlError(shown_url(os.fspath(url)), f"the bot {bot!r} has no stores there yet", "run the bot first, or give its URL and name")
     return open_sqlite_stores(directory, bot=bot, embedder=embedder or HashingEmbedder())
 
 
@@ -112,6 +113,8 @@ def _sqlite_directory(url: str | os.PathLike[str], create: bool) -> Path:
     text = os.fspath(url)
     shown = shown_url(text)
     start, named = after_scheme(text), scheme(text)
+    if start is None and has_password_parameter(text):
+        raise StoreUrlError(shown, "it is a key=value connection string, not a directory", _FIX)
     if start is None:
         path = text
     elif named != "sqlite":
@@ -128,7 +131,7 @@ def _sqlite_directory(url: str | os.PathLike[str], create: bool) -> Path:
     if not create:
         return directory
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        private_folder(directory)
     except OSError as error:
         raise StoreUrlError(shown, f"the directory cannot be created ({error.strerror or error})", "give a directory you can write to") from error
     return directory

@@ -9,7 +9,10 @@ from typing import Literal
 Backend = Literal["sqlite", "postgres"]
 
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
-_PASSWORD = re.compile(r"(//[^/:@]*):[^/@]*@")
+_URL_PASSWORD = re.compile(r"(//[^/:@?#\s]*):[^/?#\s]*@")
+"""A URL's `user:password@`, up to the last `@` of the authority (a password may hold an unescaped `@`)."""
+_PARAMETER_PASSWORD = re.compile(r"\b((?:ssl)?password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]*)", re.IGNORECASE)
+"""`password=...` (or `sslpassword=`) in a key=value connection string or a URL's query, quoted or not."""
 _POSTGRES_SCHEMES = ("postgresql", "postgres")
 
 
@@ -36,6 +39,12 @@ def backend_of(url: str | os.PathLike[str]) -> Backend:
     return "postgres" if is_postgres_url(url) else "sqlite"
 
 
+def has_password_parameter(text: str) -> bool:
+    """Whether `text` holds a `password=` parameter (a key=value connection string, not a path)."""
+    return _PARAMETER_PASSWORD.search(text) is not None
+
+
 def shown_url(url: str) -> str:
-    """`url` with its password, if any, replaced by `***` (for messages and logs)."""
-    return _PASSWORD.sub(r"\1:***@", url)
+    """`url` (a URL or a key=value connection string, or a message quoting one) with every password
+    replaced by `***`: for messages and logs."""
+    return _PARAMETER_PASSWORD.sub(r"\1***", _URL_PASSWORD.sub(r"\1:***@", url))

@@ -7,6 +7,7 @@ import signal
 from types import FrameType
 from typing import TextIO
 
+import structlog
 import uvicorn
 
 from agentloop.adapters.urls import shown_url
@@ -15,6 +16,8 @@ from agentloop.serve.app import create_app
 from agentloop.serve.auth import load_tokens
 from agentloop.serve.errors import TokenFileError
 from agentloop.serve.settings import ServeSettings
+
+_log = structlog.get_logger("agentloop.serve")
 
 
 def serve(args: argparse.Namespace, out: TextIO) -> int:
@@ -49,15 +52,25 @@ def serve(args: argparse.Namespace, out: TextIO) -> int:
     # uvicorn stops gracefully on SIGTERM and SIGINT, then raises the signal again for the handler
     # it found; a handler that does nothing lets the command end as a stop should: status 0.
     previous = {number: signal.signal(number, _stopped) for number in (signal.SIGTERM, signal.SIGINT)}
+    server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, log_level="warning"))
+    crash: BaseException | None = None
     try:
-        uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
-    except SystemExit as error:  # uvicorn's way of saying the app did not start
-        raise BotError(f"the server did not start at {args.host}:{args.port}; the log above says why") from error
+        server.run()
+    except KeyboardInterrupt:
+        pass
+    except BaseException as error:  # uvicorn's SystemExit when it cannot listen, or whatever ended the event loop
+        crash = error
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
         if shutdown is not None:
             shutdown()
+    if not server.started:
+        raise BotError(f"the server did not start at {args.host}:{args.port}; the log above says why") from crash
+    if crash is not None:
+        _log.error("serve.crashed", exc_info=crash)
+        first = (str(crash).splitlines() or [""])[0]
+        raise BotError(f"the server stopped: {type(crash).__name__}" + (f": {first}" if first else "")) from crash
     print("agentloop serve: stopped", file=out, flush=True)
     return 0
 

@@ -6,6 +6,7 @@ import asyncio
 import io
 import os
 import shutil
+import sqlite3
 import subprocess
 import textwrap
 import time
@@ -426,6 +427,30 @@ def test_notes_list_and_show(notes_dir: Path) -> None:
     lines = text.splitlines()
     assert status == 0 and lines[1].startswith("owner: company=default, project=travel; created 2026-01-01")
     assert lines[3] == "## Context" and "- weather -> convert_currency -> packing_list, in that order" in lines
+
+
+HOSTILE_TITLE = "Trip\x1b]0;pwned\x07\x1b[2J\u202eenil\nfake line"
+HOSTILE_MARKDOWN = "## Context\n\tkept tab\r\n\x1b[31mred\x1b[0m \x9b2J and \u2066isolate\u2069"
+
+
+def _retitle(notes_dir: Path, title: str, markdown: str) -> None:
+    """Put `title` and `markdown` on note #1 as a store could hold them (written by a model, or by anyone with the file)."""
+    with sqlite3.connect(notes_dir / "bot.notes.sqlite3") as conn:
+        conn.execute("UPDATE knowledge_items SET title = ?, markdown = ? WHERE id = 1", (title, markdown))
+    conn.close()
+
+
+def test_notes_list_show_and_search_print_control_characters_from_the_store_escaped(notes_dir: Path) -> None:
+    _retitle(notes_dir, HOSTILE_TITLE, HOSTILE_MARKDOWN)
+    outputs = [run_cli("notes", "list", "--data-dir", str(notes_dir)), run_cli("notes", "show", "1", "--data-dir", str(notes_dir)),
+               run_cli("notes", "search", "weekend trip", "--project", "travel", "--data-dir", str(notes_dir))]
+    for status, text in outputs:
+        assert status == 0
+        assert not any(c in text for c in "\x1b\x07\x9b\r\u202e\u2066\u2069"), text
+        assert "Trip\\x1b]0;pwned\\x07\\x1b[2J\\u202eenil\\x0afake line" in text
+    shown = outputs[1][1].splitlines()
+    assert shown[3:] == ["## Context", "\tkept tab", "\\x1b[31mred\\x1b[0m \\x9b2J and \\u2066isolate\\u2069"]
+    assert len(outputs[0][1].splitlines()) == 1, "a newline in a title forged a line of the list"
 
 
 def test_notes_search_sees_only_the_callers_chain(notes_dir: Path) -> None:
@@ -866,3 +891,34 @@ def test_chat_asks_before_a_tool_that_needs_approval_and_approve_runs_it_in_a_la
     assert "agentloop: no tool call awaits your approval in this session" in approved.stderr
     tool_message = server.requests[1]["body"]["messages"][-1]
     assert (tool_message["role"], tool_message["content"]) == ("tool", "deleted a.txt")
+
+
+@pytest.mark.parametrize("url", [
+    "postgresql://agent:secret@127.0.0.1:1/db", "postgresql://agent:secret@127.0.0.1:1/db?sslmode=disable",
+    "postgresql://127.0.0.1:1/db?user=agent&password=secret", "host=127.0.0.1 port=1 user=agent password=secret",
+    "host=127.0.0.1 port=1 password='se cret'",
+])
+@pytest.mark.parametrize("command", [["notes", "list", "--stores"], ["stores", "migrate"]])
+def test_a_postgresql_password_never_reaches_the_output_or_the_log(
+    url: str, command: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    out = io.StringIO()
+    status = main(["--log-level", "DEBUG", *command, url], out)
+    err = capsys.readouterr()
+    printed = out.getvalue() + err.out + err.err
+    assert status == 1 and printed
+    assert "secret" not in printed and "cret" not in printed, printed
+    assert list(tmp_path.iterdir()) == [], "a connection string was taken for a directory"
+
+
+@pytest.mark.parametrize(("url", "shown"), [
+    ("postgresql://u:secret@h/db", "postgresql://u:***@h/db"),
+    ("postgresql://u:p@ss@h:5432/db", "postgresql://u:***@h:5432/db"),
+    ("postgresql://h/db?user=u&password=secret&sslmode=require", "postgresql://h/db?user=u&password=***&sslmode=require"),
+    ("host=h password=secret dbname=x", "host=h password=*** dbname=x"),
+    ("host=h PASSWORD = 'se cr\\'et' user=u sslpassword=key", "host=h PASSWORD = *** user=u sslpassword=***"),
+    ("postgresql://u@h/db", "postgresql://u@h/db"),
+])
+def test_shown_url_hides_the_password_of_a_url_or_a_key_value_connection_string(url: str, shown: str) -> None:
+    assert shown_url(url) == shown

@@ -190,6 +190,56 @@ def test_an_exception_becomes_one_failure_and_the_turn_goes_on() -> None:
     assert failure.timestamp == clock.now()
 
 
+class Escape(BaseException):
+    """A custom BaseException subclass, which `except Exception` would let by."""
+
+
+RAISED: tuple[type[BaseException], ...] = (ValueError, SystemExit, GeneratorExit, Escape)
+"""What the systems of the I6 property raise: exceptions and the BaseExceptions a system may raise too."""
+
+
+def _exit(ctx: AgentContext) -> None:
+    raise SystemExit(2)
+
+
+def _generator_exit(ctx: AgentContext) -> None:
+    raise GeneratorExit("misused")
+
+
+async def _escape(ctx: AgentContext) -> None:
+    raise Escape("out of here")
+
+
+async def _async_exit(ctx: AgentContext) -> None:
+    await asyncio.sleep(0)
+    raise SystemExit("stop")
+
+
+@pytest.mark.parametrize(("action", "message"), [
+    (_exit, "SystemExit: 2"), (_async_exit, "SystemExit: stop"), (_generator_exit, "GeneratorExit: misused"),
+    (_escape, "Escape: out of here"),
+])
+def test_a_system_raising_a_base_exception_like_system_exit_fails_alone_and_the_turn_goes_on(
+    action: Callable[[AgentContext], object], message: str
+) -> None:
+    ran: list[str] = []
+    ctx = run_pipeline([make_system("Quitter", 10, action), make_system("After", 20, action=lambda c: ran.append("After"))])
+    assert ran == ["After"]
+    (failure,) = ctx.failures
+    assert (failure.source, failure.component, failure.kind, failure.message) == (
+        FailureSource.SYSTEM, "Quitter", FailureKind.EXCEPTION, message)
+
+
+def test_keyboard_interrupt_from_a_system_still_stops_the_turn() -> None:
+    def interrupt(ctx: AgentContext) -> None:
+        raise KeyboardInterrupt
+
+    ran: list[str] = []
+    with pytest.raises(KeyboardInterrupt):
+        run_pipeline([make_system("Interrupted", 10, interrupt), make_system("After", 20, action=lambda c: ran.append("After"))])
+    assert ran == []
+
+
 def test_a_failure_is_logged_with_its_traceback() -> None:
     with capture_logs() as logs:
         ctx = run_pipeline([make_system("Breaker", 10, boom)])
@@ -455,7 +505,7 @@ def build(spec_list: list[Spec], ran: list[str]) -> tuple[list[System], dict[str
         def act(ctx: AgentContext, spec: Spec = spec, name: str = name, output: type = output) -> None:
             ran.append(name)
             if spec.behaviour == "raise":
-                raise ValueError(f"{name} failed")
+                raise RAISED[int(name[1:]) % len(RAISED)](f"{name} failed")
             if spec.behaviour == "write":
                 ctx.set(output(name))
 
@@ -478,8 +528,9 @@ def build(spec_list: list[Spec], ran: list[str]) -> tuple[list[System], dict[str
 @settings(deadline=None, max_examples=80)
 @given(specs)
 def test_every_exception_gives_exactly_one_failure_naming_its_system(spec_list: list[Spec]) -> None:
-    """I6: each raising system yields exactly one FailureEvent naming it; every system
-    still runs, in order; writes of the others land; the outcome carries the failures."""
+    """I6: each raising system (an Exception, or SystemExit, GeneratorExit or another BaseException)
+    yields exactly one FailureEvent naming it; every system still runs, in order; writes of the
+    others land; the outcome carries the failures."""
     ran: list[str] = []
     systems, outputs = build(spec_list, ran)
     systems.append(make_system("Finalize", 99, finalize(), writes=(TurnOutcome,)))

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import enum
 import dataclasses
+import functools
+import threading
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
@@ -14,7 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentloop import Tool, ToolArgumentError, ToolDefinitionError, ToolRegistry, tool
+import agentloop.tools
+from agentloop import Tool, ToolArgumentError, ToolDefinitionError, ToolRegistry, current_execution_id, running_execution, tool
+from agentloop.tools import TOOL_THREADS_VARIABLE, ToolThreads, tool_threads
 
 
 class Unit(enum.Enum):
@@ -222,3 +226,54 @@ def test_parameter_descriptions_come_from_the_docstring(doc: str) -> None:
         "weight": {"type": "number", "description": "the weight in kg, rounded up."},
         "express": {"type": "boolean", "description": "whether it flies.", "default": False},
     }
+
+
+def test_tool_threads_run_at_most_their_bound_at_once_and_the_rest_once_a_thread_is_free() -> None:
+    pool = ToolThreads(2)
+    release = threading.Event()
+
+    def blocked(n: int) -> int:
+        release.wait(30)
+        return n
+
+    futures = [pool.submit(functools.partial(blocked, n)) for n in range(4)]
+    for future in futures[:2]:
+        while not future.running():
+            release.wait(0.01)
+    waiting = [future.running() or future.done() for future in futures[2:]]
+    release.set()
+    assert waiting == [False, False], "a third call ran while two held the pool's both threads"
+    assert [future.result(30) for future in futures] == [0, 1, 2, 3]
+
+
+def test_a_sync_tool_runs_off_the_event_loop_thread_with_the_callers_context() -> None:
+    seen: list[tuple[str, str | None]] = []
+
+    @tool
+    def where() -> str:
+        """Say which thread runs the tool."""
+        seen.append((threading.current_thread().name, current_execution_id()))
+        return "here"
+
+    async def run() -> None:
+        with running_execution("exec-1"):
+            assert await where.invoke({}) == "here"
+
+    asyncio.run(run())
+    assert seen[0][0].startswith("agentloop-tool-") and seen[0][1] == "exec-1"
+
+
+@pytest.mark.parametrize("value", ["0", "many", "-3"])
+def test_a_bad_agentloop_tool_threads_value_is_refused_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv(TOOL_THREADS_VARIABLE, value)
+    monkeypatch.setattr(agentloop.tools, "_POOL", agentloop.tools._ProcessPool())
+    with pytest.raises(ValueError, match=f"AGENTLOOP_TOOL_THREADS='{value}': give a whole number of threads"):
+        tool_threads()
+
+
+def test_agentloop_tool_threads_sets_the_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(TOOL_THREADS_VARIABLE, "3")
+    monkeypatch.setattr(agentloop.tools, "_POOL", agentloop.tools._ProcessPool())
+    assert tool_threads().size == 3

@@ -9,6 +9,7 @@ from typing import TextIO
 from agentloop.context import Session
 from agentloop.errors import TransportError
 from agentloop.outcome import Attachment
+from agentloop.terminal import terminal_text
 
 CUT_OFF_MARK = " [cut off]"
 """Ends the line of a streamed answer that was withdrawn; the turn's fallback follows on its own line."""
@@ -21,7 +22,8 @@ class ConsoleChannel:
     text, the line just ends; when the final text differs (the model's answer was replaced),
     the final text follows on a line of its own; a withdrawn answer ends with ` [cut off]`.
     `before_output` is called before anything is written (the chat command clears its
-    waiting spinner with it).
+    waiting spinner with it). Control characters in what the bot says are shown escaped
+    (`agentloop.terminal`), so an answer cannot drive the terminal.
     """
 
     def __init__(
@@ -36,7 +38,7 @@ class ConsoleChannel:
             self._before_output()
         stream = self._stream if self._stream is not None else sys.stdout
         try:
-            stream.write(text)
+            stream.write(terminal_text(text))
             stream.flush()
         except (OSError, ValueError) as exc:
             raise TransportError("the terminal is closed; the response could not be shown") from exc

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from agentloop.adapters.private_files import private_file, private_folder
+
 
 class FileAttemptNotes:
     """`AttemptNotesStore` over a directory; file I/O runs on a worker thread, off the event loop."""
@@ -31,7 +33,8 @@ class FileAttemptNotes:
             return None
 
     def _append(self, task_id: str, text: str) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
+        private_folder(self.directory)
+        private_file(self.path(task_id))
         with self.path(task_id).open("a", encoding="utf-8") as handle:
             handle.write(text)
 

@@ -7,17 +7,21 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from agentloop.adapters.private_files import private_file, private_folder
+
 
 def connect(path: str | Path) -> sqlite3.Connection:
-    """Open (creating the file and its folder if needed) a SQLite database in WAL mode.
+    """Open (creating the file and its folder if needed, owner-only) a SQLite database in WAL mode.
 
     Autocommit (`isolation_level=None`): a store groups statements with `transaction`.
     `check_same_thread=False` lets the asyncio thread and a writer thread share a
     connection that the store guards with its own lock. WAL with `synchronous=NORMAL`
     keeps a committed write durable across a process crash at a small cost.
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if str(path) != ":memory:":
+        path = Path(path)
+        private_folder(path.parent)
+        private_file(path)  # SQLite gives its -wal and -shm files this file's mode
     conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
     with closing_on_error(conn):  # a file that is not a database fails here
         conn.execute("PRAGMA journal_mode=WAL")

@@ -25,6 +25,7 @@ import numpy.typing as npt
 import structlog
 
 from agentloop.adapters.errors import IndexFileError
+from agentloop.adapters.private_files import private_file, private_folder, write_private
 from agentloop.ports.vectors import Vectors
 
 if sys.platform != "win32":
@@ -203,7 +204,7 @@ class HnswVectorIndex:
         """
         if self._path is None:
             raise ValueError("this HnswVectorIndex has no path; construct it with path=... to save it")
-        self._path.parent.mkdir(parents=True, exist_ok=True)
+        private_folder(self._path.parent)
         temporary = _temporary(self._path)
         with _file_lock(self._path, exclusive=True), self._lock:
             count = self._index.get_current_count()
@@ -211,6 +212,7 @@ class HnswVectorIndex:
                 _logger.debug("hnsw_index_save_skipped", path=str(self._path), count=count, saved=saved)
                 return
             try:
+                private_file(temporary)  # hnswlib writes into it, keeping its mode
                 self._index.save_index(str(temporary))
                 digest = _sha256(temporary)
                 os.replace(temporary, self._path)
@@ -329,7 +331,9 @@ def _temporary(path: Path) -> Path:
 def _file_lock(path: Path, *, exclusive: bool) -> Iterator[None]:
     """Hold an advisory lock on `<index>.lock` (shared to read, exclusive to write); Windows
     has no `flock`, and there saves and loads by several processes do not take turns."""
-    with path.with_name(path.name + ".lock").open("a") as handle:
+    lock = path.with_name(path.name + ".lock")
+    private_file(lock)
+    with lock.open("a") as handle:
         if sys.platform != "win32":
             fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
         yield
@@ -359,7 +363,7 @@ def _write_checksum(path: Path, digest: str) -> None:
     target = _checksum_path(path)
     temporary = _temporary(target)
     try:
-        temporary.write_text(f"{digest}  {path.name}\n", encoding="ascii")
+        write_private(temporary, f"{digest}  {path.name}\n")
         os.replace(temporary, target)
     finally:
         temporary.unlink(missing_ok=True)

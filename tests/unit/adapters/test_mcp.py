@@ -269,3 +269,25 @@ def test_odd_tools_a_tool_with_an_invalid_schema_is_left_out_other_content_is_na
             asyncio.run(closed.invoke({}))
     (skipped,) = [e for e in logs if e["event"] == "mcp.tool_skipped"]
     assert skipped["tool"] == "broken" and "not valid JSON Schema" in skipped["reason"]
+
+
+def test_a_system_exit_inside_the_mcp_client_fails_that_call_and_the_next_call_still_runs(
+    weather_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mcp import Client
+
+    real = Client.call_tool
+    exits = [SystemExit(2)]
+
+    async def call_tool(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if exits:
+            raise exits.pop()
+        return await real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Client, "call_tool", call_tool)
+    with mcp_tools_sync(url=weather_url) as tools:
+        forecast = next(t for t in tools if t.name == "forecast")
+        with pytest.raises(McpToolError, match="raised SystemExit: 2"):
+            asyncio.run(asyncio.wait_for(forecast.invoke({"city": "Oslo"}), 10))
+        after = asyncio.run(asyncio.wait_for(forecast.invoke({"city": "Oslo"}), 10))
+    assert after == "Oslo: sunny for 1 day(s)"

@@ -4,9 +4,11 @@ a restarted bot sees the same history, memory and RAG results."""
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import os
 import sqlite3
+import stat
 import subprocess
 import sys
 import typing
@@ -18,6 +20,8 @@ import pytest
 
 from agentloop.adapters import DEFAULT_STORES_URL, HashingEmbedder, Stores, open_note_taking, open_stores, reembed_stores
 from agentloop.adapters.errors import StoreUrlError
+from agentloop.adapters.sqlite.connection import connect
+from agentloop.cli import main
 from agentloop.notes import KnowledgeItem, Layer, LayerIds, NoteType
 from agentloop.ports import (
     AttemptNotesStore,
@@ -315,3 +319,32 @@ def test_reembedding_moves_the_sqlite_stores_to_another_embedder(tmp_path: Path)
     check_reembedding(f"sqlite:///{tmp_path}")
     with pytest.raises(StoreUrlError, match="the bot 'nobody' has no stores there yet"):
         reembed_stores(tmp_path, bot="nobody", embedder=HashingEmbedder())
+
+
+def test_every_file_and_folder_the_embedded_stores_create_is_readable_by_their_owner_only(tmp_path: Path) -> None:
+    data = tmp_path / "private" / "bots"
+    umask = os.umask(0o002)  # as lax as a shared machine's: group and others could read what it lets by
+    try:
+        assert main(["demo", "--data-dir", str(data)], io.StringIO()) == 0
+        with open_stores(data) as stores:
+            asyncio.run(stores.attempt_notes.append("T1", "## tried\n"))
+            asyncio.run(stores.sessions.recent(Scope("s"), 1))
+            modes = {path.relative_to(tmp_path).as_posix(): stat.S_IMODE(path.stat().st_mode)
+                     for path in [tmp_path / "private", *(tmp_path / "private").rglob("*")]}
+    finally:
+        os.umask(umask)
+    names = set(modes)
+    for made in ("bot.sqlite3", "bot.sqlite3-wal", "bot.sqlite3-shm", "bot.notes.sqlite3", "bot.notes.sqlite3.hnsw",
+                 "bot.notes.sqlite3.hnsw.sha256", "bot.notes.sqlite3.hnsw.lock", "bot.attempt-notes/TASK-T1.md"):
+        assert f"private/bots/{made}" in names
+    loose = {name: oct(mode) for name, mode in modes.items()
+             if mode != (0o700 if (tmp_path / name).is_dir() else 0o600)}
+    assert loose == {}
+
+
+def test_an_in_memory_sqlite_database_leaves_no_file_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    conn = connect(":memory:")
+    conn.execute("CREATE TABLE t (x)")
+    conn.close()
+    assert list(tmp_path.iterdir()) == []

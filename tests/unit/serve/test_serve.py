@@ -18,7 +18,8 @@ from agentloop.testing import ScriptedLLM
 from agentloop.testing.serve import served
 from agentloop.serve import Caller
 from serve_kit import (
-    ALICE, BOB, CAROL, HELLO, GatedLLM, auth, client, new_session, say_hi, seed_note, serve_command, settings, usefulness,
+    ALICE, BOB, CAROL, HELLO, Blocking, GatedLLM, auth, client, new_session, say_hi, seed_note, serve_command, settings,
+    usefulness,
 )
 
 
@@ -373,3 +374,60 @@ def test_max_concurrent_turns_bounds_the_turns_running_at_once(tmp_path: Path, b
 def test_max_concurrent_turns_must_be_a_whole_number_of_at_least_one(tmp_path: Path, bad: object) -> None:
     with pytest.raises(ValueError, match="max_concurrent_turns must be a whole number of at least 1"):
         settings(tmp_path, max_concurrent_turns=bad)
+
+
+def _with_tests_on_path() -> dict[str, str]:
+    """The environment for an `agentloop serve` subprocess that loads a pipeline of tests/serve_kit.py."""
+    root = Path(__file__).resolve().parents[2]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(root / "tests"), os.environ.get("PYTHONPATH", "")])}
+
+
+def test_a_tool_raising_system_exit_fails_alone_and_the_server_goes_on_answering_every_tenant(tmp_path: Path) -> None:
+    with serve_command(tmp_path, "--pipeline", "serve_kit:argparse_tool_bot", env=_with_tests_on_path()) as run:
+        alice = httpx.post(f"{run.url}/v1/sessions", headers=auth(ALICE)).json()["session_id"]
+        exiting = httpx.post(f"{run.url}/v1/sessions/{alice}/messages", json={"text": "report --weeks 3"},
+                             headers=auth(ALICE), timeout=30)
+        bob = httpx.post(f"{run.url}/v1/sessions", headers=auth(BOB)).json()["session_id"]
+        after = httpx.post(f"{run.url}/v1/sessions/{bob}/messages", json={"text": "hi"}, headers=auth(BOB), timeout=30)
+        health = httpx.get(f"{run.url}/healthz")
+    assert exiting.status_code == 200 and exiting.json()["text"] == "the report said: error: SystemExit: 2"
+    assert after.status_code == 200 and after.json()["text"] == "echo: hi"
+    assert health.status_code == 200
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == "agentloop serve: stopped\n"
+
+
+def test_a_server_whose_event_loop_dies_while_serving_says_it_stopped_not_that_it_did_not_start(tmp_path: Path) -> None:
+    with serve_command(tmp_path, "--pipeline", "serve_kit:crashing_pipeline", env=_with_tests_on_path()) as run:
+        session = httpx.post(f"{run.url}/v1/sessions", headers=auth(ALICE)).json()["session_id"]
+        try:
+            httpx.post(f"{run.url}/v1/sessions/{session}/messages", json={"text": "hi"}, headers=auth(ALICE), timeout=30)
+        except httpx.TransportError:
+            pass  # the connection may end with the loop; else the turn, cancelled as the loop winds down, answers 500
+    assert run.returncode == 1
+    assert "agentloop: the server stopped: SystemExit: 3" in run.stderr.splitlines()
+    assert "did not start" not in run.stderr
+
+
+def test_a_blocking_sync_tool_leaves_health_answering_and_the_turn_ends_at_its_deadline_while_it_blocks(
+    tmp_path: Path,
+) -> None:
+    Blocking.reset()
+
+    async def body() -> tuple[httpx.Response, bool, httpx.Response, bool]:
+        async with client(settings(tmp_path, pipeline="serve_kit:blocking_tool_bot", turn_timeout=2.0)) as http:
+            session = await new_session(http)
+            turn = asyncio.create_task(
+                http.post(f"/v1/sessions/{session}/messages", json={"text": "look it up"}, headers=auth(ALICE)))
+            assert await asyncio.to_thread(Blocking.entered.wait, 30), "the model never called the tool"
+            health = await http.get("/healthz")
+            health_while_blocked = not Blocking.returned.is_set()
+            answer = await turn
+            answer_while_blocked = not Blocking.returned.is_set()
+            Blocking.release.set()
+            return health, health_while_blocked, answer, answer_while_blocked
+
+    health, health_while_blocked, answer, answer_while_blocked = asyncio.run(body())
+    assert health.status_code == 200 and health_while_blocked, "/healthz waited for the blocking tool"
+    assert answer.status_code == 200 and answer_while_blocked, "the turn waited for the blocking tool past its deadline"
+    assert answer.json()["finish_reason"] == "deadline"

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import threading
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 from time import perf_counter
 
 import attrs
+import pytest
 
 from agentloop import (
     Attachment,
@@ -34,6 +37,7 @@ from agentloop import (
     ToolExecution,
     ToolExecutions,
     ToolLoopStop,
+    Tool,
     Usage,
     tool,
 )
@@ -107,6 +111,98 @@ def test_failing_unknown_and_badly_called_tools_are_tool_failures_told_to_the_mo
         (FailureSource.TOOL, "add", FailureKind.VALIDATION)]
     assert [e.succeeded for e in ctx.require(ToolExecutions).executions] == [False, False, False]
     assert ctx.require(LlmResponse).text == "sorry"
+
+
+class Escape(BaseException):
+    """A custom BaseException subclass, which `except Exception` would let by."""
+
+
+@tool(name="report")
+def argparse_report(options: str) -> str:
+    """Run the report script with command-line options."""
+    parser = argparse.ArgumentParser(prog="report")
+    parser.add_argument("--days", type=int, required=True)
+    return f"{parser.parse_args(options.split()).days} days"
+
+
+@tool(name="report")
+async def misused_generator_exit(options: str) -> str:
+    """Run the report, ending it with GeneratorExit as if it were a generator."""
+    await asyncio.sleep(0)
+    raise GeneratorExit("not a generator")
+
+
+@tool(name="report")
+def escaping_report(options: str) -> str:
+    """Run the report, which raises a BaseException of its own."""
+    raise Escape("out of here")
+
+
+@pytest.mark.parametrize(("report", "error"), [
+    (argparse_report, "error: SystemExit: 2"),
+    (misused_generator_exit, "error: GeneratorExit: not a generator"),
+    (escaping_report, "error: Escape: out of here"),
+])
+def test_a_tool_raising_system_exit_or_another_base_exception_fails_alone_and_the_model_is_told(
+    report: Tool, error: str
+) -> None:
+    llm = ScriptedLLM([ScriptedLLM.tool_call("report", {"options": "--weeks 3"}), "the report could not run"])
+    ctx = context()
+    run_system_sync(ToolLoopSystem(llm, [report]), ctx)
+    told = [m.content for m in llm.requests[-1].messages if m.role is Role.TOOL]
+    assert told == [error]
+    assert [(f.source, f.component, f.kind, f.message) for f in ctx.failures] == [
+        (FailureSource.TOOL, "report", FailureKind.EXCEPTION, error.removeprefix("error: "))]
+    assert ctx.require(LlmResponse).text == "the report could not run"
+
+
+def test_keyboard_interrupt_from_a_tool_still_stops_the_turn() -> None:
+    @tool
+    def interrupted() -> str:
+        """Be interrupted by the user."""
+        raise KeyboardInterrupt
+
+    llm = ScriptedLLM([ScriptedLLM.tool_call("interrupted", {}), "unused"])
+    with pytest.raises(KeyboardInterrupt):
+        run_system_sync(ToolLoopSystem(llm, [interrupted]), context())
+    assert len(llm.requests) == 1
+
+
+def test_a_blocking_sync_tool_runs_on_a_thread_so_the_turn_deadline_ends_the_turn_while_it_still_blocks(
+    tmp_path: Path,
+) -> None:
+    entered, release, returned = threading.Event(), threading.Event(), threading.Event()
+    ticks: list[int] = []
+
+    @tool
+    def blocking() -> str:
+        """Block the calling thread until released."""
+        entered.set()
+        release.wait(10)
+        returned.set()
+        return "finally"
+
+    @tool
+    async def ticking() -> str:
+        """Count event-loop passes while the blocking tool runs."""
+        while not entered.is_set():
+            await asyncio.sleep(0.01)
+        while not returned.is_set() and len(ticks) < 20:
+            ticks.append(len(ticks))
+            await asyncio.sleep(0.01)
+        return "ticked"
+
+    llm = ScriptedLLM([LlmReply(tool_calls=(ToolCall("1", "blocking"), ToolCall("2", "ticking"))), "unused"])
+    options = StandardOptions(turn_timeout=1.0)
+    with standard_pipeline(llm, RecordingChannel(), data_dir=tmp_path, tools=[blocking, ticking], options=options) as pipeline:
+        ctx = pipeline.build().run_turn_sync(Session("s1", user_id="u1"), IncomingMessage("go"))
+    still_blocked = not returned.is_set()
+    release.set()
+    assert entered.is_set() and still_blocked, "the turn waited for the blocking tool"
+    assert len(ticks) == 20, "the event loop stood still while the sync tool blocked"
+    assert ctx.turn_outcome is not None and ctx.turn_outcome.finish_reason is FinishReason.DEADLINE
+    executions = ctx.require(ToolExecutions).executions
+    assert [(e.tool_name, e.result) for e in executions] == [("ticking", "ticked")]
 
 
 def test_async_tools_of_one_step_run_concurrently_and_report_in_call_order() -> None:
