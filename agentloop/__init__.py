@@ -1,5 +1,8 @@
 """agentloop: bots as an ordered pipeline of typed systems over one turn context."""
 
+from typing import TYPE_CHECKING
+
+from agentloop._deprecated import renamed_names
 from agentloop.components import (
     InboxTurn,
     LlmFailure,
@@ -131,3 +134,6 @@ __all__ += ["TELEMETRY", "Telemetry"]
 from agentloop.logging import library_default  # noqa: E402
 
 library_default()
+
+if not TYPE_CHECKING:  # type checkers report the old names, which is the point
+    __getattr__ = renamed_names(__name__, {"LlmError": "agentloop.LlmFailure"})

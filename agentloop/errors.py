@@ -9,6 +9,9 @@ errors of a package sit beside it: `agentloop.adapters.errors`, `agentloop.notes
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from agentloop._deprecated import renamed_names
 from agentloop.outcome import FailureKind
 
 
@@ -143,3 +146,14 @@ class StoreUnavailableError(StoreError):
     def __init__(self, where: str, reason: str, *, retry_after: int = 5) -> None:
         super().__init__(where, reason)
         self.retry_after = retry_after
+
+if not TYPE_CHECKING:  # type checkers report the old names, which is the point
+    __getattr__ = renamed_names(
+        __name__,
+        {
+            "DemoCheckFailed": "agentloop.errors.DemoCheckError",
+            "InvalidTaskId": "agentloop.tasks.errors.InvalidTaskIdError",
+            "InvalidTaskTransition": "agentloop.tasks.errors.InvalidTaskTransitionError",
+            "InvalidTransition": "agentloop.notes.errors.InvalidNoteTransitionError",
+        },
+    )

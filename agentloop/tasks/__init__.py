@@ -5,6 +5,9 @@ Load templates into a `TemplateRegistry`, run them with an `Evaluator` over an
 their lifecycle with `TaskLifecycle`.
 """
 
+from typing import TYPE_CHECKING
+
+from agentloop._deprecated import renamed_names
 from agentloop.tasks.errors import (
     ClaimLostError,
     ContextManagementWarning,
@@ -178,3 +181,9 @@ __all__ = [
     "substitute",
     "validate_path",
 ]
+
+if not TYPE_CHECKING:  # type checkers report the old names, which is the point
+    __getattr__ = renamed_names(
+        __name__,
+        {"InvalidTaskId": "agentloop.tasks.InvalidTaskIdError", "InvalidTaskTransition": "agentloop.tasks.InvalidTaskTransitionError"},
+    )

@@ -2,6 +2,9 @@
 workers that run its turns, one session at a time across processes, each message
 answered once whichever worker dies."""
 
+from typing import TYPE_CHECKING
+
+from agentloop._deprecated import renamed_names
 from agentloop.workers.errors import (
     InboxUrlError,
     MessageIdConflictError,
@@ -38,3 +41,6 @@ __all__ = [
     "reclaim_stalled",
     "run_worker",
 ]
+
+if not TYPE_CHECKING:  # type checkers report the old names, which is the point
+    __getattr__ = renamed_names(__name__, {"MessageIdConflict": "agentloop.workers.MessageIdConflictError"})

@@ -1,0 +1,45 @@
+"""Names renamed by the restructuring still import, as the new class, with a DeprecationWarning
+that names the replacement; a name that never existed is still an AttributeError."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+import agentloop
+from agentloop import LlmFailure
+from agentloop.errors import DemoCheckError
+from agentloop.notes.errors import InvalidNoteTransitionError
+from agentloop.tasks import InvalidTaskIdError, InvalidTaskTransitionError
+from agentloop.workers import MessageIdConflictError
+
+RENAMED = [
+    ("agentloop", "LlmError", LlmFailure, "agentloop.LlmFailure"),
+    ("agentloop.tasks", "InvalidTaskId", InvalidTaskIdError, "agentloop.tasks.InvalidTaskIdError"),
+    ("agentloop.tasks", "InvalidTaskTransition", InvalidTaskTransitionError, "agentloop.tasks.InvalidTaskTransitionError"),
+    ("agentloop.workers", "MessageIdConflict", MessageIdConflictError, "agentloop.workers.MessageIdConflictError"),
+    ("agentloop.errors", "DemoCheckFailed", DemoCheckError, "agentloop.errors.DemoCheckError"),
+    ("agentloop.errors", "InvalidTaskId", InvalidTaskIdError, "agentloop.tasks.errors.InvalidTaskIdError"),
+    ("agentloop.errors", "InvalidTaskTransition", InvalidTaskTransitionError, "agentloop.tasks.errors.InvalidTaskTransitionError"),
+    ("agentloop.errors", "InvalidTransition", InvalidNoteTransitionError, "agentloop.notes.errors.InvalidNoteTransitionError"),
+]
+
+
+@pytest.mark.parametrize(("module", "old", "new", "new_path"), RENAMED)
+def test_an_old_name_gives_the_new_class_and_a_warning_naming_it(module: str, old: str, new: type, new_path: str) -> None:
+    with pytest.warns(DeprecationWarning, match=f"{module}.{old} is deprecated; use {new_path}"):
+        found = getattr(importlib.import_module(module), old)
+    assert found is new
+
+
+def test_an_old_name_works_in_a_from_import_and_the_warning_points_at_the_importer() -> None:
+    with pytest.warns(DeprecationWarning) as caught:
+        from agentloop import LlmError  # noqa: F401
+    assert LlmError is LlmFailure
+    assert caught[0].filename == __file__
+
+
+def test_an_old_name_is_not_part_of_the_public_surface() -> None:
+    assert "LlmError" not in agentloop.__all__
+    assert not hasattr(agentloop, "NoSuchName")
