@@ -2,14 +2,14 @@
 
 Every command that runs or inspects a bot opens it with `open_bot` (the standard pipeline
 with note-taking) or builds the user's pipeline with `built_pipeline`, so the demo, chat,
-notes, the worker and the HTTP server see the same bot. With `agentloop/cli.py`, this is
-the only module of `agentloop` that imports `systems`; `agentloop.serve` builds its bots
-here and never imports the CLI.
+notes, the worker and the HTTP server see the same bot. With the `agentloop.cli` package, this
+is the only module of `agentloop` that imports `systems`; `agentloop.serve` builds its bots
+here and never imports the CLI. Callers say which bot and which model with `BotSettings` and
+`ModelSettings`, whatever they were read from (command-line options, a server's settings).
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import inspect
 import os
@@ -24,6 +24,7 @@ import attrs
 
 from agentloop.adapters import open_note_taking, open_stores
 from agentloop.adapters.errors import StoreUrlError
+from agentloop.adapters.stores import DEFAULT_STORES_URL
 from agentloop.adapters.urls import shown_url
 from agentloop.errors import AgentloopError, EndpointUnreachableError, UnknownModelError
 from agentloop.loop import AgentLoop
@@ -44,6 +45,28 @@ class BotError(AgentloopError):
     """A problem with a bot the user can fix (stores that do not open, a pipeline that does not
     build, a model server out of reach): one line, which the `agentloop` command prints as it
     prints its own errors (exit status 1)."""
+
+
+@attrs.frozen
+class BotSettings:
+    """Which bot to open: where its stores are (a store URL or a data directory) and its name."""
+
+    stores: str = DEFAULT_STORES_URL
+    bot: str = "bot"
+
+
+@attrs.frozen
+class ModelSettings:
+    """The model a bot talks to: its name, the API its endpoint speaks (openai or anthropic) and the
+    endpoint (None: the provider's default); the key comes from the environment."""
+
+    model: str
+    provider: str = "openai"
+    base_url: str | None = None
+
+    def llm(self) -> LLM:
+        """The model, checked to be reachable and served (`http_llm`)."""
+        return http_llm(self.base_url, self.model, provider=self.provider)
 
 
 @attrs.define
@@ -82,11 +105,6 @@ def open_bot(
             raise BotError(f"cannot open the bot {bot!r} in {shown_url(os.fspath(stores))}: {error}") from error
         add_note_taking(pipeline, note_taking)
         yield Bot(pipeline, pipeline.build(inputs=inputs), note_taking)
-
-
-def stores_url(args: argparse.Namespace) -> str:
-    """Where the bot's stores are: `--stores URL`, else the SQLite data directory `--data-dir`."""
-    return str(args.stores if args.stores is not None else args.data_dir)
 
 
 def load_factory(target: str) -> Callable[..., Any]:

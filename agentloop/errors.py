@@ -123,6 +123,10 @@ class DemoCheckError(RuntimeError, AgentloopError):
     """A step of `agentloop demo` did not behave as the demo expects; says which and how."""
 
 
+class LogLevelError(ValueError, AgentloopError):
+    """`configure_logging` was given a level that is not DEBUG, INFO, WARNING or ERROR."""
+
+
 class StoreError(RuntimeError, AgentloopError):
     """A store's database failed while answering a call (a lost connection, a full disk, a
     damaged file); every backend raises it, with the driver's own error as its cause."""

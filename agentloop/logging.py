@@ -13,6 +13,8 @@ from typing import TextIO
 
 import structlog
 
+from agentloop.errors import LogLevelError
+
 
 def configure_logging(level: str | int = "INFO", *, json: bool = False, stream: TextIO | None = None) -> None:
     """Route structlog events at `level` and above to `stream` (stderr by default).
@@ -23,7 +25,7 @@ def configure_logging(level: str | int = "INFO", *, json: bool = False, stream: 
     """
     numeric = logging.getLevelName(level.upper()) if isinstance(level, str) else level
     if not isinstance(numeric, int):
-        raise ValueError(f"unknown log level {level!r}; use DEBUG, INFO, WARNING or ERROR")
+        raise LogLevelError(f"unknown log level {level!r}; use DEBUG, INFO, WARNING or ERROR")
     renderer: structlog.typing.Processor = (
         structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer(colors=False, exception_formatter=structlog.dev.plain_traceback)
     )

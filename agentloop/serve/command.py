@@ -1,17 +1,18 @@
-"""The `agentloop serve` command: settings from the command line, then uvicorn until SIGTERM or Ctrl-C."""
+"""Running `agentloop serve`: typed options (which `agentloop.cli.serve` reads from the command
+line), then uvicorn until SIGTERM or Ctrl-C."""
 
 from __future__ import annotations
 
-import argparse
 import signal
 from types import FrameType
 from typing import TextIO
 
+import attrs
 import structlog
 import uvicorn
 
 from agentloop.adapters.urls import shown_url
-from agentloop.bots import BotError, http_llm, start_otel, stores_url
+from agentloop.bots import BotError, BotSettings, ModelSettings, start_otel
 from agentloop.serve.app import create_app
 from agentloop.serve.auth import load_tokens
 from agentloop.serve.errors import TokenFileError
@@ -20,39 +21,64 @@ from agentloop.serve.settings import ServeSettings
 _log = structlog.get_logger("agentloop.serve")
 
 
-def serve(args: argparse.Namespace, out: TextIO) -> int:
-    """Serve the bot the arguments name; one status line when listening."""
-    stores = stores_url(args)
+@attrs.frozen
+class ServeOptions:
+    """What `agentloop serve` is asked to do: which bot, its model and token file, where to listen,
+    and the limits `ServeSettings` enforces (their meaning and defaults are ServeSettings')."""
+
+    bot: BotSettings
+    model: ModelSettings
+    tokens: str
+    pipeline: str | None = None
+    inbox: bool | None = None
+    host: str = "127.0.0.1"
+    port: int = 8000
+    otel: bool = False
+    max_body_bytes: int = 64 * 1024
+    max_message_chars: int = 8000
+    rate_per_minute: float = 60.0
+    rate_burst: int = 10
+    turn_timeout: float = 120.0
+    idle_timeout: float = 1800.0
+    max_concurrent_turns: int | None = None
+
+
+def serve(options: ServeOptions, out: TextIO) -> int:
+    """Serve the bot `options` name; one status line when listening."""
+    stores = options.bot.stores
     try:
-        tokens = load_tokens(args.tokens)  # before the model is reached for: a typo here is the likelier mistake
+        tokens = load_tokens(options.tokens)  # before the model is reached for: a typo here is the likelier mistake
     except TokenFileError as error:
         raise BotError(str(error)) from error
     try:
         settings = ServeSettings(
             tokens=tokens,
-            llm=http_llm(args.base_url, args.model, provider=args.provider),
+            llm=options.model.llm(),
             stores=stores,
-            bot=args.bot,
-            pipeline=args.pipeline,
-            inbox=args.inbox,
-            max_body_bytes=args.max_body_bytes,
-            max_message_chars=args.max_message_chars,
-            rate_per_minute=args.rate_limit,
-            rate_burst=args.burst,
-            turn_timeout=args.timeout,
-            idle_timeout=args.idle_timeout,
-            max_concurrent_turns=args.max_concurrent_turns,
+            bot=options.bot.bot,
+            pipeline=options.pipeline,
+            inbox=options.inbox,
+            max_body_bytes=options.max_body_bytes,
+            max_message_chars=options.max_message_chars,
+            rate_per_minute=options.rate_per_minute,
+            rate_burst=options.rate_burst,
+            turn_timeout=options.turn_timeout,
+            idle_timeout=options.idle_timeout,
+            max_concurrent_turns=options.max_concurrent_turns,
         )
         app = create_app(settings)
     except ValueError as error:
         raise BotError(str(error)) from error
-    shutdown = start_otel("agentloop-serve") if args.otel else None
+    shutdown = start_otel("agentloop-serve") if options.otel else None
     mode = "turns through the workers' inbox" if settings.uses_inbox else "turns run here"
-    print(f"agentloop serve: http://{args.host}:{args.port} bot {args.bot!r}, stores {shown_url(stores)}, {mode}", file=out, flush=True)
+    print(
+        f"agentloop serve: http://{options.host}:{options.port} bot {options.bot.bot!r}, stores {shown_url(stores)}, {mode}",
+        file=out, flush=True,
+    )
     # uvicorn stops gracefully on SIGTERM and SIGINT, then raises the signal again for the handler
     # it found; a handler that does nothing lets the command end as a stop should: status 0.
     previous = {number: signal.signal(number, _stopped) for number in (signal.SIGTERM, signal.SIGINT)}
-    server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(app, host=options.host, port=options.port, log_level="warning"))
     crash: BaseException | None = None
     try:
         server.run()
@@ -66,7 +92,7 @@ def serve(args: argparse.Namespace, out: TextIO) -> int:
         if shutdown is not None:
             shutdown()
     if not server.started:
-        raise BotError(f"the server did not start at {args.host}:{args.port}; the log above says why") from crash
+        raise BotError(f"the server did not start at {options.host}:{options.port}; the log above says why") from crash
     if crash is not None:
         _log.error("serve.crashed", exc_info=crash)
         first = (str(crash).splitlines() or [""])[0]

@@ -43,7 +43,7 @@ def sources(package: str) -> list[Path]:
     return sorted((ROOT / package).rglob("*.py"))
 
 
-SYSTEMS_IMPORTERS = {"agentloop/cli.py", "agentloop/bots.py"}
+SYSTEMS_IMPORTERS = {"agentloop/bots.py"}
 """The composition root: the only modules of agentloop allowed to import systems."""
 
 

@@ -1,0 +1,84 @@
+"""`agentloop chat`: a bot at the console, the standard one or yours, on a model server."""
+
+from __future__ import annotations
+
+import argparse
+import sqlite3
+import sys
+from collections.abc import Callable
+from contextlib import ExitStack
+from typing import Any, TextIO
+
+from agentloop.adapters import ConsoleChannel, Stores, open_note_taking, open_stores
+from agentloop.adapters.errors import StoreUrlError
+from agentloop.bots import BotSettings, built_pipeline, open_bot, pipeline_note_taking, user_tools
+from agentloop.cli._options import (
+    MODEL_EPILOG, Commands, CliError, SharedOptions, bot_settings, model_settings, otel_from_environment, seconds,
+)
+from agentloop.cli.repl import Chat, Spinner, converse
+from agentloop.context import Session
+from agentloop.loop import AgentLoop
+from agentloop.notes import NoteTaking
+from agentloop.ports import LLM, Channel
+
+
+def register(commands: Commands, options: SharedOptions) -> None:
+    """The `chat` command."""
+    chat = commands.add_parser(
+        "chat", parents=[options.data, options.model, options.otel], help="talk to a bot on an OpenAI-compatible endpoint",
+        description="An interactive console bot: one turn per line of standard input (piped input works), "
+        "replies streamed to standard output, history and memory kept in the data directory. /good or /bad rate "
+        "the last answer; /bye, /quit, end of input (Ctrl-D) or Ctrl-C at the prompt end the session, which is then distilled. "
+        "Ctrl-C during a turn cancels that turn.",
+        epilog=f"{MODEL_EPILOG} exit status: 0 the session ended; 1 an error, explained in one line on stderr; "
+        "2 a usage error; 130 Ctrl-C at the prompt.",
+    )
+    chat.add_argument("--session", default="console", help="the session id; reuse it to continue a conversation")
+    chat.add_argument("--user", default="local", help="the user id (memory is shared across a user's sessions)")
+    chat.add_argument("--timeout", type=seconds, metavar="SECONDS", help="the turn deadline: past it the bot answers with a fallback (default: none)")
+    yours = chat.add_mutually_exclusive_group()
+    yours.add_argument(
+        "--pipeline", metavar="MODULE:FACTORY",
+        help="your pipeline instead of the standard one: a factory taking llm, channel and stores by name (or nothing), "
+        "returning an AgentLoop, a list of systems or a builder",
+    )
+    yours.add_argument("--tools", metavar="MODULE", help="add the @tool functions (and Tool objects) of MODULE to the standard pipeline")
+    chat.set_defaults(handler=_chat)
+
+
+def _chat(args: argparse.Namespace, out: TextIO) -> int:
+    llm = model_settings(args).llm()
+    where = bot_settings(args)
+    spinner = Spinner(sys.stderr) if sys.stderr.isatty() else None
+    channel = ConsoleChannel(out, before_output=spinner.stop if spinner is not None else None)
+    with ExitStack() as stack:
+        stack.enter_context(otel_from_environment(args.otel, "agentloop-chat"))
+        if args.pipeline is None:
+            tools = user_tools(args.tools) if args.tools is not None else []
+            bot = stack.enter_context(open_bot(where.stores, llm, channel, bot=where.bot, tools=tools))
+            loop, note_taking, stores = bot.loop, bot.note_taking, bot.pipeline.stores
+        else:
+            loop, note_taking, stores = _user_bot(stack, where, args.pipeline, llm, channel)
+        if args.timeout is not None:
+            loop.turn_timeout = args.timeout
+        session = Session(args.session, user_id=args.user)
+        chat = Chat(loop, note_taking, session, spinner, approvals=None if stores is None else stores.approvals)
+        status = converse(chat, sys.stdin)
+    return status
+
+
+def _user_bot(
+    stack: ExitStack, where: BotSettings, target: str, llm: LLM, channel: Channel
+) -> tuple[AgentLoop, NoteTaking, Stores]:
+    """The pipeline of `--pipeline MODULE:FACTORY` on the bot's stores, the note-taking that ends
+    its sessions (the pipeline's own when it has one: it holds what was captured), and the stores."""
+    try:
+        opened = stack.enter_context(open_stores(where.stores, bot=where.bot))
+        offered: dict[str, Callable[[], Any]] = {"llm": lambda: llm, "channel": lambda: channel, "stores": lambda: opened}
+        loop = stack.enter_context(built_pipeline(target, offered))
+        note_taking = pipeline_note_taking(loop) or stack.enter_context(open_note_taking(opened, llm))
+    except StoreUrlError:
+        raise  # says what is wrong with the URL itself
+    except (OSError, ValueError, sqlite3.Error) as error:
+        raise CliError(f"cannot open the bot {where.bot!r} in {where.stores}: {error}") from error
+    return loop, note_taking, opened

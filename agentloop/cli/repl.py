@@ -1,0 +1,151 @@
+"""The chat REPL: one turn per line at the console, a spinner while the model thinks, and the
+slash commands (/good, /bad, /approve, /deny, /bye)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import sys
+from typing import TextIO
+
+import attrs
+
+from agentloop.context import IncomingMessage, Session
+from agentloop.loop import AgentLoop
+from agentloop.notes import NoteTaking
+from agentloop.ports import ApprovalStore
+from agentloop.scopes import approval_scope
+from agentloop.terminal import terminal_line
+
+SPINNER_FRAMES = "|/-\\"
+
+
+class Spinner:
+    """A sign of life on a terminal while the model has not answered: frames on `stream`,
+    started with a turn and wiped by `stop` (before the first token is printed)."""
+
+    def __init__(self, stream: TextIO, *, interval: float = 0.1) -> None:
+        self.stream = stream
+        self.interval = interval
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._spin())
+
+    async def _spin(self) -> None:
+        for frame in itertools.cycle(SPINNER_FRAMES):
+            self.stream.write(f"\r{frame} waiting for the model")
+            self.stream.flush()
+            await asyncio.sleep(self.interval)
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+
+
+@attrs.define
+class Chat:
+    """A conversation at the console: the loop that runs its turns, the note-taking that
+    ends it, the spinner shown while a turn waits (on a terminal), and the store of tool
+    calls awaiting the user's approval."""
+
+    loop: AgentLoop
+    note_taking: NoteTaking
+    session: Session
+    spinner: Spinner | None = None
+    last_turn: str | None = None
+    """The id of the last turn answered: what /good and /bad rate."""
+    satisfied: bool = True
+    approvals: ApprovalStore | None = None
+
+
+def converse(chat: Chat, lines: TextIO) -> int:
+    """One turn per non-empty line until end of input, /quit, /bye or Ctrl-C; then the session
+    ends (and is distilled; after /bye, always said on stderr). Returns the exit status: 130
+    after Ctrl-C at the prompt, else 0. `/approve` and `/deny [note]` answer the session's
+    oldest tool call awaiting approval.
+
+    The prompt is read outside the event loop, so Ctrl-C there stops at once; Ctrl-C during
+    a turn cancels that turn and the prompt comes back.
+    """
+    interactive = lines.isatty()
+    report = interactive
+    status = 0
+    with asyncio.Runner() as runner:
+        try:
+            while True:
+                if interactive:
+                    print("you> ", end="", file=sys.stderr, flush=True)
+                try:
+                    line = lines.readline()
+                except KeyboardInterrupt:
+                    status = 130
+                    print(file=sys.stderr)
+                    break
+                text = line.strip()
+                if not line or text in ("/quit", "/exit", "/bye"):
+                    if not line and interactive:
+                        print(file=sys.stderr)
+                    report = report or text == "/bye"
+                    break
+                command, _, note = text.partition(" ")
+                if text in ("/good", "/bad"):
+                    runner.run(_feedback(chat, positive=text == "/good"))
+                elif text:
+                    try:
+                        if command in ("/approve", "/deny"):
+                            runner.run(_decide(chat, approved=command == "/approve", note=note.strip() or None))
+                        else:
+                            runner.run(_turn(chat, IncomingMessage(text)))
+                    except KeyboardInterrupt:
+                        print("\nagentloop: turn cancelled", file=sys.stderr)
+        finally:
+            runner.run(_leave(chat, report=report))
+    return status
+
+
+async def _turn(chat: Chat, incoming: IncomingMessage) -> None:
+    """Run one turn, the spinner turning until the answer starts; failures go to stderr."""
+    if chat.spinner is not None:
+        chat.spinner.start()
+    try:
+        ctx = await chat.loop.run_turn(chat.session, incoming)
+    finally:
+        if chat.spinner is not None:
+            chat.spinner.stop()
+    chat.last_turn = ctx.turn_id
+    for failure in ctx.failures:
+        print(terminal_line(f"agentloop: {failure.source.value} {failure.component} failed: {failure.message}"), file=sys.stderr)
+
+
+async def _decide(chat: Chat, *, approved: bool, note: str | None) -> None:
+    """Answer the session's oldest tool call awaiting approval with a turn that runs it or tells the model it was denied."""
+    waiting = [] if chat.approvals is None else await chat.approvals.pending(approval_scope(chat.session), chat.session.id)
+    if not waiting:
+        print("agentloop: no tool call awaits your approval in this session", file=sys.stderr)
+        return
+    await _turn(chat, IncomingMessage.approval(waiting[0].request.approval_id, approved=approved, note=note))
+
+
+async def _feedback(chat: Chat, *, positive: bool) -> None:
+    """The user's verdict on the last answer: credits the notes that turn was shown."""
+    if chat.last_turn is None:
+        print("agentloop: nothing to rate yet; /good or /bad rate the last answer of this session", file=sys.stderr)
+        return
+    chat.satisfied = positive
+    credited = await chat.note_taking.record_feedback(chat.session, positive=positive, turn_id=chat.last_turn)
+    noted = f"; credited note(s) {', '.join(f'#{item.id}' for item in credited)}" if credited else ""
+    print(f"agentloop: feedback recorded ({'good' if positive else 'bad'}){noted}", file=sys.stderr)
+
+
+async def _leave(chat: Chat, *, report: bool) -> None:
+    """End the session, successful unless the user's last verdict was /bad, so it is distilled;
+    with `report`, say on stderr what distillation made of it."""
+    if chat.last_turn is not None:
+        result = await chat.note_taking.end_session(chat.session, success=chat.satisfied)
+        if report:
+            print(terminal_line(f"agentloop: session {chat.session.id!r} ended; distillation {result.status.value} ({result.reason})"),
+                  file=sys.stderr)

@@ -1,0 +1,104 @@
+"""`agentloop stores`: migrate a bot's stores (and its PostgreSQL inbox), or embed them again."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sqlite3
+from typing import TextIO
+
+from agentloop.adapters import HashingEmbedder, open_stores, reembed_stores
+from agentloop.adapters.errors import StoreUrlError
+from agentloop.adapters.urls import is_postgres_url, shown_url
+from agentloop.bots import API_KEY_VARIABLES, DEFAULT_BASE_URL
+from agentloop.cli._options import EXIT_STATUS, Commands, CliError, SharedOptions
+from agentloop.cli.worker import workers_package
+from agentloop.errors import LlmCallError
+from agentloop.ports import Embedder
+
+
+def register(commands: Commands, options: SharedOptions) -> None:
+    """The `stores` command group: `migrate` and `reembed`."""
+    stores = commands.add_parser("stores", help="manage a bot's stores", epilog=EXIT_STATUS)
+    stores_commands = stores.add_subparsers(dest="stores_command", required=True, metavar="ACTION")
+    embedding = _embedder_options()
+    migrate = stores_commands.add_parser(
+        "migrate", parents=[embedding], help="bring a bot's stores (and a PostgreSQL inbox) to this release's schemas",
+        description="Open the stores of --bot at URL, migrating every schema that is older (a newer one is refused "
+        "and left unchanged), then close them. For a postgresql URL the inbox tables and procrastinate's schema "
+        "are created or migrated too. Opening a bot migrates it anyway; this runs it explicitly, before a deploy.",
+        epilog=EXIT_STATUS,
+    )
+    migrate.add_argument("url", metavar="URL", help="sqlite:///DIR, a directory, or postgresql://USER@HOST/DB")
+    migrate.add_argument("--bot", default="bot", help="the bot's name (default: bot)")
+    migrate.set_defaults(handler=_stores_migrate)
+    reembed = stores_commands.add_parser(
+        "reembed", parents=[embedding], help="embed every stored text and note again with another embedder",
+        description="Replace the vectors of every RAG text and note of the bot with those of EMBEDDER and record it, "
+        "so the stores open with it from now on (texts and notes are unchanged). Stop the bot first.",
+        epilog=EXIT_STATUS,
+    )
+    reembed.add_argument("url", metavar="URL", help="the bot's stores: sqlite:///DIR, a directory path or postgresql://...")
+    reembed.add_argument("--bot", default="bot", help="the bot's name (default: bot)")
+    reembed.add_argument("--batch-size", type=int, default=64, metavar="N", help="texts per embedding call (default: 64)")
+    reembed.set_defaults(handler=_stores_reembed)
+
+
+def _embedder_options() -> argparse.ArgumentParser:
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument(
+        "--embedder", default="hashing", metavar="SPEC",
+        help="the embedder: hashing (the default, 384 dimensions), hashing:DIM, openai:MODEL (an embeddings "
+        "endpoint at --base-url) or st:MODEL_DIR (a local sentence-transformers model)",
+    )
+    options.add_argument(
+        "--base-url", default=os.environ.get("AGENTLOOP_BASE_URL", DEFAULT_BASE_URL), metavar="URL",
+        help=f"the OpenAI-compatible endpoint of openai:MODEL (default: $AGENTLOOP_BASE_URL or {DEFAULT_BASE_URL})",
+    )
+    return options
+
+
+def embedder_from_spec(spec: str, *, base_url: str) -> Embedder:
+    """The embedder a command-line SPEC names: `hashing[:DIM]`, `openai:MODEL` (at
+    `base_url`, key from the environment) or `st:DIR_OR_NAME` (a local sentence-transformers model)."""
+    kind, _, detail = spec.partition(":")
+    try:
+        if kind == "hashing":
+            return HashingEmbedder(int(detail)) if detail else HashingEmbedder()
+        if kind == "openai" and detail:
+            from agentloop.adapters.embedders.openai import OpenAIEmbedder
+
+            api_key = next((os.environ[name] for name in API_KEY_VARIABLES if os.environ.get(name)), None)
+            return OpenAIEmbedder(base_url, detail, api_key=api_key)
+        if kind == "st" and detail:
+            from agentloop.adapters.embedders.sentence_transformers import SentenceTransformerEmbedder
+
+            return SentenceTransformerEmbedder(detail)
+    except (ValueError, OSError, ImportError, LlmCallError) as error:
+        raise CliError(f"cannot make the embedder {spec!r}: {error}") from error
+    raise CliError(f"--embedder {spec!r} names no embedder; give hashing, hashing:DIM, openai:MODEL or st:MODEL_DIR")
+
+
+def _stores_migrate(args: argparse.Namespace, out: TextIO) -> int:
+    shown = shown_url(args.url)
+    embedder = embedder_from_spec(args.embedder, base_url=args.base_url)
+    open_stores(args.url, bot=args.bot, embedder=embedder).close()
+    print(f"stores of bot {args.bot!r} at {shown}: up to date", file=out)
+    if is_postgres_url(args.url):
+        workers = workers_package()
+        asyncio.run(workers.migrate_inbox(args.url))
+        print(f"inbox at {shown}: up to date (schema version {workers.SCHEMA_VERSION})", file=out)
+    return 0
+
+
+def _stores_reembed(args: argparse.Namespace, out: TextIO) -> int:
+    embedder = embedder_from_spec(args.embedder, base_url=args.base_url)
+    try:
+        done = reembed_stores(args.url, bot=args.bot, embedder=embedder, batch_size=args.batch_size)
+    except StoreUrlError:
+        raise  # says what is wrong with the URL itself
+    except (OSError, ValueError, LlmCallError, sqlite3.Error) as error:
+        raise CliError(f"cannot re-embed the bot {args.bot!r} at {args.url}: {error}") from error
+    print(f"re-embedded {done.texts} text(s) and {done.notes} note(s) of the bot {args.bot!r} with {embedder.name!r}", file=out)
+    return 0
