@@ -140,12 +140,24 @@ async def reclaim_stalled(inbox: Inbox, stall_timeout: float) -> int:
 
 
 async def _watch(inbox: Inbox, settings: WorkerSettings) -> None:
-    """Reclaim stalled turns every heartbeat interval until cancelled; a failed pass is logged and retried."""
+    """Reclaim stalled turns every heartbeat interval until cancelled; a failed pass is logged and retried.
+
+    After this worker lost the database, it reclaims nothing until it has reached it for
+    `stall_timeout` seconds: every worker's heartbeat is as old as the outage, and the
+    workers still running must have had the time to send one again.
+    """
+    reachable_since: float | None = time.monotonic() - settings.stall_timeout  # just connected: nothing to wait for
     while True:
         await asyncio.sleep(settings.heartbeat_interval)
         try:
-            await reclaim_stalled(inbox, settings.stall_timeout)
+            if reachable_since is None:
+                await inbox.check()
+                reachable_since = time.monotonic()
+            if time.monotonic() - reachable_since >= settings.stall_timeout:
+                await reclaim_stalled(inbox, settings.stall_timeout)
         except Exception as error:
+            if is_connection_loss(error):
+                reachable_since = None
             _log.warning("worker.reclaim_failed", bot=inbox.bot, error=str(error))
 
 
@@ -205,13 +217,16 @@ async def _supervise(inbox: Inbox, settings: WorkerSettings, name: str, stop: as
         )
         cause: BaseException | None = None
         try:
-            await _run_until(worker, stop)
+            pruned = await _run_until(worker, inbox, settings.heartbeat_interval, stop)
         except Exception as error:
             if not is_connection_loss(error):
                 raise
-            cause = error
+            cause, pruned = error, False
         if stop.is_set():
             return
+        if pruned:
+            _log.warning("worker.registration_lost", bot=inbox.bot, worker_id=worker.worker_id)
+            continue
         # it died of a lost connection, or a side task (heartbeat, LISTEN) failed and stopped it
         lost_at = time.monotonic()
         _log.warning("worker.database_lost", bot=inbox.bot, error=_one_line(cause) if cause else "a side task stopped")
@@ -223,26 +238,44 @@ async def _supervise(inbox: Inbox, settings: WorkerSettings, name: str, stop: as
         _log.warning("worker.database_back", bot=inbox.bot, down_for=round(time.monotonic() - lost_at, 1))
 
 
-async def _run_until(worker: procrastinate.worker.Worker, stop: asyncio.Event) -> None:
-    """Run `worker` until it ends or `stop` is set (then it stops after its turns in flight)."""
+async def _run_until(worker: procrastinate.worker.Worker, inbox: Inbox, interval: float, stop: asyncio.Event) -> bool:
+    """Run `worker` until it ends or `stop` is set (then it stops after its turns in flight);
+    True when it was stopped because its registration vanished (another worker pruned it
+    as stalled after an outage), so it must register again."""
     run: Callable[[], Coroutine[Any, Any, None]] = worker.run  # procrastinate leaves these two unannotated
     halt: Callable[[], None] = worker.stop
     running = asyncio.create_task(run(), name="procrastinate worker")
     stopping = asyncio.create_task(stop.wait(), name="agentloop worker stop")
+    pruned = asyncio.create_task(_registration_gone(worker, inbox, interval), name="agentloop worker registration")
     try:
-        await asyncio.wait((running, stopping), return_when=asyncio.FIRST_COMPLETED)
-        if stop.is_set():
+        await asyncio.wait((running, stopping, pruned), return_when=asyncio.FIRST_COMPLETED)
+        if stop.is_set() or pruned.done():
             halt()
         try:
             await running
         except Exception as error:
             if not (stop.is_set() and is_connection_loss(error)):  # stopping with the database gone: nothing to tell it
                 raise
+        return pruned.done() and not pruned.cancelled() and pruned.exception() is None
     finally:
         stopping.cancel()
+        pruned.cancel()
         if not running.done():
             running.cancel()
             await asyncio.gather(running, return_exceptions=True)
+
+
+async def _registration_gone(worker: procrastinate.worker.Worker, inbox: Inbox, interval: float) -> None:
+    """Return once `worker`'s row in procrastinate_workers is gone; a failed look is tried again."""
+    while True:
+        await asyncio.sleep(interval)
+        if worker.worker_id is None:
+            continue
+        with contextlib.suppress(Exception):
+            async with inbox.connector.pool.connection() as conn:
+                found = await (await conn.execute("SELECT 1 FROM procrastinate_workers WHERE id = %s", (worker.worker_id,))).fetchone()
+            if found is None:
+                return
 
 
 async def _reconnect(inbox: Inbox, stop: asyncio.Event) -> bool:
@@ -289,18 +322,22 @@ def _stop_on_signals(stop: asyncio.Event) -> Iterator[None]:
 
 
 class _ConnectionLossFilter(logging.Filter):
-    """Drops procrastinate's records of errors caused by a lost database: the worker says so in one line."""
+    """Drops the records of errors caused by a lost database, and the pool's warnings of failed
+    connection attempts: the worker says what happens in one line per change."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if record.name == "psycopg.pool":
+            return record.levelno > logging.WARNING
         error = record.exc_info[1] if record.exc_info else None
         return error is None or not is_connection_loss(error)
 
 
 @contextlib.contextmanager
 def _quiet_procrastinate(name: str) -> Iterator[None]:
-    """Keep procrastinate's tracebacks of a lost database out of the log while the worker runs."""
+    """Keep procrastinate's and the pool's tracebacks of a lost database out of the log while the worker runs."""
     quiet = _ConnectionLossFilter()
-    loggers = [logging.getLogger(f"procrastinate.worker.{name}"), logging.getLogger("procrastinate.worker")]
+    names = (f"procrastinate.worker.{name}", "procrastinate.worker", "procrastinate.utils", "psycopg.pool", "asyncio")
+    loggers = [logging.getLogger(logger) for logger in names]
     for logger in loggers:
         logger.addFilter(quiet)
     try:
