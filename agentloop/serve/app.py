@@ -22,10 +22,11 @@ from starlette.staticfiles import StaticFiles
 from agentloop.adapters import Stores, open_note_taking, open_stores
 from agentloop.bots import BotError, built_pipeline, open_bot, pipeline_note_taking
 from agentloop.context import IncomingMessage, Session
+from agentloop.errors import StoreUnavailableError
 from agentloop.loop import AgentLoop
 from agentloop.messages import Role
 from agentloop.notes import IdleSessions, NoteTaking
-from agentloop.scopes import approval_scope, history_scope
+from agentloop.scopes import Scope, approval_scope, history_scope
 from agentloop.serve.auth import Caller, Tokens, load_tokens
 from agentloop.serve.channel import Event, HttpChannel
 from agentloop.serve.errors import ApiError
@@ -38,6 +39,8 @@ STATIC = Path(__file__).with_name("static")
 """The chat page's files: `index.html` is served at `/`, the rest under `/static/`."""
 INBOX_GRACE = 30.0
 """How much longer than the turn deadline a request waits for a worker's answer."""
+READY_TIMEOUT = 2.0
+"""Seconds /readyz waits for each of the bot's databases to answer before it calls it unreachable."""
 _log = structlog.get_logger("agentloop.serve")
 
 
@@ -102,6 +105,7 @@ def create_app(settings: ServeSettings) -> Starlette:
     routes = [
         Route("/", _page, methods=["GET"]),
         Route("/healthz", _public(server, _health), methods=["GET"]),
+        Route("/readyz", _public(server, _ready), methods=["GET"]),
         Route("/openapi.json", _public(server, _openapi), methods=["GET"]),
         Route("/v1/me", _api(server, _me), methods=["GET"]),
         Route("/v1/sessions", _api(server, _new_session), methods=["POST"]),
@@ -204,9 +208,20 @@ async def _answer(respond: Callable[[], Awaitable[Response]]) -> Response:
         return await respond()
     except ApiError as error:
         return _error(error)
+    except StoreUnavailableError as error:
+        return _error(_unavailable(error))
     except Exception as error:
         _log.error("serve.internal_error", exc_info=error)
         return _error(ApiError(500, "internal", "the server failed on this request; try again, and tell its operator if it keeps failing"))
+
+
+def _unavailable(error: StoreUnavailableError) -> ApiError:
+    """A database out of reach, as the 503 a client retries after `Retry-After` seconds."""
+    _log.warning("serve.store_unavailable", error=str(error))
+    return ApiError(
+        503, "unavailable", f"the bot's database cannot be reached just now; send the same request again in {error.retry_after} s",
+        headers={"Retry-After": str(error.retry_after)},
+    )
 
 
 def _error(error: ApiError) -> JSONResponse:
@@ -276,6 +291,20 @@ async def _page(request: Request) -> Response:
 async def _health(server: _Server, request: Request) -> Response:
     server.running
     return JSONResponse({"status": "ok"})
+
+
+async def _ready(server: _Server, request: Request) -> Response:
+    """200 when the bot's stores (and inbox, with workers) answer within `READY_TIMEOUT`; 503 naming those that do not."""
+    bot = server.running
+    checks: dict[str, Awaitable[Any]] = {"stores": bot.stores.sessions.recent(Scope(session_id="agentloop-readyz"), 1)}
+    if bot.inbox is not None:
+        checks["inbox"] = bot.inbox.check(READY_TIMEOUT)
+    answers = await asyncio.gather(*(asyncio.wait_for(check, READY_TIMEOUT) for check in checks.values()), return_exceptions=True)
+    unreachable = [name for name, answer in zip(checks, answers) if isinstance(answer, BaseException)]
+    if unreachable:
+        _log.warning("serve.not_ready", unreachable=unreachable)
+        return JSONResponse({"status": "unavailable", "unreachable": unreachable}, 503, headers={"Retry-After": "5"})
+    return JSONResponse({"status": "ready"})
 
 
 async def _openapi(server: _Server, request: Request) -> Response:
@@ -414,8 +443,9 @@ def _sse(events: AsyncIterator[Event]) -> StreamingResponse:
         try:
             async for name, data in events:
                 yield f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
-        except ApiError as error:
-            yield f"event: error\ndata: {json.dumps({'error': {'code': error.code, 'message': error.message}})}\n\n"
+        except (ApiError, StoreUnavailableError) as error:
+            shown = _unavailable(error) if isinstance(error, StoreUnavailableError) else error
+            yield f"event: error\ndata: {json.dumps({'error': {'code': shown.code, 'message': shown.message}})}\n\n"
         except Exception as error:
             _log.error("serve.internal_error", exc_info=error)
             failure = {"code": "internal", "message": "the server failed on this message; try again, and tell its operator if it keeps failing"}

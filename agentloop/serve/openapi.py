@@ -20,8 +20,10 @@ def _errors(*statuses: str) -> dict[str, Any]:
         "413": "the body is larger than the server's limit (code too_large)",
         "422": "bad JSON, a missing or mistyped field, or a message too long (code invalid)",
         "429": "this token's rate limit; the Retry-After header says how many seconds to wait (code rate_limited)",
+        "503": "the bot's database cannot be reached (or the server is starting); the Retry-After header says how many "
+        "seconds to wait before sending the same request again (code unavailable)",
     }
-    return {status: _json(_ref("Error"), meanings[status]) for status in ("401", "429", *statuses)}
+    return {status: _json(_ref("Error"), meanings[status]) for status in ("401", "429", *statuses, "503")}
 
 
 _SESSION = {"name": "session_id", "in": "path", "required": True, "schema": {"type": "string"}}
@@ -75,6 +77,15 @@ OPENAPI: dict[str, Any] = {
     },
     "paths": {
         "/healthz": {"get": {"summary": "the server is up", "responses": {"200": _json({"type": "object"}, "{status: ok}")}}},
+        "/readyz": {
+            "get": {
+                "summary": "the bot's stores (and, with workers, its inbox) can be reached: the server can answer messages",
+                "responses": {
+                    "200": _json({"type": "object"}, "{status: ready}"),
+                    "503": _json({"type": "object"}, "{status: unavailable, unreachable: [stores | inbox]}, with Retry-After"),
+                },
+            }
+        },
         "/openapi.json": {"get": {"summary": "this document", "responses": {"200": _json({"type": "object"}, "OpenAPI 3.1")}}},
         "/": {"get": {"summary": "the chat page", "responses": {"200": {"description": "HTML", "content": {"text/html": {}}}}}},
         "/static/{path}": {

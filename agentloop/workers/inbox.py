@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any, LiteralString
 
 import attrs
@@ -21,6 +21,7 @@ from psycopg.types.json import Jsonb
 from agentloop.adapters.urls import is_postgres_url, shown_url
 from agentloop.context import IncomingMessage, Session
 from agentloop.adapters.errors import NewerSchemaError
+from agentloop.errors import StoreUnavailableError
 from agentloop.names import check_bot_name
 from agentloop.outcome import FinishReason, TurnOutcome, converter
 from agentloop.workers.errors import InboxUrlError, MessageIdConflictError, MessageNotAnsweredError, UnknownMessageError
@@ -30,6 +31,13 @@ TURN_TASK = "agentloop.turn"
 
 MAX_RUNS = 5
 """Runs of one message before it is given up, so a turn that keeps failing stops holding its session."""
+
+CONNECTION_WAIT = 5.0
+"""Seconds a call waits for a connection before it says the database cannot be reached."""
+
+RECONNECT_WINDOW = 2.0
+"""Seconds the pool keeps retrying a lost connection before leaving it to the next call, so
+the first call after the database is back connects at once instead of after a long backoff."""
 
 _log = structlog.get_logger("agentloop.inbox")
 
@@ -79,6 +87,19 @@ SCHEMA_VERSION = len(_STEPS)
 def queue_name(bot: str) -> str:
     """The procrastinate queue of `bot`'s messages: its workers take jobs from it alone."""
     return f"agentloop.{bot}"
+
+
+def is_connection_loss(error: BaseException) -> bool:
+    """Whether `error`, or an error that caused it, is the database being out of reach (down,
+    restarting, cut off) rather than a fault of a query or the schema."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, (psycopg.OperationalError, OSError)):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def session_lock(bot: str, session_id: str) -> str:
@@ -143,6 +164,10 @@ class Inbox:
         """
         message_id = message_id or uuid.uuid4().hex
         session_json, message_json = Jsonb(converter.unstructure(session)), Jsonb(converter.unstructure(message))
+        with self._reachable():
+            return await self._submit(session, message_id, session_json, message_json)
+
+    async def _submit(self, session: Session, message_id: str, session_json: Jsonb, message_json: Jsonb) -> str:
         async with self.connector.pool.connection() as conn, conn.transaction():
             inserted = await (
                 await conn.execute(
@@ -172,7 +197,8 @@ class Inbox:
 
     async def result(self, message_id: str) -> MessageResult | None:
         """The result of `message_id` once its turn has finished, None before;
-        `UnknownMessageError` if it was never submitted."""
+        `UnknownMessageError` if it was never submitted. Like every call here, it raises
+        `StoreUnavailableError` within `CONNECTION_WAIT` seconds while the database cannot be reached."""
         row = await self._fetch("SELECT finished_at IS NOT NULL, outcome, runs, error", message_id)
         if row is None:
             raise UnknownMessageError(self.bot, message_id)
@@ -237,14 +263,33 @@ class Inbox:
             "UPDATE agentloop_inbox SET error = %s WHERE bot = %s AND message_id = %s", (error, self.bot, message_id)
         )
 
+    async def check(self, timeout: float = 2.0) -> None:
+        """Raise `StoreUnavailableError` unless the inbox's database answers within `timeout` seconds."""
+        with self._reachable():
+            async with self.connector.pool.connection(timeout=timeout) as conn:
+                await asyncio.wait_for(conn.execute("SELECT 1"), timeout)
+
     async def _fetch(self, select: LiteralString, message_id: str) -> tuple[Any, ...] | None:
-        async with self.connector.pool.connection() as conn:
-            query: LiteralString = select + " FROM agentloop_inbox WHERE bot = %s AND message_id = %s"
-            return await (await conn.execute(query, (self.bot, message_id))).fetchone()
+        with self._reachable():
+            async with self.connector.pool.connection() as conn:
+                query: LiteralString = select + " FROM agentloop_inbox WHERE bot = %s AND message_id = %s"
+                return await (await conn.execute(query, (self.bot, message_id))).fetchone()
 
     async def _execute(self, query: LiteralString, params: tuple[Any, ...]) -> None:
-        async with self.connector.pool.connection() as conn:
-            await conn.execute(query, params)
+        with self._reachable():
+            async with self.connector.pool.connection() as conn:
+                await conn.execute(query, params)
+
+    @contextmanager
+    def _reachable(self) -> Iterator[None]:
+        """Turn the database being out of reach into `StoreUnavailableError`, in one line."""
+        try:
+            yield
+        except Exception as error:
+            if not is_connection_loss(error):
+                raise
+            reason = " ".join(str(error.__cause__ or error).split()) or type(error).__name__
+            raise StoreUnavailableError(f"the inbox at {self.url}", f"its database cannot be reached ({shown_url(reason)})") from error
 
 
 async def migrate_inbox(url: str) -> None:
@@ -295,7 +340,11 @@ async def open_inbox(url: str, *, bot: str = "bot", pool_size: int = 4, migrate:
         await migrate_inbox(url)
     else:
         await (await _connect(url)).close()
-    connector = procrastinate.PsycopgConnector(conninfo=url, min_size=1, max_size=max(pool_size, 2))
+    # procrastinate's pool checks each connection before lending it, so one the server dropped is replaced
+    connector = procrastinate.PsycopgConnector(
+        conninfo=url, min_size=1, max_size=max(pool_size, 2), timeout=CONNECTION_WAIT,
+        reconnect_timeout=RECONNECT_WINDOW, kwargs={"connect_timeout": round(CONNECTION_WAIT)},
+    )
     app = procrastinate.App(connector=connector)
     async with app.open_async():
         yield Inbox(app, connector, bot, shown_url(url))

@@ -4,20 +4,27 @@ and runs again the turns of a worker that stopped answering."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import os
+import random
+import signal
 import socket
+import time
+from collections.abc import Callable, Coroutine, Iterator
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import procrastinate
+import procrastinate.worker
 import structlog
 
 from agentloop.components import InboxTurn
 from agentloop.loop import AgentLoop
 from agentloop.outcome import FailureEvent, FailureKind, FailureSource
 from agentloop.workers.errors import TurnNotStoredError
-from agentloop.workers.inbox import MAX_RUNS, TURN_TASK, Inbox, queue_name
+from agentloop.workers.inbox import MAX_RUNS, TURN_TASK, Inbox, is_connection_loss, queue_name
 
 if TYPE_CHECKING:
     from agentloop.notes import IdleSessions
@@ -26,6 +33,10 @@ _log = structlog.get_logger("agentloop.worker")
 
 RETRY_WAIT_CAP = 30
 """Seconds a failed turn waits at most before its next run (the waits double from one second)."""
+RECONNECT_FIRST_DELAY = 0.5
+"""Seconds a worker that lost its database waits before its first try to reach it again."""
+RECONNECT_MAX_DELAY = 10.0
+"""The longest wait between two tries (each doubles the one before, up to this, with jitter)."""
 
 
 @attrs.frozen
@@ -146,12 +157,24 @@ async def reclaim_stalled(inbox: Inbox, stall_timeout: float) -> int:
 
 
 async def _watch(inbox: Inbox, settings: WorkerSettings) -> None:
-    """Reclaim stalled turns every heartbeat interval until cancelled; a failed pass is logged and retried."""
+    """Reclaim stalled turns every heartbeat interval until cancelled; a failed pass is logged and retried.
+
+    After this worker lost the database, it reclaims nothing until it has reached it for
+    `stall_timeout` seconds: every worker's heartbeat is as old as the outage, and the
+    workers still running must have had the time to send one again.
+    """
+    reachable_since: float | None = time.monotonic() - settings.stall_timeout  # just connected: nothing to wait for
     while True:
         await asyncio.sleep(settings.heartbeat_interval)
         try:
-            await reclaim_stalled(inbox, settings.stall_timeout)
+            if reachable_since is None:
+                await inbox.check()
+                reachable_since = time.monotonic()
+            if time.monotonic() - reachable_since >= settings.stall_timeout:
+                await reclaim_stalled(inbox, settings.stall_timeout)
         except Exception as error:
+            if is_connection_loss(error):
+                reachable_since = None
             _log.warning("worker.reclaim_failed", bot=inbox.bot, error=str(error))
 
 
@@ -169,6 +192,9 @@ async def run_worker(
     stops taking messages, lets in-flight turns finish for `shutdown_grace` seconds and
     hands any still running back to the inbox for another worker. With `idle`, the
     sessions this worker runs turns of are ended (distilled) once idle, while it runs.
+    When the database goes away the worker waits for it (with capped backoff) and takes
+    work again, registered anew, once it is back; an error that is not the database being
+    out of reach (a schema this release does not know, say) ends it.
     """
     settings = settings or WorkerSettings()
     turns = _Turns(inbox, loop, idle)
@@ -178,20 +204,166 @@ async def run_worker(
     watcher = asyncio.create_task(_watch(inbox, settings), name="agentloop reclaim stalled turns")
     if idle is not None:
         idle.start()
+    stop = asyncio.Event()
+    name = f"{socket.gethostname()}:{os.getpid()}"
     try:
-        await inbox.app.run_worker_async(
-            queues=[queue_name(inbox.bot)],
-            name=f"{socket.gethostname()}:{os.getpid()}",
-            concurrency=settings.concurrency,
-            update_heartbeat_interval=settings.heartbeat_interval,
-            stalled_worker_timeout=settings.stall_timeout,
-            shutdown_graceful_timeout=settings.shutdown_grace,
-            fetch_job_polling_interval=settings.poll_interval,
-            install_signal_handlers=install_signal_handlers,
-            delete_jobs="successful",
-        )
+        with _stop_on_signals(stop) if install_signal_handlers else contextlib.nullcontext(), _quiet_procrastinate(name):
+            await _supervise(inbox, settings, name, stop)
     finally:
         watcher.cancel()
         await asyncio.gather(watcher, return_exceptions=True)
         if idle is not None:
             await idle.stop()
+
+
+async def _supervise(inbox: Inbox, settings: WorkerSettings, name: str, stop: asyncio.Event) -> None:
+    """Run procrastinate workers one after another: a new one (a new registration, heartbeat
+    and LISTEN) each time the last died of a lost database and the database is back."""
+    while True:
+        worker = procrastinate.worker.Worker(
+            inbox.app,
+            queues=[queue_name(inbox.bot)],
+            name=name,
+            concurrency=settings.concurrency,
+            update_heartbeat_interval=settings.heartbeat_interval,
+            stalled_worker_timeout=settings.stall_timeout,
+            shutdown_graceful_timeout=settings.shutdown_grace,
+            fetch_job_polling_interval=settings.poll_interval,
+            install_signal_handlers=False,
+            delete_jobs="successful",
+        )
+        cause: BaseException | None = None
+        try:
+            pruned = await _run_until(worker, inbox, settings.heartbeat_interval, stop)
+        except Exception as error:
+            if not is_connection_loss(error):
+                raise
+            cause, pruned = error, False
+        if stop.is_set():
+            return
+        if pruned:
+            _log.warning("worker.registration_lost", bot=inbox.bot, worker_id=worker.worker_id)
+            continue
+        # it died of a lost connection, or a side task (heartbeat, LISTEN) failed and stopped it
+        lost_at = time.monotonic()
+        _log.warning("worker.database_lost", bot=inbox.bot, error=_one_line(cause) if cause else "a side task stopped")
+        if not await _reconnect(inbox, stop):
+            return
+        if worker.worker_id is not None:  # its turns (all ended by now) are left to reclaim at once
+            with contextlib.suppress(Exception):
+                await inbox.app.job_manager.unregister_worker(worker.worker_id)
+        _log.warning("worker.database_back", bot=inbox.bot, down_for=round(time.monotonic() - lost_at, 1))
+
+
+async def _run_until(worker: procrastinate.worker.Worker, inbox: Inbox, interval: float, stop: asyncio.Event) -> bool:
+    """Run `worker` until it ends or `stop` is set (then it stops after its turns in flight);
+    True when it was stopped because its registration vanished (another worker pruned it
+    as stalled after an outage), so it must register again."""
+    run: Callable[[], Coroutine[Any, Any, None]] = worker.run  # procrastinate leaves these two unannotated
+    halt: Callable[[], None] = worker.stop
+    running = asyncio.create_task(run(), name="procrastinate worker")
+    stopping = asyncio.create_task(stop.wait(), name="agentloop worker stop")
+    pruned = asyncio.create_task(_registration_gone(worker, inbox, interval), name="agentloop worker registration")
+    try:
+        await asyncio.wait((running, stopping, pruned), return_when=asyncio.FIRST_COMPLETED)
+        if stop.is_set() or pruned.done():
+            halt()
+        try:
+            await running
+        except Exception as error:
+            if not (stop.is_set() and is_connection_loss(error)):  # stopping with the database gone: nothing to tell it
+                raise
+        return pruned.done() and not pruned.cancelled() and pruned.exception() is None
+    finally:
+        stopping.cancel()
+        pruned.cancel()
+        if not running.done():
+            running.cancel()
+            await asyncio.gather(running, return_exceptions=True)
+
+
+async def _registration_gone(worker: procrastinate.worker.Worker, inbox: Inbox, interval: float) -> None:
+    """Return once `worker`'s row in procrastinate_workers is gone; a failed look is tried again."""
+    while True:
+        await asyncio.sleep(interval)
+        if worker.worker_id is None:
+            continue
+        with contextlib.suppress(Exception):
+            async with inbox.connector.pool.connection() as conn:
+                found = await (await conn.execute("SELECT 1 FROM procrastinate_workers WHERE id = %s", (worker.worker_id,))).fetchone()
+            if found is None:
+                return
+
+
+async def _reconnect(inbox: Inbox, stop: asyncio.Event) -> bool:
+    """Wait until the inbox's database answers (True) or `stop` is set (False), trying after
+    delays that double from `RECONNECT_FIRST_DELAY` up to `RECONNECT_MAX_DELAY`, with jitter."""
+    delay, announced = RECONNECT_FIRST_DELAY, 0.0
+    while True:
+        pause = delay * random.uniform(0.8, 1.2)
+        if delay != announced:  # one line per new delay, not one per try
+            _log.info("worker.database_retrying", bot=inbox.bot, delay=round(pause, 2))
+            announced = delay
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), pause)
+        if stop.is_set():
+            return False
+        try:
+            await inbox.check()
+        except Exception as error:
+            if not is_connection_loss(error):
+                raise
+        else:
+            return True
+        delay = min(delay * 2, RECONNECT_MAX_DELAY)
+
+
+@contextlib.contextmanager
+def _stop_on_signals(stop: asyncio.Event) -> Iterator[None]:
+    """Set `stop` on the first SIGTERM or SIGINT; a second one acts as it would without this."""
+    loop = asyncio.get_running_loop()
+    signals = (signal.SIGTERM, signal.SIGINT)
+
+    def stopping() -> None:
+        for number in signals:
+            loop.remove_signal_handler(number)
+        stop.set()
+
+    for number in signals:
+        loop.add_signal_handler(number, stopping)
+    try:
+        yield
+    finally:
+        for number in signals:
+            loop.remove_signal_handler(number)
+
+
+class _ConnectionLossFilter(logging.Filter):
+    """Drops the records of errors caused by a lost database, and the pool's warnings of failed
+    connection attempts: the worker says what happens in one line per change."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name == "psycopg.pool":
+            return record.levelno > logging.WARNING
+        error = record.exc_info[1] if record.exc_info else None
+        return error is None or not is_connection_loss(error)
+
+
+@contextlib.contextmanager
+def _quiet_procrastinate(name: str) -> Iterator[None]:
+    """Keep procrastinate's and the pool's tracebacks of a lost database out of the log while the worker runs."""
+    quiet = _ConnectionLossFilter()
+    names = (f"procrastinate.worker.{name}", "procrastinate.worker", "procrastinate.utils", "psycopg.pool", "asyncio")
+    loggers = [logging.getLogger(logger) for logger in names]
+    for logger in loggers:
+        logger.addFilter(quiet)
+    try:
+        yield
+    finally:
+        for logger in loggers:
+            logger.removeFilter(quiet)
+
+
+def _one_line(error: BaseException) -> str:
+    cause = error.__cause__ or error
+    return " ".join(str(cause).split()) or type(cause).__name__

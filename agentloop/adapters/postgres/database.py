@@ -36,6 +36,11 @@ CONNECT_TIMEOUT_S = 5
 """How long opening the stores waits for the server before it says it cannot reach it."""
 POOL_MAX_SIZE = 10
 """Connections one bot's stores hold at most, shared by all of its stores."""
+POOL_WAIT_S = 5.0
+"""How long a call waits for a connection before it is `StoreUnavailableError` (the server is out of reach)."""
+RECONNECT_WINDOW_S = 2.0
+"""How long the pool keeps trying one new connection before giving it up, so the first call after the
+server is back connects at once instead of waiting out a long backoff."""
 _SCHEMA_PREFIX = "agentloop_"
 _NO_SERVER = "start PostgreSQL or check the URL's host, port, database, user and password"
 _SERVER_GONE = frozenset({"57P01", "57P02", "57P03"})
@@ -95,7 +100,8 @@ class Database:
             kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S},
             configure=self._configure,
             check=check_connection,
-            timeout=30.0,
+            timeout=POOL_WAIT_S,
+            reconnect_timeout=RECONNECT_WINDOW_S,
         )
 
     async def _configure(self, conn: psycopg.AsyncConnection[Any]) -> None:

@@ -1,0 +1,48 @@
+"""A bot's database out of reach, as serve answers it: 503 with Retry-After, and /readyz red while /healthz stays green."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentloop.adapters.sqlite.sessions import SqliteSessionStore
+from agentloop.errors import StoreUnavailableError
+from serve_kit import ALICE, auth, client, new_session, settings
+
+
+def _unreachable(self: Any, *args: Any, **kwargs: Any) -> Any:  # the SQLite store's own (synchronous) read
+    raise StoreUnavailableError("the stores at test", "the server is restarting", retry_after=7)
+
+
+def test_a_store_out_of_reach_is_a_503_with_retry_after_in_the_apis_error_shape(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    async def body() -> tuple[Any, ...]:
+        async with client(settings(tmp_path)) as http:
+            session = await new_session(http)
+            monkeypatch.setattr(SqliteSessionStore, "recent", _unreachable)
+            history = await http.get(f"/v1/sessions/{session}/messages", headers=auth(ALICE))
+            return history.status_code, history.headers.get("retry-after"), history.json()
+
+    status, retry_after, shown = asyncio.run(body())
+    assert (status, retry_after) == (503, "7")
+    assert shown["error"]["code"] == "unavailable" and "7 s" in shown["error"]["message"]
+
+
+def test_readyz_names_the_stores_when_they_are_out_of_reach_while_healthz_stays_ok(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    async def body() -> list[tuple[int, Any]]:
+        async with client(settings(tmp_path)) as http:
+            seen = [await http.get("/readyz")]
+            monkeypatch.setattr(SqliteSessionStore, "recent", _unreachable)
+            seen += [await http.get("/readyz"), await http.get("/healthz")]
+            monkeypatch.undo()
+            seen.append(await http.get("/readyz"))
+            return [(answer.status_code, answer.json()) for answer in seen]
+
+    assert asyncio.run(body()) == [
+        (200, {"status": "ready"}),
+        (503, {"status": "unavailable", "unreachable": ["stores"]}),
+        (200, {"status": "ok"}),
+        (200, {"status": "ready"}),
+    ]
