@@ -140,6 +140,40 @@ call = ScriptedLLM.tool_call
 ADA = "ada"
 
 
+def _lisbon_turns() -> tuple[DemoTurn, ...]:
+    """The first session's turns: a tool call, a rate-limited model, a failing tool argument, another tool."""
+    return (
+        DemoTurn(
+            "What's the weather in Lisbon this weekend?",
+            (call("weather", {"city": "Lisbon"}), "Sunny and about 24°C in Lisbon this weekend."),
+            Expect(FinishReason.SUCCESS, tools=("weather",)),
+        ),
+        DemoTurn(
+            "How much is 200 euros in dollars?",
+            (LlmCallError("the model server is rate limiting requests (HTTP 429)", kind=FailureKind.RATE_LIMIT),),
+            Expect(FinishReason.ERROR, failures=((FailureSource.LLM, FailureKind.RATE_LIMIT),), fallback=True),
+        ),
+        DemoTurn(
+            "Trying again: 200 euros in dollars?",
+            (
+                call("convert_currency", {"amount": 200, "from_code": "EUR", "to_code": "DOLLARS"}),
+                call("convert_currency", {"amount": 200, "from_code": "EUR", "to_code": "USD"}),
+                "200 euros is about 216 US dollars.",
+            ),
+            Expect(
+                FinishReason.SUCCESS,
+                tools=("convert_currency", "convert_currency"),
+                failures=((FailureSource.TOOL, FailureKind.EXCEPTION),),
+            ),
+        ),
+        DemoTurn(
+            "And what should I pack?",
+            (call("packing_list", {"celsius": 24}), "Pack light: t-shirts, sunglasses, sunscreen and good shoes."),
+            Expect(FinishReason.SUCCESS, tools=("packing_list",)),
+        ),
+    )
+
+
 def story() -> tuple[DemoSession, ...]:
     """The demo's sessions: what the user says, what the scripted model answers, what must happen."""
     lisbon = Session("lisbon-weekend", user_id=ADA, project_id="travel")
@@ -147,36 +181,7 @@ def story() -> tuple[DemoSession, ...]:
         DemoSession(
             lisbon,
             "planning a weekend in Lisbon",
-            (
-                DemoTurn(
-                    "What's the weather in Lisbon this weekend?",
-                    (call("weather", {"city": "Lisbon"}), "Sunny and about 24°C in Lisbon this weekend."),
-                    Expect(FinishReason.SUCCESS, tools=("weather",)),
-                ),
-                DemoTurn(
-                    "How much is 200 euros in dollars?",
-                    (LlmCallError("the model server is rate limiting requests (HTTP 429)", kind=FailureKind.RATE_LIMIT),),
-                    Expect(FinishReason.ERROR, failures=((FailureSource.LLM, FailureKind.RATE_LIMIT),), fallback=True),
-                ),
-                DemoTurn(
-                    "Trying again: 200 euros in dollars?",
-                    (
-                        call("convert_currency", {"amount": 200, "from_code": "EUR", "to_code": "DOLLARS"}),
-                        call("convert_currency", {"amount": 200, "from_code": "EUR", "to_code": "USD"}),
-                        "200 euros is about 216 US dollars.",
-                    ),
-                    Expect(
-                        FinishReason.SUCCESS,
-                        tools=("convert_currency", "convert_currency"),
-                        failures=((FailureSource.TOOL, FailureKind.EXCEPTION),),
-                    ),
-                ),
-                DemoTurn(
-                    "And what should I pack?",
-                    (call("packing_list", {"celsius": 24}), "Pack light: t-shirts, sunglasses, sunscreen and good shoes."),
-                    Expect(FinishReason.SUCCESS, tools=("packing_list",)),
-                ),
-            ),
+            _lisbon_turns(),
             DistillationStatus.STORED,
             note_reply=NOTE,
         ),

@@ -426,13 +426,7 @@ class AgentLoop:
         ctx = AgentContext(
             session, incoming, history=history, deadline=deadline, clock=clock, components=components, turn_id=turn_id
         )
-        log = self._logger.bind(turn_id=ctx.turn_id, session_id=session.id)
-        # Unconfigured structlog prints every level to stdout, where a console bot
-        # answers: the loop then logs only failures. Any configured level is honoured.
-        verbose = structlog.is_configured()
-        # Only structlog's filtering loggers know their level; others filter downstream.
-        filtering = hasattr(type(log), "is_enabled_for")
-        debug = verbose and (not filtering or log.is_enabled_for(logging.DEBUG))
+        log, verbose, debug = self._turn_logger(ctx)
         timed_out = False
         tracer = TELEMETRY.tracer
         turn_span = None if tracer is None else tracer.start_span("turn", {SESSION_ID: session.id, TURN_ID: ctx.turn_id})
@@ -447,59 +441,75 @@ class AgentLoop:
                 if timed_out and not step.always_run:
                     continue
                 # ctx._running(system), inlined: the loop's hot path, with the sets precomputed.
-                ctx.current_system = step.name
-                ctx._access = step.access
+                ctx.current_system, ctx._access = step.name, step.access
                 if tracer is not None:
                     span = tracer.start_span(f"system {step.name}", {SYSTEM: step.name})
                 t0 = perf_counter()
                 result = "ok"
-                budget: asyncio.Timeout | None = None
+                budget = None if deadline is None or not step.is_async else self._budget(step, deadline)
                 try:
                     if step.should is not None and not step.should(ctx):
                         result = "skipped"
                     elif not step.is_async:
                         step.process(ctx)
-                    elif deadline is None:
+                    elif budget is None:
                         await step.process(ctx)
                     else:
-                        limit = deadline - clock.monotonic()
-                        if step.always_run:
-                            limit = max(limit, 0.0) + self.always_run_grace
-                        async with asyncio.timeout(limit) as budget:
+                        async with budget:
                             await step.process(ctx)
                 except BaseException as exc:  # SystemExit from a system too: its failure, not the process's end
                     if passes_through(exc, task):
                         raise
-                    if budget is not None and budget.expired():
-                        result = "timeout"
-                        if step.always_run:
-                            what = f"was interrupted {self.always_run_grace}s after the turn deadline"
-                        else:
-                            what = "was interrupted: the turn deadline passed"
-                        timed_out = True
-                        self._record_timeout(ctx, step.name, what)
-                    else:
-                        result = "error"
-                        kind = FailureKind.VALIDATION if isinstance(exc, UndeclaredAccessError) else FailureKind.EXCEPTION
-                        ctx.add_failure(
-                            FailureEvent(FailureSource.SYSTEM, step.name, kind, f"{type(exc).__name__}: {exc}", clock.now())
-                        )
-                        log.error("system.failed", system=step.name, exc_info=exc)
-                        metrics = TELEMETRY.metrics_for(self.metrics)
-                        if metrics is not None:
-                            metrics.increment("agentloop.system.failures", labels={"system": step.name})
+                    result = self._system_failed(ctx, step, exc, budget is not None and budget.expired(), log)
+                    timed_out = timed_out or result == "timeout"
                 if watched:  # tracing or debug logging: off in production, one check per system
-                    if span is not None:
-                        _end_system_span(span, result, ctx)
-                        span = None
-                    if debug:
-                        log.debug("system.run", system=step.name, duration_ms=(perf_counter() - t0) * 1000.0, outcome=result)
+                    _system_watched(span, result, ctx, log if debug else None, step.name, t0)
+                    span = None
             ctx.current_system = ctx._access = None
             self._finish(ctx, timed_out)
         finally:
             if turn_span is not None:
                 _end_turn_span(turn_span, span, ctx)
-        duration_ms = (perf_counter() - started) * 1000.0
+        self._turn_finished(ctx, (perf_counter() - started) * 1000.0, verbose, log)
+        return ctx
+
+    def _budget(self, step: _Step, deadline: float) -> asyncio.Timeout:
+        """The time an async system may take: up to the turn deadline, plus the grace of an always_run one."""
+        limit = deadline - self.clock.monotonic()
+        if step.always_run:
+            limit = max(limit, 0.0) + self.always_run_grace
+        return asyncio.timeout(limit)
+
+    def _turn_logger(self, ctx: AgentContext) -> tuple[Any, bool, bool]:
+        """The turn's bound logger, whether to log the turn's end (`verbose`) and each system (`debug`)."""
+        log = self._logger.bind(turn_id=ctx.turn_id, session_id=ctx.session.id)
+        # Unconfigured structlog prints every level to stdout, where a console bot
+        # answers: the loop then logs only failures. Any configured level is honoured.
+        verbose = structlog.is_configured()
+        # Only structlog's filtering loggers know their level; others filter downstream.
+        filtering = hasattr(type(log), "is_enabled_for")
+        return log, verbose, verbose and (not filtering or log.is_enabled_for(logging.DEBUG))
+
+    def _system_failed(self, ctx: AgentContext, step: _Step, exc: BaseException, out_of_time: bool, log: Any) -> str:
+        """Record what a system's exception means for the turn: a timeout when its time budget ran
+        out (`out_of_time`), else one failure naming it; returns the run's result ("timeout" or "error")."""
+        if out_of_time:
+            if step.always_run:
+                what = f"was interrupted {self.always_run_grace}s after the turn deadline"
+            else:
+                what = "was interrupted: the turn deadline passed"
+            self._record_timeout(ctx, step.name, what)
+            return "timeout"
+        kind = FailureKind.VALIDATION if isinstance(exc, UndeclaredAccessError) else FailureKind.EXCEPTION
+        ctx.add_failure(FailureEvent(FailureSource.SYSTEM, step.name, kind, f"{type(exc).__name__}: {exc}", self.clock.now()))
+        log.error("system.failed", system=step.name, exc_info=exc)
+        metrics = TELEMETRY.metrics_for(self.metrics)
+        if metrics is not None:
+            metrics.increment("agentloop.system.failures", labels={"system": step.name})
+        return "error"
+
+    def _turn_finished(self, ctx: AgentContext, duration_ms: float, verbose: bool, log: Any) -> None:
+        """Log the turn's end (when logging is configured) and observe its duration."""
         outcome = ctx.turn_outcome
         reason = outcome.finish_reason.value if outcome is not None else None
         if verbose:
@@ -507,7 +517,6 @@ class AgentLoop:
         metrics = self.metrics if TELEMETRY.metrics is None else TELEMETRY.metrics_for(self.metrics)
         if metrics is not None:
             metrics.observe("agentloop.turn.duration_ms", duration_ms)
-        return ctx
 
     def _record_timeout(self, ctx: AgentContext, system: str, what: str) -> None:
         message = f"{system} {what} ({self.turn_timeout}s)"
@@ -523,6 +532,14 @@ class AgentLoop:
         failures = ctx.failures
         if reason is not outcome.finish_reason or failures != outcome.failures:
             ctx.set(attrs.evolve(outcome, finish_reason=reason, failures=failures))
+
+
+def _system_watched(span: Span | None, result: str, ctx: AgentContext, debug_log: Any, system: str, started: float) -> None:
+    """End the system's span and log its run at debug level (`debug_log` given), whichever is on."""
+    if span is not None:
+        _end_system_span(span, result, ctx)
+    if debug_log is not None:
+        debug_log.debug("system.run", system=system, duration_ms=(perf_counter() - started) * 1000.0, outcome=result)
 
 
 def _end_system_span(span: Span, result: str, ctx: AgentContext) -> None:

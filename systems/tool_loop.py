@@ -23,6 +23,7 @@ import asyncio
 import json
 from collections.abc import Callable, Iterable
 from contextlib import aclosing
+from datetime import datetime
 from time import perf_counter
 from typing import Any, ClassVar
 
@@ -542,30 +543,38 @@ class ToolLoopSystem(System):
                 result_text = storable(cap_bytes(rendered, self.max_tool_output_bytes))
         if error is not None:
             error = storable(cap_bytes(error, self.max_tool_output_bytes))
-        session = ctx.session
-        execution = ToolExecution(
-            id=execution_id,
-            tool_name=storable(call.name),
-            arguments=dict(call.arguments),
-            started_at=started_at,
-            duration_ms=(perf_counter() - t0) * 1000.0,
-            session_id=session.id,
-            result=result_text,
-            error=error,
-            parent_id=parent_id,
-            user_id=session.user_id,
-            project_id=session.project_id,
-            context_snapshot={
-                "turn_id": ctx.turn_id,
-                "user_message": turn_user_text(ctx)[:500],
-            },
-            org_id=session.org_id,
-            team_id=session.team_id,
-            step_id=step_id,
-        )
+        execution = _record(ctx, call, step_id, execution_id, parent_id, started_at, (perf_counter() - t0) * 1000.0, result_text, error)
         if self.on_tool_execution is not None:
             try:
                 self.on_tool_execution(execution)
             except Exception as exc:
                 _log.error("tool.hook_failed", tool=call.name, turn_id=ctx.turn_id, exc_info=exc)
         return _Ran(call, execution, result, failure)
+
+
+def _record(
+    ctx: AgentContext, call: ToolCall, step_id: str, execution_id: str, parent_id: str | None,
+    started_at: datetime, duration_ms: float, result: str | None, error: str | None,
+) -> ToolExecution:
+    """What a tool call did, as note-taking captures it: the tenant chain, the turn and its outcome."""
+    session = ctx.session
+    return ToolExecution(
+        id=execution_id,
+        tool_name=storable(call.name),
+        arguments=dict(call.arguments),
+        started_at=started_at,
+        duration_ms=duration_ms,
+        session_id=session.id,
+        result=result,
+        error=error,
+        parent_id=parent_id,
+        user_id=session.user_id,
+        project_id=session.project_id,
+        context_snapshot={
+            "turn_id": ctx.turn_id,
+            "user_message": turn_user_text(ctx)[:500],
+        },
+        org_id=session.org_id,
+        team_id=session.team_id,
+        step_id=step_id,
+    )

@@ -217,18 +217,7 @@ class _Builder:
         kind = element.get("type")
         if kind is None:
             raise self.fail(element, f"<task> needs a type attribute: one of {_OPERATORS}")
-        try:
-            operator = Operator(kind)
-        except ValueError:
-            raise self.fail(element, f"unknown task type {kind!r}; use one of {_OPERATORS}") from None
-        allowed_attributes = ("name", "type", *_OPERATOR_ATTRIBUTES[operator])
-        for attribute in element.attrib:
-            if attribute not in allowed_attributes:
-                raise self.fail(
-                    element,
-                    f"unknown attribute {_name(attribute)!r} on a {operator.value} <task>; "
-                    f"allowed: {', '.join(allowed_attributes)}",
-                )
+        operator = self._operator(element, kind)
         name = element.get("name")
         if name is None and position is Position.TOP:
             raise self.fail(element, "a top-level <task> needs a name attribute")
@@ -276,6 +265,22 @@ class _Builder:
             return ReduceTemplate(inner=inner, reduction=reduction, over=over, **common)
         command, timeout = self._command(self._required(element, children, "command"))
         return ScriptTemplate(command=command, timeout=timeout, **common)
+
+    def _operator(self, element: etree._Element, kind: str) -> Operator:
+        """The operator `type=` names, refusing an attribute that operator does not take."""
+        try:
+            operator = Operator(kind)
+        except ValueError:
+            raise self.fail(element, f"unknown task type {kind!r}; use one of {_OPERATORS}") from None
+        allowed_attributes = ("name", "type", *_OPERATOR_ATTRIBUTES[operator])
+        for attribute in element.attrib:
+            if attribute not in allowed_attributes:
+                raise self.fail(
+                    element,
+                    f"unknown attribute {_name(attribute)!r} on a {operator.value} <task>; "
+                    f"allowed: {', '.join(allowed_attributes)}",
+                )
+        return operator
 
     def _children(
         self, element: etree._Element, allowed: tuple[str, ...], unknown: str, where: str

@@ -60,14 +60,7 @@ async def run_command(
     the file-system encoding cannot encode, a non-zero exit, a missing program or the timeout (the whole process group is killed) raise
     `TaskFailedError`.
     """
-    for index, arg in enumerate(argv):
-        problem = _unpassable(arg)
-        if problem is not None:
-            raise TaskFailedError(
-                TaskFailureReason.INPUT_VALIDATION_FAILURE,
-                f"script task {label!r}: argument {index + 1} holds {problem}, which no program can receive; "
-                f"remove it from the input",
-            )
+    _check_arguments(argv, label)
     try:
         process = await asyncio.create_subprocess_exec(
             *argv,
@@ -112,6 +105,18 @@ async def run_command(
             result=result,
         )
     return TaskResult(out, notes=notes)
+
+
+def _check_arguments(argv: Sequence[str], label: str) -> None:
+    """Refuse an argument no program can receive (a NUL byte, a character the file system cannot encode)."""
+    for index, arg in enumerate(argv):
+        problem = _unpassable(arg)
+        if problem is not None:
+            raise TaskFailedError(
+                TaskFailureReason.INPUT_VALIDATION_FAILURE,
+                f"script task {label!r}: argument {index + 1} holds {problem}, which no program can receive; "
+                f"remove it from the input",
+            )
 
 
 async def _read_capped(stream: asyncio.StreamReader, limit: int) -> tuple[bytes, int]:
