@@ -159,16 +159,18 @@ async def reclaim_stalled(inbox: Inbox, stall_timeout: float) -> int:
 async def _watch(inbox: Inbox, settings: WorkerSettings) -> None:
     """Reclaim stalled turns every heartbeat interval until cancelled; a failed pass is logged and retried.
 
-    After this worker lost the database, it reclaims nothing until it has reached it for
-    `stall_timeout` seconds: every worker's heartbeat is as old as the outage, and the
-    workers still running must have had the time to send one again.
+    It reclaims only once the database has answered it promptly for `stall_timeout`
+    seconds: after an outage, even one shorter than a call's wait for a connection, every
+    worker's heartbeat is as old as the outage, and the workers still running must have
+    had the time to send one again.
     """
     reachable_since: float | None = time.monotonic() - settings.stall_timeout  # just connected: nothing to wait for
     while True:
         await asyncio.sleep(settings.heartbeat_interval)
         try:
-            if reachable_since is None:
-                await inbox.check()
+            asked = time.monotonic()
+            await inbox.check()
+            if reachable_since is None or time.monotonic() - asked > settings.heartbeat_interval:  # back, or slow to answer
                 reachable_since = time.monotonic()
             if time.monotonic() - reachable_since >= settings.stall_timeout:
                 await reclaim_stalled(inbox, settings.stall_timeout)
