@@ -198,8 +198,9 @@ class Inbox:
             message_id = new_id()
         check_message_id(message_id)
         key = new_id()
+        session = converter.structure(_storable(converter.unstructure(session)), Session)  # its id names its lock too
         scope = Jsonb(message_scope(session))
-        session_json, message_json = Jsonb(_storable(converter.unstructure(session))), Jsonb(_storable(converter.unstructure(message)))
+        session_json, message_json = Jsonb(converter.unstructure(session)), Jsonb(_storable(converter.unstructure(message)))
         with self._reachable():
             async with self.connector.pool.connection() as conn, conn.transaction():
                 inserted = await (
