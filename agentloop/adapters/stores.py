@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from types import ModuleType
 
@@ -10,11 +12,12 @@ import attrs
 
 from agentloop.adapters.embedders.hashing import HashingEmbedder
 from agentloop.adapters.private_files import private_folder
-from agentloop.adapters.sqlite import open_sqlite_stores, reembed_sqlite_stores
+from agentloop.adapters.sqlite import open_sqlite_replies, open_sqlite_stores, reembed_sqlite_stores
 from agentloop.adapters.urls import after_scheme, has_password_parameter, is_postgres_url, scheme, shown_url
 from agentloop.adapters.errors import StoreUrlError
 from agentloop.names import check_bot_name
 from agentloop.ports import Embedder
+from agentloop.ports.replies import Replies
 from agentloop.ports.stores import Stores
 
 DEFAULT_STORES_URL = "sqlite:///./agentloop-data"
@@ -89,6 +92,22 @@ def stores_exist(url: str | os.PathLike[str] = DEFAULT_STORES_URL, *, bot: str =
         found: bool = _postgres_backend(os.fspath(url)).postgres_stores_exist(os.fspath(url), bot=bot)
         return found
     return (_sqlite_directory(url, create=False) / f"{bot}.sqlite3").exists()
+
+
+@asynccontextmanager
+async def open_replies(url: str, *, bot: str) -> AsyncIterator[Replies]:
+    """The replies a server sent for `bot`, kept beside its stores at `url` (what `Stores.url`
+    gives), open for the block: `<bot>.replies.sqlite3` in a SQLite directory, the table
+    `agentloop_serve_replies` in a PostgreSQL database."""
+    if is_postgres_url(url):
+        async with _postgres_backend(url).open_postgres_replies(url, bot=bot) as kept:
+            yield kept
+        return
+    replies = open_sqlite_replies(_sqlite_directory(url, create=False), bot=bot)
+    try:
+        yield replies
+    finally:
+        replies.close()
 
 
 def _open_postgres(url: str, bot: str, embedder: Embedder, create: bool) -> Stores:

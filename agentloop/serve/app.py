@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, ExitStack, asynccontextmanager
 from pathlib import Path
@@ -14,26 +13,33 @@ import attrs
 import structlog
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from agentloop.adapters import Stores, open_note_taking, open_stores
+from agentloop.adapters.stores import open_replies
 from agentloop.bots import BotError, built_pipeline, open_bot, pipeline_note_taking
 from agentloop.context import IncomingMessage, Session
 from agentloop.errors import StoreUnavailableError
 from agentloop.loop import AgentLoop
 from agentloop.messages import Role
+from agentloop.names import MESSAGE_ID_RULE, is_message_id, new_id
 from agentloop.notes import IdleSessions, NoteTaking
+from agentloop.ports.replies import Replies, Reply
 from agentloop.scopes import Scope, approval_scope, history_scope
-from agentloop.serve.auth import Caller, Tokens, load_tokens
+from agentloop.serve.auth import Caller, Tokens, load_tokens, token_digest
 from agentloop.serve.channel import Event, HttpChannel
 from agentloop.serve.errors import ApiError
+from agentloop.serve.headers import SecurityHeaders
 from agentloop.serve.limits import RateLimiter
 from agentloop.serve.openapi import OPENAPI
 from agentloop.serve.outcome import deadline_outcome, error_outcome, outcome_json
+from agentloop.serve.replies import message_digest, message_scope
 from agentloop.serve.settings import ServeSettings
+from agentloop.text import storable
 
 STATIC = Path(__file__).with_name("static")
 """The chat page's files: `index.html` is served at `/`, the rest under `/static/`."""
@@ -54,6 +60,7 @@ class _Bot:
     loop: AgentLoop | None = None
     inbox: Any = None
     idle: IdleSessions | None = None
+    replies: Replies | None = None
 
 
 @attrs.define
@@ -116,7 +123,9 @@ def create_app(settings: ServeSettings) -> Starlette:
         Route("/v1/sessions/{session_id}/end", _api(server, _end), methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC, check_dir=False), name="static"),
     ]
-    return Starlette(routes=routes, lifespan=lifespan, exception_handlers={HTTPException: _http_error})
+    return Starlette(
+        routes=routes, lifespan=lifespan, exception_handlers={HTTPException: _http_error}, middleware=[Middleware(SecurityHeaders)]
+    )
 
 
 async def _http_error(request: Request, error: Exception) -> Response:
@@ -162,6 +171,8 @@ async def _open(server: _Server) -> AsyncIterator[_Bot]:
             bot.loop.turn_timeout = settings.turn_timeout
         if bot.loop is not None and settings.max_concurrent_turns is not None:
             bot.loop.max_concurrent_turns = settings.max_concurrent_turns
+        if bot.loop is not None:
+            bot.replies = await closing.enter_async_context(open_replies(bot.stores.url, bot=settings.bot))
         bot.idle = await closing.enter_async_context(IdleSessions(bot.note_taking, idle_after=settings.idle_timeout))
         _log.info("serve.started", bot=settings.bot, inbox=bot.inbox is not None)
         yield bot
@@ -181,8 +192,8 @@ def _api(server: _Server, handler: Handler) -> Callable[[Request], Awaitable[Res
 
     async def endpoint(request: Request) -> Response:
         async def authorised() -> Response:
-            caller = _caller(server, request)
-            wait = server.limiter.check(request.headers["authorization"])
+            caller, identity = _caller(server, request)
+            wait = server.limiter.check(identity)
             if wait:
                 raise ApiError(
                     429, "rate_limited", f"too many requests with this token; try again in {wait} s",
@@ -228,14 +239,19 @@ def _error(error: ApiError) -> JSONResponse:
     return JSONResponse({"error": {"code": error.code, "message": error.message}}, error.status, headers=error.headers)
 
 
-def _caller(server: _Server, request: Request) -> Caller:
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    caller = server.tokens.caller(token.strip()) if scheme.lower() == "bearer" else None
-    if caller is None:
+def _caller(server: _Server, request: Request) -> tuple[Caller, str]:
+    """The caller of the request's bearer token and the token's digest (what its rate limit is kept by).
+
+    The scheme is matched in any case and the credentials may be surrounded by any whitespace (RFC 7235),
+    so no respelling of the header names another limit."""
+    parts = request.headers.get("authorization", "").split()
+    token = parts[1] if len(parts) == 2 and parts[0].lower() == "bearer" else None
+    caller = None if token is None else server.tokens.caller(token)
+    if token is None or caller is None:
         raise ApiError(
             401, "unauthorized", "a valid token is needed: send the header Authorization: Bearer <token> with a token the server knows"
         )
-    return caller
+    return caller, token_digest(token)
 
 
 def _session(server: _Server, request: Request, caller: Caller) -> Session:
@@ -261,12 +277,52 @@ async def _body(server: _Server, request: Request) -> dict[str, Any]:
     if not body:
         return {}
     try:
-        data = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        data = json.loads(body, parse_int=_number(int), parse_float=_number(float), parse_constant=_no_constant)
+    except (UnicodeDecodeError, json.JSONDecodeError, _Refused) as error:
         raise ApiError(422, "invalid", f"the request body is not valid JSON ({error})") from error
+    except RecursionError as error:
+        raise ApiError(422, "invalid", f"the request body nests deeper than {MAX_JSON_DEPTH} levels; send a flatter object") from error
     if not isinstance(data, dict):
         raise ApiError(422, "invalid", "the request body must be a JSON object")
-    return data
+    cleaned: dict[str, Any] = _clean(data)
+    return cleaned
+
+
+MAX_JSON_DEPTH = 32
+"""How deeply arrays and objects may nest in a request body."""
+MAX_NUMBER_CHARS = 64
+"""How long a number in a request body may be written."""
+
+
+class _Refused(ValueError):
+    """A JSON value the server does not take (a number too long, NaN or Infinity)."""
+
+
+def _number(kind: Callable[[str], Any]) -> Callable[[str], Any]:
+    def parse(text: str) -> Any:
+        if len(text) > MAX_NUMBER_CHARS:
+            raise _Refused(f"a number is written with {len(text)} characters; the limit is {MAX_NUMBER_CHARS}")
+        return kind(text)
+
+    return parse
+
+
+def _no_constant(text: str) -> Any:
+    raise _Refused(f"{text} is not a JSON number")
+
+
+def _clean(value: Any, depth: int = 1) -> Any:
+    """`value` with every string made storable (NUL and lone surrogates replaced by U+FFFD, as all input is);
+    422 past `MAX_JSON_DEPTH` levels of arrays and objects."""
+    if isinstance(value, str):
+        return storable(value)
+    if isinstance(value, (dict, list)) and depth > MAX_JSON_DEPTH:
+        raise ApiError(422, "invalid", f"the request body nests deeper than {MAX_JSON_DEPTH} levels; send a flatter object")
+    if isinstance(value, dict):
+        return {storable(key): _clean(item, depth + 1) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_clean(item, depth + 1) for item in value]
+    return value
 
 
 def _field(body: dict[str, Any], name: str, kind: type, *, required: bool = True) -> Any:
@@ -330,8 +386,10 @@ async def _send(server: _Server, request: Request, caller: Caller) -> Response:
         raise ApiError(422, "invalid", "the message is empty; send some text")
     if len(text) > limit:
         raise ApiError(422, "invalid", f"the message is {len(text)} characters long; the limit is {limit}")
-    message_id = _field(body, "message_id", str, required=False) or uuid.uuid4().hex
-    return await _turn(server, request, session, IncomingMessage(text), message_id)
+    given = _field(body, "message_id", str, required=False)
+    if given is not None and not is_message_id(given):
+        raise ApiError(422, "invalid", f"message_id must be {MESSAGE_ID_RULE}; send another or none (the server then makes one)")
+    return await _turn(server, request, session, IncomingMessage(text), given or new_id(), given=given is not None)
 
 
 async def _decide(server: _Server, request: Request, caller: Caller) -> Response:
@@ -345,11 +403,16 @@ async def _decide(server: _Server, request: Request, caller: Caller) -> Response
     if all(waiting.request.approval_id != approval_id for waiting in pending):
         raise ApiError(404, "not_found", f"no tool call awaits approval {approval_id!r} in this session; it may have been decided already")
     incoming = IncomingMessage.approval(approval_id, approved=approve, note=note)
-    return await _turn(server, request, session, incoming, uuid.uuid4().hex)
+    return await _turn(server, request, session, incoming, new_id())
 
 
-async def _turn(server: _Server, request: Request, session: Session, incoming: IncomingMessage, message_id: str) -> Response:
-    """Run (or submit) the turn; the Outcome as JSON, or as SSE deltas and a final outcome event when the client asks."""
+async def _turn(
+    server: _Server, request: Request, session: Session, incoming: IncomingMessage, message_id: str, *, given: bool = False
+) -> Response:
+    """Run (or submit) the turn; the Outcome as JSON, or as SSE deltas and a final outcome event when the client asks.
+
+    A message id the client `given` that this server already answered (the same session and message) gets the
+    stored outcome again, not a second turn; under another session or message it is refused (422)."""
     bot = server.running
     stream = "text/event-stream" in request.headers.get("accept", "")
     if bot.loop is None:
@@ -365,13 +428,22 @@ async def _turn(server: _Server, request: Request, session: Session, incoming: I
         if not gate.users:
             del server.gates[session.id]
 
+    held = False
     try:
-        await gate.lock.acquire()  # the session's channel listener is this request's until its turn ends
+        held = await gate.lock.acquire()  # the session's channel listener is this request's until its turn ends
+        stored = await _stored_reply(bot, session, incoming, message_id) if given else None
     except BaseException:
+        if held:
+            gate.lock.release()
         leave()
         raise
+    if stored is not None:
+        gate.lock.release()
+        leave()
+        return _sse(_only(_already(stored))) if stream else JSONResponse(stored)
+    kept = bot.replies if given else None
     events = server.channel.listen(session.id)
-    task = asyncio.create_task(_watched(bot, session, _direct_turn(bot.loop, session, incoming, message_id)))
+    task = asyncio.create_task(_watched(bot, session, _direct_turn(bot.loop, session, incoming, message_id, kept)))
     server.turns.add(task)
 
     def finished(done: asyncio.Task[Any]) -> None:
@@ -394,9 +466,29 @@ async def _watched(bot: _Bot, session: Session, turn: Awaitable[dict[str, Any]])
     return outcome
 
 
-async def _direct_turn(loop: AgentLoop, session: Session, incoming: IncomingMessage, message_id: str) -> dict[str, Any]:
+async def _direct_turn(
+    loop: AgentLoop, session: Session, incoming: IncomingMessage, message_id: str, replies: Replies | None
+) -> dict[str, Any]:
     ctx = await loop.run_turn(session, incoming)
-    return outcome_json(ctx.turn_id, message_id, ctx.turn_outcome)
+    outcome = outcome_json(ctx.turn_id, message_id, ctx.turn_outcome)
+    if replies is not None:
+        await replies.keep(message_scope(session), message_id, Reply(session.id, message_digest(incoming), outcome))
+    return outcome
+
+
+async def _stored_reply(bot: _Bot, session: Session, incoming: IncomingMessage, message_id: str) -> dict[str, Any] | None:
+    """The outcome already sent for the client's `message_id` in the session's scope; 422 if it answered another message."""
+    assert bot.replies is not None  # opened with the loop
+    found = await bot.replies.find(message_scope(session), message_id)
+    if found is None:
+        return None
+    if found.session_id != session.id or found.digest != message_digest(incoming):
+        raise ApiError(422, "invalid", f"message_id {message_id!r} was already used for another message; send a new id")
+    return found.outcome
+
+
+async def _already(outcome: dict[str, Any]) -> dict[str, Any]:
+    return outcome
 
 
 async def _inbox_turn(server: _Server, bot: _Bot, session: Session, incoming: IncomingMessage, message_id: str) -> dict[str, Any]:
@@ -404,17 +496,17 @@ async def _inbox_turn(server: _Server, bot: _Bot, session: Session, incoming: In
     from agentloop.workers import MessageIdConflictError, MessageNotAnsweredError
 
     try:
-        await bot.inbox.submit(session, incoming, message_id=message_id)
+        key = await bot.inbox.submit(session, incoming, message_id=message_id)
     except MessageIdConflictError as error:
         raise ApiError(422, "invalid", f"message_id {message_id!r} was already used for another message; send a new id") from error
     wait = (server.settings.turn_timeout or 120.0) + INBOX_GRACE
     try:
-        result = await bot.inbox.wait(message_id, timeout=wait)
+        result = await bot.inbox.wait(key, timeout=wait)
     except MessageNotAnsweredError:
         return deadline_outcome(message_id, f"no worker answered within {wait:g} s; the message is kept and will be answered later")
     if result.outcome is None:
-        return error_outcome(message_id, "the bot could not answer this message")
-    return outcome_json(message_id, message_id, result.outcome)
+        return error_outcome(message_id, "the bot could not answer this message", turn_id=key)
+    return outcome_json(key, message_id, result.outcome)  # the worker names the turn by the message's key
 
 
 async def _relay(events: asyncio.Queue[Event], task: asyncio.Task[dict[str, Any]]) -> AsyncIterator[Event]:

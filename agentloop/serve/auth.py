@@ -52,7 +52,7 @@ class Tokens:
 
     def caller(self, token: str) -> Caller | None:
         """The caller `token` belongs to; None for a token the file does not list."""
-        return self.callers.get(hashlib.sha256(token.encode()).hexdigest())
+        return self.callers.get(token_digest(token))
 
     def new_session_id(self, caller: Caller) -> str:
         """A fresh session id that only `caller`'s user and chain will be able to use."""
@@ -62,11 +62,18 @@ class Tokens:
     def owns(self, caller: Caller, session_id: str) -> bool:
         """True when `session_id` was made by `new_session_id` for this user and chain."""
         nonce, dot, mac = session_id.partition(".")
-        return bool(dot) and hmac.compare_digest(mac, self._mac(nonce, caller))
+        if not (dot and session_id.isascii()):  # a MAC is hex: anything else is no session of ours
+            return False
+        return hmac.compare_digest(mac.encode(), self._mac(nonce, caller).encode())
 
     def _mac(self, nonce: str, caller: Caller) -> str:
         owner = "\x1f".join((nonce, caller.user, caller.org or "", caller.team or "", caller.project or ""))
         return hmac.new(self.secret, owner.encode(), hashlib.sha256).hexdigest()[:_MAC_CHARS]
+
+
+def token_digest(token: str) -> str:
+    """The sha256 of `token` in hex: how the token file and the server know a token without keeping it."""
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def load_tokens(path: str | os.PathLike[str]) -> Tokens:
@@ -122,7 +129,7 @@ def _entry(path: str, number: int, entry: Any) -> tuple[str, Caller]:
     if token is not None:
         if not isinstance(token, str) or len(token) < 16:
             raise TokenFileError(path, f"token #{number} must be a string of at least 16 characters")
-        digest = hashlib.sha256(token.encode()).hexdigest()
+        digest = token_digest(token)
     elif not isinstance(digest, str) or len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest.lower()):
         raise TokenFileError(path, f"token #{number}: sha256 must be 64 hex digits (sha256sum of the token)")
     return digest.lower(), Caller(user, chain["org"], chain["team"], chain["project"])

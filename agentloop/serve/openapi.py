@@ -115,7 +115,7 @@ OPENAPI: dict[str, Any] = {
                 "security": _BEARER,
                 "parameters": [_SESSION],
                 "requestBody": _json(
-                    {"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}, "message_id": {"type": "string"}}},
+                    {"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}, "message_id": {"type": "string", "pattern": "^[A-Za-z0-9._:-]{1,128}$"}}},
                     "the message",
                 ),
                 "responses": {**_TURN, **_errors("404", "413", "422")},

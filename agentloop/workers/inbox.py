@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, LiteralString
@@ -22,8 +21,9 @@ from agentloop.adapters.urls import is_postgres_url, shown_url
 from agentloop.context import IncomingMessage, Session
 from agentloop.adapters.errors import NewerSchemaError
 from agentloop.errors import StoreUnavailableError
-from agentloop.names import check_bot_name
+from agentloop.names import check_bot_name, check_message_id, new_id
 from agentloop.outcome import FinishReason, TurnOutcome, converter
+from agentloop.text import storable
 from agentloop.workers.errors import InboxUrlError, MessageIdConflictError, MessageNotAnsweredError, UnknownMessageError
 
 TURN_TASK = "agentloop.turn"
@@ -80,6 +80,17 @@ _STEPS: tuple[LiteralString, ...] = (
         FOR EACH ROW WHEN (OLD.status = 'doing' AND OLD.lock IS NOT NULL AND OLD.queue_name LIKE 'agentloop.%')
         EXECUTE FUNCTION agentloop_inbox_wake();
     """,
+    # 2: message ids are the client's, within its tenant chain and user (`scope`): two tenants may
+    # use the same id and neither learns of the other's. A message is known by its `key` in the
+    # inbox (its job's argument); rows kept from before keep their id as their key, so their jobs run.
+    """
+    ALTER TABLE agentloop_inbox ADD COLUMN scope jsonb, ADD COLUMN key text;
+    UPDATE agentloop_inbox SET key = message_id,
+        scope = jsonb_build_array(session -> 'org_id', session -> 'team_id', session -> 'project_id', session -> 'user_id');
+    ALTER TABLE agentloop_inbox ALTER COLUMN scope SET NOT NULL, ALTER COLUMN key SET NOT NULL,
+        DROP CONSTRAINT agentloop_inbox_pkey, ADD PRIMARY KEY (bot, key),
+        ADD CONSTRAINT agentloop_inbox_scoped_id UNIQUE (bot, scope, message_id);
+    """,
 )
 SCHEMA_VERSION = len(_STEPS)
 
@@ -100,6 +111,22 @@ def is_connection_loss(error: BaseException) -> bool:
         seen.add(id(current))
         current = current.__cause__ or current.__context__
     return False
+
+
+def message_scope(session: Session) -> list[str | None]:
+    """The namespace of a session's message ids: its tenant chain and user (org, team, project, user)."""
+    return [session.org_id, session.team_id, session.project_id, session.user_id]
+
+
+def _storable(value: Any) -> Any:
+    """`value` (unstructured JSON) with NUL and lone surrogates in its strings replaced, which JSONB cannot hold."""
+    if isinstance(value, str):
+        return storable(value)
+    if isinstance(value, dict):
+        return {storable(name): _storable(item) for name, item in value.items()}
+    if isinstance(value, list):
+        return [_storable(item) for item in value]
+    return value
 
 
 def session_lock(bot: str, session_id: str) -> str:
@@ -145,7 +172,9 @@ class PendingTurn:
 class Inbox:
     """The inbox of one bot: submit messages, await their outcomes; workers take the turns.
 
-    Open it with `open_inbox`. Every method is a coroutine on one connection pool.
+    Open it with `open_inbox`. Every method is a coroutine on one connection pool. The
+    `message_id` the methods after `submit` take is the message's key in the inbox (what
+    `submit` returns, and its job's argument), not the client's id.
     """
 
     def __init__(self, app: procrastinate.App, connector: procrastinate.PsycopgConnector, bot: str, url: str) -> None:
@@ -156,44 +185,54 @@ class Inbox:
         self.connector = connector
 
     async def submit(self, session: Session, message: IncomingMessage, *, message_id: str | None = None) -> str:
-        """Keep `message` for `session` until a worker has answered it; returns its id.
+        """Keep `message` for `session` until a worker has answered it; returns its key in the
+        inbox, what `result` and `wait` take.
 
-        Submitting the same `message_id` again (a client retrying) stores nothing new and
-        returns the id; with another session or text it raises `MessageIdConflictError`. The
-        message and its job are stored in one transaction, so both or neither exist.
+        `message_id` (`MESSAGE_ID_RULE`, else ValueError) is the client's name for it, one
+        namespace per tenant chain and user: submitting the same id again from that scope
+        (a client retrying) stores nothing new and returns the same key; with another session
+        or text it raises `MessageIdConflictError`. NUL and lone surrogates in the message are
+        replaced by U+FFFD before it is stored. The message and its job are stored in one
+        transaction, so both or neither exist.
         """
-        message_id = message_id or uuid.uuid4().hex
-        session_json, message_json = Jsonb(converter.unstructure(session)), Jsonb(converter.unstructure(message))
+        if message_id is None:
+            message_id = new_id()
+        check_message_id(message_id)
+        key = new_id()
+        session = converter.structure(_storable(converter.unstructure(session)), Session)  # its id names its lock too
+        scope = Jsonb(message_scope(session))
+        session_json, message_json = Jsonb(converter.unstructure(session)), Jsonb(_storable(converter.unstructure(message)))
         with self._reachable():
-            return await self._submit(session, message_id, session_json, message_json)
+            return await self._submit(session, key, scope, message_id, session_json, message_json)
 
-    async def _submit(self, session: Session, message_id: str, session_json: Jsonb, message_json: Jsonb) -> str:
+    async def _submit(self, session: Session, key: str, scope: Jsonb, message_id: str, session_json: Jsonb, message_json: Jsonb) -> str:
+        """Store the message as `key` with its job in one transaction; the key already stored
+        for the same `message_id` in `scope` if it is the same message."""
         async with self.connector.pool.connection() as conn, conn.transaction():
             inserted = await (
                 await conn.execute(
-                    "INSERT INTO agentloop_inbox (bot, message_id, session, message) VALUES (%s, %s, %s, %s) "
+                    "INSERT INTO agentloop_inbox (bot, key, scope, message_id, session, message) VALUES (%s, %s, %s, %s, %s, %s) "
                     "ON CONFLICT DO NOTHING RETURNING 1",
-                    (self.bot, message_id, session_json, message_json),
+                    (self.bot, key, scope, message_id, session_json, message_json),
                 )
             ).fetchone()
             if inserted is None:
                 same = await (
                     await conn.execute(
-                        "SELECT session = %s AND message = %s FROM agentloop_inbox WHERE bot = %s AND message_id = %s",
-                        (session_json, message_json, self.bot, message_id),
+                        "SELECT key, session = %s AND message = %s FROM agentloop_inbox WHERE bot = %s AND scope = %s AND message_id = %s",
+                        (session_json, message_json, self.bot, scope, message_id),
                     )
                 ).fetchone()
-                if same is None or not same[0]:
+                if same is None or not same[1]:
                     raise MessageIdConflictError(self.bot, message_id)
-                return message_id
+                existing: str = same[0]
+                return existing
             job_id = await self.app.configure_task(
                 TURN_TASK, queue=queue_name(self.bot), lock=session_lock(self.bot, session.id), connection=conn
-            ).defer_async(bot=self.bot, message_id=message_id)
-            await conn.execute(
-                "UPDATE agentloop_inbox SET job_id = %s WHERE bot = %s AND message_id = %s", (job_id, self.bot, message_id)
-            )
-        _log.debug("inbox.submitted", bot=self.bot, message_id=message_id, session_id=session.id, job_id=job_id)
-        return message_id
+            ).defer_async(bot=self.bot, message_id=key)
+            await conn.execute("UPDATE agentloop_inbox SET job_id = %s WHERE bot = %s AND key = %s", (job_id, self.bot, key))
+        _log.debug("inbox.submitted", bot=self.bot, message_id=message_id, key=key, session_id=session.id, job_id=job_id)
+        return key
 
     async def result(self, message_id: str) -> MessageResult | None:
         """The result of `message_id` once its turn has finished, None before;
@@ -227,7 +266,7 @@ class Inbox:
             claimed = await (
                 await conn.execute(
                     "UPDATE agentloop_inbox SET delivered_at = now(), delivered_by_run = %s "
-                    "WHERE bot = %s AND message_id = %s AND (delivered_at IS NULL OR delivered_by_run = %s) RETURNING 1",
+                    "WHERE bot = %s AND key = %s AND (delivered_at IS NULL OR delivered_by_run = %s) RETURNING 1",
                     (attempt, self.bot, message_id, attempt),
                 )
             ).fetchone()
@@ -240,7 +279,7 @@ class Inbox:
             row = await (
                 await conn.execute(
                     "UPDATE agentloop_inbox SET runs = runs + 1, started_at = now() "
-                    "WHERE bot = %s AND message_id = %s AND finished_at IS NULL RETURNING session, message, runs",
+                    "WHERE bot = %s AND key = %s AND finished_at IS NULL RETURNING session, message, runs",
                     (self.bot, message_id),
                 )
             ).fetchone()
@@ -253,14 +292,14 @@ class Inbox:
         """For workers: store how the turn of `message_id` ended, which releases its submitter's wait."""
         stored = None if outcome is None else Jsonb(converter.unstructure(outcome))
         await self._execute(
-            "UPDATE agentloop_inbox SET finished_at = now(), outcome = %s, error = %s WHERE bot = %s AND message_id = %s",
+            "UPDATE agentloop_inbox SET finished_at = now(), outcome = %s, error = %s WHERE bot = %s AND key = %s",
             (stored, error, self.bot, message_id),
         )
 
     async def record_error(self, message_id: str, error: str) -> None:
         """For workers: note why a run failed; the message stays for the next run."""
         await self._execute(
-            "UPDATE agentloop_inbox SET error = %s WHERE bot = %s AND message_id = %s", (error, self.bot, message_id)
+            "UPDATE agentloop_inbox SET error = %s WHERE bot = %s AND key = %s", (error, self.bot, message_id)
         )
 
     async def check(self, timeout: float = 2.0) -> None:
@@ -272,7 +311,7 @@ class Inbox:
     async def _fetch(self, select: LiteralString, message_id: str) -> tuple[Any, ...] | None:
         with self._reachable():
             async with self.connector.pool.connection() as conn:
-                query: LiteralString = select + " FROM agentloop_inbox WHERE bot = %s AND message_id = %s"
+                query: LiteralString = select + " FROM agentloop_inbox WHERE bot = %s AND key = %s"
                 return await (await conn.execute(query, (self.bot, message_id))).fetchone()
 
     async def _execute(self, query: LiteralString, params: tuple[Any, ...]) -> None:

@@ -159,16 +159,18 @@ async def reclaim_stalled(inbox: Inbox, stall_timeout: float) -> int:
 async def _watch(inbox: Inbox, settings: WorkerSettings) -> None:
     """Reclaim stalled turns every heartbeat interval until cancelled; a failed pass is logged and retried.
 
-    After this worker lost the database, it reclaims nothing until it has reached it for
-    `stall_timeout` seconds: every worker's heartbeat is as old as the outage, and the
-    workers still running must have had the time to send one again.
+    It reclaims only once the database has answered it promptly for `stall_timeout`
+    seconds: after an outage, even one shorter than a call's wait for a connection, every
+    worker's heartbeat is as old as the outage, and the workers still running must have
+    had the time to send one again.
     """
     reachable_since: float | None = time.monotonic() - settings.stall_timeout  # just connected: nothing to wait for
     while True:
         await asyncio.sleep(settings.heartbeat_interval)
         try:
-            if reachable_since is None:
-                await inbox.check()
+            asked = time.monotonic()
+            await inbox.check()
+            if reachable_since is None or time.monotonic() - asked > settings.heartbeat_interval:  # back, or slow to answer
                 reachable_since = time.monotonic()
             if time.monotonic() - reachable_since >= settings.stall_timeout:
                 await reclaim_stalled(inbox, settings.stall_timeout)
@@ -220,7 +222,7 @@ async def _supervise(inbox: Inbox, settings: WorkerSettings, name: str, stop: as
     """Run procrastinate workers one after another: a new one (a new registration, heartbeat
     and LISTEN) each time the last died of a lost database and the database is back."""
     while True:
-        worker = procrastinate.worker.Worker(
+        worker = _Worker(
             inbox.app,
             queues=[queue_name(inbox.bot)],
             name=name,
@@ -246,6 +248,9 @@ async def _supervise(inbox: Inbox, settings: WorkerSettings, name: str, stop: as
             continue
         # it died of a lost connection, or a side task (heartbeat, LISTEN) failed and stopped it
         lost_at = time.monotonic()
+        cause = cause or worker.side_task_error
+        if cause is not None and not is_connection_loss(cause):
+            raise cause
         _log.warning("worker.database_lost", bot=inbox.bot, error=_one_line(cause) if cause else "a side task stopped")
         if not await _reconnect(inbox, stop):
             return
@@ -253,6 +258,36 @@ async def _supervise(inbox: Inbox, settings: WorkerSettings, name: str, stop: as
             with contextlib.suppress(Exception):
                 await inbox.app.job_manager.unregister_worker(worker.worker_id)
         _log.warning("worker.database_back", bot=inbox.bot, down_for=round(time.monotonic() - lost_at, 1))
+
+
+class _Worker(procrastinate.worker.Worker):
+    """procrastinate's worker, stopped whenever one of its side tasks (heartbeat, LISTEN) fails.
+
+    procrastinate's own watch ends once any side task returns, and its periodic deferrer
+    returns at once when there is no periodic task, so a heartbeat or LISTEN lost later was
+    never noticed: the worker kept taking turns unheard, its registration going stale.
+    """
+
+    side_task_error: BaseException | None = None
+    """The failure of the side task that stopped this worker, if one did."""
+
+    async def _monitor_side_tasks(self, side_tasks: list[asyncio.Task[Any]]) -> None:
+        """Stop the worker at the first side task that fails; one that ends cleanly is let go.
+
+        Without its heartbeat the worker's turns are taken for lost after `stall_timeout`
+        seconds and run again elsewhere, so they get no longer than that to finish here.
+        """
+        pending = set(side_tasks)
+        while pending:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            failed = [task.exception() for task in done if not task.cancelled() and task.exception() is not None]
+            if failed:
+                self.side_task_error = failed[0]
+                grace = self.shutdown_graceful_timeout
+                self.shutdown_graceful_timeout = self.stalled_worker_timeout if grace is None else min(grace, self.stalled_worker_timeout)
+                halt: Callable[[], None] = self.stop  # procrastinate leaves it unannotated
+                halt()
+                return
 
 
 async def _run_until(worker: procrastinate.worker.Worker, inbox: Inbox, interval: float, stop: asyncio.Event) -> bool:

@@ -134,12 +134,11 @@ SQLITE_CLASS = re.compile(r"\b(?:Sqlite\w*(?:Store|Repository)|Bot" r"Stores)\b"
 def _names_sqlite_classes_legitimately(relative: str) -> bool:
     """Where a SQLite class may be named: the adapters themselves, the storage page that
     explains the SQLite backend, the tests about SQLite itself (its stores, its index
-    files, the databases of earlier releases and their migration), and the serve test that
-    makes the embedded backend's read fail to see the server answer 503."""
+    files, the databases of earlier releases and their migration)."""
     name = relative.rsplit("/", 1)[-1]
     return (
         relative.startswith(("agentloop/adapters/", "tests/fixtures/"))
-        or relative in ("docs/storage.md", "tests/unit/serve/test_serve_unavailable.py")
+        or relative == "docs/storage.md"
         or (relative.startswith("tests/") and (name.startswith("test_sqlite") or name == "test_hnsw_index.py" or "migration" in name))
     )
 

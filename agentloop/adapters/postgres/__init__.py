@@ -16,6 +16,7 @@ from agentloop.adapters.postgres.database import CONNECT_TIMEOUT_S, Database, Lo
 from agentloop.adapters.postgres.knowledge import PostgresKnowledgeRepository
 from agentloop.adapters.postgres.memory import PostgresMemoryStore
 from agentloop.adapters.postgres.rag import PostgresRagStore
+from agentloop.adapters.postgres.replies import open_postgres_replies
 from agentloop.adapters.postgres.embedders import VECTOR_TABLES, check_embedder, reembed_table
 from agentloop.adapters.postgres.schema import exists, lock_migrations, migrate, search_path, vector_schema
 from agentloop.adapters.postgres.sessions import PostgresSessionStore
@@ -40,6 +41,7 @@ __all__ = [
     "PostgresSessionStore",
     "PostgresTaskStore",
     "PostgresTrajectoryStore",
+    "open_postgres_replies",
     "open_postgres_stores",
     "postgres_stores_exist",
 ]

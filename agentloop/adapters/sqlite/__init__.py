@@ -19,6 +19,7 @@ from agentloop.adapters.sqlite.embedders import reembed_table
 from agentloop.adapters.sqlite.knowledge import AsyncSqliteKnowledgeRepository, SqliteKnowledgeRepository
 from agentloop.adapters.sqlite.memory import AsyncSqliteMemoryStore, SqliteMemoryStore
 from agentloop.adapters.sqlite.rag import AsyncSqliteRagStore, SqliteRagStore
+from agentloop.adapters.sqlite.replies import open_sqlite_replies
 from agentloop.adapters.sqlite.schema import migrate
 from agentloop.adapters.sqlite.sessions import AsyncSqliteSessionStore, SqliteSessionStore
 from agentloop.adapters.sqlite.tasks import AsyncSqliteTaskStore, SqliteTaskStore
@@ -35,6 +36,7 @@ __all__ = [
     "SqliteSessionStore",
     "SqliteTaskStore",
     "SqliteTrajectoryStore",
+    "open_sqlite_replies",
     "open_sqlite_stores",
     "reembed_sqlite_stores",
 ]

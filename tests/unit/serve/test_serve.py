@@ -13,6 +13,7 @@ from structlog.testing import capture_logs
 
 from agentloop import FailureKind, LlmCallError, LlmReply, LlmRequest
 from agentloop.serve import TokenFileError, create_app, load_tokens
+from agentloop.serve.limits import RateLimiter
 from agentloop.serve.openapi import OPENAPI
 from agentloop.testing import ScriptedLLM
 from agentloop.testing.serve import served
@@ -431,3 +432,159 @@ def test_a_blocking_sync_tool_leaves_health_answering_and_the_turn_ends_at_its_d
     assert health.status_code == 200 and health_while_blocked, "/healthz waited for the blocking tool"
     assert answer.status_code == 200 and answer_while_blocked, "the turn waited for the blocking tool past its deadline"
     assert answer.json()["finish_reason"] == "deadline"
+
+
+RESPELLED = ["bEaReR {}", "Bearer   {}", "\tBEARER {}  ", "bearer {}", "Bearer {}\t"]
+
+
+def test_respelling_the_authorization_header_does_not_escape_the_tokens_rate_limit(tmp_path: Path) -> None:
+    async def body() -> list[int]:
+        async with client(settings(tmp_path, rate_per_minute=6, rate_burst=2)) as http:
+            return [
+                (await http.get("/v1/me", headers={"Authorization": RESPELLED[number % len(RESPELLED)].format(ALICE)})).status_code
+                for number in range(100)
+            ]
+
+    statuses = asyncio.run(body())
+    assert statuses[:2] == [200, 200]
+    assert statuses[2:] == [429] * 98
+
+
+def test_the_rate_limiter_forgets_a_bucket_once_it_is_full_again() -> None:
+    now = [0.0]
+    limiter = RateLimiter(60, 5, clock=lambda: now[0])
+    for key in range(1000):
+        assert limiter.check(f"token-{key}") == 0
+    assert len(limiter) == 1000
+    now[0] = 4.0  # not yet full: five requests refill in five seconds
+    limiter.check("another")
+    assert len(limiter) == 1001
+    now[0] = 8.0
+    assert limiter.check("token-0") == 0
+    assert len(limiter) == 2  # only the buckets touched within the refill time are kept
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        ('{"text": ' + "[" * 1000 + "]" * 1000 + "}", "nests deeper than 32"),
+        ('{"text": "hi", "x": ' + "[" * 40 + "]" * 40 + "}", "nests deeper than 32"),
+        ('{"text": "hi", "x": ' + "7" * 5000 + "}", "the limit is 64"),
+        ('{"text": "hi", "x": 1.' + "5" * 100 + "}", "the limit is 64"),
+        ('{"text": "hi", "x": NaN}', "NaN is not a JSON number"),
+    ],
+    ids=["nested 1000 deep", "nested 40 deep", "5000-digit integer", "long float", "NaN"],
+)
+def test_a_crafted_json_body_gets_422_not_500(tmp_path: Path, content: str, says: str) -> None:
+    async def body() -> httpx.Response:
+        async with client(settings(tmp_path, max_body_bytes=64 * 1024)) as http:
+            session = await new_session(http)
+            return await http.post(f"/v1/sessions/{session}/messages", content=content, headers=auth(ALICE))
+
+    answer = asyncio.run(body())
+    assert answer.status_code == 422, answer.text
+    assert says in answer.json()["error"]["message"]
+
+
+def test_a_session_id_whose_mac_is_not_ascii_is_not_found_rather_than_an_error(tmp_path: Path) -> None:
+    async def body() -> httpx.Response:
+        async with client(settings(tmp_path)) as http:
+            session = await new_session(http)
+            nonce = session.partition(".")[0]
+            return await http.get(f"/v1/sessions/{nonce}.%C3%A9%C3%A9/messages", headers=auth(ALICE))
+
+    answer = asyncio.run(body())
+    assert answer.status_code == 404
+    tokens = load_tokens(settings(tmp_path).tokens)  # type: ignore[arg-type]
+    assert not tokens.owns(Caller("alice"), "0123.\u00e9\ud800")
+
+
+@pytest.mark.parametrize(
+    "message_id",
+    ["", "a" * 129, "has space", "\ud800", "nul\u0000", "a" * 12000, "naïve", "a/b"],
+    ids=["empty", "129 chars", "space", "lone surrogate", "NUL", "12 KB", "non-ASCII", "slash"],
+)
+def test_a_message_id_outside_its_grammar_gets_422_before_any_turn_runs(tmp_path: Path, message_id: str) -> None:
+    async def body() -> tuple[httpx.Response, httpx.Response]:
+        async with client(settings(tmp_path)) as http:
+            session = await new_session(http)
+            content = json.dumps({"text": "hi", "message_id": message_id})  # ASCII, escapes included
+            sent = await http.post(f"/v1/sessions/{session}/messages", content=content, headers=auth(ALICE))
+            return sent, await http.get(f"/v1/sessions/{session}/messages", headers=auth(ALICE))
+
+    sent, history = asyncio.run(body())
+    assert sent.status_code == 422
+    assert "1-128 letters, digits" in sent.json()["error"]["message"]
+    assert history.json() == {"messages": []}
+
+
+def test_a_repeated_message_id_in_direct_mode_returns_the_stored_outcome_without_a_second_turn(tmp_path: Path) -> None:
+    llm = ScriptedLLM(lambda request: f"echo: {request.messages[-1].content}")
+
+    async def send(text: str, *, stream: bool = False) -> httpx.Response:
+        async with client(settings(tmp_path, llm)) as http:
+            headers = {**auth(ALICE), "Accept": "text/event-stream"} if stream else auth(ALICE)
+            return await http.post(f"/v1/sessions/{session}/messages", json={"text": text, "message_id": "client-1"}, headers=headers)
+
+    async def start() -> str:
+        async with client(settings(tmp_path, llm)) as http:
+            return await new_session(http)
+
+    async def history() -> list[str]:
+        async with client(settings(tmp_path, llm)) as http:
+            found = await http.get(f"/v1/sessions/{session}/messages", headers=auth(ALICE))
+            return [message["text"] for message in found.json()["messages"]]
+
+    session = asyncio.run(start())
+    first = asyncio.run(send("hello"))
+    again = asyncio.run(send("hello"))  # a server started again: the outcome is durable
+    streamed = asyncio.run(send("hello", stream=True))
+    other = asyncio.run(send("something else"))
+    assert first.status_code == again.status_code == 200
+    assert again.json() == first.json() and first.json()["text"] == "echo: hello"
+    assert streamed.text.startswith("event: outcome\n") and first.json()["turn_id"] in streamed.text
+    assert other.status_code == 422 and "already used" in other.json()["error"]["message"]
+    assert len(llm.requests) == 1
+    assert asyncio.run(history()) == ["hello", "echo: hello"]
+
+
+def test_in_direct_mode_each_tenant_and_user_has_its_own_message_ids(tmp_path: Path) -> None:
+    async def body() -> list[httpx.Response]:
+        async with client(settings(tmp_path)) as http:
+            answers = []
+            for token, text in ((ALICE, "from alice"), (BOB, "from bob"), (CAROL, "from alice in sales")):
+                session = await new_session(http, token)
+                answers.append(
+                    await http.post(f"/v1/sessions/{session}/messages", json={"text": text, "message_id": "m1"}, headers=auth(token))
+                )
+            return answers
+
+    answers = asyncio.run(body())
+    assert [answer.status_code for answer in answers] == [200, 200, 200]
+    assert [answer.json()["text"] for answer in answers] == ["echo: from alice", "echo: from bob", "echo: from alice in sales"]
+
+
+def test_nul_and_lone_surrogates_in_a_message_are_replaced_before_it_is_stored(tmp_path: Path) -> None:
+    async def body() -> tuple[httpx.Response, httpx.Response]:
+        async with client(settings(tmp_path)) as http:
+            session = await new_session(http)
+            content = '{"text": "a\\u0000b\\ud800c"}'
+            sent = await http.post(f"/v1/sessions/{session}/messages", content=content, headers=auth(ALICE))
+            return sent, await http.get(f"/v1/sessions/{session}/messages", headers=auth(ALICE))
+
+    sent, history = asyncio.run(body())
+    assert sent.status_code == 200
+    assert history.json()["messages"][0] == {"role": "user", "text": "a\ufffdb\ufffdc"}
+
+
+@pytest.mark.parametrize("path", ["/", "/static/app.js", "/healthz", "/v1/me", "/no-such-route"])
+def test_every_response_forbids_inline_script_sniffing_and_framing(tmp_path: Path, path: str) -> None:
+    async def body() -> httpx.Response:
+        async with client(settings(tmp_path)) as http:
+            return await http.get(path, headers=auth(ALICE))
+
+    answer = asyncio.run(body())
+    policy = answer.headers["content-security-policy"]
+    assert "script-src 'self'" in policy and "unsafe-inline" not in policy
+    assert "frame-ancestors 'none'" in policy
+    assert answer.headers["x-content-type-options"] == "nosniff"

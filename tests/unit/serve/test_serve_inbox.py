@@ -10,7 +10,7 @@ import httpx
 
 from agentloop.testing import RecordingChannel
 from agentloop.workers import Inbox
-from serve_kit import ALICE, auth, client, new_session, settings
+from serve_kit import ALICE, BOB, auth, client, new_session, settings
 from worker_kit import with_worker
 
 
@@ -38,3 +38,44 @@ def test_two_servers_on_one_inbox_keep_a_sessions_turns_in_order_and_answered_on
     assert all(reply["finish_reason"] == "success" for reply in replies)
     assert streamed.text.startswith("event: outcome\n") and '"echo: last"' in streamed.text
     assert history == ["m0", "echo: m0", "m1", "echo: m1", "m2", "echo: m2", "m3", "echo: m3", "last", "echo: last"]
+
+
+def test_in_inbox_mode_one_tenant_can_neither_see_nor_claim_another_tenants_message_id(tmp_path: Path, postgres_url: str) -> None:
+    served = settings(tmp_path, stores=postgres_url, bot="helper", turn_timeout=20.0)
+
+    async def body(inbox: Inbox, channel: RecordingChannel) -> list[httpx.Response]:
+        async with client(served) as http:
+            bobs, alices = await new_session(http, BOB), await new_session(http, ALICE)
+            claimed = await http.post(f"/v1/sessions/{bobs}/messages", json={"text": "bob first", "message_id": "m1"}, headers=auth(BOB))
+            sent = await http.post(f"/v1/sessions/{alices}/messages", json={"text": "alice", "message_id": "m1"}, headers=auth(ALICE))
+            retried = await http.post(f"/v1/sessions/{alices}/messages", json={"text": "alice", "message_id": "m1"}, headers=auth(ALICE))
+            return [claimed, sent, retried]
+
+    claimed, sent, retried = asyncio.run(with_worker(postgres_url, body))
+    assert [answer.status_code for answer in (claimed, sent, retried)] == [200, 200, 200]
+    assert sent.json()["text"] == "echo: alice" and sent.json()["message_id"] == "m1"
+    assert retried.json() == sent.json()
+    assert claimed.json()["turn_id"] != sent.json()["turn_id"]
+
+
+def test_inbox_mode_answers_input_with_nul_or_lone_surrogates_and_refuses_a_12_kb_message_id_with_422(
+    tmp_path: Path, postgres_url: str,
+) -> None:
+    served = settings(tmp_path, stores=postgres_url, bot="helper", turn_timeout=20.0)
+
+    async def body(inbox: Inbox, channel: RecordingChannel) -> list[httpx.Response]:
+        async with client(served) as http:
+            session = await new_session(http)
+            url = f"/v1/sessions/{session}/messages"
+            return [
+                await http.post(url, content='{"text": "a\\u0000b\\ud800c"}', headers=auth(ALICE)),
+                await http.post(url, content='{"text": "hi", "message_id": "\\ud800"}', headers=auth(ALICE)),
+                await http.post(url, content='{"text": "hi", "message_id": "a\\u0000"}', headers=auth(ALICE)),
+                await http.post(url, json={"text": "hi", "message_id": "x" * 12_000}, headers=auth(ALICE)),
+                await http.get(url, headers=auth(ALICE)),
+            ]
+
+    replaced, surrogate_id, nul_id, long_id, history = asyncio.run(with_worker(postgres_url, body))
+    assert replaced.status_code == 200 and replaced.json()["text"] == "echo: a\ufffdb\ufffdc"
+    assert [answer.status_code for answer in (surrogate_id, nul_id, long_id)] == [422, 422, 422]
+    assert [message["text"] for message in history.json()["messages"]] == ["a\ufffdb\ufffdc", "echo: a\ufffdb\ufffdc"]

@@ -54,6 +54,12 @@ class Database:
         self.pgdata: Path = self.server.pgdata
         self.socket_dir = self.server.get_postmaster_info().socket_dir
         self.url = PostgresServer(self.server).new_database()
+        with psycopg.connect(self.server.get_uri("postgres"), autocommit=True) as conn:
+            # A commit must outlive the crash of PostgreSQL's processes, as on any real server: a
+            # commit acknowledged but not yet in the WAL (synchronous_commit off) is lost by
+            # `stop -m immediate` or SIGKILL. fsync may stay off: the machine itself keeps running.
+            conn.execute("ALTER SYSTEM SET synchronous_commit = on")
+            conn.execute("SELECT pg_reload_conf()")
 
     def postmaster_pid(self) -> int:
         return int((self.pgdata / "postmaster.pid").read_text().split()[0])

@@ -161,19 +161,19 @@ def test_feedback_on_a_message_id_credits_the_notes_its_workers_turn_was_shown(p
 
 
 def test_resubmitting_a_message_id_keeps_one_message_and_another_text_under_it_is_refused(postgres_url: str) -> None:
-    async def body() -> tuple[str, int]:
+    async def body() -> tuple[bool, int]:
         async with open_inbox(postgres_url, bot="helper") as inbox:
             first = await inbox.submit(SESSION, IncomingMessage("hello"), message_id="client-1")
             again = await inbox.submit(SESSION, IncomingMessage("hello"), message_id="client-1")
             with pytest.raises(MessageIdConflictError, match="'client-1' of bot 'helper' was already submitted"):
                 await inbox.submit(SESSION, IncomingMessage("something else"), message_id="client-1")
-            assert first == again == "client-1"
+            assert first == again
         async with await psycopg.AsyncConnection.connect(postgres_url) as conn:
             jobs = await (await conn.execute("SELECT count(*) FROM procrastinate_jobs")).fetchone()
         assert jobs is not None
-        return first, jobs[0]
+        return first == again, jobs[0]
 
-    assert run(body()) == ("client-1", 1)
+    assert run(body()) == (True, 1)
 
 
 def test_waiting_without_a_worker_times_out_with_a_message_that_says_what_to_do(postgres_url: str) -> None:
@@ -195,7 +195,7 @@ def test_inboxes_of_two_bots_in_one_database_keep_their_messages_apart(postgres_
             message_id = await one.submit(SESSION, IncomingMessage("hello"), message_id="m")
             with pytest.raises(UnknownMessageError):
                 await two.result(message_id)
-            assert await two.submit(SESSION, IncomingMessage("other"), message_id="m") == "m"
+            assert await two.submit(SESSION, IncomingMessage("other"), message_id="m") != message_id
 
     run(body())
 
@@ -223,3 +223,66 @@ def test_an_inbox_url_that_is_not_postgresql_or_not_reachable_is_one_line(tmp_pa
         run(body(f"sqlite:///{tmp_path}"))
     with pytest.raises(InboxUrlError, match=r"postgresql://me:\*\*\*@.*did not accept the connection"):
         run(body(f"postgresql://me:secret@/nodb?host={tmp_path}"))
+
+
+def test_each_tenant_chain_and_user_has_its_own_message_ids_in_the_inbox(postgres_url: str) -> None:
+    tenants = [Session("s1", user_id="u1", org_id="acme"), Session("s2", user_id="u1", org_id="globex"), Session("s3", user_id="u2", org_id="acme")]
+
+    async def body(inbox: Inbox, channel: RecordingChannel) -> list[str | None]:
+        keys = [await inbox.submit(session, IncomingMessage(f"from {session.id}"), message_id="m1") for session in tenants]
+        assert len(set(keys)) == 3
+        with pytest.raises(MessageIdConflictError):
+            await inbox.submit(tenants[0], IncomingMessage("another text"), message_id="m1")
+        return [(await inbox.wait(key, timeout=20)).reply_text for key in keys]
+
+    assert run(with_worker(postgres_url, body)) == ["echo: from s1", "echo: from s2", "echo: from s3"]
+
+
+@pytest.mark.parametrize("message_id", ["a" * 12000, "nul\x00", "\ud800", ""], ids=["12 KB", "NUL", "lone surrogate", "empty"])
+def test_a_message_id_outside_its_grammar_is_refused_before_it_is_stored(postgres_url: str, message_id: str) -> None:
+    async def body() -> int:
+        async with open_inbox(postgres_url, bot="helper") as inbox:
+            with pytest.raises(ValueError, match="must be 1-128 letters, digits"):
+                await inbox.submit(SESSION, IncomingMessage("hello"), message_id=message_id)
+        async with await psycopg.AsyncConnection.connect(postgres_url) as conn:
+            rows = await (await conn.execute("SELECT count(*) FROM agentloop_inbox")).fetchone()
+        assert rows is not None
+        return int(rows[0])
+
+    assert run(body()) == 0
+
+
+def test_nul_and_lone_surrogates_in_a_submitted_message_are_replaced_before_it_is_stored(postgres_url: str) -> None:
+    async def body(inbox: Inbox, channel: RecordingChannel) -> str | None:
+        key = await inbox.submit(Session("s\x00", user_id="u\ud800"), IncomingMessage("a\x00b\udfffc"))
+        return (await inbox.wait(key, timeout=20)).reply_text
+
+    assert run(with_worker(postgres_url, body)) == "echo: a\ufffdb\ufffdc"
+
+
+def test_a_message_stored_before_ids_were_scoped_keeps_its_id_as_its_key_and_is_answered(postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentloop.workers import inbox as inbox_module
+
+    async def before() -> None:
+        monkeypatch.setattr(inbox_module, "SCHEMA_VERSION", 1)
+        monkeypatch.setattr(inbox_module, "_STEPS", inbox_module._STEPS[:1])
+        await migrate_inbox(postgres_url)
+        async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as conn:
+            await conn.execute(
+                "INSERT INTO agentloop_inbox (bot, message_id, session, message) VALUES ('helper', 'old-1', %s, %s)",
+                ('{"id": "s1", "user_id": "u1", "project_id": null, "team_id": null, "org_id": "acme", "channel": null}',
+                 '{"text": "from before", "attachments": [], "auto_mode": false, "metadata": {}, "decision": null}'),
+            )
+        monkeypatch.undo()
+
+    async def body(inbox: Inbox, channel: RecordingChannel) -> tuple[str | None, str]:
+        async with inbox.connector.pool.connection() as conn:  # the job it had, as the version before deferred it
+            await inbox.app.configure_task("agentloop.turn", queue="agentloop.helper", lock="agentloop.helper.session.s1",
+                                           connection=conn).defer_async(bot="helper", message_id="old-1")
+            scope = await (await conn.execute("SELECT scope FROM agentloop_inbox WHERE key = 'old-1'")).fetchone()
+        assert scope == (["acme", None, None, "u1"],)
+        again = await inbox.submit(Session("s1", user_id="u1", org_id="acme"), IncomingMessage("from before"), message_id="old-1")
+        return (await inbox.wait("old-1", timeout=20)).reply_text, again
+
+    run(before())
+    assert run(with_worker(postgres_url, body)) == ("echo: from before", "old-1")

@@ -8,6 +8,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from procrastinate.exceptions import ConnectorException
 
 from agentloop import ChatMessage, FailureSource, FinishReason, IncomingMessage, Session, history_scope
 from agentloop.adapters import Stores, open_stores
@@ -119,3 +120,52 @@ def test_a_turn_whose_writes_never_land_finishes_after_its_last_run_saying_so(
     assert result.runs == MAX_RUNS and len(faults.failed) == MAX_RUNS and history == ()
     assert result.finish_reason is FinishReason.ERROR and result.outcome.writes_lost and texts == ["echo: hello"]
     assert result.error is not None and "was not stored" in result.error
+
+
+async def fresh_workers(inbox: Inbox, within: float) -> set[int]:
+    """The ids of the workers registered with a heartbeat of the last `within` seconds."""
+    async with inbox.connector.pool.connection() as conn:
+        rows = await (
+            await conn.execute("SELECT id FROM procrastinate_workers WHERE last_heartbeat > now() - make_interval(secs => %s)", (within,))
+        ).fetchall()
+    return {row[0] for row in rows}
+
+
+def test_a_worker_whose_heartbeat_was_lost_registers_again_heartbeats_and_takes_work(postgres_url: str) -> None:
+    """A heartbeat that fails once the worker runs stops its registration (procrastinate stops
+    watching its heartbeat once the periodic deferrer of an app without periodic tasks ends):
+    the worker registers anew, heartbeats and answers messages."""
+    settings = WorkerSettings(stall_timeout=0.6, poll_interval=0.2)
+    llm = ScriptedLLM(lambda request: f"echo: {request.messages[-1].content}")
+
+    async def body(stores: Stores) -> tuple[list[int], set[int], MessageResult]:
+        async with open_inbox(postgres_url, bot="helper") as inbox:
+            manager = inbox.app.job_manager
+            beat, lost = manager.update_heartbeat, list[int]()
+
+            async def beat_lost_once(worker_id: int) -> None:
+                if not lost:
+                    lost.append(worker_id)
+                    raise ConnectorException() from psycopg.OperationalError("server closed the connection unexpectedly")
+                await beat(worker_id)
+
+            manager.update_heartbeat = beat_lost_once  # type: ignore[method-assign]
+            with standard_pipeline(llm, RecordingChannel(), stores=stores) as pipeline:
+                running = asyncio.create_task(run_worker(inbox, pipeline.build(), settings, install_signal_handlers=False))
+                try:
+                    fresh: set[int] = set()
+                    for _ in range(100):  # the new registration comes after one reconnect delay
+                        await asyncio.sleep(0.1)
+                        fresh = await fresh_workers(inbox, settings.stall_timeout)
+                        if lost and fresh - set(lost):
+                            break
+                    answered = await inbox.wait(await inbox.submit(SESSION, IncomingMessage("hello")), timeout=20)
+                    return lost, fresh, answered
+                finally:
+                    running.cancel()
+                    await asyncio.gather(running, return_exceptions=True)
+
+    with open_stores(postgres_url, bot="helper") as stores:
+        lost, fresh, answered = asyncio.run(body(stores))
+    assert len(lost) == 1 and len(fresh) == 1 and lost[0] not in fresh  # registered anew, the stale registration gone
+    assert answered.finish_reason is FinishReason.SUCCESS and answered.reply_text == "echo: hello"
