@@ -72,7 +72,12 @@ class SessionStore(Protocol):
 class MemoryStore(Protocol):
     """What a bot remembers about a scope (a user) across sessions."""
 
-    async def add(self, entry: MemoryEntry) -> None: ...
+    async def add(self, entry: MemoryEntry, *, key: str | None = None) -> None:
+        """Remember `entry` in its scope.
+
+        With a `key` already added in `entry.scope`, nothing is stored: a turn run again
+        after a failed write stores its memory entry once."""
+        ...
 
     async def recent(self, scope: Scope, limit: int, *, exclude_session: str | None = None) -> tuple[MemoryEntry, ...]:
         """The last `limit` entries of `scope`, oldest first, optionally without one session's."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from agentloop.adapters.postgres.database import Database, on_database
+from agentloop.adapters.postgres.database import Database, keyed, on_database
 from agentloop.adapters.postgres.schema import Schema, Step
 from agentloop.adapters.postgres.scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQL, SCOPE_MARKS, scope_match
 from agentloop.adapters.postgres.text import loaded, stored
@@ -58,6 +58,14 @@ SCHEMA = Schema(
                 f"CREATE INDEX memory_entries_by_session ON memory_entries ({SCOPE_COLUMNS_SQL}, session_id, id)",
             ),
         ),
+        Step(
+            "keyed adds remember their key, so a re-run turn stores its memory entry once",
+            (
+                "ALTER TABLE memory_entries ADD COLUMN entry_key text",
+                f"CREATE UNIQUE INDEX memory_entries_by_key ON memory_entries (entry_key, {SCOPE_COLUMNS_SQL}) "
+                "NULLS NOT DISTINCT WHERE entry_key IS NOT NULL",
+            ),
+        ),
     ),
 )
 _ENTRY_COLUMNS = "session_id, user_text, assistant_text, created_at"
@@ -73,13 +81,16 @@ class PostgresMemoryStore:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    @on_database
-    async def add(self, entry: MemoryEntry) -> None:
+    @on_database(retry=keyed)
+    async def add(self, entry: MemoryEntry, *, key: str | None = None) -> None:
+        """Store `entry`; with a `key` already stored in its scope, nothing (the unique index
+        says so, and the trigger keeping `memory_sessions` fires only for a stored row)."""
         async with self._db.pool.connection() as conn:
             await conn.execute(
-                f"INSERT INTO memory_entries ({SCOPE_COLUMNS_SQL}, {_ENTRY_COLUMNS}) VALUES ({SCOPE_MARKS}, %s, %s, %s, %s)",
+                f"INSERT INTO memory_entries ({SCOPE_COLUMNS_SQL}, {_ENTRY_COLUMNS}, entry_key) "
+                f"VALUES ({SCOPE_MARKS}, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
                 (*scope_values(entry.scope), entry.session_id, stored(entry.user_text), stored(entry.assistant_text),
-                 entry.created_at),
+                 entry.created_at, key),
             )
 
     @on_database(retry=True)

@@ -52,6 +52,12 @@ _LATEST = (
     "DROP INDEX memory_entries_by_scope",
     f"CREATE INDEX memory_entries_by_session ON memory_entries ({SCOPE_COLUMNS_SQL}, session_id, id)",
 )
+_KEYED = (
+    "ALTER TABLE memory_entries ADD COLUMN entry_key TEXT",
+    # json_array keeps NULL apart from '' and makes the scope one value: a UNIQUE index sees NULLs as distinct.
+    f"CREATE UNIQUE INDEX memory_entries_by_key ON memory_entries (entry_key, json_array({SCOPE_COLUMNS_SQL})) "
+    "WHERE entry_key IS NOT NULL",
+)
 SCHEMA = Schema(
     "memory",
     (
@@ -71,6 +77,7 @@ SCHEMA = Schema(
         ),
             scope_columns_step("memory_entries", _SCOPED, _ENTRY_COLUMNS),
         Step("each scope's sessions by their newest entry, so recall skips a session without reading its rows", _LATEST),
+        Step("keyed adds remember their key, so a re-run turn stores its memory entry once", _KEYED),
     ),
     scoped_version("memory_entries"),
 )
@@ -94,17 +101,19 @@ class SqliteMemoryStore:
         with closing_on_error(connect(path)) as conn:
             return cls(conn)
 
-    def add(self, entry: MemoryEntry) -> None:
+    def add(self, entry: MemoryEntry, *, key: str | None = None) -> None:
+        """Store `entry`; with a `key` already stored in its scope, nothing (the unique index says so)."""
         with self._lock:
             self._conn.execute(
-                f"INSERT INTO memory_entries ({SCOPE_COLUMNS_SQL}, {', '.join(_ENTRY_COLUMNS)}) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                f"INSERT INTO memory_entries ({SCOPE_COLUMNS_SQL}, {', '.join(_ENTRY_COLUMNS)}, entry_key) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                 (
                     *scope_values(entry.scope),
                     entry.session_id,
                     entry.user_text,
                     entry.assistant_text,
                     entry.created_at.isoformat(),
+                    key,
                 ),
             )
 
@@ -144,8 +153,8 @@ class SqliteMemoryStore:
 class AsyncSqliteMemoryStore(OnItsThread[SqliteMemoryStore]):
     """The MemoryStore port on a `SqliteMemoryStore` (`engine`)."""
 
-    async def add(self, entry: MemoryEntry) -> None:
-        await self._thread.write(self.engine.add, entry)
+    async def add(self, entry: MemoryEntry, *, key: str | None = None) -> None:
+        await self._thread.write(self.engine.add, entry, key=key)
 
     async def recent(self, scope: Scope, limit: int, *, exclude_session: str | None = None) -> tuple[MemoryEntry, ...]:
         return await self._thread.read(self.engine.recent, scope, limit, exclude_session=exclude_session)

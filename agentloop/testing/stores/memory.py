@@ -41,6 +41,26 @@ class MemoryStoreTests(Backend):
             assert run(stores.memory.recent(other, 10)) == ()
         assert run(stores.memory.recent(CHAIN, 10)) == (self.entry(CHAIN, "s1", 1),)
 
+    def test_a_keyed_add_stored_twice_is_stored_once_in_its_scope_only(self, stores: Stores) -> None:
+        """A turn run again adds its entry under the same key: stored once; the same key in a
+        namesake scope is another entry, and adds without a key are all stored."""
+        run(stores.memory.add(self.entry(CHAIN, "s1", 1), key="m1"))
+        run(stores.memory.add(self.entry(CHAIN, "s1", 1), key="m1"))
+        run(stores.memory.add(self.entry(CHAIN, "s1", 2), key="m1"))
+        assert run(stores.memory.recent(CHAIN, 10)) == (self.entry(CHAIN, "s1", 1),)
+        others = namesakes(CHAIN)
+        for other in others:
+            run(stores.memory.add(self.entry(other, "s1", 3), key="m1"))
+            assert run(stores.memory.recent(other, 10)) == (self.entry(other, "s1", 3),)
+        run(stores.memory.add(self.entry(CHAIN, "s1", 4), key="m2"))
+        run(stores.memory.add(self.entry(CHAIN, "s1", 5)))
+        run(stores.memory.add(self.entry(CHAIN, "s1", 5)))
+        assert [e.assistant_text for e in run(stores.memory.recent(CHAIN, 10))] == ["a1", "a4", "a5", "a5"]
+
+    def test_concurrent_keyed_adds_of_one_key_store_one_entry(self, stores: Stores) -> None:
+        at_once(lambda n: stores.memory.add(self.entry(CHAIN, "s1", n), key="m1"), range(8))
+        assert len(run(stores.memory.recent(CHAIN, 10))) == 1
+
     def test_entries_survive_a_reopen(self, stores: Stores, open_backend: Callable[[], Stores]) -> None:
         run(stores.memory.add(self.entry(CHAIN, "s1", 1)))
         stores.close()

@@ -43,6 +43,7 @@ class MemoryData:
     history: list[tuple[Scope, ChatMessage]] = attrs.Factory(list)
     history_keys: set[tuple[Scope, str]] = attrs.Factory(set)
     memory: list[MemoryEntry] = attrs.Factory(list)
+    memory_keys: set[tuple[Scope, str]] = attrs.Factory(set)
     rag: dict[int, tuple[Scope, str, Vectors]] = attrs.Factory(dict)
     notes: dict[int, KnowledgeItem] = attrs.Factory(dict)
     retrievals: list[Retrieval] = attrs.Factory(list)
@@ -82,8 +83,12 @@ class MemoryMemoryStore:
     def __init__(self, data: MemoryData) -> None:
         self.data = data
 
-    async def add(self, entry: MemoryEntry) -> None:
+    async def add(self, entry: MemoryEntry, *, key: str | None = None) -> None:
         with self.data.lock:
+            if key is not None:
+                if (entry.scope, key) in self.data.memory_keys:
+                    return
+                self.data.memory_keys.add((entry.scope, key))
             self.data.memory.append(entry)
 
     async def recent(self, scope: Scope, limit: int, *, exclude_session: str | None = None) -> tuple[MemoryEntry, ...]:
