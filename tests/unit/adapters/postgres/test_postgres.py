@@ -19,6 +19,7 @@ import numpy as np
 import psycopg
 import pytest
 from pgvector.psycopg import register_vector
+from structlog.testing import capture_logs
 
 from agentloop.adapters import HashingEmbedder, Stores, open_stores
 from agentloop.adapters.postgres import database
@@ -471,6 +472,7 @@ def test_memory_written_before_the_sessions_table_is_recalled_after_the_upgrade(
         for n, session in enumerate(["s1", "s2", "s1", "s3"]):
             asyncio.run(stores.memory.add(MemoryEntry(ADA, session, f"q{n}", f"a{n}", AT)))
     with psycopg.connect(postgres_url) as conn:
+        conn.execute("ALTER TABLE agentloop_helper.memory_entries DROP COLUMN entry_key")
         conn.execute("DROP TABLE agentloop_helper.memory_sessions")
         conn.execute("DROP FUNCTION agentloop_helper.memory_sessions_latest CASCADE")
         conn.execute("DROP INDEX agentloop_helper.memory_entries_by_session")
@@ -483,6 +485,22 @@ def test_memory_written_before_the_sessions_table_is_recalled_after_the_upgrade(
         assert [e.assistant_text for e in asyncio.run(stores.memory.recent(ADA, 10, exclude_session="s3"))] == ["a0", "a1", "a2"]
         asyncio.run(stores.memory.add(MemoryEntry(ADA, "s2", "q4", "a4", AT)))
         assert [e.assistant_text for e in asyncio.run(stores.memory.recent(ADA, 2, exclude_session="s1"))] == ["a3", "a4"]
+
+
+def test_memory_written_before_keyed_adds_is_kept_and_a_keyed_add_is_stored_once_after_the_upgrade(postgres_url: str) -> None:
+    """A bot whose memory schema is at version 2 (no `entry_key`) keeps its rows; a keyed add then stores once."""
+    with open_bot(postgres_url) as stores:
+        for n, session in enumerate(["s1", "s2", "s1"]):
+            asyncio.run(stores.memory.add(MemoryEntry(ADA, session, f"q{n}", f"a{n}", AT)))
+    with psycopg.connect(postgres_url) as conn:
+        conn.execute("ALTER TABLE agentloop_helper.memory_entries DROP COLUMN entry_key")
+        conn.execute("UPDATE agentloop_helper.schema_versions SET version = 2 WHERE name = 'memory'")
+    with capture_logs() as logs, open_bot(postgres_url) as stores:
+        for _ in range(2):
+            asyncio.run(stores.memory.add(MemoryEntry(ADA, "s2", "q3", "a3", AT), key="m3"))
+        assert [e.assistant_text for e in asyncio.run(stores.memory.recent(ADA, 10))] == ["a0", "a1", "a2", "a3"]
+        assert [e.assistant_text for e in asyncio.run(stores.memory.recent(ADA, 10, exclude_session="s1"))] == ["a1", "a3"]
+    assert [(log["store"], log["version"]) for log in logs if log["event"] == "stores.schema.step"] == [("memory", 3)]
 
 
 def test_every_pooled_connection_scans_the_hnsw_graph_at_ef_search_100(stores: Stores) -> None:

@@ -81,7 +81,7 @@ def _steps(logs: list[dict[str, Any]]) -> list[tuple[str, int]]:
     return [(log["store"], log["version"]) for log in logs if log["event"] == "stores.schema.step"]
 
 
-ALL_STEPS = [("sessions", 2), ("sessions", 3), ("memory", 2), ("memory", 3), ("rag", 2), ("rag", 3), ("knowledge", 2), ("knowledge", 3), ("knowledge", 4), ("knowledge", 5), ("trajectories", 2), ("trajectories", 3), ("trajectories", 4),
+ALL_STEPS = [("sessions", 2), ("sessions", 3), ("memory", 2), ("memory", 3), ("memory", 4), ("rag", 2), ("rag", 3), ("knowledge", 2), ("knowledge", 3), ("knowledge", 4), ("knowledge", 5), ("trajectories", 2), ("trajectories", 3), ("trajectories", 4),
              ("tasks", 2), ("approvals", 1)]
 """The steps opening release 0.1's files applies (a store that release did not have starts at its step 1)."""
 
@@ -145,6 +145,29 @@ def test_a_scope_text_release_0_1_did_not_write_is_kept_and_logged(tmp_path: Pat
         store = SqliteMemoryStore.open(path)
     assert store.recent(Scope(), 5) == (MemoryEntry(Scope(), "s", "q", "a", AT),)
     assert [log["scope"] for log in logs if log["event"] == "stores.migration.unknown_scope"] == ["tenant-7"]
+    store.close()
+
+
+def test_memory_of_a_file_before_keyed_adds_is_kept_and_a_keyed_add_is_stored_once(tmp_path: Path) -> None:
+    """A file at memory version 3 (no `entry_key`) opens keeping its rows; a keyed add then stores once."""
+    path = tmp_path / "bot.sqlite3"
+    store = SqliteMemoryStore.open(path)
+    for n, session in enumerate(["s1", "s2", "s1"]):
+        store.add(MemoryEntry(Scope(user_id="ada"), session, f"q{n}", f"a{n}", AT))
+    store.close()
+    conn = sqlite3.connect(path)
+    conn.executescript(
+        "DROP INDEX memory_entries_by_key; ALTER TABLE memory_entries DROP COLUMN entry_key;"
+        "UPDATE schema_versions SET version = 3 WHERE name = 'memory';"
+    )
+    conn.close()
+    with capture_logs() as logs:
+        store = SqliteMemoryStore.open(path)
+    assert _steps(logs) == [("memory", 4)]
+    for _ in range(2):
+        store.add(MemoryEntry(Scope(user_id="ada"), "s2", "q3", "a3", AT), key="m3")
+    assert [e.assistant_text for e in store.recent(Scope(user_id="ada"), 10)] == ["a0", "a1", "a2", "a3"]
+    assert [e.assistant_text for e in store.recent(Scope(user_id="ada"), 10, exclude_session="s1")] == ["a1", "a3"]
     store.close()
 
 
