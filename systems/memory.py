@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import ClassVar
 
 import attrs
@@ -13,6 +14,7 @@ from agentloop import (
     FinishReason,
     InboxTurn,
     SanitizedInput,
+    Scope,
     System,
     TurnOutcome,
     TurnPolicy,
@@ -34,8 +36,8 @@ class MemoryPersistSystem(System):
     `TurnPolicy` has persist=False (a task step: its prompt is rebuilt from the task's
     own context each time, and it is not something the user said) is stored nowhere.
     Rows are stored in the session's scopes within `company_id` (the deployment). A
-    worker's turn (`InboxTurn`) appends under its message id as the key, so a turn run
-    again after a lost worker writes its history once, and its memory entry with it.
+    worker's turn (`InboxTurn`) writes both under keys made from its message id, so a
+    turn run again after a lost worker or a failed write stores each exactly once.
     A write that fails makes the outcome `writes_lost` and no SUCCESS (I15), and is raised
     for the loop to record.
     """
@@ -74,18 +76,26 @@ class MemoryPersistSystem(System):
         user_text = turn_user_text(ctx)
         assistant_text = outcome.assistant_text
         inbox = ctx.get(InboxTurn)
-        first_write = True
+        history = history_scope(ctx.session, self.company_id)
         if self.sessions is not None:
             messages = [ChatMessage.user(user_text)]
             if assistant_text:
                 messages.append(ChatMessage.assistant(assistant_text))
-            first_write = await self.sessions.append(
-                history_scope(ctx.session, self.company_id), messages, key=None if inbox is None else inbox.message_id
-            )
+            await self.sessions.append(history, messages, key=None if inbox is None else inbox.message_id)
             ctx.set(attrs.evolve(outcome, raw_history_written=True))
-        if self.memory is not None and assistant_text and first_write:
+        if self.memory is not None and assistant_text:
             await self.memory.add(
                 MemoryEntry(
                     memory_scope(ctx.session, self.company_id), ctx.session.id, user_text, assistant_text, ctx.clock.now()
-                )
+                ),
+                key=None if inbox is None else memory_key(history, inbox.message_id),
             )
+
+
+def memory_key(history: Scope, message_id: str) -> str:
+    """The key of a worker turn's memory entry: its message id within its history scope.
+
+    A memory scope spans a user's sessions in an org, where one message id may name a
+    message of each session; the digest of the history scope keeps them apart, in a key
+    of bounded length."""
+    return f"{message_id} {hashlib.sha256(history.key.encode()).hexdigest()[:32]}"

@@ -60,7 +60,7 @@ def test_a_task_turn_is_stored_nowhere(tmp_path: Path) -> None:
 
 
 def test_a_worker_turn_run_again_for_one_message_writes_history_and_memory_once(tmp_path: Path) -> None:
-    """I13: the message id keys the append, so a re-run after a lost worker stores nothing twice."""
+    """I13: the message id keys the append and the memory add, so a re-run after a lost worker stores nothing twice."""
     stores = open_stores(tmp_path, embedder=HashingEmbedder(dim=32))
     for run in (1, 2):
         turn = InboxTurn("message-7", run, Ledger())
@@ -69,4 +69,15 @@ def test_a_worker_turn_run_again_for_one_message_writes_history_and_memory_once(
         assert ctx.require(TurnOutcome).raw_history_written
     assert asyncio.run(stores.sessions.recent(HISTORY, 10)) == (ChatMessage.user("hi"), ChatMessage.assistant("Hello!"))
     assert len(asyncio.run(stores.memory.recent(ADA, 10))) == 1
+    stores.close()
+
+
+def test_one_message_id_in_two_sessions_of_a_user_stores_a_memory_entry_for_each(tmp_path: Path) -> None:
+    """Memory spans a user's sessions, and a client may number each session's messages alike: the
+    memory key is the message id within its history scope, so neither entry is lost."""
+    stores = open_stores(tmp_path, embedder=HashingEmbedder(dim=32))
+    for session in (SESSION, Session("s2", user_id="ada")):
+        ctx = make_context("hi", session=session, components=[SanitizedInput("hi"), answered("Hello!"), InboxTurn("1", 1, Ledger())])
+        run_system_sync(MemoryPersistSystem(sessions=stores.sessions, memory=stores.memory), ctx)
+    assert [e.session_id for e in asyncio.run(stores.memory.recent(ADA, 10))] == ["s1", "s2"]
     stores.close()

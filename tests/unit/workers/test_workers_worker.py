@@ -10,7 +10,7 @@ import psycopg
 import pytest
 from procrastinate.exceptions import ConnectorException
 
-from agentloop import ChatMessage, FailureSource, FinishReason, IncomingMessage, Session, history_scope
+from agentloop import ChatMessage, FailureSource, FinishReason, IncomingMessage, Session, history_scope, memory_scope
 from agentloop.adapters import Stores, open_stores
 from agentloop.testing import RecordingChannel, ScriptedLLM
 from agentloop.testing.stores import Fault, StoreFaults, failing_stores
@@ -107,6 +107,24 @@ def test_a_turn_whose_history_write_failed_is_run_again_storing_its_exchange_onc
     assert result.runs == 2 and result.finish_reason is FinishReason.SUCCESS and texts == ["echo: hello"]
     assert [f.component for f in result.outcome.failures] == ["inbox"]  # the re-run, and nothing of the first run
     assert history == (ChatMessage.user("hello"), ChatMessage.assistant("echo: hello"))
+
+
+@pytest.mark.parametrize("fault", [Fault.BEFORE, Fault.AFTER])
+def test_a_turn_whose_memory_write_failed_after_its_history_landed_is_run_again_storing_its_memory_entry_once(
+    postgres_url: str, fault: Fault
+) -> None:
+    """I15 in a worker: history landed, then the memory write failed (before or after it happened); the
+    re-run's keyed history append adds nothing and its keyed memory add stores the entry exactly once."""
+    faults = StoreFaults.first("memory.add", fault)
+    with open_stores(postgres_url, bot="helper") as stores:
+        result, texts = asyncio.run(answered_by_a_worker_on(failing_stores(stores, faults), postgres_url, "hello"))
+        history = asyncio.run(stores.sessions.recent(history_scope(SESSION), 10))
+        memory = asyncio.run(stores.memory.recent(memory_scope(SESSION), 10))
+    assert faults.failed == [("memory.add", fault)]
+    assert result.runs == 2 and result.finish_reason is FinishReason.SUCCESS and not result.outcome.writes_lost
+    assert texts == ["echo: hello"]
+    assert history == (ChatMessage.user("hello"), ChatMessage.assistant("echo: hello"))
+    assert [(e.user_text, e.assistant_text) for e in memory] == [("hello", "echo: hello")]
 
 
 def test_a_turn_whose_writes_never_land_finishes_after_its_last_run_saying_so(
