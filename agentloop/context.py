@@ -145,6 +145,14 @@ class AgentContext:
     def deadline_passed(self) -> bool:
         return self.deadline is not None and self.clock.monotonic() >= self.deadline
 
+    def _enter(self, name: str | None, access: Access | None) -> None:
+        """Make `name` the running system, its accesses held to `access` (None: unchecked).
+
+        Private, for the loop and `agentloop.testing.run_system`: a running system has no
+        public way to lift or widen its own check.
+        """
+        self.current_system, self._access = name, access
+
     @contextlib.contextmanager
     def _running(self, system: System) -> Iterator[None]:
         """Hold accesses to `system`'s declaration inside the block, then restore the check before it.

@@ -440,11 +440,10 @@ class AgentLoop:
                     self._record_timeout(ctx, step.name, "was skipped: the turn deadline had passed")
                 if timed_out and not step.always_run:
                     continue
-                # ctx._running(system), inlined: the loop's hot path, with the sets precomputed.
-                ctx.current_system, ctx._access = step.name, step.access
+                ctx._enter(step.name, step.access)  # the sets precomputed, not ctx._running(system)'s
                 if tracer is not None:
                     span = tracer.start_span(f"system {step.name}", {SYSTEM: step.name})
-                t0 = perf_counter()
+                t0 = perf_counter() if watched else 0.0  # read only when watched
                 result = "ok"
                 budget = None if deadline is None or not step.is_async else self._budget(step, deadline)
                 try:
@@ -465,7 +464,7 @@ class AgentLoop:
                 if watched:  # tracing or debug logging: off in production, one check per system
                     _system_watched(span, result, ctx, log if debug else None, step.name, t0)
                     span = None
-            ctx.current_system = ctx._access = None
+            ctx._enter(None, None)
             self._finish(ctx, timed_out)
         finally:
             if turn_span is not None:

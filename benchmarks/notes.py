@@ -30,6 +30,7 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import attrs
 import numpy as np
 
 from agentloop import ChatMessage, LlmReply, LlmRequest, PromptContext, SanitizedInput, Scope, Session, ToolCall, ToolExecution, tool
@@ -50,7 +51,7 @@ from agentloop.notes import (
 from agentloop.ports.clock import SystemClock
 from agentloop.testing import ScriptedLLM, make_context, run_system
 from agentloop.testing.notes import make_execution
-from systems import ToolLoopSystem
+from systems import ToolLoopSettings, ToolLoopSystem
 from retrieval import wait_for_index  # benchmarks/ is on sys.path when run as a script
 from vector_index import low_rank
 
@@ -117,10 +118,10 @@ def bench_tool_path(turns: int, rounds: int) -> None:
         note_taking = open_note_taking(
             stores, ScriptedLLM(), capture=CaptureSettings(sampling_threshold_per_minute=10**9)
         )
-        plain = ToolLoopSystem(ScriptedLLM(_calls_then_answer), [noop], max_tool_executions=CALLS_PER_STEP, voice=False)
+        settings = ToolLoopSettings(max_tool_executions=CALLS_PER_STEP, voice=False)
+        plain = ToolLoopSystem(ScriptedLLM(_calls_then_answer), [noop], settings)
         captured = ToolLoopSystem(
-            ScriptedLLM(_calls_then_answer), [noop], max_tool_executions=CALLS_PER_STEP, voice=False,
-            on_tool_execution=note_taking.capture,
+            ScriptedLLM(_calls_then_answer), [noop], attrs.evolve(settings, on_tool_execution=note_taking.capture)
         )
 
         by_thread = {"plain": Counter[str](), "captured": Counter[str]()}

@@ -9,7 +9,7 @@ from systems.outcome import TurnOutcomeFinalizationSystem
 from systems.rag import RagIndexingSystem
 from systems.routing import ResponseRoutingSystem
 from systems.standard import StandardOptions, StandardPipeline, standard_pipeline
-from systems.tool_loop import ToolExecutionHook, ToolLoopSystem, ToolPolicy, plan_mode_requested, send_voice
+from systems.tool_loop import ToolExecutionHook, ToolLoopSettings, ToolLoopSystem, ToolPolicy, plan_mode_requested, send_voice
 
 __all__ = [
     "ContextBuildingSystem",
@@ -21,6 +21,7 @@ __all__ = [
     "StandardOptions",
     "StandardPipeline",
     "ToolExecutionHook",
+    "ToolLoopSettings",
     "ToolLoopSystem",
     "ToolPolicy",
     "TurnOutcomeFinalizationSystem",

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
+import attrs
+
 from agentloop import (
     AgentContext,
     PromptContext,
@@ -100,7 +102,8 @@ def add_note_taking(
     """
     for system in list(pipeline):
         if isinstance(system, ToolLoopSystem):
-            system.on_tool_execution = _chain(system.on_tool_execution, note_taking.capture)
+            hook = _chain(system.settings.on_tool_execution, note_taking.capture)
+            system.settings = attrs.evolve(system.settings, on_tool_execution=hook)
     added: tuple[System, ...] = (NoteRetrievalSystem(note_taking, k=k, layer=layer), TrajectoryCaptureSystem(note_taking))
     for system in added:
         if isinstance(pipeline, list):

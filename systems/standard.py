@@ -33,6 +33,7 @@ from systems.routing import ResponseRoutingSystem
 from systems.tool_loop import (
     DEFAULT_MAX_TOOL_OUTPUT_BYTES,
     ToolExecutionHook,
+    ToolLoopSettings,
     ToolLoopSystem,
     ToolPolicy,
     plan_mode_requested,
@@ -68,6 +69,23 @@ class StandardOptions:
     the model or trajectory capture sees it."""
     output_type: type[Any] | None = None
     """Validate the final answer into this type (an attrs class, say); `StructuredOutput` holds it."""
+
+    def tool_loop_settings(self, approval: ApprovalPolicy | None = None) -> ToolLoopSettings:
+        """The tool loop's share of these options, with the `approval` hook `standard_pipeline` was given."""
+        return ToolLoopSettings(
+            max_llm_calls=self.max_llm_calls,
+            max_tool_executions=self.max_tool_executions,
+            plan_mode=self.plan_mode,
+            policy=self.tool_policy,
+            on_tool_execution=self.on_tool_execution,
+            voice=self.voice,
+            model=self.model,
+            temperature=self.temperature,
+            max_tool_output_bytes=self.max_tool_output_bytes,
+            output_type=self.output_type,
+            approval=approval,
+            company_id=self.company_id,
+        )
 
 
 class StandardPipeline:
@@ -252,25 +270,7 @@ def _standard(
             rag_min_score=opts.rag_min_score,
             company_id=opts.company_id,
         ),
-        ToolLoopSystem(
-            llm,
-            tools,
-            max_llm_calls=opts.max_llm_calls,
-            max_tool_executions=opts.max_tool_executions,
-            plan_mode=opts.plan_mode,
-            policy=opts.tool_policy,
-            on_tool_execution=opts.on_tool_execution,
-            voice=opts.voice,
-            model=opts.model,
-            temperature=opts.temperature,
-            max_tool_output_bytes=opts.max_tool_output_bytes,
-            output_type=opts.output_type,
-            channel=channel,
-            metrics=metrics,
-            approval=approval,
-            approvals=stores.approvals,
-            company_id=opts.company_id,
-        ),
+        ToolLoopSystem(llm, tools, opts.tool_loop_settings(approval), channel=channel, metrics=metrics, approvals=stores.approvals),
         TurnOutcomeFinalizationSystem(),
         FeedbackGuaranteeSystem(),
         ResponseRoutingSystem(channel),

@@ -20,22 +20,22 @@ was denied, and lets the model continue from there.
 from __future__ import annotations
 
 import asyncio
+import enum
 import json
+import warnings
 from collections.abc import Callable, Iterable
 from contextlib import aclosing
 from datetime import datetime
 from time import perf_counter
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Unpack
 
 import attrs
 import structlog
 
 from agentloop import (
     TELEMETRY,
-    DEFAULT_COMPANY,
     AgentContext,
     ApprovalDecision,
-    ApprovalPolicy,
     ApprovalRequest,
     Attachment,
     ChatMessage,
@@ -84,17 +84,17 @@ from agentloop import (
 from agentloop.ports import LLM, ApprovalStore, Channel, MessageStream, Metrics, StreamingChannel
 
 from systems.input import turn_user_text
+from systems.tool_loop_settings import DEFAULT_MAX_TOOL_OUTPUT_BYTES as DEFAULT_MAX_TOOL_OUTPUT_BYTES
+from systems.tool_loop_settings import SettingsKeywords
+from systems.tool_loop_settings import ToolExecutionHook as ToolExecutionHook
+from systems.tool_loop_settings import ToolLoopSettings as ToolLoopSettings
+from systems.tool_loop_settings import ToolPolicy as ToolPolicy
+from systems.tool_loop_settings import plan_mode_requested as plan_mode_requested
 from systems.outcome import render_call
 from systems.routing import UNDELIVERED_TEXT
 
-ToolPolicy = Callable[[AgentContext, ToolCall], "str | None"]
-"""Returns why `call` is denied for this turn, or None to allow it."""
-ToolExecutionHook = Callable[[ToolExecution], None]
-"""Called synchronously right after each tool finishes; must not block."""
-
 _log = structlog.get_logger("agentloop.tool_loop")
 
-DEFAULT_MAX_TOOL_OUTPUT_BYTES = 64 * 1024
 UNKNOWN_APPROVAL = "that approval was already answered or does not exist"
 NOT_RUN_BEHIND_APPROVAL = "not run: it came after a call that awaits the user's approval; call it again if you still need it"
 
@@ -103,11 +103,6 @@ NOT_RUN_BEHIND_APPROVAL = "not run: it came after a call that awaits the user's 
 def send_voice(text: str) -> VoiceReply:
     """Send `text` to the user as a voice message, in addition to your written answer."""
     return VoiceReply(text)
-
-
-def plan_mode_requested(ctx: AgentContext) -> bool:
-    """The default plan-mode switch: the message's metadata has `plan_mode="true"`."""
-    return ctx.incoming.metadata.get("plan_mode") == "true"
 
 
 def _render_result(result: Any) -> str:
@@ -193,8 +188,19 @@ class _Turn:
         self.ctx.set(ToolLoopStop(reason, detail, self.llm_calls, len(self.executions)))
 
 
+class _Structured(enum.Enum):
+    """What a reply read as the structured answer means for the loop."""
+
+    FINISHED = "finished"
+    """The turn is answered, or failed its repair."""
+    REPAIR = "repair"
+    """The answer did not fit; the model is asked once more."""
+    NOT_AN_ANSWER = "not an answer"
+    """The reply asks for other tools; run them."""
+
+
 class ToolLoopSystem(System):
-    """Runs the model/tool exchange for the turn (order 30).
+    """Runs the model/tool exchange for the turn (order 30), within its `settings` (a `ToolLoopSettings`).
 
     Writes `LlmResponse` (the final answer), or `LlmFailure`, and `ToolLoopStop` when a
     limit, the deadline or the tool policy ended the loop; in plan mode the model's
@@ -230,59 +236,53 @@ class ToolLoopSystem(System):
         self,
         llm: LLM,
         tools: ToolRegistry | Iterable[Tool | Callable[..., Any]] = (),
+        settings: ToolLoopSettings = ToolLoopSettings(),
         *,
-        max_llm_calls: int = 8,
-        max_tool_executions: int = 16,
-        plan_mode: bool | Callable[[AgentContext], bool] = plan_mode_requested,
-        policy: ToolPolicy | None = None,
-        on_tool_execution: ToolExecutionHook | None = None,
-        voice: bool = True,
-        model: str | None = None,
-        temperature: float | None = None,
-        max_tool_output_bytes: int = DEFAULT_MAX_TOOL_OUTPUT_BYTES,
         channel: Channel | None = None,
         metrics: Metrics | None = None,
-        output_type: type[Any] | None = None,
-        approval: ApprovalPolicy | None = None,
         approvals: ApprovalStore | None = None,
-        company_id: str = DEFAULT_COMPANY,
+        **deprecated: Unpack[SettingsKeywords],
     ) -> None:
-        if max_llm_calls < 1 or max_tool_executions < 0:
-            raise ValueError("max_llm_calls must be at least 1 and max_tool_executions not negative")
-        if max_tool_output_bytes < 1:
-            raise ValueError(f"max_tool_output_bytes must be positive, got {max_tool_output_bytes}")
+        if deprecated:
+            warnings.warn(
+                f"ToolLoopSystem({', '.join(f'{name}=' for name in deprecated)}...) is deprecated and goes in the next "
+                "release; pass settings=ToolLoopSettings(...) with the same fields",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            settings = attrs.evolve(settings, **deprecated)
         self.llm = llm
         self.tools = ToolRegistry(tools)  # a copy: adding send_voice must not change the caller's registry
         needing = [t.name for t in self.tools if t.requires_approval]
-        if approvals is None and (approval is not None or needing):
-            what = "an approval hook" if approval is not None else f"the tool(s) {', '.join(map(repr, needing))} need approval"
+        if approvals is None and (settings.approval is not None or needing):
+            what = "an approval hook" if settings.approval is not None else f"the tool(s) {', '.join(map(repr, needing))} need approval"
             raise ValueError(
                 f"{what}, so the tool loop needs approvals=... (an ApprovalStore, such as stores.approvals) "
                 "to keep the calls awaiting it"
             )
-        if voice and self.tools.get(send_voice.name) is None:
+        if settings.voice and self.tools.get(send_voice.name) is None:
             self.tools.add(send_voice)
-        self.max_llm_calls = max_llm_calls
-        self.max_tool_executions = max_tool_executions
-        self.plan_mode = plan_mode
-        self.policy = policy
-        self.on_tool_execution = on_tool_execution
-        self.model = model
-        self.temperature = temperature
-        self.max_tool_output_bytes = max_tool_output_bytes
+        self.settings = settings
         self.channel = channel
         self._stream_to = channel if isinstance(channel, StreamingChannel) else None
         self.metrics = metrics
-        self.output: OutputType[Any] | None = OutputType(output_type) if output_type is not None else None
-        self.approval = approval
         self.approvals = approvals
-        self.company_id = company_id
+
+    @property
+    def settings(self) -> ToolLoopSettings:
+        return self._settings
+
+    @settings.setter
+    def settings(self, settings: ToolLoopSettings) -> None:
+        """New settings (a hook chained on, say); the answer's type is read once, here."""
+        self._settings = settings
+        self.output: OutputType[Any] | None = OutputType(settings.output_type) if settings.output_type is not None else None
 
     def should_process(self, ctx: AgentContext) -> bool:
         return not ctx.has(LlmResponse)
 
     def _in_plan_mode(self, ctx: AgentContext) -> bool:
-        return self.plan_mode(ctx) if callable(self.plan_mode) else self.plan_mode
+        return self.settings.plan_mode(ctx) if callable(self.settings.plan_mode) else self.settings.plan_mode
 
     async def process(self, ctx: AgentContext) -> None:
         quiet = ctx.auto_mode or self.output is not None  # a structured answer is JSON, not text to show
@@ -296,12 +296,12 @@ class ToolLoopSystem(System):
             if ctx.deadline_passed():
                 turn.stop(FinishReason.DEADLINE, "the turn deadline passed before the model finished")
                 return
-            if turn.llm_calls >= self.max_llm_calls:
+            if turn.llm_calls >= self.settings.max_llm_calls:
                 turn.stop(FinishReason.ITERATION_LIMIT, f"the model was called {turn.llm_calls} times without finishing")
                 return
             turn.llm_calls += 1
             request = LlmRequest(
-                tuple(turn.messages), specs, self.model, self.temperature, time_left=ctx.time_left(), response_schema=schema
+                tuple(turn.messages), specs, self.settings.model, self.settings.temperature, time_left=ctx.time_left(), response_schema=schema
             )
             try:
                 reply = await self._call(turn, request)
@@ -313,10 +313,10 @@ class ToolLoopSystem(System):
                 return
             content = storable(reply.content) if reply.content is not None else None
             if self.output is not None:
-                done = self._structured(turn, self.output, reply, content)
-                if done is True:
+                read = self._structured(turn, self.output, reply, content)
+                if read is _Structured.FINISHED:
                     return
-                if done is False:
+                if read is _Structured.REPAIR:
                     continue
             if not reply.tool_calls:
                 self._answer(turn, content or "", reply.model)
@@ -340,9 +340,9 @@ class ToolLoopSystem(System):
         (the tool limit, the policy denying a call, or a call awaiting approval: the calls before it still run)."""
         admitted: list[ToolCall] = []
         for call in calls:
-            if len(turn.executions) + len(admitted) >= self.max_tool_executions:
-                return admitted, (FinishReason.ITERATION_LIMIT, f"the tool limit ({self.max_tool_executions}) was reached")
-            denial = self.policy(turn.ctx, call) if self.policy is not None else None
+            if len(turn.executions) + len(admitted) >= self.settings.max_tool_executions:
+                return admitted, (FinishReason.ITERATION_LIMIT, f"the tool limit ({self.settings.max_tool_executions}) was reached")
+            denial = self.settings.policy(turn.ctx, call) if self.settings.policy is not None else None
             if denial is not None:
                 turn.fail(FailureSource.TOOL, call.name, FailureKind.POLICY, f"tool {call.name!r} denied: {denial}")
                 return admitted, (FinishReason.POLICY_DENIED, denial)
@@ -354,8 +354,8 @@ class ToolLoopSystem(System):
 
     def _needs_approval(self, ctx: AgentContext, call: ToolCall) -> bool:
         """Whether `call` waits for the user's approval: the hook decides when there is one, else the tool's flag."""
-        if self.approval is not None:
-            return self.approval(ctx, call)
+        if self.settings.approval is not None:
+            return self.settings.approval(ctx, call)
         found = self.tools.get(call.name)
         return found is not None and found.requires_approval
 
@@ -368,7 +368,7 @@ class ToolLoopSystem(System):
         later = calls[calls.index(call) + 1 :]
         messages = (*turn.messages, *(ChatMessage.tool(c.id, c.name, NOT_RUN_BEHIND_APPROVAL) for c in later))
         request = ApprovalRequest(new_id(), call.name, dict(call.arguments), ctx.session.id, ctx.turn_id, ctx.clock.now())
-        await self.approvals.add(PendingApproval(request, approval_scope(ctx.session, self.company_id), call.id, messages))
+        await self.approvals.add(PendingApproval(request, approval_scope(ctx.session, self.settings.company_id), call.id, messages))
         ctx.set(request)
 
     async def _resume(self, turn: _Turn, decision: ApprovalDecision) -> bool:
@@ -376,7 +376,7 @@ class ToolLoopSystem(System):
         the denial (with the user's note) when not. False when there is nothing to take: the turn ends."""
         taken = None
         if self.approvals is not None:
-            scope = approval_scope(turn.ctx.session, self.company_id)
+            scope = approval_scope(turn.ctx.session, self.settings.company_id)
             # keyed by the turn: a worker running the decision's message again after a crash gets it back
             taken = await self.approvals.take(scope, decision.approval_id, decision.approved, key=turn.ctx.turn_id)
         if taken is None:
@@ -438,8 +438,8 @@ class ToolLoopSystem(System):
 
     async def _call(self, turn: _Turn, request: LlmRequest) -> LlmReply:
         """Ask the model, streaming its text to the user as it comes; its reply once it finished."""
-        attributes = {"gen_ai.operation.name": "chat"} | ({"gen_ai.request.model": self.model} if self.model else {})
-        with TELEMETRY.span(f"chat {self.model}" if self.model else "chat", attributes) as span:
+        attributes = {"gen_ai.operation.name": "chat"} | ({"gen_ai.request.model": self.settings.model} if self.settings.model else {})
+        with TELEMETRY.span(f"chat {self.settings.model}" if self.settings.model else "chat", attributes) as span:
             t0 = perf_counter()
             if callable(getattr(self.llm, "stream", None)):
                 async with aclosing(events_of(self.llm, request)) as events:
@@ -459,17 +459,16 @@ class ToolLoopSystem(System):
             turn.add_usage(reply.usage)
             metrics = TELEMETRY.metrics_for(self.metrics)
             if metrics is not None:
-                labels = {"model": reply.model or self.model or "unknown"}
+                labels = {"model": reply.model or self.settings.model or "unknown"}
                 metrics.increment("agentloop.llm.input_tokens", reply.usage.input_tokens, labels)
                 metrics.increment("agentloop.llm.output_tokens", reply.usage.output_tokens, labels)
         return reply
 
-    def _structured(self, turn: _Turn, output: OutputType[Any], reply: LlmReply, content: str | None) -> bool | None:
-        """Take the reply as the structured answer: True when the turn is answered (or failed its second
-        try), False when the model is asked once to repair it, None when the reply asks for other tools."""
+    def _structured(self, turn: _Turn, output: OutputType[Any], reply: LlmReply, content: str | None) -> _Structured:
+        """Take the reply as the structured answer, and say what the loop does next."""
         calls = [c for c in reply.tool_calls if c.name == output.schema.name]
         if reply.tool_calls and not calls:
-            return None
+            return _Structured.NOT_AN_ANSWER
         call = calls[0] if calls else None
         answer: str | dict[str, Any] = content or ""
         if call is not None:  # unreadable arguments are checked as the text they came as, so the model is told why
@@ -479,27 +478,27 @@ class ToolLoopSystem(System):
         except OutputValidationError as exc:
             if turn.repaired:
                 self._llm_failed(turn, FailureKind.VALIDATION, str(exc))
-                return True
+                return _Structured.FINISHED
             turn.repaired = True
             told = f"{exc}. Answer again, fitting the schema."
             if call is None:
                 turn.messages += [ChatMessage.assistant(content), ChatMessage.user(told)]
             else:
                 turn.messages += [ChatMessage.assistant(content, (call,)), ChatMessage.tool(call.id, call.name, f"error: {told}")]
-            return False
+            return _Structured.REPAIR
         turn.ctx.set(StructuredOutput(value))
         self._answer(turn, storable(output.text_of(answer)), reply.model)
-        return True
+        return _Structured.FINISHED
 
     def _llm_failed(self, turn: _Turn, kind: FailureKind, message: str) -> None:
         turn.fail(FailureSource.LLM, self.name, kind, message)
-        turn.ctx.set(LlmFailure(kind, message, self.model))
+        turn.ctx.set(LlmFailure(kind, message, self.settings.model))
 
     def _answer(self, turn: _Turn, text: str, model: str | None) -> None:
         if not (text.strip() or turn.voice_text or turn.attachments):
             turn.fail(FailureSource.LLM, self.name, FailureKind.VALIDATION, "the model returned an empty reply")
             return
-        turn.ctx.set(LlmResponse(text, model or self.model, turn.voice_text, tuple(turn.attachments), turn.usage))
+        turn.ctx.set(LlmResponse(text, model or self.settings.model, turn.voice_text, tuple(turn.attachments), turn.usage))
 
     async def _execute(self, turn: _Turn, call: ToolCall, step_id: str, serial: asyncio.Lock | None) -> _Ran:
         """Run one tool call of model step `step_id`, a sync tool holding `serial` (if given) while it
@@ -540,13 +539,13 @@ class ToolLoopSystem(System):
                 failure = (FailureKind.EXCEPTION, error)
                 _log.warning("tool.failed", tool=call.name, turn_id=ctx.turn_id, exc_info=exc)
             else:
-                result_text = storable(cap_bytes(rendered, self.max_tool_output_bytes))
+                result_text = storable(cap_bytes(rendered, self.settings.max_tool_output_bytes))
         if error is not None:
-            error = storable(cap_bytes(error, self.max_tool_output_bytes))
+            error = storable(cap_bytes(error, self.settings.max_tool_output_bytes))
         execution = _record(ctx, call, step_id, execution_id, parent_id, started_at, (perf_counter() - t0) * 1000.0, result_text, error)
-        if self.on_tool_execution is not None:
+        if self.settings.on_tool_execution is not None:
             try:
-                self.on_tool_execution(execution)
+                self.settings.on_tool_execution(execution)
             except Exception as exc:
                 _log.error("tool.hook_failed", tool=call.name, turn_id=ctx.turn_id, exc_info=exc)
         return _Ran(call, execution, result, failure)

@@ -24,7 +24,7 @@ from agentloop import (
 from agentloop.adapters import open_stores
 from agentloop.context import AgentContext
 from agentloop.testing import RecordingChannel, ScriptedLLM
-from systems import ToolLoopSystem, standard_pipeline
+from systems import ToolLoopSettings, ToolLoopSystem, standard_pipeline
 
 ADA = Session("s1", user_id="ada", project_id="p1", team_id="t1", org_id="o1")
 deleted: list[str] = []
@@ -162,7 +162,7 @@ def test_a_tool_loop_without_an_approvals_store_refuses_tools_that_need_approval
     with pytest.raises(ValueError, match="'delete_file' need approval.*approvals="):
         ToolLoopSystem(ScriptedLLM(), [delete_file])
     with pytest.raises(ValueError, match="approval hook.*approvals="):
-        ToolLoopSystem(ScriptedLLM(), [list_files], approval=lambda ctx, call: True)
+        ToolLoopSystem(ScriptedLLM(), [list_files], ToolLoopSettings(approval=lambda ctx, call: True))
 
 
 

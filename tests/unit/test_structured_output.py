@@ -29,11 +29,11 @@ from agentloop import (
 from agentloop.adapters.llm.anthropic import AnthropicLLM
 from agentloop.adapters.llm.openai import OpenAICompatibleLLM
 from agentloop.context import AgentContext
-from agentloop.ports import LLM
+from agentloop.ports import LLM, Channel
 from agentloop.testing import RecordingChannel, ScriptedLLM, make_context, run_system_sync
 from agentloop.testing.anthropic_server import message_events, queue_stream
 from agentloop.testing.http import ScriptedServer, streamed_completion
-from systems import ToolLoopSystem
+from systems import ToolLoopSettings, ToolLoopSystem
 
 
 @attrs.frozen
@@ -62,9 +62,9 @@ def context() -> AgentContext:
                                     SanitizedInput("weather in Oslo?")])
 
 
-def run(llm: LLM, **options: object) -> AgentContext:
+def run(llm: LLM, channel: Channel | None = None) -> AgentContext:
     ctx = context()
-    run_system_sync(ToolLoopSystem(llm, [weather], output_type=Forecast, **options), ctx)  # type: ignore[arg-type]
+    run_system_sync(ToolLoopSystem(llm, [weather], ToolLoopSettings(output_type=Forecast), channel=channel), ctx)
     return ctx
 
 
@@ -90,7 +90,7 @@ class Reading:
 def test_a_type_without_a_docstring_of_its_own_is_described_by_its_name(output_type: type) -> None:
     """Not by a dataclass's generated signature, nor by the docstring of list or int."""
     llm = ScriptedLLM(["[]"])
-    run_system_sync(ToolLoopSystem(llm, output_type=output_type), context())
+    run_system_sync(ToolLoopSystem(llm, settings=ToolLoopSettings(output_type=output_type)), context())
     schema = llm.requests[0].response_schema
     assert schema is not None and schema.description == f"Give the answer as {output_type.__name__}."
 
@@ -164,6 +164,6 @@ def test_the_anthropic_adapter_offers_an_answer_tool_and_reads_the_streamed_call
 def test_the_anthropic_adapter_forces_the_answer_tool_when_there_is_no_other(server: ScriptedServer) -> None:
     queue_stream(server, message_events(None, [("toolu_1", "final_answer", {"city": "Oslo", "sky": "sunny"})]))
     ctx = context()
-    run_system_sync(ToolLoopSystem(AnthropicLLM(server.url, "claude-test"), voice=False, output_type=Forecast), ctx)
+    run_system_sync(ToolLoopSystem(AnthropicLLM(server.url, "claude-test"), settings=ToolLoopSettings(voice=False, output_type=Forecast)), ctx)
     assert ctx.require(StructuredOutput).value == Forecast("Oslo", "sunny")
     assert server.requests[0]["body"]["tool_choice"] == {"type": "tool", "name": "final_answer"}

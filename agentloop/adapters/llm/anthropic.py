@@ -199,11 +199,11 @@ class AnthropicLLM:
         model: str,
         *,
         api_key: str | None = None,
-        max_tokens: int = 4096,
         timeout: float = 60.0,
         retry: RetryPolicy = RetryPolicy(),
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         client: httpx.AsyncClient | None = None,
+        max_tokens: int = 4096,
     ) -> None:
         if max_tokens < 1:
             raise ValueError(f"max_tokens must be at least 1 (the API requires a limit), got {max_tokens}")
@@ -211,7 +211,7 @@ class AnthropicLLM:
         self.max_tokens = max_tokens
         self._http = ModelHttpClient(base_url, headers=_headers(api_key), timeout=timeout, retry=retry, sleep=sleep, client=client)
 
-    def payload(self, request: LlmRequest) -> dict[str, Any]:
+    def _payload(self, request: LlmRequest) -> dict[str, Any]:
         """The JSON body `request` is sent as."""
         system, messages = _messages(request.messages)
         payload: dict[str, Any] = {
@@ -240,7 +240,7 @@ class AnthropicLLM:
 
     async def stream(self, request: LlmRequest) -> AsyncGenerator[StreamEvent, None]:
         """Text and tool-use deltas as the API sends them, the usage, then the whole reply."""
-        async with self._http.post("/messages", self.payload(request), time_left=request.time_left) as response:
+        async with self._http.post("/messages", self._payload(request), time_left=request.time_left) as response:
             events = _Events()
             async for sse in sse_events(response):
                 for out in events.feed(sse.data):

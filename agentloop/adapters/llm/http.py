@@ -227,7 +227,7 @@ class ModelHttpClient:
 
     @functools.cached_property
     def _tls(self) -> ssl.SSLContext:
-        """Built once: loading the CA bundle takes about 15 ms, a new client with this context under 1 ms."""
+        """Built once: loading the CA bundle is slow, a new client with this context is cheap."""
         return httpx.create_ssl_context()
 
     @asynccontextmanager
@@ -236,7 +236,7 @@ class ModelHttpClient:
             yield self._client
             return
         # Always the cached context: for verify=True httpx would load the CA bundle again for
-        # each client, even for an http:// URL, holding the event loop up for 15-50 ms a call.
+        # each client, even for an http:// URL, holding the event loop up on every call.
         async with httpx.AsyncClient(verify=self._tls) as client:
             yield client
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import warnings
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from contextlib import aclosing
 from typing import Any
@@ -128,16 +129,40 @@ class _ChunkReader:
         return Finished(self.builder.reply(model=self.model, stop_reason=self.stop_reason))
 
 
+def _retry_from_old_keywords(
+    retry: RetryPolicy, *, max_retries: int | None, backoff: float | None, max_backoff: float | None
+) -> RetryPolicy:
+    """`retry`, or the policy the deprecated `max_retries`/`backoff`/`max_backoff` keywords
+    describe (with a DeprecationWarning); both at once is a TypeError."""
+    old = {"max_retries": max_retries, "backoff": backoff, "max_backoff": max_backoff}
+    given = {name: value for name, value in old.items() if value is not None}
+    if not given:
+        return retry
+    if retry != RetryPolicy():
+        raise TypeError(f"pass either retry=RetryPolicy(...) or the deprecated {', '.join(given)}, not both")
+    warnings.warn(
+        f"OpenAICompatibleLLM's {' and '.join(given)} keywords are deprecated and go in the next release; "
+        f"pass retry=RetryPolicy({', '.join(f'{name}={value!r}' for name, value in given.items())})",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return RetryPolicy(
+        retry.max_retries if max_retries is None else max_retries,
+        retry.backoff if backoff is None else backoff,
+        retry.max_backoff if max_backoff is None else max_backoff,
+    )
+
+
 class OpenAICompatibleLLM:
     """Chat completions with tool calls, streamed over server-sent events.
 
     Every call streams (`stream: true`, with usage in the last chunk); `complete` is the
     collected stream, and a server that answers with one JSON body instead works too.
-    Retries 408, 409, 429, 5xx, timeouts and connection errors up to `max_retries` times, waiting
-    `backoff * 2**attempt` seconds (or the server's Retry-After, capped at `max_backoff`),
-    never past the request's `time_left`. Failures raise `LlmCallError` with kind
+    Retries 408, 409, 429, 5xx, timeouts and connection errors as `retry` allows, never past
+    the request's `time_left`. Failures raise `LlmCallError` with kind
     RATE_LIMIT (429), TIMEOUT, VALIDATION (a 4xx or an unreadable body) or UNKNOWN
     (server or connection errors, a stream cut off), the server's explanation in one line.
+    `max_retries`, `backoff` and `max_backoff` are deprecated: pass `retry=RetryPolicy(...)`.
     """
 
     def __init__(
@@ -147,19 +172,17 @@ class OpenAICompatibleLLM:
         *,
         api_key: str | None = None,
         timeout: float = 60.0,
-        max_retries: int = 2,
-        backoff: float = 0.5,
-        max_backoff: float = 30.0,
+        retry: RetryPolicy = RetryPolicy(),
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         client: httpx.AsyncClient | None = None,
+        max_retries: int | None = None,
+        backoff: float | None = None,
+        max_backoff: float | None = None,
     ) -> None:
-        if max_retries < 0:
-            raise ValueError(f"max_retries must not be negative, got {max_retries}")
         self.model = model
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self.http = ModelHttpClient(
-            base_url, headers=headers, timeout=timeout, retry=RetryPolicy(max_retries, backoff, max_backoff), sleep=sleep, client=client
-        )
+        retry = _retry_from_old_keywords(retry, max_retries=max_retries, backoff=backoff, max_backoff=max_backoff)
+        self._http = ModelHttpClient(base_url, headers=headers, timeout=timeout, retry=retry, sleep=sleep, client=client)
 
     def _payload(self, request: LlmRequest) -> dict[str, Any]:
         payload: dict[str, Any] = {
@@ -187,7 +210,7 @@ class OpenAICompatibleLLM:
     async def stream(self, request: LlmRequest) -> AsyncGenerator[StreamEvent, None]:
         """Text and tool-call deltas as the server sends them, usage, then the whole reply."""
         reader = _ChunkReader()
-        async with self.http.post("/chat/completions", self._payload(request), time_left=request.time_left) as response:
+        async with self._http.post("/chat/completions", self._payload(request), time_left=request.time_left) as response:
             if not is_event_stream(response):
                 for event in reader.read(await json_body(response), whole=True):
                     yield event

@@ -153,8 +153,8 @@ class PostgresKnowledgeRepository:
         """Store new items in one transaction: their ids are drawn from the table's identity
         first, then the rows go in as one binary COPY. When the batch is at least as large as
         the table (a bulk import), the HNSW index is dropped and built again after the COPY:
-        pgvector inserts into the graph one row at a time at about 3 ms each (0.6), its build is
-        several times faster per row. The rebuild holds the table's exclusive lock until commit,
+        pgvector inserts into the graph one row at a time, and its build is several times faster
+        per row. The rebuild holds the table's exclusive lock until commit,
         and ends with ANALYZE so the planner knows the tenants' sizes."""
         rows = []
         for item in items:
@@ -188,7 +188,7 @@ class PostgresKnowledgeRepository:
                 await conn.execute(f"SET LOCAL maintenance_work_mem = '{memory}MB'")
                 await conn.execute(KNOWLEDGE.index_sql)
                 # Statistics for the planner: without them it estimates one row per tenant
-                # and never takes the HNSW index (measured: 81 ms exact scans at 100k).
+                # and never takes the HNSW index.
                 await conn.execute("ANALYZE knowledge_items")
         return note_ids
 

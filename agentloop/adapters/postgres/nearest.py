@@ -10,9 +10,8 @@ import psycopg
 from agentloop.ports.vectors import Vectors
 
 EF_SEARCH = 100
-"""Candidates the HNSW scan visits (`hnsw.ef_search`, pgvector's default 40), set on every pooled connection.
-Measured by benchmarks/retrieval.py at 100,000 low-rank x 384 with every note visible:
-40 gives recall@10 0.825 at 3.9 ms, 100 gives 0.964 at 7.1 ms, 200 0.994 at 14.7 ms."""
+"""Candidates the HNSW scan visits (`hnsw.ef_search`, pgvector's default 40), set on every pooled connection:
+pgvector's default misses too many neighbours; the recall and latency of each setting are in docs/performance.md."""
 
 
 def nearest_query(columns: str, table: str, vector_column: str, where: str, *, exact: bool) -> str:

@@ -96,7 +96,7 @@ class SqliteSessionStore:
 
     The newest messages last read of each of `TAILS_KEPT` histories are kept in memory and
     grown by this store's appends once they commit, so a turn reads its history window
-    without a query (one read took 33 µs for 20 messages, most of it making the messages).
+    without a query (a read's cost is mostly making the messages).
     Another connection's commit to the file (`PRAGMA data_version`) drops them all.
     """
 

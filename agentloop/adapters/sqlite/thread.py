@@ -44,13 +44,13 @@ class StoreThread:
     """One thread that runs the calls handed to it one at a time, in the order they came.
 
     A call that may stall runs there. A read runs inline when the thread has nothing
-    queued (a handover to the thread and back costs 50-100 µs, more than most reads),
+    queued (a handover to the thread and back costs more than most reads),
     and behind the calls already handed over otherwise: it then never waits for the
     store's lock on the loop, and never overtakes a write it follows. A write runs
     inline on the same terms while one task has the thread to itself (with many
     sessions, handing writes over keeps the loop's passes short), and only on a file
     whose WAL this thread checkpoints (`checkpoint`): SQLite's autocheckpoint would run
-    inside whichever commit crosses 1000 pages, 6-14 ms on the loop, so every
+    inside whichever commit crosses 1000 pages, holding up the loop, so every
     `CHECKPOINT_EVERY` writes, wherever they ran, queue one here.
 
     Given the file's connection (`conn`, guarded by `lock`), the thread commits the calls
@@ -234,7 +234,7 @@ def _call(work: Callable[[], Any]) -> tuple[Any, BaseException | None]:
 def _settle_all(answers: list[tuple[asyncio.Future[Any], Any, BaseException | None]], start: int = 0) -> None:
     """Settle the answer at `start`, and the next in the loop's next pass: a group's callers
     then resume one pass apart, with timers and other tasks between them, rather than all in
-    one long pass (lag p99 at 100 sessions: 3.1-4.0 ms settled at once, 1.8-2.0 ms spread)."""
+    one long pass, which would hold up the loop (docs/performance.md has the lag either way)."""
     future, result, error = answers[start]
     _settle(future, result, error)
     if start + 1 < len(answers):

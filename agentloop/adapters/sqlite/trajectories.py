@@ -48,8 +48,8 @@ _ONE_INDEX = (
 )
 """The executions table with a single index. A new execution lands at the end of its session's
 run of that index (a session's executions start in order), so a batch dirties about one index
-page per session; an index on the id alone, a random uuid, dirtied one page per execution (with
-the old session index, two), and writing those pages out was most of a batch's cost."""
+page per session, where an index on the id (a random uuid) would dirty one page per execution,
+and writing those pages out is most of a batch's cost."""
 
 SCHEMA = Schema(
     "trajectories",

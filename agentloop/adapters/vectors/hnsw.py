@@ -38,9 +38,8 @@ _HEADER = struct.Struct("<QQQQQQiIQQQdQ")
 _DELETE_MARK = 0x01
 _EXACT_CHUNK = 4096
 
-# Measured by benchmarks/vector_index.py at 100,000 vectors of dim 384 on 2 shared cores:
-# low-rank (embedding-like) data gives recall@10 0.988 at p50 1.34 ms with ef=96
-# (ef=64: 0.964 at 0.78 ms; ef=128: 0.995 at 1.50 ms); clustered data 0.997 at 0.47 ms.
+# Chosen by benchmarks/vector_index.py's sweep (its figures are in docs/performance.md): the
+# smallest ef whose recall on embedding-like data stays clear of the target, as latency grows with ef.
 DEFAULT_M = 32
 DEFAULT_EF_CONSTRUCTION = 200
 DEFAULT_EF = 96
@@ -77,7 +76,7 @@ class HnswVectorIndex:
     """Approximate cosine search over integer ids, safe to share between threads.
 
     The defaults (DEFAULT_M, DEFAULT_EF_CONSTRUCTION, DEFAULT_EF) meet recall@10 >= 0.95
-    at p50 <= 2 ms for 100,000 embedding-like vectors of dim 384; see the figures above.
+    at p50 <= 2 ms for 100,000 embedding-like vectors of dim 384; the sweep behind them is in docs/performance.md.
     Removed ids stay in the graph (hnswlib `mark_deleted`) and still use capacity until
     the index is rebuilt; re-adding a removed or existing id replaces its vector.
     """

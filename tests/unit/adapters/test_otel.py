@@ -34,7 +34,7 @@ from agentloop.testing import PromptWriter, RecordingChannel, ScriptedLLM, make_
 from agentloop.testing.http import ScriptedServer, completion, free_port
 from agentloop.workers import open_inbox
 from serve_kit import AGENTLOOP, HELLO, TOKENS, say_hi, serve_command
-from systems import InputSanitizationSystem, ToolLoopSystem, TurnOutcomeFinalizationSystem, standard_pipeline
+from systems import InputSanitizationSystem, ToolLoopSettings, ToolLoopSystem, TurnOutcomeFinalizationSystem, standard_pipeline
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -146,7 +146,7 @@ def test_a_failing_system_and_a_failing_tool_mark_their_spans(otel: Telemetry) -
 
 def test_a_failing_model_call_fails_its_span(otel: Telemetry) -> None:
     llm = ScriptedLLM([])  # out of script: the call raises
-    loop = AgentLoop([InputSanitizationSystem(), PromptWriter(), ToolLoopSystem(llm, model="m-2"), TurnOutcomeFinalizationSystem()])
+    loop = AgentLoop([InputSanitizationSystem(), PromptWriter(), ToolLoopSystem(llm, settings=ToolLoopSettings(model="m-2")), TurnOutcomeFinalizationSystem()])
     loop.run_turn_sync(Session("s-1"), IncomingMessage("hi"))
     spans = {span.name: span for span in otel.finished()}
     assert spans["chat m-2"].status.status_code is StatusCode.ERROR

@@ -17,7 +17,7 @@ from agentloop.testing import FakeClock, PromptWriter, run_pipeline
 from agentloop.adapters.channels.recording import RecordingChannel
 from agentloop.adapters.llm.scripted import ScriptedLLM
 from agentloop.testing.notes import make_execution
-from systems import StandardPipeline, ToolLoopSystem, standard_pipeline
+from systems import StandardPipeline, ToolLoopSettings, ToolLoopSystem, standard_pipeline
 from systems.notes import NOTES_SECTION_TITLE, NoteRetrievalSystem, TrajectoryCaptureSystem, add_note_taking
 
 NOTE = """## Context
@@ -118,12 +118,12 @@ def test_capture_system_enqueues_each_execution_once(notes: NoteTaking) -> None:
 
 def test_add_note_taking_chains_the_hook_and_keeps_the_old_one(notes: NoteTaking) -> None:
     seen: list[str] = []
-    runner = ToolLoopSystem(ScriptedLLM(), (), on_tool_execution=lambda execution: seen.append(execution.id))
+    runner = ToolLoopSystem(ScriptedLLM(), (), ToolLoopSettings(on_tool_execution=lambda execution: seen.append(execution.id)))
     systems = add_note_taking([PromptWriter(), runner], notes)
     assert [type(s).__name__ for s in systems] == ["PromptWriter", "ToolLoopSystem", "NoteRetrievalSystem", "TrajectoryCaptureSystem"]
-    assert runner.on_tool_execution is not None
+    assert runner.settings.on_tool_execution is not None
     execution = make_execution("a")
-    runner.on_tool_execution(execution)
+    runner.settings.on_tool_execution(execution)
     assert seen == [execution.id] and notes.recorder.stats.accepted == 1
     AgentLoop(systems)
 
@@ -132,7 +132,7 @@ def test_add_note_taking_edits_the_standard_pipeline(notes: NoteTaking, tmp_path
     pipeline = standard_pipeline(ScriptedLLM(), RecordingChannel(), data_dir=tmp_path / "bot")
     assert add_note_taking(pipeline, notes) is pipeline
     assert NoteRetrievalSystem in pipeline and TrajectoryCaptureSystem in pipeline
-    hook = pipeline.get(ToolLoopSystem).on_tool_execution
+    hook = pipeline.get(ToolLoopSystem).settings.on_tool_execution
     assert hook is not None
     execution = make_execution("lint", session_id="s-standard")
     hook(execution)

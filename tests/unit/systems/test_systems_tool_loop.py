@@ -45,7 +45,7 @@ from agentloop.adapters import InMemoryMetrics, open_stores
 from agentloop.context import AgentContext
 from agentloop.notes import TrajectoryRecorder
 from agentloop.testing import FakeClock, RecordingChannel, ScriptedLLM, make_context, run_system_sync
-from systems import StandardOptions, ToolLoopSystem, standard_pipeline
+from systems import StandardOptions, ToolLoopSettings, ToolLoopSystem, standard_pipeline
 
 
 @tool
@@ -77,7 +77,7 @@ def test_tool_results_go_back_to_the_model_and_executions_are_recorded() -> None
     llm = ScriptedLLM([ScriptedLLM.tool_call("add", {"a": 1, "b": 2}), ScriptedLLM.tool_call("add", {"a": 3, "b": 3}),
                        "1+2 is 3"])
     ctx = context()
-    run_system_sync(ToolLoopSystem(llm, [add], on_tool_execution=captured.append), ctx)
+    run_system_sync(ToolLoopSystem(llm, [add], ToolLoopSettings(on_tool_execution=captured.append)), ctx)
     assert ctx.require(LlmResponse).text == "1+2 is 3"
     last_request = llm.requests[-1]
     assert [m.content for m in last_request.messages if m.role is Role.TOOL] == ["3", "6"]
@@ -297,20 +297,20 @@ def test_a_step_over_the_tool_limit_runs_only_the_calls_within_it() -> None:
 
     llm = ScriptedLLM([LlmReply(tool_calls=tuple(ToolCall(str(n), "count", {"n": n}) for n in range(4)))])
     ctx = context()
-    run_system_sync(ToolLoopSystem(llm, [count], max_tool_executions=3), ctx)
+    run_system_sync(ToolLoopSystem(llm, [count], ToolLoopSettings(max_tool_executions=3)), ctx)
     assert ran == [0, 1, 2] and ctx.require(ToolLoopStop).reason is FinishReason.ITERATION_LIMIT
 
 
 def test_limits_stop_the_loop_with_iteration_limit() -> None:
     looping = ScriptedLLM(lambda request: ScriptedLLM.tool_call("add", {"a": 1, "b": 1}))
     ctx = context()
-    run_system_sync(ToolLoopSystem(looping, [add], max_llm_calls=3), ctx)
+    run_system_sync(ToolLoopSystem(looping, [add], ToolLoopSettings(max_llm_calls=3)), ctx)
     stop = ctx.require(ToolLoopStop)
     assert (stop.reason, stop.llm_calls, stop.tool_executions) == (FinishReason.ITERATION_LIMIT, 3, 3)
     assert not ctx.has(LlmResponse) and len(looping.requests) == 3
 
     ctx = context()
-    run_system_sync(ToolLoopSystem(looping, [add], max_tool_executions=2), ctx)
+    run_system_sync(ToolLoopSystem(looping, [add], ToolLoopSettings(max_tool_executions=2)), ctx)
     assert ctx.require(ToolLoopStop).reason is FinishReason.ITERATION_LIMIT
     assert len(ctx.require(ToolExecutions).executions) == 2
 
@@ -318,7 +318,7 @@ def test_limits_stop_the_loop_with_iteration_limit() -> None:
 def test_the_policy_can_deny_a_call_which_then_never_runs() -> None:
     llm = ScriptedLLM([ScriptedLLM.tool_call("fail"), "unreachable"])
     ctx = context()
-    run_system_sync(ToolLoopSystem(llm, [fail], policy=lambda ctx, call: "not on weekends"), ctx)
+    run_system_sync(ToolLoopSystem(llm, [fail], ToolLoopSettings(policy=lambda ctx, call: "not on weekends")), ctx)
     assert ctx.require(ToolLoopStop).reason is FinishReason.POLICY_DENIED
     assert ctx.require(ToolLoopStop).detail == "not on weekends"
     assert [(f.source, f.kind) for f in ctx.failures] == [(FailureSource.TOOL, FailureKind.POLICY)]
@@ -360,7 +360,7 @@ def test_model_errors_voice_attachments_and_empty_replies() -> None:
     assert (response.text, response.voice_text, [a.name for a in response.attachments]) == ("", "meow", ["cat.jpg"])
 
     ctx = context()
-    run_system_sync(ToolLoopSystem(ScriptedLLM(["   "]), voice=False), ctx)
+    run_system_sync(ToolLoopSystem(ScriptedLLM(["   "]), settings=ToolLoopSettings(voice=False)), ctx)
     assert not ctx.has(LlmResponse) and ctx.failures[0].kind is FailureKind.VALIDATION
 
 
@@ -381,8 +381,7 @@ def test_a_failing_capture_hook_does_not_break_the_turn() -> None:
         raise OSError("queue full")
 
     ctx = context()
-    run_system_sync(ToolLoopSystem(ScriptedLLM([ScriptedLLM.tool_call("add", {"a": 1, "b": 1}), "2"]), [add],
-                                   on_tool_execution=broken), ctx)
+    run_system_sync(ToolLoopSystem(ScriptedLLM([ScriptedLLM.tool_call("add", {"a": 1, "b": 1}), "2"]), [add], ToolLoopSettings(on_tool_execution=broken)), ctx)
     assert ctx.require(LlmResponse).text == "2" and ctx.failures == ()
 
 
@@ -392,7 +391,7 @@ def test_the_callers_tool_registry_is_left_as_it_was() -> None:
     registry = ToolRegistry()
     ToolLoopSystem(ScriptedLLM(), registry)
     assert [t.name for t in registry] == []
-    assert "send_voice" not in [t.name for t in ToolLoopSystem(ScriptedLLM(), registry, voice=False).tools]
+    assert "send_voice" not in [t.name for t in ToolLoopSystem(ScriptedLLM(), registry, ToolLoopSettings(voice=False)).tools]
 
 
 def test_the_calls_of_one_model_step_share_it_and_none_is_the_parent_of_another() -> None:
@@ -436,13 +435,13 @@ def test_tool_output_is_capped_before_the_model_and_capture_see_it() -> None:
     captured: list[ToolExecution] = []
     llm = ScriptedLLM([ScriptedLLM.tool_call("dump"), "that was a lot"])
     ctx = context()
-    run_system_sync(ToolLoopSystem(llm, [dump], on_tool_execution=captured.append), ctx)
+    run_system_sync(ToolLoopSystem(llm, [dump], ToolLoopSettings(on_tool_execution=captured.append)), ctx)
     (told,) = [m.content or "" for m in llm.requests[-1].messages if m.role is Role.TOOL]
     assert told.endswith("\n…[cut: 50,000,000 bytes, 64 KB kept]") and len(told.encode()) < 64 * 1024 + 100
     assert captured[0].result == told
 
     llm = ScriptedLLM([ScriptedLLM.tool_call("dump"), "ok"])
-    run_system_sync(ToolLoopSystem(llm, [dump], max_tool_output_bytes=1000), context())
+    run_system_sync(ToolLoopSystem(llm, [dump], ToolLoopSettings(max_tool_output_bytes=1000)), context())
     (told,) = [m.content or "" for m in llm.requests[-1].messages if m.role is Role.TOOL]
     assert told == "x" * 1000 + "\n…[cut: 50,000,000 bytes, 1,000 bytes kept]"
 
@@ -450,7 +449,36 @@ def test_tool_output_is_capped_before_the_model_and_capture_see_it() -> None:
 def test_the_standard_pipeline_passes_its_tool_output_cap_on(tmp_path: Path) -> None:
     options = StandardOptions(max_tool_output_bytes=1000)
     with standard_pipeline(ScriptedLLM(), RecordingChannel(), data_dir=tmp_path, options=options) as pipeline:
-        assert pipeline.get(ToolLoopSystem).max_tool_output_bytes == 1000
+        assert pipeline.get(ToolLoopSystem).settings.max_tool_output_bytes == 1000
+
+
+def test_the_standard_pipeline_hands_the_tool_loop_every_tool_loop_option_in_one_settings_object(tmp_path: Path) -> None:
+    def deny(ctx: AgentContext, call: ToolCall) -> str | None:
+        return None
+
+    def approve(ctx: AgentContext, call: ToolCall) -> bool:
+        return False
+
+    options = StandardOptions(max_llm_calls=3, max_tool_executions=4, plan_mode=False, tool_policy=deny, voice=False,
+                              model="m", temperature=0.5, company_id="acme", max_tool_output_bytes=99)
+    with standard_pipeline(ScriptedLLM(), RecordingChannel(), data_dir=tmp_path, options=options, approval=approve) as pipeline:
+        assert pipeline.get(ToolLoopSystem).settings == ToolLoopSettings(
+            max_llm_calls=3, max_tool_executions=4, plan_mode=False, policy=deny, voice=False, model="m",
+            temperature=0.5, max_tool_output_bytes=99, approval=approve, company_id="acme",
+        )
+
+
+def test_the_old_tool_loop_keywords_still_work_with_a_deprecation_warning() -> None:
+    with pytest.warns(DeprecationWarning, match=r"ToolLoopSystem\(max_llm_calls=, voice=\.\.\.\).*ToolLoopSettings"):
+        system = ToolLoopSystem(ScriptedLLM(), [add], max_llm_calls=2, voice=False)
+    assert system.settings == ToolLoopSettings(max_llm_calls=2, voice=False)
+    assert [t.name for t in system.tools] == ["add"]
+
+
+def test_tool_loop_settings_refuse_limits_that_allow_no_work() -> None:
+    for bad in ({"max_llm_calls": 0}, {"max_tool_executions": -1}, {"max_tool_output_bytes": 0}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            ToolLoopSettings(**bad)
 
 
 def test_arguments_that_are_not_json_go_back_to_the_model_which_can_then_answer(tmp_path: Path) -> None:
@@ -477,7 +505,7 @@ def test_a_tool_output_and_model_text_that_no_store_could_take_are_made_storable
     recorder = TrajectoryRecorder(store, clock=FakeClock())
     llm = ScriptedLLM([ScriptedLLM.tool_call("listing", text="let me look \udcfe"), "found report-\udcff.txt"])
     ctx = context()
-    run_system_sync(ToolLoopSystem(llm, [listing], on_tool_execution=recorder.enqueue), ctx)
+    run_system_sync(ToolLoopSystem(llm, [listing], ToolLoopSettings(on_tool_execution=recorder.enqueue)), ctx)
     assert ctx.require(LlmResponse).text == "found report-\ufffd.txt"
     assert llm.requests[-1].messages[-2].content == "let me look \ufffd"
     assert recorder.flush() == 1

@@ -18,6 +18,7 @@ from agentloop import (
     ChatMessage, FailureKind, Finished, IncomingMessage, LlmCallError, LlmReply, LlmRequest, Session, StreamEvent,
     TextDelta, ToolCall, ToolCallDelta, ToolSpec, TurnOutcome, Usage, tool,
 )
+from agentloop.adapters.llm.http import RetryPolicy
 from agentloop.adapters.llm.openai import OpenAICompatibleLLM, check_reachable
 from agentloop.errors import EndpointUnreachableError, UnknownModelError
 from agentloop.testing import RecordingChannel
@@ -79,7 +80,7 @@ def test_retries_429_and_5xx_with_exponential_backoff(server: ScriptedServer) ->
     server.reply(503, {"error": "busy"})
     server.reply(body=completion("finally"))
     sleep = SleepLog()
-    reply = run(OpenAICompatibleLLM(server.url, "m", max_retries=2, backoff=0.25, sleep=sleep), HELLO)
+    reply = run(OpenAICompatibleLLM(server.url, "m", retry=RetryPolicy(max_retries=2, backoff=0.25), sleep=sleep), HELLO)
     assert reply.content == "finally"
     assert sleep.delays == [0.25, 0.5] and len(server.requests) == 3
 
@@ -88,8 +89,19 @@ def test_retry_after_header_is_honoured_and_capped(server: ScriptedServer) -> No
     server.reply(429, {}, headers={"Retry-After": "120"})
     server.reply(body=completion("ok"))
     sleep = SleepLog()
-    run(OpenAICompatibleLLM(server.url, "m", max_backoff=3.0, sleep=sleep), HELLO)
+    run(OpenAICompatibleLLM(server.url, "m", retry=RetryPolicy(max_backoff=3.0), sleep=sleep), HELLO)
     assert sleep.delays == [3.0]
+
+
+def test_the_old_retry_keywords_still_work_with_a_deprecation_warning(server: ScriptedServer) -> None:
+    server.reply(503, {"error": "busy"})
+    server.reply(body=completion("finally"))
+    sleep = SleepLog()
+    with pytest.warns(DeprecationWarning, match=r"retry=RetryPolicy\(max_retries=1, backoff=0.25\)"):
+        llm = OpenAICompatibleLLM(server.url, "m", max_retries=1, backoff=0.25, sleep=sleep)
+    assert run(llm, HELLO).content == "finally" and sleep.delays == [0.25]
+    with pytest.raises(TypeError, match="not both"):
+        OpenAICompatibleLLM(server.url, "m", retry=RetryPolicy(max_retries=3), max_retries=1)
 
 
 @pytest.mark.parametrize(
@@ -103,7 +115,7 @@ def test_error_kinds_after_retries(server: ScriptedServer, status: int, body: An
         server.reply(status, body)
     sleep = SleepLog()
     with pytest.raises(LlmCallError) as caught:
-        run(OpenAICompatibleLLM(server.url, "m", max_retries=2, sleep=sleep), HELLO)
+        run(OpenAICompatibleLLM(server.url, "m", retry=RetryPolicy(max_retries=2), sleep=sleep), HELLO)
     assert caught.value.kind is kind
     assert len(server.requests) == (3 if retried else 1) and len(sleep.delays) == (2 if retried else 0)
 
@@ -151,12 +163,12 @@ def test_timeout_is_retried_then_reported(server: ScriptedServer) -> None:
     server.reply(body=completion("late"), delay=0.5)
     server.reply(body=completion("on time"))
     sleep = SleepLog()
-    reply = run(OpenAICompatibleLLM(server.url, "m", timeout=0.1, max_retries=1, sleep=sleep), HELLO)
+    reply = run(OpenAICompatibleLLM(server.url, "m", timeout=0.1, retry=RetryPolicy(max_retries=1), sleep=sleep), HELLO)
     assert reply.content == "on time" and sleep.delays == [0.5]
 
     server.reply(body=completion("late"), delay=0.5)
     with pytest.raises(LlmCallError) as caught:
-        run(OpenAICompatibleLLM(server.url, "m", timeout=0.1, max_retries=0), HELLO)
+        run(OpenAICompatibleLLM(server.url, "m", timeout=0.1, retry=RetryPolicy(max_retries=0)), HELLO)
     assert caught.value.kind is FailureKind.TIMEOUT
 
 
@@ -164,7 +176,7 @@ def test_unreachable_server_is_unknown(server: ScriptedServer) -> None:
     url = server.url
     server.httpd.server_close()
     with pytest.raises(LlmCallError) as caught:
-        run(OpenAICompatibleLLM(url, "m", max_retries=1, sleep=SleepLog()), HELLO)
+        run(OpenAICompatibleLLM(url, "m", retry=RetryPolicy(max_retries=1), sleep=SleepLog()), HELLO)
     assert caught.value.kind is FailureKind.UNKNOWN
 
 

@@ -1,0 +1,55 @@
+"""The HTTP model adapters are built the same way: one constructor shape, one retry policy."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from agentloop import ChatMessage, LlmCallError, LlmRequest
+from agentloop.adapters.llm.anthropic import AnthropicLLM
+from agentloop.adapters.llm.http import RetryPolicy
+from agentloop.adapters.llm.openai import OpenAICompatibleLLM
+from agentloop.testing.http import ScriptedServer
+
+SHARED = ["base_url", "model", "api_key", "timeout", "retry", "sleep", "client"]
+OWN = {OpenAICompatibleLLM: ["max_retries", "backoff", "max_backoff"], AnthropicLLM: ["max_tokens"]}
+"""What each adapter takes after the shared keywords: OpenAI's deprecated retry keywords, Anthropic's token limit."""
+
+
+@pytest.fixture
+def server() -> Iterator[ScriptedServer]:
+    with ScriptedServer() as scripted:
+        yield scripted
+
+
+def test_both_constructors_take_the_shared_parameters_first_in_one_order_with_one_default_each() -> None:
+    openai, anthropic = (inspect.signature(adapter).parameters for adapter in (OpenAICompatibleLLM, AnthropicLLM))
+    for adapter, parameters in ((OpenAICompatibleLLM, openai), (AnthropicLLM, anthropic)):
+        assert list(parameters) == SHARED + OWN[adapter]
+    for name in SHARED:
+        assert (openai[name].kind, openai[name].default, openai[name].annotation) == (
+            anthropic[name].kind, anthropic[name].default, anthropic[name].annotation
+        ), name
+    assert openai["retry"].default == RetryPolicy()
+
+
+@pytest.mark.parametrize("adapter", [OpenAICompatibleLLM, AnthropicLLM])
+def test_both_constructors_accept_the_same_keywords_and_retry_by_the_same_policy(
+    server: ScriptedServer, adapter: type[OpenAICompatibleLLM] | type[AnthropicLLM]
+) -> None:
+    for _ in range(3):
+        server.reply(503, {"error": {"message": "busy"}})
+    delays: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        delays.append(seconds)
+
+    keywords: dict[str, Any] = {"api_key": "k", "timeout": 5.0, "retry": RetryPolicy(max_retries=2, backoff=0.25), "sleep": sleep}
+    llm = adapter(server.url, "m", **keywords)
+    with pytest.raises(LlmCallError, match="HTTP 503"):
+        asyncio.run(llm.complete(LlmRequest((ChatMessage.user("hi"),))))
+    assert delays == [0.25, 0.5] and len(server.requests) == 3
