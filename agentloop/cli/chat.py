@@ -86,6 +86,7 @@ def _log_to_console(level: str, spinner: Spinner | None, *, verbose: bool) -> No
 
 
 def _without_tracebacks(logger: object, method_name: str, event_dict: EventDict) -> EventDict:
+    """A structlog processor: drops a turn's failure event (the chat says it), names another event's exception in one field."""
     exc_info = event_dict.pop("exc_info", None)
     if not exc_info:
         return event_dict
