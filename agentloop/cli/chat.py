@@ -7,7 +7,10 @@ import sqlite3
 import sys
 from collections.abc import Callable
 from contextlib import ExitStack
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
+
+import structlog
+from structlog.typing import EventDict
 
 from agentloop.adapters import ConsoleChannel, Stores, open_note_taking, open_stores
 from agentloop.adapters.errors import StoreUrlError
@@ -15,8 +18,9 @@ from agentloop.bots import BotSettings, built_pipeline, open_bot, pipeline_note_
 from agentloop.cli._options import (
     MODEL_EPILOG, Commands, CliError, SharedOptions, bot_settings, model_settings, otel_from_environment, seconds,
 )
-from agentloop.cli.repl import Chat, Spinner, converse
+from agentloop.cli.repl import Chat, LogAboveSpinner, Spinner, converse
 from agentloop.context import Session
+from agentloop.logging import configure_logging
 from agentloop.loop import AgentLoop
 from agentloop.notes import NoteTaking
 from agentloop.ports import LLM, Channel
@@ -43,6 +47,10 @@ def register(commands: Commands, options: SharedOptions) -> None:
         "returning an AgentLoop, a list of systems or a builder",
     )
     yours.add_argument("--tools", metavar="MODULE", help="add the @tool functions (and Tool objects) of MODULE to the standard pipeline")
+    chat.add_argument(
+        "--verbose", action="store_true",
+        help="log a tool's or system's failure with its traceback on stderr, besides its line in the conversation",
+    )
     chat.set_defaults(handler=_chat)
 
 
@@ -50,6 +58,7 @@ def _chat(args: argparse.Namespace, out: TextIO) -> int:
     llm = model_settings(args).llm()
     where = bot_settings(args)
     spinner = Spinner(sys.stderr) if sys.stderr.isatty() else None
+    _log_to_console(args.log_level or "WARNING", spinner, verbose=args.verbose)
     channel = ConsoleChannel(out, before_output=spinner.stop if spinner is not None else None)
     with ExitStack() as stack:
         stack.enter_context(otel_from_environment(args.otel, "agentloop-chat"))
@@ -65,6 +74,28 @@ def _chat(args: argparse.Namespace, out: TextIO) -> int:
         chat = Chat(loop, note_taking, session, spinner, approvals=None if stores is None else stores.approvals)
         status = converse(chat, sys.stdin)
     return status
+
+
+def _log_to_console(level: str, spinner: Spinner | None, *, verbose: bool) -> None:
+    """Log lines on stderr above the spinner; without `verbose`, a turn's failure is said only by
+    its line in the conversation, and another event's exception is left out of its line."""
+    stream = cast(TextIO, LogAboveSpinner(spinner)) if spinner is not None else None  # written like a TextIO
+    configure_logging(level, stream=stream)
+    if not verbose:
+        structlog.configure(processors=[_without_tracebacks, *structlog.get_config()["processors"]])
+
+
+def _without_tracebacks(logger: object, method_name: str, event_dict: EventDict) -> EventDict:
+    """A structlog processor: drops a turn's failure event (the chat says it), names another event's exception in one field."""
+    exc_info = event_dict.pop("exc_info", None)
+    if not exc_info:
+        return event_dict
+    if "turn_id" in event_dict:  # the chat prints the turn's failures itself
+        raise structlog.DropEvent
+    error = exc_info if isinstance(exc_info, BaseException) else sys.exc_info()[1] if exc_info is True else exc_info[1]
+    if error is not None:
+        event_dict.setdefault("error", f"{type(error).__name__}: {error}")
+    return event_dict
 
 
 def _user_bot(

@@ -4,8 +4,10 @@ slash commands (/good, /bad, /approve, /deny, /bye)."""
 from __future__ import annotations
 
 import asyncio
+import io
 import itertools
 import sys
+import threading
 from typing import TextIO
 
 import attrs
@@ -22,28 +24,65 @@ SPINNER_FRAMES = "|/-\\"
 
 class Spinner:
     """A sign of life on a terminal while the model has not answered: frames on `stream`,
-    started with a turn and wiped by `stop` (before the first token is printed)."""
+    started with a turn and wiped by `stop` (before the first token is printed). Log lines
+    written with `write_above` clear its line first and it is drawn again below them."""
 
     def __init__(self, stream: TextIO, *, interval: float = 0.1) -> None:
         self.stream = stream
         self.interval = interval
         self._task: asyncio.Task[None] | None = None
+        self._shown: str | None = None
+        """The frame on the terminal's last line, None when the spinner is off."""
+        self._mid_line = False
+        """Whether log text has begun a line it has not ended: the spinner waits for its end."""
+        self._lock = threading.Lock()  # log lines may come from other threads than the spinner's
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._spin())
 
     async def _spin(self) -> None:
         for frame in itertools.cycle(SPINNER_FRAMES):
-            self.stream.write(f"\r{frame} waiting for the model")
-            self.stream.flush()
+            with self._lock:
+                self._shown = f"\r{frame} waiting for the model"
+                if not self._mid_line:
+                    self.stream.write(self._shown)
+                    self.stream.flush()
             await asyncio.sleep(self.interval)
 
     def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
             self._task = None
-            self.stream.write("\r\x1b[K")
+            with self._lock:
+                self._shown = None
+                self.stream.write("\r\x1b[K")
+                self.stream.flush()
+
+    def write_above(self, text: str) -> int:
+        """Write log `text` on the terminal: on a line of its own, the spinner drawn again once the line ends."""
+        with self._lock:
+            if self._shown is not None and not self._mid_line and text:
+                self.stream.write("\r\x1b[K")
+            self.stream.write(text)
+            if text:
+                self._mid_line = not text.endswith("\n")
+            if self._shown is not None and not self._mid_line:
+                self.stream.write(self._shown)
             self.stream.flush()
+        return len(text)
+
+
+class LogAboveSpinner(io.TextIOBase):
+    """The stream a chat's log lines go to while it may show a spinner: each line above it."""
+
+    def __init__(self, spinner: Spinner) -> None:
+        self.spinner = spinner
+
+    def write(self, text: str) -> int:
+        return self.spinner.write_above(text)
+
+    def flush(self) -> None:
+        self.spinner.stream.flush()
 
 
 @attrs.define

@@ -18,11 +18,13 @@ import pytest
 import attrs
 import pexpect
 import psycopg
+import structlog
 
 from agentloop.adapters.urls import shown_url
 from agentloop import Session
 from agentloop.bots import open_bot
 from agentloop.cli import Chat, converse, main, parse_inputs
+from agentloop.cli.chat import _log_to_console
 from agentloop.notes import KnowledgeItem, Layer, LayerIds, NoteType
 from agentloop.testing import FakeClock, RecordingChannel, ScriptedLLM
 from agentloop.testing.anthropic_server import message_events, queue_stream
@@ -922,3 +924,74 @@ def test_a_postgresql_password_never_reaches_the_output_or_the_log(
 ])
 def test_shown_url_hides_the_password_of_a_url_or_a_key_value_connection_string(url: str, shown: str) -> None:
     assert shown_url(url) == shown
+
+
+FAILING_TOOLS = textwrap.dedent(
+    """
+    from agentloop import tool
+
+
+    @tool
+    def weather(city: str) -> str:
+        \"\"\"Today's weather in a city.\"\"\"
+        raise RuntimeError("the weather service is down")
+    """
+)
+
+
+def test_a_failing_tool_is_one_line_in_the_chat_and_its_traceback_shows_with_verbose(
+    server: ScriptedServer, tmp_path: Path
+) -> None:
+    """A tool that raised printed a 10-line traceback into the conversation."""
+    (tmp_path / "flaky_tools.py").write_text(FAILING_TOOLS)
+    chat = ("chat", "--base-url", server.url, "--model", "tiny", "--data-dir", "data", "--tools", "flaky_tools")
+    failure = "agentloop: tool weather failed: RuntimeError: the weather service is down"
+    for _ in range(2):
+        server.stream(streamed_completion(tool_calls=[("call_1", "weather", '{"city": "Lisbon"}')]))
+        server.stream(streamed_completion("The weather service is down."))
+    quiet = agentloop(*chat, stdin="weather in Lisbon?\n", cwd=tmp_path)
+    assert (quiet.returncode, quiet.stdout) == (0, "bot> The weather service is down.\n")
+    assert quiet.stderr.splitlines() == [failure]
+    verbose = agentloop(*chat, "--verbose", stdin="weather in Lisbon?\n", cwd=tmp_path)
+    assert verbose.returncode == 0 and verbose.stderr.splitlines()[-1] == failure
+    assert "Traceback (most recent call last):" in verbose.stderr and 'raise RuntimeError("the weather service is down")' in verbose.stderr
+
+
+def test_a_log_line_while_the_spinner_turns_clears_its_line_and_the_spinner_comes_back_below(
+    server: ScriptedServer, tmp_path: Path
+) -> None:
+    """`llm.retry` warnings were written onto the spinner's line and wrapped over it."""
+    server.reply(503, {"error": "overloaded"})
+    server.stream(streamed_completion("Here now."))
+    chat = spawn_chat(server, tmp_path)
+    chat.expect_exact("you> ")
+    chat.sendline("hello")
+    chat.expect_exact("bot> Here now.")
+    shown = (chat.before or "") + (chat.after or "")
+    chat.sendeof()
+    chat.expect(pexpect.EOF)
+    chat.close()
+    assert chat.exitstatus == 0 and len(server.requests) == 2
+    (retry,) = [line for line in shown.split("\n") if "llm.retry" in line]
+    _, cleared, visible = retry.rpartition("\r\x1b[K")  # what the terminal shows of that line
+    assert cleared and visible.startswith("20") and "llm.retry" in visible, f"a log line shares the spinner's line: {retry!r}"
+    assert "waiting for the model" not in visible and "\r" not in visible.rstrip("\r")
+    assert "waiting for the model" in shown.split(retry, 1)[1], "the spinner did not come back after the log line"
+
+
+def test_without_verbose_an_exception_outside_a_turn_is_named_on_its_log_line_without_its_traceback(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Only a turn's failures are left to the conversation; another event keeps one line that names its error."""
+    before = structlog.get_config()
+    try:
+        _log_to_console("WARNING", None, verbose=False)
+        try:
+            raise OSError("disk full")
+        except OSError as error:
+            structlog.get_logger().warning("notes.idle_sessions.failed", exc_info=error)
+            structlog.get_logger().error("system.failed", turn_id="t1", exc_info=error)
+    finally:
+        structlog.configure(**before)
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "notes.idle_sessions.failed" in line and "error='OSError: disk full'" in line

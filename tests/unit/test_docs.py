@@ -136,6 +136,14 @@ def test_the_guide_runs_and_prints_what_it_shows(guide: Path, tmp_path: Path, mo
             assert block.text.strip() in printed, f"{guide.name} shows output its code does not print:\n{printed}"
 
 
+def test_the_tutorial_runs_twice_in_the_same_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reader who ran the tutorial's code again got a bare AssertionError: its bot kept the
+    first run's history in ./data, so the second run's first answer had no welcome."""
+    run_guide(DOCS / "tutorial.md", tmp_path, monkeypatch)
+    printed = run_guide(DOCS / "tutorial.md", tmp_path, monkeypatch)
+    assert "WelcomeSystem" in printed and not (tmp_path / "data").exists()
+
+
 def test_the_tutorial_and_the_example_project_are_one_text() -> None:
     """What the tutorial tells a reader to save is the test project pytest runs, and all of it."""
     files = {b.title: b.text for b in blocks(DOCS / "tutorial.md") if b.is_file}

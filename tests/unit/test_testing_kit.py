@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import ast
 import asyncio
+import importlib.metadata
 import io
+import re
+import sys
+import tomllib
+from pathlib import Path
 
 import attrs
 import pytest
@@ -179,3 +185,34 @@ def test_console_channel_prints_tokens_as_they_come_on_one_line() -> None:
     asyncio.run(stream("It is sunny in Oslo."))
     asyncio.run(stream("", abort=True))
     assert out.getvalue().splitlines()[1:] == ["bot> It is sunny.", "bot> It is sunny in Oslo.", "bot> It is sunny. [cut off]"]
+
+
+def test_the_testing_extra_brings_what_the_test_kit_imports_and_no_more() -> None:
+    """The tutorial had readers install the project's own `test` extra (torch, PostgreSQL,
+    Playwright) to use a kit that needs only pytest, pytest-bdd and hypothesis."""
+    root = Path(__file__).resolve().parents[2]
+    project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    base = {_distribution(spec) for spec in project["dependencies"]}
+    imported = set()
+    for module in (root / "agentloop" / "testing").rglob("*.py"):
+        if module.name == "serve.py":  # documented as needing the serve extra
+            continue
+        tree = ast.parse(module.read_text())
+        top_level = [*tree.body, *(node for block in tree.body if isinstance(block, ast.If) for node in block.body)]
+        for node in top_level:  # imports inside a function belong to the extra of what it drives
+            if isinstance(node, ast.Import):
+                imported.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module is not None:
+                imported.add(node.module.split(".")[0])
+    third_party = {name for name in imported - set(sys.stdlib_module_names) if name != "agentloop"}
+    distributions = importlib.metadata.packages_distributions()
+    needed = {_distribution(distributions[name][0]) for name in third_party} - base
+    assert {_distribution(spec) for spec in extras["testing"]} == needed == {"pytest", "pytest-bdd", "hypothesis"}
+    assert "agentloop-ecs[testing]" in extras["test"]
+    assert "'agentloop-ecs[testing]'" in (root / "docs" / "tutorial.md").read_text()
+
+
+def _distribution(spec: str) -> str:
+    """The normalised distribution name of a requirement such as `pytest-bdd>=8.0`."""
+    return re.split(r"[\[<>=!~ ;]", spec, maxsplit=1)[0].lower().replace("_", "-")
