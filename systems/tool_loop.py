@@ -28,7 +28,6 @@ from time import perf_counter
 from typing import Any, ClassVar
 
 import attrs
-import structlog
 
 from agentloop import (
     TELEMETRY,
@@ -69,18 +68,18 @@ from agentloop import (
     Usage,
     VoiceReply,
     approval_scope,
-    cap_bytes,
     collect,
     converter,
     current_execution_id,
     events_of,
     new_id,
-    passes_through,
     running_execution,
-    running_task,
     storable,
     tool,
 )
+from agentloop._containment import passes_through, running_task
+from agentloop._log import get_logger
+from agentloop._text import cap_bytes
 from agentloop.ports import LLM, ApprovalStore, Channel, MessageStream, Metrics, StreamingChannel
 
 from systems.input import turn_user_text
@@ -92,7 +91,7 @@ ToolPolicy = Callable[[AgentContext, ToolCall], "str | None"]
 ToolExecutionHook = Callable[[ToolExecution], None]
 """Called synchronously right after each tool finishes; must not block."""
 
-_log = structlog.get_logger("agentloop.tool_loop")
+_log = get_logger("agentloop.tool_loop")
 
 DEFAULT_MAX_TOOL_OUTPUT_BYTES = 64 * 1024
 UNKNOWN_APPROVAL = "that approval was already answered or does not exist"
