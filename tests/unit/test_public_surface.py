@@ -65,3 +65,19 @@ def test_importing_agentloop_configures_neither_structlog_nor_the_root_logger() 
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert result.stdout == "False []\n"
+
+
+def test_each_public_package_imports_first_in_a_fresh_interpreter() -> None:
+    """Late imports once hid import cycles that depend on which package is imported first."""
+    script = (
+        "import importlib, sys\n"
+        "package = sys.argv[1]\n"
+        "module = importlib.import_module(package)\n"
+        "[getattr(module, name) for name in module.__all__]\n"
+    )
+    failed = {}
+    for package in PUBLIC_PACKAGES:
+        result = subprocess.run([sys.executable, "-c", script, package], capture_output=True, text=True)
+        if result.returncode != 0:
+            failed[package] = result.stderr.strip().splitlines()[-1]
+    assert failed == {}
