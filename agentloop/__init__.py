@@ -1,8 +1,16 @@
-"""agentloop: bots as an ordered pipeline of typed systems over one turn context."""
+"""agentloop: bots as an ordered pipeline of typed systems over one turn context.
+
+Importing agentloop configures nothing global: its log events go to the standard `logging`
+module (loggers named `agentloop...`) until an application configures structlog or calls
+`agentloop.logging.configure_logging`.
+"""
 
 from typing import TYPE_CHECKING
 
 from agentloop._deprecated import renamed_names
+from agentloop._names import new_id
+from agentloop._text import storable
+from agentloop.approvals import ApprovalDecision, ApprovalPolicy, ApprovalRequest, PendingApproval
 from agentloop.components import (
     InboxTurn,
     LlmFailure,
@@ -24,11 +32,26 @@ from agentloop.errors import (
     LlmCallError,
     MissingComponentError,
     PipelineError,
+    ToolArgumentError,
+    ToolDefinitionError,
     TransportError,
     UndeclaredAccessError,
 )
 from agentloop.loop import AgentLoop, PipelineDescription, PipelineRow, validate_pipeline
-from agentloop.messages import ChatMessage, LlmReply, LlmRequest, ResponseSchema, Role, ToolCall, ToolSpec
+from agentloop.messages import (
+    ChatMessage,
+    Finished,
+    LlmReply,
+    LlmRequest,
+    ResponseSchema,
+    Role,
+    StreamEvent,
+    TextDelta,
+    ToolCall,
+    ToolCallDelta,
+    ToolSpec,
+    Usage,
+)
 from agentloop.outcome import (
     FINISH_REASON_PRIORITY,
     Attachment,
@@ -43,97 +66,103 @@ from agentloop.outcome import (
     resolve_finish_reason,
     visible_text,
 )
+from agentloop.scopes import DEFAULT_COMPANY, Scope, approval_scope, history_scope, knowledge_scope, memory_scope
+from agentloop.streaming import collect, events_of, reply_events
+from agentloop.structured import OutputType, OutputValidationError
 from agentloop.system import System
+from agentloop.telemetry import TELEMETRY, Telemetry
+from agentloop.tools import Tool, ToolRegistry, VoiceReply, current_execution_id, running_execution, tool
 
 __all__ = [
+    "DEFAULT_COMPANY",
     "FINISH_REASON_PRIORITY",
+    "TELEMETRY",
     "AgentContext",
     "AgentLoop",
     "AgentloopError",
+    "ApprovalDecision",
+    "ApprovalPolicy",
+    "ApprovalRequest",
     "Attachment",
     "ChatMessage",
     "FailureEvent",
     "FailureKind",
     "FailureSource",
     "FinishReason",
-    "IncomingMessage",
+    "Finished",
     "InboxTurn",
+    "IncomingMessage",
     "LlmCallError",
     "LlmFailure",
-    "LlmResponse",
-    "PlanProposal",
-    "PromptContext",
-    "PromptSection",
-    "SanitizedInput",
-    "StreamedText",
-    "StructuredOutput",
-    "ResponseSchema",
-    "OutputType",
-    "OutputValidationError",
-    "ToolExecution",
-    "ToolExecutions",
-    "ToolLoopStop",
     "LlmReply",
     "LlmRequest",
+    "LlmResponse",
     "MissingComponentError",
     "OutgoingResponse",
+    "OutputType",
+    "OutputValidationError",
+    "PendingApproval",
     "PipelineDescription",
     "PipelineError",
     "PipelineRow",
+    "PlanProposal",
+    "PromptContext",
+    "PromptSection",
+    "ResponseSchema",
     "Role",
     "RoutingOutcome",
+    "SanitizedInput",
+    "Scope",
     "Session",
+    "StreamEvent",
+    "StreamedText",
+    "StructuredOutput",
     "System",
+    "Telemetry",
+    "TextDelta",
+    "Tool",
+    "ToolArgumentError",
     "ToolCall",
+    "ToolCallDelta",
+    "ToolDefinitionError",
+    "ToolExecution",
+    "ToolExecutions",
+    "ToolLoopStop",
+    "ToolRegistry",
     "ToolSpec",
     "TransportError",
     "TurnOutcome",
     "TurnPolicy",
     "UndeclaredAccessError",
+    "Usage",
+    "VoiceReply",
+    "approval_scope",
+    "collect",
     "converter",
+    "current_execution_id",
+    "events_of",
+    "history_scope",
+    "knowledge_scope",
+    "memory_scope",
+    "new_id",
+    "reply_events",
     "resolve_finish_reason",
+    "running_execution",
+    "storable",
+    "tool",
     "validate_pipeline",
     "visible_text",
 ]
 
-from agentloop.containment import passes_through, running_task  # noqa: E402
-from agentloop.errors import ToolArgumentError, ToolDefinitionError  # noqa: E402
-from agentloop.tools import Tool, ToolRegistry, VoiceReply, current_execution_id, running_execution, tool  # noqa: E402
-
-__all__ += [
-    "Tool", "ToolArgumentError", "ToolDefinitionError", "ToolRegistry", "VoiceReply", "current_execution_id",
-    "passes_through", "running_execution", "running_task", "tool",
-]
-
-from agentloop.scopes import DEFAULT_COMPANY, Scope, approval_scope, history_scope, knowledge_scope, memory_scope  # noqa: E402
-
-__all__ += ["DEFAULT_COMPANY", "Scope", "approval_scope", "history_scope", "knowledge_scope", "memory_scope"]
-
-from agentloop.approvals import ApprovalDecision, ApprovalPolicy, ApprovalRequest, PendingApproval  # noqa: E402
-
-__all__ += ["ApprovalDecision", "ApprovalPolicy", "ApprovalRequest", "PendingApproval"]
-
-from agentloop.names import new_id  # noqa: E402
-from agentloop.text import cap_bytes, storable  # noqa: E402
-
-__all__ += ["cap_bytes", "new_id", "storable"]
-
-from agentloop.messages import Finished, StreamEvent, TextDelta, ToolCallDelta, Usage  # noqa: E402
-
-__all__ += ["Finished", "StreamEvent", "TextDelta", "ToolCallDelta", "Usage"]
-
-from agentloop.streaming import collect, events_of, reply_events  # noqa: E402
-from agentloop.structured import OutputType, OutputValidationError  # noqa: E402
-
-__all__ += ["collect", "events_of", "reply_events"]
-
-from agentloop.telemetry import TELEMETRY, Telemetry  # noqa: E402
-
-__all__ += ["TELEMETRY", "Telemetry"]
-
-from agentloop.logging import library_default  # noqa: E402
-
-library_default()
-
 if not TYPE_CHECKING:  # type checkers report the old names, which is the point
-    __getattr__ = renamed_names(__name__, {"LlmError": "agentloop.LlmFailure"})
+    __getattr__ = renamed_names(
+        __name__,
+        {
+            "LlmError": "agentloop.LlmFailure",
+        },
+        internal={
+            "cap_bytes": "agentloop._text.cap_bytes",
+            "passes_through": "agentloop._containment.passes_through",
+            "running_task": "agentloop._containment.running_task",
+        },
+    )

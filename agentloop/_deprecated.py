@@ -8,15 +8,24 @@ import warnings
 from collections.abc import Callable, Mapping
 
 
-def renamed_names(module: str, renamed: Mapping[str, str]) -> Callable[[str], object]:
+def renamed_names(
+    module: str, renamed: Mapping[str, str], internal: Mapping[str, str] | None = None
+) -> Callable[[str], object]:
     """A `__getattr__` for `module` serving each old name in `renamed` (old name -> the new
-    dotted path, e.g. `"agentloop.LlmFailure"`); any other name is an AttributeError as usual."""
+    dotted path, e.g. `"agentloop.LlmFailure"`) and each helper in `internal` that is no longer
+    public (name -> the internal dotted path it now lives at); any other name is an AttributeError."""
+    hidden = internal or {}
 
     def __getattr__(name: str) -> object:
-        new = renamed.get(name)
-        if new is None:
+        if name in renamed:
+            new = renamed[name]
+            message = f"{module}.{name} is deprecated; use {new}"
+        elif name in hidden:
+            new = hidden[name]
+            message = f"{module}.{name} is an internal helper, not public API, and will be removed; copy it if you need it"
+        else:
             raise AttributeError(f"module {module!r} has no attribute {name!r}")
-        warnings.warn(f"{module}.{name} is deprecated; use {new}", DeprecationWarning, stacklevel=2)
+        warnings.warn(message, DeprecationWarning, stacklevel=2)
         path, _, attribute = new.rpartition(".")
         return getattr(importlib.import_module(path), attribute)
 

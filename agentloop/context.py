@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING, TypeVar
 
 import attrs
 
+from agentloop._names import new_id
 from agentloop.approvals import ApprovalDecision
 from agentloop.errors import MissingComponentError, UndeclaredAccessError
 from agentloop.messages import ChatMessage
-from agentloop.names import new_id
 from agentloop.outcome import Attachment, FailureEvent, TurnOutcome, copy_str_dict
 from agentloop.ports.clock import Clock, SystemClock
 

@@ -15,7 +15,8 @@ from typing import Any, TypeVar
 import attrs
 import structlog
 
-from agentloop.containment import passes_through, running_task
+from agentloop._containment import passes_through, running_task
+from agentloop._log import get_logger
 from agentloop.context import ALWAYS_READABLE, Access, AgentContext, IncomingMessage, Session, declared_access
 from agentloop.errors import PipelineError, UndeclaredAccessError
 from agentloop.messages import ChatMessage
@@ -339,7 +340,7 @@ class AgentLoop:
         self.turn_timeout = turn_timeout
         self.clock: Clock = clock or SystemClock()
         self.metrics = metrics
-        self._logger = structlog.get_logger("agentloop")
+        self._logger = get_logger("agentloop")
         self._steps = tuple(_step(system) for system in self.systems)
         self._gates = _SessionGates()
         self.max_concurrent_turns = max_concurrent_turns

@@ -11,8 +11,8 @@ from typing import Any, Generic, TypeVar
 
 import pydantic
 
+from agentloop._schemas import adapter, class_summary, error_lines, json_schema
 from agentloop.messages import ResponseSchema
-from agentloop.schemas import adapter, class_summary, error_lines, json_schema
 from agentloop.errors import AgentloopError
 
 T = TypeVar("T")

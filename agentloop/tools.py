@@ -33,10 +33,10 @@ import attrs
 import pydantic
 from pydantic import TypeAdapter
 
-from agentloop.docstrings import parse_docstring
+from agentloop._docstrings import parse_docstring
+from agentloop._schemas import FieldSpec, adapter, error_lines, json_schema, object_type
 from agentloop.errors import ToolArgumentError, ToolDefinitionError
 from agentloop.messages import ToolSpec
-from agentloop.schemas import FieldSpec, adapter, error_lines, json_schema, object_type
 
 T = TypeVar("T")
 

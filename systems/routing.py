@@ -6,7 +6,6 @@ from collections.abc import Awaitable
 from typing import ClassVar
 
 import attrs
-import structlog
 
 from agentloop import (
     AgentContext,
@@ -21,11 +20,12 @@ from agentloop import (
     TurnOutcome,
     visible_text,
 )
+from agentloop._log import get_logger
 from agentloop.ports import Channel
 
 UNDELIVERED_TEXT = "the response could not be delivered"
 
-_log = structlog.get_logger("agentloop.routing")
+_log = get_logger("agentloop.routing")
 
 
 class ResponseRoutingSystem(System):

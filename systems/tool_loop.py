@@ -30,7 +30,6 @@ from time import perf_counter
 from typing import Any, ClassVar, Unpack
 
 import attrs
-import structlog
 
 from agentloop import (
     TELEMETRY,
@@ -69,18 +68,18 @@ from agentloop import (
     Usage,
     VoiceReply,
     approval_scope,
-    cap_bytes,
     collect,
     converter,
     current_execution_id,
     events_of,
     new_id,
-    passes_through,
     running_execution,
-    running_task,
     storable,
     tool,
 )
+from agentloop._containment import passes_through, running_task
+from agentloop._log import get_logger
+from agentloop._text import cap_bytes
 from agentloop.ports import LLM, ApprovalStore, Channel, MessageStream, Metrics, StreamingChannel
 
 from systems.input import turn_user_text
@@ -93,7 +92,7 @@ from systems.tool_loop_settings import plan_mode_requested as plan_mode_requeste
 from systems.outcome import render_call
 from systems.routing import UNDELIVERED_TEXT
 
-_log = structlog.get_logger("agentloop.tool_loop")
+_log = get_logger("agentloop.tool_loop")
 
 UNKNOWN_APPROVAL = "that approval was already answered or does not exist"
 NOT_RUN_BEHIND_APPROVAL = "not run: it came after a call that awaits the user's approval; call it again if you still need it"

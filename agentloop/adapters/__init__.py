@@ -51,8 +51,8 @@ _HOMES = {
 }
 
 __all__ = [
-    "ConsoleChannel",
     "DEFAULT_STORES_URL",
+    "ConsoleChannel",
     "FileAttemptNotes",
     "HashingEmbedder",
     "HnswVectorIndex",

@@ -31,13 +31,13 @@ import attrs
 import httpx2
 import jsonschema
 import mcp_types
-import structlog
 from jsonschema.exceptions import best_match
 from jsonschema.protocols import Validator
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from agentloop.containment import passes_through, running_task
+from agentloop._containment import passes_through, running_task
+from agentloop._log import get_logger
 from agentloop.errors import AgentloopError, ToolArgumentError
 from agentloop.messages import ToolSpec
 from agentloop.tools import Tool
@@ -47,7 +47,7 @@ __all__ = [
     "McpToolset", "mcp_tools", "mcp_tools_sync",
 ]
 
-_log = structlog.get_logger("agentloop.mcp")
+_log = get_logger("agentloop.mcp")
 
 DEFAULT_MCP_TIMEOUT = 30.0
 """Seconds a tool call may take before it fails with `TimeoutError`."""

@@ -5,8 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-import structlog
-
+from agentloop._log import get_logger
 from agentloop.notes.models import MaintainerNotice
 
 
@@ -14,7 +13,7 @@ class LogNotifier:
     """Writes each notice as a structlog warning (the default when nobody is wired in)."""
 
     def __init__(self, logger: Any = None) -> None:
-        self._log = logger if logger is not None else structlog.get_logger("agentloop.maintainers")
+        self._log = logger if logger is not None else get_logger("agentloop.maintainers")
 
     def notify(self, notice: MaintainerNotice) -> None:
         self._log.warning("maintainer.notice", kind=notice.kind.value, note_ids=list(notice.note_ids), message=notice.message)

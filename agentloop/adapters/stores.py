@@ -10,12 +10,12 @@ from types import ModuleType
 
 import attrs
 
+from agentloop._names import check_bot_name
 from agentloop.adapters.embedders.hashing import HashingEmbedder
 from agentloop.adapters.private_files import private_folder
 from agentloop.adapters.sqlite import open_sqlite_replies, open_sqlite_stores, reembed_sqlite_stores
 from agentloop.adapters.urls import after_scheme, has_password_parameter, is_postgres_url, scheme, shown_url
 from agentloop.adapters.errors import StoreUrlError
-from agentloop.names import check_bot_name
 from agentloop.ports import Embedder
 from agentloop.ports.replies import Replies
 from agentloop.ports.stores import Stores

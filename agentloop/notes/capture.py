@@ -31,13 +31,13 @@ from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 import attrs
-import structlog
 
+from agentloop._log import get_logger
+from agentloop._text import storable
 from agentloop.components import ToolExecution
 from agentloop.notes.errors import CaptureDrainError, RecorderClosedError
 from agentloop.ports.clock import Clock, SystemClock
 from agentloop.telemetry import TELEMETRY
-from agentloop.text import storable
 
 if TYPE_CHECKING:
     from agentloop.ports.metrics import Metrics
@@ -177,7 +177,7 @@ class TrajectoryRecorder:
         self.clock: Clock = clock or SystemClock()
         self.metrics = metrics
         self._rng = rng or random.Random()
-        self._log = logger if logger is not None else structlog.get_logger("agentloop.notes.capture")
+        self._log = logger if logger is not None else get_logger("agentloop.notes.capture")
         self._buffer: deque[ToolExecution] = deque()
         self._retry: list[_Batch] = []
         self._write_lock = threading.Lock()

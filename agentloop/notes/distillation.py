@@ -10,14 +10,14 @@ from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 import attrs
-import structlog
 
+from agentloop._log import get_logger
+from agentloop._text import storable
 from agentloop.notes.errors import DistillationError
 from agentloop.messages import ChatMessage, LlmRequest
 from agentloop.notes.models import KnowledgeItem, LayerIds, NoteMetadata, NoteType, Trajectory
 from agentloop.ports.clock import Clock, SystemClock
 from agentloop.telemetry import TELEMETRY
-from agentloop.text import storable
 
 if TYPE_CHECKING:
     from agentloop.notes.knowledge import KnowledgeBase
@@ -225,7 +225,7 @@ class Distiller:
         self.settings = settings or DistillationSettings()
         self.clock: Clock = clock or SystemClock()
         self.metrics = metrics
-        self._log = logger if logger is not None else structlog.get_logger("agentloop.notes.distillation")
+        self._log = logger if logger is not None else get_logger("agentloop.notes.distillation")
 
     async def skip_reason(self, trajectory: Trajectory, *, success: bool, owner: LayerIds) -> str | None:
         """Why this trajectory is not worth distilling for `owner`, or None when it is."""

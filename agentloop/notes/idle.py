@@ -8,8 +8,8 @@ import contextlib
 from typing import Any
 
 import attrs
-import structlog
 
+from agentloop._log import get_logger
 from agentloop.context import Session
 from agentloop.notes.distillation import DistillationResult
 from agentloop.notes.service import NoteTaking
@@ -52,7 +52,7 @@ class IdleSessions:
         self.clock: Clock = clock or SystemClock()
         self._seen: dict[Scope, _Seen] = {}
         self._task: asyncio.Task[None] | None = None
-        self._log = logger if logger is not None else structlog.get_logger("agentloop.notes.idle")
+        self._log = logger if logger is not None else get_logger("agentloop.notes.idle")
 
     def __len__(self) -> int:
         """How many sessions are being watched (seen and not ended yet)."""

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 import numpy as np
-import structlog
 
+from agentloop._log import get_logger
 from agentloop.notes.lifecycle import RETRIEVABLE, QualityRules, check_transition
 from agentloop.notes.models import (
     KnowledgeItem,
@@ -75,7 +75,7 @@ class KnowledgeBase:
         self.settings = settings or RetrievalSettings()
         self.clock: Clock = clock or SystemClock()
         self.metrics = metrics
-        self._log = logger if logger is not None else structlog.get_logger("agentloop.notes.knowledge")
+        self._log = logger if logger is not None else get_logger("agentloop.notes.knowledge")
 
     def embed(self, text: str) -> Vectors:
         """The vector of `text` (for scripts; code on an event loop awaits `aembed`)."""

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 import attrs
-import structlog
 
+from agentloop._log import get_logger
 from agentloop.components import ToolExecution
 from agentloop.context import Session
 from agentloop.notes.errors import CaptureDrainError
@@ -59,7 +59,7 @@ class NoteTaking:
         """How many observed sessions are remembered, least recently observed dropped first."""
         self._sessions: OrderedDict[Scope, Session] = OrderedDict()
         """The observed sessions by their full chain, least recently observed first."""
-        self._log = logger if logger is not None else structlog.get_logger("agentloop.notes")
+        self._log = logger if logger is not None else get_logger("agentloop.notes")
 
     def chain(self, session: Session) -> LayerIds:
         """The tenant chain a session may read from (I11)."""

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import structlog
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -19,6 +18,9 @@ from starlette.responses import FileResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from agentloop._log import get_logger
+from agentloop._names import MESSAGE_ID_RULE, is_message_id, new_id
+from agentloop._text import storable
 from agentloop.adapters import Stores, open_note_taking, open_stores
 from agentloop.adapters.stores import open_replies
 from agentloop.bots import BotError, built_pipeline, open_bot, pipeline_note_taking
@@ -26,7 +28,6 @@ from agentloop.context import IncomingMessage, Session
 from agentloop.errors import StoreUnavailableError
 from agentloop.loop import AgentLoop
 from agentloop.messages import Role
-from agentloop.names import MESSAGE_ID_RULE, is_message_id, new_id
 from agentloop.notes import IdleSessions, NoteTaking
 from agentloop.ports.replies import Replies, Reply
 from agentloop.scopes import Scope, approval_scope, history_scope
@@ -39,7 +40,6 @@ from agentloop.serve.openapi import OPENAPI
 from agentloop.serve.outcome import deadline_outcome, error_outcome, outcome_json
 from agentloop.serve.replies import message_digest, message_scope
 from agentloop.serve.settings import ServeSettings
-from agentloop.text import storable
 
 STATIC = Path(__file__).with_name("static")
 """The chat page's files: `index.html` is served at `/`, the rest under `/static/`."""
@@ -47,7 +47,7 @@ INBOX_GRACE = 30.0
 """How much longer than the turn deadline a request waits for a worker's answer."""
 READY_TIMEOUT = 2.0
 """Seconds /readyz waits for each of the bot's databases to answer before it calls it unreachable."""
-_log = structlog.get_logger("agentloop.serve")
+_log = get_logger("agentloop.serve")
 
 
 @attrs.define

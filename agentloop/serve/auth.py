@@ -18,15 +18,15 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import structlog
 
+from agentloop._log import get_logger
 from agentloop.context import Session
 from agentloop.serve.errors import TokenFileError
 
 SECRET_VARIABLE = "AGENTLOOP_SERVE_SECRET"
 """The environment variable holding the session-signing secret when the token file has none."""
 _MAC_CHARS = 32
-_log = structlog.get_logger("agentloop.serve")
+_log = get_logger("agentloop.serve")
 
 
 @attrs.frozen

@@ -8,9 +8,9 @@ from types import FrameType
 from typing import TextIO
 
 import attrs
-import structlog
 import uvicorn
 
+from agentloop._log import get_logger
 from agentloop.adapters.urls import shown_url
 from agentloop.bots import BotError, BotSettings, ModelSettings, start_otel
 from agentloop.serve.app import create_app
@@ -18,7 +18,7 @@ from agentloop.serve.auth import load_tokens
 from agentloop.serve.errors import TokenFileError
 from agentloop.serve.settings import ServeSettings
 
-_log = structlog.get_logger("agentloop.serve")
+_log = get_logger("agentloop.serve")
 
 
 @attrs.frozen

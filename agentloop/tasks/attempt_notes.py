@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import re
 
-import structlog
-
+from agentloop._log import get_logger
+from agentloop._names import is_safe_name
 from agentloop.tasks.errors import InvalidTaskIdError
-from agentloop.names import is_safe_name
 from agentloop.ports.attempt_notes import AttemptNotesStore
 from agentloop.ports.clock import Clock, SystemClock
 
@@ -29,7 +28,7 @@ NOTES_HEADING = "Previous Agent Notes"
 
 _HEADER = re.compile(r"## Attempt (\d+) — ")
 _FENCE = re.compile(r"(`{3,})")
-_log = structlog.get_logger("agentloop.tasks")
+_log = get_logger("agentloop.tasks")
 
 
 def validate_task_id(task_id: str) -> str:

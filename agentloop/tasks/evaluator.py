@@ -21,8 +21,8 @@ import re
 from collections.abc import Mapping, Sequence
 
 import attrs
-import structlog
 
+from agentloop._log import get_logger
 from agentloop.context import IncomingMessage, Session
 from agentloop.tasks.errors import ResourceExhaustedError, TaskFailedError, UnknownTemplateError
 from agentloop.loop import AgentLoop
@@ -171,7 +171,7 @@ class Evaluator:
         self.max_continuations = max_continuations
         self.script_timeout = script_timeout
         self.script_output_limit = script_output_limit
-        self._log = structlog.get_logger("agentloop.tasks").bind(session_id=self.session.id)
+        self._log = get_logger("agentloop.tasks").bind(session_id=self.session.id)
 
     async def run(
         self,

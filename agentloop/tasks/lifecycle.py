@@ -19,8 +19,8 @@ from collections.abc import Callable, Mapping
 from datetime import timedelta
 
 import attrs
-import structlog
 
+from agentloop._log import get_logger
 from agentloop.context import Session
 from agentloop.tasks.errors import ClaimLostError, InvalidTaskTransitionError, TaskError, UnknownTaskError
 from agentloop.ports.clock import Clock, SystemClock
@@ -30,7 +30,7 @@ from agentloop.tasks.attempt_notes import AttemptNotes, validate_task_id
 from agentloop.tasks.evaluator import Evaluator, TaskTrace
 from agentloop.tasks.results import TaskResult
 
-_log = structlog.get_logger("agentloop.tasks")
+_log = get_logger("agentloop.tasks")
 
 DEFAULT_LEASE = timedelta(minutes=5)
 """How long a claim holds without renewal; a running attempt renews it every third of that."""

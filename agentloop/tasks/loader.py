@@ -18,8 +18,8 @@ from typing import Any, TypeVar
 import attrs
 from lxml import etree
 
+from agentloop._names import SAFE_NAME_RULE, is_safe_name
 from agentloop.tasks.errors import TemplateError
-from agentloop.names import SAFE_NAME_RULE, is_safe_name
 from agentloop.tasks.settings import (
     AccumulationFormat,
     ContextOverrides,

@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import attrs
-import structlog
 
+from agentloop._log import get_logger
 from agentloop.tasks.errors import (
     ContextManagementWarning,
     ScriptsNotAllowedError,
@@ -31,7 +31,7 @@ from agentloop.tasks.loader import (
 )
 from agentloop.tasks.template import TaskTemplate, contains_script
 
-_log = structlog.get_logger("agentloop.tasks")
+_log = get_logger("agentloop.tasks")
 
 
 def refuse_script(template: TaskTemplate) -> None:

@@ -10,6 +10,8 @@ import asyncio
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 
+from agentloop.adapters.channels.recording import RecordedStream, RecordingChannel, Sent
+from agentloop.adapters.llm.scripted import ScriptedLLM, StreamCut
 from agentloop.components import PromptContext
 from agentloop.context import AgentContext, IncomingMessage, Session
 from agentloop.loop import AgentLoop
@@ -17,7 +19,20 @@ from agentloop.messages import ChatMessage
 from agentloop.ports.clock import Clock, FakeClock
 from agentloop.system import System
 
-__all__ = ["FakeClock", "PromptWriter", "make_context", "make_system", "run_pipeline", "run_system", "run_system_sync"]
+__all__ = [
+    "FakeClock",
+    "PromptWriter",
+    "RecordedStream",
+    "RecordingChannel",
+    "ScriptedLLM",
+    "Sent",
+    "StreamCut",
+    "make_context",
+    "make_system",
+    "run_pipeline",
+    "run_system",
+    "run_system_sync",
+]
 
 
 class PromptWriter(System):
@@ -140,8 +155,3 @@ def run_pipeline(
         history=history,
         components=components,
     )
-
-from agentloop.adapters.channels.recording import RecordedStream, RecordingChannel, Sent  # noqa: E402
-from agentloop.adapters.llm.scripted import ScriptedLLM, StreamCut  # noqa: E402
-
-__all__ += ["RecordedStream", "RecordingChannel", "ScriptedLLM", "Sent", "StreamCut"]

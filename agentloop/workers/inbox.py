@@ -13,17 +13,17 @@ from typing import Any, LiteralString
 import attrs
 import procrastinate
 import psycopg
-import structlog
 from procrastinate.schema import SchemaManager
 from psycopg.types.json import Jsonb
 
+from agentloop._log import get_logger
+from agentloop._names import check_bot_name, check_message_id, new_id
+from agentloop._text import storable
 from agentloop.adapters.urls import is_postgres_url, shown_url
 from agentloop.context import IncomingMessage, Session
 from agentloop.adapters.errors import NewerSchemaError
 from agentloop.errors import StoreUnavailableError
-from agentloop.names import check_bot_name, check_message_id, new_id
 from agentloop.outcome import FinishReason, TurnOutcome, converter
-from agentloop.text import storable
 from agentloop.workers.errors import InboxUrlError, MessageIdConflictError, MessageNotAnsweredError, UnknownMessageError
 
 TURN_TASK = "agentloop.turn"
@@ -39,7 +39,7 @@ RECONNECT_WINDOW = 2.0
 """Seconds the pool keeps retrying a lost connection before leaving it to the next call, so
 the first call after the database is back connects at once instead of after a long backoff."""
 
-_log = structlog.get_logger("agentloop.inbox")
+_log = get_logger("agentloop.inbox")
 
 # One advisory-lock key for creating the inbox schema, so workers starting together take turns.
 _MIGRATION_LOCK = 0x6167_6C6F_6F70_0001

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import procrastinate
 import procrastinate.worker
-import structlog
 
+from agentloop._log import get_logger
 from agentloop.components import InboxTurn
 from agentloop.loop import AgentLoop
 from agentloop.outcome import FailureEvent, FailureKind, FailureSource
@@ -29,7 +29,7 @@ from agentloop.workers.inbox import MAX_RUNS, TURN_TASK, Inbox, is_connection_lo
 if TYPE_CHECKING:
     from agentloop.notes import IdleSessions
 
-_log = structlog.get_logger("agentloop.worker")
+_log = get_logger("agentloop.worker")
 
 RETRY_WAIT_CAP = 30
 """Seconds a failed turn waits at most before its next run (the waits double from one second)."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentloop.docstrings import parse_docstring
+from agentloop._docstrings import parse_docstring
 
 
 def test_a_docstring_without_sections_is_all_summary() -> None:

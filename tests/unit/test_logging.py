@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 from collections.abc import Iterator
+from datetime import UTC, datetime
 
 import pytest
 import structlog
 
+from agentloop.adapters import LogNotifier
 from agentloop.logging import configure_logging
+from agentloop.notes import MaintainerNotice, NoticeKind
 from agentloop.testing import make_system, run_pipeline
 
 
@@ -69,26 +73,62 @@ def test_a_program_that_never_configures_logging_has_only_its_own_output_on_stdo
     assert "system.failed" in result.stderr and "kaput" in result.stderr and "turn.finished" not in result.stderr
 
 
-@pytest.mark.parametrize("configured", [False, True], ids=["library default", "configure_logging"])
+@pytest.mark.parametrize("configured", [False, True], ids=["standard logging", "configure_logging"])
 def test_a_failure_is_logged_with_a_plain_traceback_even_where_rich_is_installed(configured: bool) -> None:
     """With rich installed (transformers brings it), structlog drew each traceback through rich,
     ~14 ms per failed system; a plain traceback is the same facts at a fraction of a millisecond."""
-    import contextlib
-
-    from agentloop.logging import library_default
-
     stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
     if configured:
         configure_logging("WARNING", stream=stream)
     else:
         structlog.reset_defaults()
-        library_default()
+        logging.getLogger("agentloop").addHandler(handler)
 
     def boom(ctx: object) -> None:
         raise RuntimeError("kaput")
 
-    with contextlib.redirect_stderr(stream) if not configured else contextlib.nullcontext():
+    try:
         run_pipeline([make_system("Breaker", 10, boom)])
+    finally:
+        logging.getLogger("agentloop").removeHandler(handler)
     text = stream.getvalue()
     assert "Traceback (most recent call last)" in text and "RuntimeError: kaput" in text
     assert "╭" not in text and "│" not in text, "a rich box was drawn"
+
+
+def test_a_library_warning_reaches_the_handler_the_application_installs() -> None:
+    """Without structlog configured, library events are records of the standard `agentloop...` loggers."""
+    structlog.reset_defaults()
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    handler = Keep(logging.WARNING)
+    logging.getLogger("agentloop").addHandler(handler)
+    try:
+        LogNotifier().notify(MaintainerNotice(NoticeKind.NOTE_FLAGGED, (1,), "two notes disagree", datetime.now(UTC)))
+    finally:
+        logging.getLogger("agentloop").removeHandler(handler)
+    (record,) = records
+    assert record.name == "agentloop.maintainers" and record.levelno == logging.WARNING
+    assert record.getMessage().startswith("maintainer.notice ") and "'two notes disagree'" in record.getMessage()
+
+
+def test_an_application_without_logging_set_up_sees_library_warnings_on_stderr_only() -> None:
+    """Python's last-resort handler prints warnings to stderr when nobody configured logging."""
+    import subprocess
+    import sys
+
+    script = (
+        "import logging\n"
+        "from agentloop.adapters import LogNotifier\n"
+        "from datetime import UTC, datetime\nfrom agentloop.notes import MaintainerNotice, NoticeKind\n"
+        "LogNotifier().notify(MaintainerNotice(NoticeKind.NOTE_FLAGGED, (1,), 'disagree', datetime.now(UTC)))\n"
+        "logging.getLogger('agentloop.x').info('not shown')\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert result.stdout == ""
+    assert result.stderr.startswith("maintainer.notice ") and "not shown" not in result.stderr

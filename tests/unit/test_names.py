@@ -1,4 +1,4 @@
-"""Tests for agentloop.names: one safe-name rule for task ids, template names and bot names
+"""Tests for agentloop._names: one safe-name rule for task ids, template names and bot names
 (of both the conversation stores and note-taking)."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from agentloop._names import is_safe_name, new_id
 from agentloop.adapters import open_note_taking, open_stores
 from agentloop.tasks.errors import InvalidTaskIdError, TemplateError
-from agentloop.names import is_safe_name, new_id
 from agentloop.tasks import load_string, validate_task_id
 from agentloop.testing import ScriptedLLM
 

@@ -20,15 +20,15 @@ from typing import Any
 
 import attrs
 import httpx
-import structlog
 import tenacity
 
+from agentloop._log import get_logger
 from agentloop.errors import EndpointUnreachableError, LlmCallError, ModelServerError, UnknownModelError
 from agentloop.outcome import FailureKind
 
 __all__ = ["ModelHttpClient", "RetryPolicy", "SseEvent", "check_reachable", "server_message", "sse_events"]
 
-_log = structlog.get_logger("agentloop.llm_http")
+_log = get_logger("agentloop.llm_http")
 
 MESSAGE_LIMIT = 200
 """The longest server explanation an error message quotes, in characters."""

@@ -19,10 +19,10 @@ from concurrent.futures import Future
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar, overload
 
 import psycopg
-import structlog
 from pgvector.psycopg import register_vector_async
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from agentloop._log import get_logger
 from agentloop.adapters.postgres.nearest import EF_SEARCH
 from agentloop.adapters.postgres.schema import search_path, vector_schema
 from agentloop.adapters.urls import shown_url
@@ -46,7 +46,7 @@ _NO_SERVER = "start PostgreSQL or check the URL's host, port, database, user and
 _SERVER_GONE = frozenset({"57P01", "57P02", "57P03"})
 """SQLSTATEs of a server shutting down or starting up (admin shutdown, crash shutdown, cannot connect now)."""
 
-_log = structlog.get_logger("agentloop.postgres")
+_log = get_logger("agentloop.postgres")
 
 
 def schema_name(url: str, bot: str) -> str:

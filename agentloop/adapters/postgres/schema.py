@@ -13,12 +13,12 @@ from typing import Any
 
 import attrs
 import psycopg
-import structlog
 from psycopg import sql
 
+from agentloop._log import get_logger
 from agentloop.adapters.errors import NewerSchemaError
 
-_log = structlog.get_logger("agentloop.stores")
+_log = get_logger("agentloop.stores")
 _LOCK = "agentloop.migrate"
 """The advisory lock every migration of a database takes (its `hashtext`)."""
 

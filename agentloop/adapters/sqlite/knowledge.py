@@ -11,8 +11,8 @@ from datetime import datetime
 from pathlib import Path
 
 import numpy as np
-import structlog
 
+from agentloop._log import get_logger
 from agentloop.adapters.vectors.hnsw import DEFAULT_EF
 from agentloop.adapters.rows import KNOWLEDGE_COLUMNS, knowledge_item, knowledge_values
 from agentloop.adapters.vectors.scoped import ScopedVectorIndex, open_graph
@@ -178,7 +178,7 @@ class SqliteKnowledgeRepository:
         self._lock = threading.Lock()
         self._conn = connect(self.path)
         self._conn.row_factory = sqlite3.Row
-        self._log = structlog.get_logger("agentloop.knowledge").bind(path=str(self.path))
+        self._log = get_logger("agentloop.knowledge").bind(path=str(self.path))
         with closing_on_error(self._conn):
             migrate(self._conn, SCHEMA)
             check_embedder(self._conn, "knowledge_items", embedder or hashing_name(dim), dim)

@@ -14,12 +14,12 @@ import sqlite3
 from collections.abc import Callable, Sequence
 
 import attrs
-import structlog
 
+from agentloop._log import get_logger
 from agentloop.adapters.sqlite.connection import transaction
 from agentloop.adapters.errors import NewerSchemaError
 
-_log = structlog.get_logger("agentloop.stores")
+_log = get_logger("agentloop.stores")
 
 
 @attrs.frozen

@@ -12,8 +12,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Sequence
 
-import structlog
-
+from agentloop._log import get_logger
 from agentloop.adapters.rows import SCOPE_COLUMNS, scope_values
 from agentloop.adapters.sqlite.schema import Step, columns, rebuild
 from agentloop.scopes import Scope
@@ -23,7 +22,7 @@ SCOPE_COLUMNS_DDL = ", ".join(f"{column} TEXT" for column in SCOPE_COLUMNS)
 SCOPE_MATCH = " AND ".join(f"{column} IS ?" for column in SCOPE_COLUMNS)
 """A WHERE clause true exactly for rows of the scope given by `scope_values` (`IS` matches NULL)."""
 
-_log = structlog.get_logger("agentloop.stores")
+_log = get_logger("agentloop.stores")
 
 
 def release_0_1_scope(text: str) -> Scope:

@@ -21,8 +21,7 @@ from pathlib import Path
 from queue import Empty, SimpleQueue
 from typing import Any, Generic, ParamSpec, Protocol, TypeVar
 
-import structlog
-
+from agentloop._log import get_logger
 from agentloop.adapters.sqlite.connection import closing_on_error, connect, roll_back, transaction_ended
 from agentloop.errors import StoreError
 
@@ -36,7 +35,7 @@ GROUP_MOST = 16
 """Most queued calls a file's thread commits at once: enough that a busy bot pays one commit
 for many sessions' writes, few enough that the first of them waits little for the last."""
 
-_log = structlog.get_logger("agentloop.stores")
+_log = get_logger("agentloop.stores")
 _Work = tuple[Callable[[], Any], asyncio.AbstractEventLoop | None, "asyncio.Future[Any] | None"]
 
 

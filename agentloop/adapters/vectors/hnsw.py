@@ -22,8 +22,8 @@ from typing import Protocol
 import hnswlib
 import numpy as np
 import numpy.typing as npt
-import structlog
 
+from agentloop._log import get_logger
 from agentloop.adapters.errors import IndexFileError
 from agentloop.adapters.private_files import private_file, private_folder, write_private
 from agentloop.ports.vectors import Vectors
@@ -44,7 +44,7 @@ DEFAULT_M = 32
 DEFAULT_EF_CONSTRUCTION = 200
 DEFAULT_EF = 96
 
-_logger = structlog.get_logger("agentloop.hnsw_index")
+_logger = get_logger("agentloop.hnsw_index")
 
 
 class _Hnsw(Protocol):

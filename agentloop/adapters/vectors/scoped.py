@@ -26,8 +26,8 @@ from typing import Generic, TypeVar
 
 import numpy as np
 import numpy.typing as npt
-import structlog
 
+from agentloop._log import get_logger
 from agentloop.adapters.vectors.hnsw import HnswVectorIndex
 from agentloop.ports.vectors import Vectors
 
@@ -50,7 +50,7 @@ _IDLE_SECONDS = 1.0
 # import's graph took both cores of two and halved the writer's rate), and idle cores it still uses.
 _GRAPH_NICE = 10
 
-_logger = structlog.get_logger("agentloop.scoped_index")
+_logger = get_logger("agentloop.scoped_index")
 
 
 def open_graph(

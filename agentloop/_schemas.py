@@ -20,7 +20,7 @@ from pydantic.json_schema import GenerateJsonSchema
 from pydantic_core import PydanticSerializationError, core_schema, to_jsonable_python
 from typing_extensions import TypedDict
 
-from agentloop.docstrings import parse_docstring
+from agentloop._docstrings import parse_docstring
 
 
 @attrs.frozen
