@@ -272,25 +272,26 @@ class _Worker(procrastinate.worker.Worker):
     """The failure of the side task that stopped this worker, if one did."""
 
     async def _monitor_side_tasks(self, side_tasks: list[asyncio.Task[Any]]) -> None:
-        """Stop the worker at the first side task that fails; one that ends cleanly is let go.
-
-        Without its heartbeat the worker's turns are taken for lost after `stall_timeout`
-        seconds and run again elsewhere, so they get no longer than that to finish here.
-        """
+        """Stop the worker at the first side task that fails; one that ends cleanly is let go."""
         pending = set(side_tasks)
         while pending:
             done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
             failed = [task.exception() for task in done if not task.cancelled() and task.exception() is not None]
             if failed:
                 self.side_task_error = failed[0]
-                grace = self.shutdown_graceful_timeout
-                self.shutdown_graceful_timeout = self.stalled_worker_timeout if grace is None else min(grace, self.stalled_worker_timeout)
-                halt: Callable[[], None] = self.stop  # procrastinate leaves it unannotated
-                halt()
+                self.stop_unheard()
                 return
 
+    def stop_unheard(self) -> None:
+        """Stop a worker whose heartbeat no longer reaches the database: its turns in flight are
+        run again elsewhere after `stall_timeout` seconds, so they get no longer than that here."""
+        grace = self.shutdown_graceful_timeout
+        self.shutdown_graceful_timeout = self.stalled_worker_timeout if grace is None else min(grace, self.stalled_worker_timeout)
+        halt: Callable[[], None] = self.stop  # procrastinate leaves it unannotated
+        halt()
 
-async def _run_until(worker: procrastinate.worker.Worker, inbox: Inbox, interval: float, stop: asyncio.Event) -> bool:
+
+async def _run_until(worker: _Worker, inbox: Inbox, interval: float, stop: asyncio.Event) -> bool:
     """Run `worker` until it ends or `stop` is set (then it stops after its turns in flight);
     True when it was stopped because its registration vanished (another worker pruned it
     as stalled after an outage), so it must register again."""
@@ -301,8 +302,10 @@ async def _run_until(worker: procrastinate.worker.Worker, inbox: Inbox, interval
     pruned = asyncio.create_task(_registration_gone(worker, inbox, interval), name="agentloop worker registration")
     try:
         await asyncio.wait((running, stopping, pruned), return_when=asyncio.FIRST_COMPLETED)
-        if stop.is_set() or pruned.done():
+        if stop.is_set():
             halt()
+        elif pruned.done():
+            worker.stop_unheard()
         try:
             await running
         except Exception as error:
@@ -317,7 +320,7 @@ async def _run_until(worker: procrastinate.worker.Worker, inbox: Inbox, interval
             await asyncio.gather(running, return_exceptions=True)
 
 
-async def _registration_gone(worker: procrastinate.worker.Worker, inbox: Inbox, interval: float) -> None:
+async def _registration_gone(worker: _Worker, inbox: Inbox, interval: float) -> None:
     """Return once `worker`'s row in procrastinate_workers is gone; a failed look is tried again."""
     while True:
         await asyncio.sleep(interval)
