@@ -24,17 +24,36 @@ class LibraryLogger:
     see every event once they are in force."""
 
     name: str
+    _standard: logging.Logger = attrs.field(init=False, eq=False, repr=False)
+
+    @_standard.default
+    def _standard_logger(self) -> logging.Logger:
+        return logging.getLogger(self.name)
 
     def bind(self, **values: Any) -> Any:
         if structlog.is_configured():
             return structlog.get_logger(self.name).bind(**values)
-        standard = logging.getLogger(self.name)
-        return structlog.wrap_logger(standard, processors=_TO_STANDARD, wrapper_class=structlog.stdlib.BoundLogger).bind(**values)
+        return structlog.wrap_logger(self._standard, processors=_TO_STANDARD, wrapper_class=structlog.stdlib.BoundLogger).bind(**values)
 
     def __getattr__(self, method: str) -> Any:
         if method.startswith("__"):
             raise AttributeError(method)
+        if not structlog.is_configured():  # a level the standard logger drops costs one lookup, not a bound logger
+            level = _LEVELS.get(method)
+            if level is not None and not self._standard.isEnabledFor(level):
+                return _ignore
         return getattr(self.bind(), method)
+
+
+_LEVELS = {
+    "debug": logging.DEBUG, "info": logging.INFO, "msg": logging.INFO, "warning": logging.WARNING, "warn": logging.WARNING,
+    "error": logging.ERROR, "exception": logging.ERROR, "critical": logging.CRITICAL, "fatal": logging.CRITICAL,
+}
+"""The standard level of each of a structlog logger's event methods."""
+
+
+def _ignore(*args: Any, **kwargs: Any) -> None:
+    """An event method of a level nobody listens to."""
 
 
 def _as_record(logger: object, method_name: str, event_dict: structlog.typing.EventDict) -> tuple[tuple[str], dict[str, Any]]:

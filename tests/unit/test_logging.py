@@ -132,3 +132,30 @@ def test_an_application_without_logging_set_up_sees_library_warnings_on_stderr_o
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert result.stdout == ""
     assert result.stderr.startswith("maintainer.notice ") and "not shown" not in result.stderr
+
+
+def test_a_library_debug_event_is_dropped_unless_the_standard_logger_wants_debug() -> None:
+    """Unconfigured, an event below the standard logger's level is never formatted; lowered, it arrives."""
+    from agentloop._log import get_logger
+
+    structlog.reset_defaults()
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    class Unprintable:
+        def __repr__(self) -> str:
+            raise AssertionError("a dropped event was formatted")
+
+    standard = logging.getLogger("agentloop.test_debug")
+    standard.addHandler(Keep(logging.DEBUG))
+    try:
+        get_logger("agentloop.test_debug").debug("quiet", value=Unprintable())
+        standard.setLevel(logging.DEBUG)
+        get_logger("agentloop.test_debug").debug("heard", value=1)
+    finally:
+        standard.handlers.clear()
+        standard.setLevel(logging.NOTSET)
+    assert [record.getMessage() for record in records] == ["heard value=1"]
