@@ -811,7 +811,7 @@ def test_chat_ends_a_pipelines_session_through_that_pipelines_note_taking(server
     server.stream(streamed_completion(tool_calls=[("call_3", "count_rows", "{}")]))
     server.stream(streamed_completion("Export done: 1000 rows."))
     server.reply(body=completion(NOTE))
-    tests = Path(__file__).resolve().parents[1]
+    tests = Path(__file__).resolve().parents[2]
     result = agentloop(
         "chat", "--base-url", server.url, "--model", "tiny", "--data-dir", "data", "--pipeline", "learning_kit:export_bot",
         stdin="Run the nightly export of the orders table\n/bye\n", cwd=tmp_path,

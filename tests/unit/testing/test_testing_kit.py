@@ -190,7 +190,7 @@ def test_console_channel_prints_tokens_as_they_come_on_one_line() -> None:
 def test_the_testing_extra_brings_what_the_test_kit_imports_and_no_more() -> None:
     """The tutorial had readers install the project's own `test` extra (torch, PostgreSQL,
     Playwright) to use a kit that needs only pytest, pytest-bdd and hypothesis."""
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
     extras = project["optional-dependencies"]
     base = {_distribution(spec) for spec in project["dependencies"]}
