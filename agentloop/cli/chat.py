@@ -14,6 +14,7 @@ from structlog.typing import EventDict
 
 from agentloop.adapters import ConsoleChannel, Stores, open_note_taking, open_stores
 from agentloop.adapters.errors import StoreUrlError
+from agentloop.adapters.urls import shown_url
 from agentloop.bots import BotSettings, built_pipeline, open_bot, pipeline_note_taking, user_tools
 from agentloop.cli._options import (
     MODEL_EPILOG, Commands, CliError, SharedOptions, bot_settings, model_settings, otel_from_environment, seconds,
@@ -111,5 +112,5 @@ def _user_bot(
     except StoreUrlError:
         raise  # says what is wrong with the URL itself
     except (OSError, ValueError, sqlite3.Error) as error:
-        raise CliError(f"cannot open the bot {where.bot!r} in {where.stores}: {error}") from error
+        raise CliError(f"cannot open the bot {where.bot!r} in {shown_url(where.stores)}: {shown_url(str(error))}") from error
     return loop, note_taking, opened

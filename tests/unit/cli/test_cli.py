@@ -995,3 +995,21 @@ def test_without_verbose_an_exception_outside_a_turn_is_named_on_its_log_line_wi
         structlog.configure(**before)
     (line,) = capsys.readouterr().err.splitlines()
     assert "notes.idle_sessions.failed" in line and "error='OSError: disk full'" in line
+
+
+def test_chat_that_cannot_open_a_postgresql_bot_names_its_url_without_the_password(monkeypatch: pytest.MonkeyPatch) -> None:
+    from contextlib import ExitStack
+
+    import agentloop.cli.chat as chat
+    from agentloop.bots import BotSettings
+    from agentloop.cli import CliError
+
+    def refused(url: str, **kwargs: object) -> None:
+        raise OSError(f"connection to {url} refused")
+
+    monkeypatch.setattr(chat, "open_stores", refused)
+    where = BotSettings(stores="postgresql://ada:s3cret@127.0.0.1:1/bots", bot="helper")
+    with ExitStack() as stack, pytest.raises(CliError) as raised:
+        chat._user_bot(stack, where, "serve_kit:echo_bot", ScriptedLLM([]), RecordingChannel())
+    assert "s3cret" not in str(raised.value)
+    assert "postgresql://ada:***@127.0.0.1:1/bots" in str(raised.value)
