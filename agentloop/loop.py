@@ -18,7 +18,7 @@ import structlog
 from agentloop._containment import passes_through, running_task
 from agentloop._log import get_logger
 from agentloop.context import ALWAYS_READABLE, Access, AgentContext, IncomingMessage, Session, declared_access
-from agentloop.errors import PipelineError, UndeclaredAccessError
+from agentloop.errors import PipelineError, StoreUnavailableError, UndeclaredAccessError
 from agentloop.messages import ChatMessage
 from agentloop.outcome import FailureEvent, FailureKind, FailureSource, FinishReason, resolve_finish_reason
 from agentloop.ports.clock import Clock, SystemClock
@@ -502,7 +502,10 @@ class AgentLoop:
             return "timeout"
         kind = FailureKind.VALIDATION if isinstance(exc, UndeclaredAccessError) else FailureKind.EXCEPTION
         ctx.add_failure(FailureEvent(FailureSource.SYSTEM, step.name, kind, f"{type(exc).__name__}: {exc}", self.clock.now()))
-        log.error("system.failed", system=step.name, exc_info=exc)
+        if isinstance(exc, StoreUnavailableError):  # an outage, not a bug: one line, the turn's failure says the rest
+            log.error("system.failed", system=step.name, error=str(exc))
+        else:
+            log.error("system.failed", system=step.name, exc_info=exc)
         metrics = TELEMETRY.metrics_for(self.metrics)
         if metrics is not None:
             metrics.increment("agentloop.system.failures", labels={"system": step.name})

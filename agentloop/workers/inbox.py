@@ -262,27 +262,29 @@ class Inbox:
 
     async def claim_delivery(self, message_id: str, attempt: int) -> bool:
         """Record that run `attempt` sends the reply to `message_id`; False if another run claimed it (at most once)."""
-        async with self.connector.pool.connection() as conn:
-            claimed = await (
-                await conn.execute(
-                    "UPDATE agentloop_inbox SET delivered_at = now(), delivered_by_run = %s "
-                    "WHERE bot = %s AND key = %s AND (delivered_at IS NULL OR delivered_by_run = %s) RETURNING 1",
-                    (attempt, self.bot, message_id, attempt),
-                )
-            ).fetchone()
+        with self._reachable():
+            async with self.connector.pool.connection() as conn:
+                claimed = await (
+                    await conn.execute(
+                        "UPDATE agentloop_inbox SET delivered_at = now(), delivered_by_run = %s "
+                        "WHERE bot = %s AND key = %s AND (delivered_at IS NULL OR delivered_by_run = %s) RETURNING 1",
+                        (attempt, self.bot, message_id, attempt),
+                    )
+                ).fetchone()
         return claimed is not None
 
     async def start_turn(self, message_id: str) -> PendingTurn | None:
         """For workers: count a run of `message_id` and return what to run, or None when
         its turn already finished (a job run again after its outcome was stored)."""
-        async with self.connector.pool.connection() as conn:
-            row = await (
-                await conn.execute(
-                    "UPDATE agentloop_inbox SET runs = runs + 1, started_at = now() "
-                    "WHERE bot = %s AND key = %s AND finished_at IS NULL RETURNING session, message, runs",
-                    (self.bot, message_id),
-                )
-            ).fetchone()
+        with self._reachable():
+            async with self.connector.pool.connection() as conn:
+                row = await (
+                    await conn.execute(
+                        "UPDATE agentloop_inbox SET runs = runs + 1, started_at = now() "
+                        "WHERE bot = %s AND key = %s AND finished_at IS NULL RETURNING session, message, runs",
+                        (self.bot, message_id),
+                    )
+                ).fetchone()
         if row is None:
             return None
         session, message, runs = row

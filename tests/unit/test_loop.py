@@ -249,6 +249,21 @@ def test_a_failure_is_logged_with_its_traceback() -> None:
     assert event["turn_id"] == ctx.turn_id and event["session_id"] == "test-session"
 
 
+def test_a_store_out_of_reach_is_logged_in_one_line_without_a_traceback() -> None:
+    """An outage is an operating condition, not a bug: the log says which system and why, in one line."""
+    from agentloop.errors import StoreUnavailableError
+
+    def unreachable(ctx: AgentContext) -> None:
+        raise StoreUnavailableError("the stores at test", "the server is restarting")
+
+    with capture_logs() as logs:
+        ctx = run_pipeline([make_system("Persist", 10, unreachable)])
+    (event,) = [e for e in logs if e["event"] == "system.failed"]
+    assert event["system"] == "Persist" and "exc_info" not in event
+    assert "the server is restarting" in event["error"]
+    assert [f.component for f in ctx.failures] == ["Persist"]
+
+
 def test_one_debug_event_per_system_run_and_one_info_event_per_turn() -> None:
     with capture_logs() as logs:
         ctx = run_pipeline([make_system("A", 10), make_system("B", 20, boom)])
