@@ -262,29 +262,21 @@ class Inbox:
 
     async def claim_delivery(self, message_id: str, attempt: int) -> bool:
         """Record that run `attempt` sends the reply to `message_id`; False if another run claimed it (at most once)."""
-        with self._reachable():
-            async with self.connector.pool.connection() as conn:
-                claimed = await (
-                    await conn.execute(
-                        "UPDATE agentloop_inbox SET delivered_at = now(), delivered_by_run = %s "
-                        "WHERE bot = %s AND key = %s AND (delivered_at IS NULL OR delivered_by_run = %s) RETURNING 1",
-                        (attempt, self.bot, message_id, attempt),
-                    )
-                ).fetchone()
+        claimed = await self._execute(
+            "UPDATE agentloop_inbox SET delivered_at = now(), delivered_by_run = %s "
+            "WHERE bot = %s AND key = %s AND (delivered_at IS NULL OR delivered_by_run = %s) RETURNING 1",
+            (attempt, self.bot, message_id, attempt),
+        )
         return claimed is not None
 
     async def start_turn(self, message_id: str) -> PendingTurn | None:
         """For workers: count a run of `message_id` and return what to run, or None when
         its turn already finished (a job run again after its outcome was stored)."""
-        with self._reachable():
-            async with self.connector.pool.connection() as conn:
-                row = await (
-                    await conn.execute(
-                        "UPDATE agentloop_inbox SET runs = runs + 1, started_at = now() "
-                        "WHERE bot = %s AND key = %s AND finished_at IS NULL RETURNING session, message, runs",
-                        (self.bot, message_id),
-                    )
-                ).fetchone()
+        row = await self._execute(
+            "UPDATE agentloop_inbox SET runs = runs + 1, started_at = now() "
+            "WHERE bot = %s AND key = %s AND finished_at IS NULL RETURNING session, message, runs",
+            (self.bot, message_id),
+        )
         if row is None:
             return None
         session, message, runs = row
@@ -311,15 +303,14 @@ class Inbox:
                 await asyncio.wait_for(conn.execute("SELECT 1"), timeout)
 
     async def _fetch(self, select: LiteralString, message_id: str) -> tuple[Any, ...] | None:
-        with self._reachable():
-            async with self.connector.pool.connection() as conn:
-                query: LiteralString = select + " FROM agentloop_inbox WHERE bot = %s AND key = %s"
-                return await (await conn.execute(query, (self.bot, message_id))).fetchone()
+        return await self._execute(select + " FROM agentloop_inbox WHERE bot = %s AND key = %s", (self.bot, message_id))
 
-    async def _execute(self, query: LiteralString, params: tuple[Any, ...]) -> None:
+    async def _execute(self, query: LiteralString, params: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        """Run `query` on a pooled connection; its first row when it returns rows, else None."""
         with self._reachable():
             async with self.connector.pool.connection() as conn:
-                await conn.execute(query, params)
+                cursor = await conn.execute(query, params)
+                return await cursor.fetchone() if cursor.description is not None else None
 
     @contextmanager
     def _reachable(self) -> Iterator[None]:
