@@ -6,13 +6,14 @@ custom system that wants to take part in the standard turn reads or writes these
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from agentloop.messages import ChatMessage, Role, ToolCall, ToolSpec, Usage
-from agentloop.outcome import Attachment, FailureKind, FinishReason
+from agentloop.outcome import Attachment, FailureEvent, FailureKind, FinishReason, TurnOutcome
 from agentloop.scopes import DEFAULT_COMPANY
 
 if TYPE_CHECKING:
@@ -193,9 +194,19 @@ class InboxTurn:
 
     The message id keys the history append and the reply, so a turn run again after its
     worker was lost writes its history once and sends its reply at most once; `attempt`
-    counts the runs of this message, 1 the first time.
+    counts the runs of this message, 1 the first time. `last_run` says no run follows.
     """
 
     message_id: str
     attempt: int
     deliveries: DeliveryLedger = attrs.field(eq=False, repr=False)
+    last_run: bool = False
+
+    def runs_again(self, outcome: TurnOutcome, failures: Iterable[FailureEvent]) -> bool:
+        """Whether the turn is held back for another run, its fallback answer neither sent nor
+        stored: a store it needed could not be reached (an outage may end before the next run),
+        nothing was delivered yet and a run follows."""
+        return (
+            not self.last_run and outcome.fallback and outcome.routing_outcome is None
+            and any(f.kind is FailureKind.UNAVAILABLE for f in failures)
+        )

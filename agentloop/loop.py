@@ -500,7 +500,11 @@ class AgentLoop:
                 what = "was interrupted: the turn deadline passed"
             self._record_timeout(ctx, step.name, what)
             return "timeout"
-        kind = FailureKind.VALIDATION if isinstance(exc, UndeclaredAccessError) else FailureKind.EXCEPTION
+        kind = (
+            FailureKind.VALIDATION if isinstance(exc, UndeclaredAccessError)
+            else FailureKind.UNAVAILABLE if isinstance(exc, StoreUnavailableError)
+            else FailureKind.EXCEPTION
+        )
         ctx.add_failure(FailureEvent(FailureSource.SYSTEM, step.name, kind, f"{type(exc).__name__}: {exc}", self.clock.now()))
         if isinstance(exc, StoreUnavailableError):  # an outage, not a bug: one line, the turn's failure says the rest
             log.error("system.failed", system=step.name, error=str(exc))

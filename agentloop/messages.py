@@ -101,10 +101,25 @@ class LlmRequest:
 
 @attrs.frozen
 class Usage:
-    """Tokens a model call read and wrote, as the provider counted them."""
+    """Tokens a model call read and wrote, as the provider counted them.
+
+    `input_tokens` counts the whole prompt, cached parts included; of those,
+    `cache_read_tokens` were read from the provider's prompt cache and
+    `cache_write_tokens` were written to it. Usages add up with `+`.
+    """
 
     input_tokens: int
     output_tokens: int
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
+        )
 
 
 @attrs.frozen

@@ -37,6 +37,8 @@ class FailureKind(enum.Enum):
     VALIDATION = "validation"
     POLICY = "policy"
     RATE_LIMIT = "rate_limit"
+    UNAVAILABLE = "unavailable"
+    """A store or service the turn needed could not be reached: running it again may succeed."""
     UNKNOWN = "unknown"
 
 

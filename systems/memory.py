@@ -37,7 +37,8 @@ class MemoryPersistSystem(System):
     own context each time, and it is not something the user said) is stored nowhere.
     Rows are stored in the session's scopes within `company_id` (the deployment). A
     worker's turn (`InboxTurn`) writes both under keys made from its message id, so a
-    turn run again after a lost worker or a failed write stores each exactly once.
+    turn run again after a lost worker or a failed write stores each exactly once; a turn
+    held back for another run after an outage (`InboxTurn.runs_again`) stores nothing.
     A write that fails makes the outcome `writes_lost` and no SUCCESS (I15), and is raised
     for the loop to record.
     """
@@ -59,7 +60,9 @@ class MemoryPersistSystem(System):
         self.company_id = company_id
 
     def should_process(self, ctx: AgentContext) -> bool:
-        return ctx.turn_outcome is not None and TurnPolicy.of(ctx).persist
+        outcome, inbox = ctx.turn_outcome, ctx.get(InboxTurn)
+        held = inbox is not None and outcome is not None and inbox.runs_again(outcome, ctx.failures)
+        return outcome is not None and not held and TurnPolicy.of(ctx).persist
 
     async def process(self, ctx: AgentContext) -> None:
         outcome = ctx.require(TurnOutcome)

@@ -67,6 +67,9 @@ class ResponseRoutingSystem(System):
         if response is None:
             return
         inbox = ctx.get(InboxTurn)
+        if inbox is not None and ctx.get(StreamedText) is None and inbox.runs_again(outcome, ctx.failures):
+            _log.info("routing.held_for_rerun", turn_id=ctx.turn_id, session_id=ctx.session.id, message_id=inbox.message_id)
+            return  # an outage: the worker runs the message again rather than send an apology now
         if inbox is not None and not await inbox.deliveries.claim_delivery(inbox.message_id, inbox.attempt):
             _log.info("routing.already_delivered", turn_id=ctx.turn_id, session_id=ctx.session.id, message_id=inbox.message_id)
             return

@@ -150,8 +150,7 @@ class _Turn:
         self.ctx.add_failure(FailureEvent(source, component, kind, message, self.ctx.clock.now()))
 
     def add_usage(self, usage: Usage) -> None:
-        before = self.usage or Usage(0, 0)
-        self.usage = Usage(before.input_tokens + usage.input_tokens, before.output_tokens + usage.output_tokens)
+        self.usage = usage if self.usage is None else self.usage + usage
 
     async def show(self, text: str) -> None:
         """Stream `text` to the user's message, opening it on the first delta; a channel

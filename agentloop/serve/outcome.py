@@ -12,6 +12,7 @@ _KIND_PHRASES = {
     FailureKind.VALIDATION: "got data it could not use",
     FailureKind.POLICY: "was not allowed",
     FailureKind.RATE_LIMIT: "was rate limited",
+    FailureKind.UNAVAILABLE: "could not reach its storage",
     FailureKind.UNKNOWN: "failed",
 }
 

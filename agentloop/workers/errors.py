@@ -48,6 +48,7 @@ class MessageNotAnsweredError(TimeoutError, AgentloopError):
 
 class TurnNotStoredError(RuntimeError, AgentloopError):
     """A message's turn ran but what it was to store (its history, its memory) did not land,
+    or a store it read could not be reached and it had only an apology to send (held back),
     so the turn is not finished: its job is run again after a backoff."""
 
     def __init__(self, message_id: str, reasons: str) -> None:

@@ -81,6 +81,9 @@ def rerun_failure(run: int, at: datetime) -> FailureEvent:
     )
 
 
+_STORE_FAILURES = (FailureKind.EXCEPTION, FailureKind.UNAVAILABLE)
+
+
 class _Turns:
     """The procrastinate task of a worker: one inbox message's turn through `loop`; the
     session is touched in `idle` (if any) as the turn starts and as it ends."""
@@ -98,17 +101,16 @@ class _Turns:
         if self.idle is not None:
             self.idle.touch(pending.session)
         outcome = None
-        try:
-            ctx = await self.loop.run_turn(  # the message id names the turn: feedback on it reaches its notes
-                pending.session, pending.incoming, components=(InboxTurn(message_id, pending.run, self.inbox),),
-                turn_id=message_id,
-            )
+        turn = InboxTurn(message_id, pending.run, self.inbox, last_run=context.job.attempts >= MAX_RUNS - 1)
+        try:  # the message id names the turn: feedback on it reaches its notes
+            ctx = await self.loop.run_turn(pending.session, pending.incoming, components=(turn,), turn_id=message_id)
             outcome = ctx.turn_outcome
             if outcome is not None and pending.run > 1:
                 outcome = attrs.evolve(outcome, failures=(rerun_failure(pending.run, self.loop.clock.now()), *outcome.failures))
                 log.warning("worker.turn_rerun")
-            if outcome is not None and outcome.writes_lost:  # I15: not finished; the retry's keyed writes land once
-                failed = [f"{f.component}: {f.message}" for f in outcome.failures if f.kind is FailureKind.EXCEPTION]
+            held = outcome is not None and turn.runs_again(outcome, outcome.failures)
+            if outcome is not None and (outcome.writes_lost or held):  # I15: not finished; the retry's keyed writes land once
+                failed = [f"{f.component}: {f.message}" for f in outcome.failures if f.kind in _STORE_FAILURES]
                 raise TurnNotStoredError(message_id, "; ".join(failed))
         except Exception as error:
             text = f"{type(error).__name__}: {error}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from agentloop import ChatMessage, PromptContext, PromptSection, Role, ToolExecution
+from agentloop import ChatMessage, PromptContext, PromptSection, Role, ToolExecution, Usage
 
 
 def test_prompt_renders_system_prompt_then_sections() -> None:
@@ -37,3 +37,8 @@ def test_chat_message_constructors() -> None:
     assert ChatMessage.system("s").role is Role.SYSTEM
     tool = ChatMessage.tool("c1", "search", "result")
     assert (tool.role, tool.tool_call_id, tool.name, tool.content) == (Role.TOOL, "c1", "search", "result")
+
+
+def test_usages_add_up_field_by_field_cached_tokens_included() -> None:
+    total = Usage(100, 20, cache_read_tokens=60) + Usage(50, 5, cache_write_tokens=40)
+    assert total == Usage(150, 25, cache_read_tokens=60, cache_write_tokens=40)

@@ -10,7 +10,7 @@ import psycopg
 import pytest
 from procrastinate.exceptions import ConnectorException
 
-from agentloop import ChatMessage, FailureSource, FinishReason, IncomingMessage, Session, history_scope, memory_scope
+from agentloop import ChatMessage, FailureKind, FailureSource, FinishReason, IncomingMessage, Session, history_scope, memory_scope
 from agentloop.adapters import Stores, open_stores
 from agentloop.testing import RecordingChannel, ScriptedLLM
 from agentloop.testing.stores import Fault, StoreFaults, failing_stores
@@ -138,6 +138,32 @@ def test_a_turn_whose_writes_never_land_finishes_after_its_last_run_saying_so(
     assert result.runs == MAX_RUNS and len(faults.failed) == MAX_RUNS and history == ()
     assert result.finish_reason is FinishReason.ERROR and result.outcome.writes_lost and texts == ["echo: hello"]
     assert result.error is not None and "was not stored" in result.error
+
+
+def test_a_turn_that_could_not_read_its_history_is_run_again_instead_of_answering_with_an_apology(postgres_url: str) -> None:
+    """An outage during a read: the first run's apology is neither sent nor stored, and the re-run
+    answers, stores its exchange once and sends one reply."""
+    faults = StoreFaults.first("sessions.recent", Fault.BEFORE)
+    with open_stores(postgres_url, bot="helper") as stores:
+        result, texts = asyncio.run(answered_by_a_worker_on(failing_stores(stores, faults), postgres_url, "hello"))
+        history = asyncio.run(stores.sessions.recent(history_scope(SESSION), 10))
+    assert faults.failed == [("sessions.recent", Fault.BEFORE)]
+    assert result.runs == 2 and result.finish_reason is FinishReason.SUCCESS and not result.outcome.fallback
+    assert texts == ["echo: hello"] and [f.component for f in result.outcome.failures] == ["inbox"]
+    assert history == (ChatMessage.user("hello"), ChatMessage.assistant("echo: hello"))
+
+
+def test_a_turn_whose_reads_never_succeed_sends_its_apology_on_its_last_run(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Never silent: when no run follows, the held-back apology is sent after all, once."""
+    monkeypatch.setattr(worker, "RETRY_WAIT_CAP", 0)
+    faults = StoreFaults(lambda call: Fault.BEFORE if call == "sessions.recent" else Fault.NONE)
+    with open_stores(postgres_url, bot="helper") as stores:
+        result, texts = asyncio.run(answered_by_a_worker_on(failing_stores(stores, faults), postgres_url, "hello"))
+    assert result.runs == MAX_RUNS and len(faults.failed) == MAX_RUNS
+    assert result.outcome.fallback and len(texts) == 1 and texts[0] == result.outcome.outgoing_response.text
+    assert any(f.kind is FailureKind.UNAVAILABLE for f in result.outcome.failures)
 
 
 async def fresh_workers(inbox: Inbox, within: float) -> set[int]:
