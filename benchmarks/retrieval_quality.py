@@ -39,7 +39,9 @@ import yaml
 from agentloop.adapters import open_note_taking, open_stores
 from agentloop.adapters.embedders.hashing import HashingEmbedder
 from agentloop.logging import configure_logging
-from agentloop.notes import DistillationSettings, KnowledgeBase, KnowledgeItem, Layer, LayerIds, NoteType, RetrievalSettings, parse_note
+from agentloop.notes import (
+    DistillationSettings, KnowledgeBase, KnowledgeItem, Layer, LayerIds, NoteType, RetrievalSettings, parse_note,
+)
 from agentloop.ports.vectors import Embedder, Vectors
 from agentloop.testing import ScriptedLLM
 
@@ -159,7 +161,8 @@ def _identifier(kind: str, rng: random.Random) -> str:
     if kind == "error":
         return f"E{rng.randrange(10**4, 10**5)}"
     if kind == "host":
-        return f"{rng.choice(['web', 'api', 'db', 'cache'])}-{rng.choice(['eu', 'us', 'ap'])}-{rng.randrange(1, 100):02d}.prod.internal"
+        role, region = rng.choice(["web", "api", "db", "cache"]), rng.choice(["eu", "us", "ap"])
+        return f"{role}-{region}-{rng.randrange(1, 100):02d}.prod.internal"
     return f"OPS-{rng.randrange(10**4, 10**5)}"
 
 
@@ -317,7 +320,8 @@ def print_row(quality_set: QualitySet, spec: str, name: str, mode: str, scores: 
         targets = PARAPHRASE_TARGETS
     elif spec == DEFAULT_EMBEDDER and quality_set.name == "exact ids" and mode == "hybrid":
         targets = EXACT_TARGETS
-    print(f"{head} {scores.hit1:>6.2f} {scores.hit3:>6.2f} {scores.mrr:>6.3f} {scores.duplicates:>6}   {_targets(scores, targets) or '-'}")
+    figures = f"{scores.hit1:>6.2f} {scores.hit3:>6.2f} {scores.mrr:>6.3f} {scores.duplicates:>6}"
+    print(f"{head} {figures}   {_targets(scores, targets) or '-'}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -350,7 +354,9 @@ def main(argv: list[str] | None = None) -> None:
                 shown = "hybrid" if mode else "vectors"
                 print_row(quality_set, label, embedder.name, shown, scores)
                 if args.misses and scores is not None:
-                    misses += [f"{quality_set.name} / {label} / {shown}: {q!r} wants {want}, got {got}" for q, want, got in scores.misses]
+                    misses += [
+                        f"{quality_set.name} / {label} / {shown}: {q!r} wants {want}, got {got}" for q, want, got in scores.misses
+                    ]
     if misses:
         print()
         print("\n".join(misses))
