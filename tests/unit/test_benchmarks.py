@@ -170,3 +170,26 @@ def test_retrieval_prints_each_filter_beside_the_numpy_floor_the_peers_and_the_r
     for peer in ("lancedb", "sqlite-vec"):
         assert any(re.match(rf"\s+{peer}(, filter none{figures}|\s+not (installed|available))", line) for line in lines)
     assert [line.split()[0] for line in lines if re.match(r"\s+\d+\s+\d+\.\d{3}\s+\d\.\d\dx\s+\d+\.\d{3}\s+\d\.\d\dx", line)] == ["200", "400"]
+
+
+def test_retrieval_quality_prints_hit_rates_and_mrr_per_set_and_search_next_to_the_targets(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    run_main("retrieval_quality", "--embedder", "hashing", "--families", "2", "--incidents", "8", "--misses")
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:2] == ["paraphrases: 12 notes, 9 questions", "exact ids: 8 notes, 8 questions"]
+    figures = r"\d\.\d\d\s+\d\.\d\d\s+\d\.\d{3}\s+\d+\s+-"
+    for name in ("paraphrases", "exact ids"):
+        assert any(re.match(rf"{name}\s+hashing\s+hashing-v1/384\s+vectors\s+{figures}$", line) for line in lines)
+        assert any(re.match(rf"{name}\s+hashing\s+hashing-v1/384\s+hybrid\s+(n/a|{figures})$", line) for line in lines)
+    assert all(re.match(r"(paraphrases|exact ids) / hashing / (vectors|hybrid): .+ wants \S+, got \S+$", line)
+               for line in lines[lines.index("") + 1:])
+
+
+def test_retrieval_quality_generates_the_same_exact_identifier_set_each_run_with_one_distinct_id_per_note() -> None:
+    module = load("retrieval_quality")
+    first, again = module.identifier_set(40), module.identifier_set(40)
+    assert first == again
+    assert len({note.key for note in first.notes}) == 40
+    assert all(question.key in question.text and question.key in note.text
+               for question, note in zip(first.questions, first.notes, strict=True))
