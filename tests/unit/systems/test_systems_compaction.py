@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-import tempfile
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -17,6 +17,7 @@ from agentloop import (
 from agentloop.adapters import InMemorySummaryStore, open_stores
 from agentloop.compaction import SUMMARY_INSTRUCTIONS
 from agentloop.ports import SessionSummary
+from agentloop.scopes import Scope
 from agentloop.testing import RecordingChannel, ScriptedLLM, make_context, run_system_sync
 from agentloop.tokens import prompt_tokens, request_tokens
 from systems import ContextBuildingSystem
@@ -66,7 +67,24 @@ def test_a_2000_turn_session_stays_within_its_budget_and_still_knows_what_turn_3
     assert all("FACT: my cat is called Tom" in v.text for v in versions)
 
 
-@settings(max_examples=60, deadline=None)
+class OneHistory:
+    """The history of every session is `messages` (a SessionStore for one property example)."""
+
+    def __init__(self, messages: list[ChatMessage]) -> None:
+        self.messages = messages
+
+    async def append(self, scope: Scope, messages: Sequence[ChatMessage], *, key: str | None = None) -> bool:
+        self.messages += messages
+        return True
+
+    async def recent(self, scope: Scope, limit: int) -> tuple[ChatMessage, ...]:
+        return tuple(self.messages[-limit:]) if limit > 0 else ()
+
+    async def count(self, scope: Scope) -> int:
+        return len(self.messages)
+
+
+@settings(max_examples=100, deadline=None)
 @given(
     system=st.integers(0, 400),
     current=st.integers(1, 400),
@@ -84,15 +102,13 @@ def test_the_built_prompt_never_exceeds_its_budget_and_keeps_the_system_prompt_a
     history = [ChatMessage.user("u" * n) if i % 2 == 0 else ChatMessage.assistant("a" * n) for i, n in enumerate(sizes)]
     summaries = InMemorySummaryStore()
     session = Session("s", user_id="ada")
-    with tempfile.TemporaryDirectory() as directory, open_stores(directory) as stores:
-        asyncio.run(stores.sessions.append(history_scope(session), history))
-        if summary:
-            asyncio.run(summaries.add(SessionSummary(history_scope(session), 1, 0, "s" * summary, datetime(2026, 1, 1, tzinfo=UTC))))
-        system_prompt = "p" * system
-        context = ContextBuildingSystem(system_prompt, sessions=stores.sessions, history_window=100, budget=budget,
-                                        counter=counter, summaries=summaries)
-        ctx = make_context(session=session, components=[SanitizedInput("m" * current)])
-        run_system_sync(context, ctx)
+    if summary:
+        asyncio.run(summaries.add(SessionSummary(history_scope(session), 1, 0, "s" * summary, datetime(2026, 1, 1, tzinfo=UTC))))
+    system_prompt = "p" * system
+    context = ContextBuildingSystem(system_prompt, sessions=OneHistory(history), history_window=100, budget=budget,
+                                    counter=counter, summaries=summaries)
+    ctx = make_context(session=session, components=[SanitizedInput("m" * current)])
+    run_system_sync(context, ctx)
     prompt = ctx.require(PromptContext)
     assert prompt_tokens(counter, prompt) <= budget.prompt - budget.share(budget.notes)
     assert prompt.system_prompt == system_prompt and prompt.messages[-1] == ChatMessage.user("m" * current)
