@@ -11,6 +11,7 @@ from agentloop._deprecated import renamed_names
 from agentloop._names import new_id
 from agentloop._text import storable
 from agentloop.approvals import ApprovalDecision, ApprovalPolicy, ApprovalRequest, PendingApproval
+from agentloop.compaction import ContextBudget
 from agentloop.components import (
     InboxTurn,
     LlmFailure,
@@ -71,6 +72,7 @@ from agentloop.streaming import collect, events_of, reply_events
 from agentloop.structured import OutputType, OutputValidationError
 from agentloop.system import System
 from agentloop.telemetry import TELEMETRY, Telemetry
+from agentloop.tokens import EstimatedTokens, TokenCounter, TokenizerTokens
 from agentloop.tools import Tool, ToolRegistry, VoiceReply, current_execution_id, running_execution, tool
 
 __all__ = [
@@ -85,6 +87,8 @@ __all__ = [
     "ApprovalRequest",
     "Attachment",
     "ChatMessage",
+    "ContextBudget",
+    "EstimatedTokens",
     "FailureEvent",
     "FailureKind",
     "FailureSource",
@@ -120,6 +124,8 @@ __all__ = [
     "System",
     "Telemetry",
     "TextDelta",
+    "TokenCounter",
+    "TokenizerTokens",
     "Tool",
     "ToolArgumentError",
     "ToolCall",

@@ -4,7 +4,8 @@ with a million stored rows as with a thousand.
 The turn is the standard pipeline with note-taking on SQLite (an instant model). Two
 measurements, each in alternating rounds within one run so the machine's noise hits both:
 
-- session length: two bots, each with one session of one user, who first had an earlier
+- session length (time and prompt size in tokens, with a small context window so compaction
+  runs all along): two bots, each with one session of one user, who first had an earlier
   session of a few turns (which memory recalls past all of the current session's own
   rows); one session is first brought to `--session-turns` turns, the other is timed
   around its turn 100; each round times a few turns of each;
@@ -28,12 +29,15 @@ from contextlib import ExitStack
 from pathlib import Path
 from time import perf_counter
 
-from agentloop import IncomingMessage, LlmReply, LlmRequest, Session, history_scope, memory_scope
+from agentloop import ContextBudget, EstimatedTokens, IncomingMessage, LlmReply, LlmRequest, Session, history_scope, memory_scope
+from agentloop.compaction import SUMMARY_INSTRUCTIONS
+from agentloop.tokens import request_tokens
 from agentloop.adapters import open_note_taking, open_stores
 from agentloop.adapters.rows import SCOPE_COLUMNS, scope_values
 from agentloop.logging import configure_logging
 from agentloop.testing import RecordingChannel
 from systems import standard_pipeline
+from systems.standard import StandardOptions
 from systems.notes import add_note_taking
 
 TARGET_X = 1.2
@@ -41,16 +45,24 @@ QUESTION = "What time does the office open on Mondays?"
 OTHER_USERS = 1000
 PROJECT = "shared-project"
 EARLIER_TURNS = 5
+BUDGET = ContextBudget(window=1_500, answer_reserve=300)
+"""A small window, so history outgrows it within the first hundred turns and compaction runs all along."""
 
 
 class InstantLLM:
-    """Answers at once, a distinct text each call."""
+    """Answers at once, a distinct text each call; keeps each turn's prompt size in tokens (as the
+    pipeline's counter counts them) and writes a short summary when compaction asks for one."""
 
     def __init__(self) -> None:
         self.calls = 0
+        self.counter = EstimatedTokens()
+        self.prompt_tokens: list[int] = []
 
     async def complete(self, request: LlmRequest) -> LlmReply:
         self.calls += 1
+        if request.messages[0].content == SUMMARY_INSTRUCTIONS:
+            return LlmReply("The user keeps asking when the office opens on Mondays: at eight.", model="bench")
+        self.prompt_tokens.append(request_tokens(self.counter, request.messages, request.tools))
         return LlmReply(f"The office opens at eight on Mondays ({self.calls}).", model="bench")
 
 
@@ -58,10 +70,11 @@ class Bot:
     """The standard pipeline with note-taking on the SQLite stores in `directory`."""
 
     def __init__(self, directory: Path, stack: ExitStack) -> None:
-        llm = InstantLLM()
+        self.llm = llm = InstantLLM()
         self.channel = RecordingChannel()
         stores = stack.enter_context(open_stores(directory))
-        pipeline = stack.enter_context(standard_pipeline(llm, self.channel, stores=stores))
+        options = StandardOptions(context_budget=BUDGET, token_counter=llm.counter)
+        pipeline = stack.enter_context(standard_pipeline(llm, self.channel, stores=stores, options=options))
         add_note_taking(pipeline, stack.enter_context(open_note_taking(stores, llm)))
         self.loop = pipeline.build()
 
@@ -107,8 +120,11 @@ def ratio_row(label: str, small: list[float], big: list[float], small_name: str,
     return f"{label:<44} {small_name} {a:.3f} ms  {big_name} {b:.3f} ms  {b / a:.2f}x  <= {TARGET_X:g}x  {verdict}"
 
 
-async def session_length(directory: Path, long_turns: int, rounds: int, per_round: int) -> tuple[list[float], list[float]]:
-    """Per-turn times of a session around its turn 100 and of one past `long_turns`, each on a bot of its own."""
+async def session_length(
+    directory: Path, long_turns: int, rounds: int, per_round: int
+) -> tuple[tuple[list[float], list[float]], tuple[list[int], list[int]]]:
+    """Per-turn times and prompt sizes (tokens) of a session around its turn 100 and of one past
+    `long_turns`, each on a bot of its own."""
     with ExitStack() as stack:
         bots = Bot(directory / "short", stack), Bot(directory / "long", stack)
         sessions = Session("short", user_id="ada"), Session("long", user_id="ada")
@@ -116,11 +132,12 @@ async def session_length(directory: Path, long_turns: int, rounds: int, per_roun
             await bot.turns(Session("earlier", user_id="ada"), EARLIER_TURNS)
         await bots[1].turns(sessions[1], long_turns)
         await bots[0].turns(sessions[0], max(0, 100 - rounds * per_round // 2))
+        sent = [len(bot.llm.prompt_tokens) for bot in bots]
         times: tuple[list[float], list[float]] = ([], [])
         for _ in range(rounds):
             for bot, session, samples in zip(bots, sessions, times):
                 samples += await bot.turns(session, per_round)
-        return times
+        return times, (bots[0].llm.prompt_tokens[sent[0]:], bots[1].llm.prompt_tokens[sent[1]:])
 
 
 async def store_size(
@@ -155,7 +172,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     configure_logging("WARNING")
     with tempfile.TemporaryDirectory() as root:
         length_dir, small_dir, big_dir = (Path(root) / name for name in ("length", "small", "big"))
-        early, late = asyncio.run(session_length(length_dir, args.session_turns, args.rounds, args.per_round))
+        (early, late), (early_tokens, late_tokens) = asyncio.run(
+            session_length(length_dir, args.session_turns, args.rounds, args.per_round)
+        )
         t0 = perf_counter()
         bulk_rows(small_dir, args.small)
         bulk_rows(big_dir, args.rows)
@@ -164,6 +183,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(f"flat cost: the standard turn with note-taking on SQLite, medians of {args.rounds} alternating rounds "
           f"of {args.per_round} turns")
     print(ratio_row("per-turn time by session length", early, late, "turn ~100", f"turn {args.session_turns}+"))
+    print(f"{'prompt size by session length (tokens)':<44} turn ~100 median {statistics.median(early_tokens):.0f} "
+          f"max {max(early_tokens)}  turn {args.session_turns}+ median {statistics.median(late_tokens):.0f} "
+          f"max {max(late_tokens)}  budget {BUDGET.prompt}  "
+          f"{'ok' if max(late_tokens) <= BUDGET.prompt else 'MISSED'}")
     print(f"store size: {args.small:,} vs {args.rows:,} history and memory rows of {OTHER_USERS:,} other users "
           f"(inserted in {built:.1f} s)")
     for name, (small, big) in sizes.items():

@@ -1,7 +1,9 @@
-"""Context building: the system prompt, a window of history, memory and RAG retrieval."""
+"""Context building: the system prompt, the session's summary, memory, RAG and as much history as
+the token budget leaves (`agentloop.compaction.ContextBudget`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar
 
 from agentloop import (
@@ -12,12 +14,18 @@ from agentloop import (
     PromptSection,
     SanitizedInput,
     System,
+    ToolSpec,
     history_scope,
     TurnPolicy,
     knowledge_scope,
     memory_scope,
 )
-from agentloop.ports import MemoryStore, RagStore, SessionStore
+from agentloop._log import get_logger
+from agentloop.compaction import SUMMARY_TITLE, ContextBudget, fitting_tail, section_tokens, trim_section
+from agentloop.ports import MemoryStore, RagStore, SessionStore, SummaryStore
+from agentloop.tokens import MESSAGE_OVERHEAD, EstimatedTokens, TokenCounter, message_tokens, tool_tokens
+
+_log = get_logger("agentloop.context")
 
 
 def user_message_text(sanitized: SanitizedInput) -> str:
@@ -29,12 +37,14 @@ def user_message_text(sanitized: SanitizedInput) -> str:
 
 
 class ContextBuildingSystem(System):
-    """Writes the `PromptContext` the tool loop renders (order 20).
+    """Writes the `PromptContext` the tool loop renders (order 20), within a token budget.
 
-    History is `ctx.history` when the caller passed one, else the last
-    `history_window` messages of the session store. Memory adds what the bot told
-    this user in other sessions; RAG adds earlier answers similar to the message. Each
-    is read in the session's own scope within `company_id` (the deployment).
+    The system prompt, the `tools` the model is sent and the user's message always go in;
+    the session's summary (`summaries`), memory of this user's other sessions and RAG hits
+    each take at most their share of `budget`, and history what is left: the newest whole
+    turns after the summary that fit, at most `history_window` messages. History is
+    `ctx.history` when the caller passed one. Tokens are counted by `counter` (a calibrated
+    estimate unless given). Each store is read in the session's own scope within `company_id`.
     A turn whose `TurnPolicy` has persist=False (a task step) is not part of the
     conversation and gets no stored history; fresh_retrieval=False gets no memory or RAG.
     """
@@ -56,6 +66,11 @@ class ContextBuildingSystem(System):
         rag_k: int = 3,
         rag_min_score: float = 0.2,
         company_id: str = DEFAULT_COMPANY,
+        budget: ContextBudget = ContextBudget(),
+        counter: TokenCounter | None = None,
+        summaries: SummaryStore | None = None,
+        tools: Sequence[ToolSpec] = (),
+        model: str | None = None,
     ) -> None:
         if history_window < 0 or memory_limit < 0 or rag_k < 0:
             raise ValueError("history_window, memory_limit and rag_k must not be negative")
@@ -68,17 +83,48 @@ class ContextBuildingSystem(System):
         self.rag_k = rag_k
         self.rag_min_score = rag_min_score
         self.company_id = company_id
+        self.budget = budget
+        self.counter = counter or EstimatedTokens()
+        self.summaries = summaries
+        self.tools = tuple(tools)
+        self.model = model
 
     async def process(self, ctx: AgentContext) -> None:
         sanitized = ctx.require(SanitizedInput)
         policy = TurnPolicy.of(ctx)
-        history = ctx.history
+        current = ChatMessage.user(user_message_text(sanitized))
+        history, summary = ctx.history, None
         if not history and policy.persist and self.sessions is not None and self.history_window:
-            history = await self.sessions.recent(history_scope(ctx.session, self.company_id), self.history_window)
+            scope = history_scope(ctx.session, self.company_id)
+            latest = await self.summaries.latest(scope) if self.summaries is not None else None
+            limit = self.history_window
+            if latest is not None:
+                summary = PromptSection(SUMMARY_TITLE, latest.text, "summary")
+                limit = min(limit, await self.sessions.count(scope) - latest.covered)
+            history = await self.sessions.recent(scope, limit) if limit > 0 else ()
+        retrieved = await self.retrieve(ctx, sanitized) if policy.fresh_retrieval else ()
+        room = self.budget.prompt - self.fixed_tokens(current) - self.budget.share(self.budget.notes)
+        sections = []
+        for section in (summary, *retrieved):
+            if section is None:
+                continue
+            share = {"summary": self.budget.summary, "memory": self.budget.memory}.get(section.source, self.budget.rag)
+            fitted = trim_section(self.counter, section, min(room, self.budget.share(share)), self.model)
+            if fitted is not None:
+                sections.append(fitted)
+                room -= section_tokens(self.counter, fitted, self.model)
         window = history[-self.history_window :] if self.history_window else ()
-        sections = await self.retrieve(ctx, sanitized) if policy.fresh_retrieval else ()
-        messages = (*window, ChatMessage.user(user_message_text(sanitized)))
-        ctx.set(PromptContext(self.system_prompt, messages, sections))
+        start = fitting_tail(self.counter, window, room, model=self.model)
+        if start:
+            _log.info("context.history_cut", session_id=ctx.session.id, dropped=start, kept=len(window) - start)
+        ctx.set(PromptContext(self.system_prompt, (*window[start:], current), tuple(sections)))
+
+    def fixed_tokens(self, current: ChatMessage) -> int:
+        """What every prompt sends whatever the budget: the system message, the tool specs, the user's message."""
+        return (
+            MESSAGE_OVERHEAD + self.counter.count(self.system_prompt, self.model)
+            + tool_tokens(self.counter, self.tools, self.model) + message_tokens(self.counter, current, self.model)
+        )
 
     async def retrieve(self, ctx: AgentContext, sanitized: SanitizedInput) -> tuple[PromptSection, ...]:
         """Memory of this user's other sessions and RAG hits for the message."""

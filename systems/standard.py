@@ -14,15 +14,19 @@ from agentloop import (
     AgentContext,
     AgentLoop,
     ApprovalPolicy,
+    ContextBudget,
+    EstimatedTokens,
     PipelineDescription,
     PipelineError,
     System,
+    TokenCounter,
     Tool,
     TurnOutcome,
 )
 from agentloop.adapters import Stores, open_stores
 from agentloop.ports import LLM, Channel, Clock, Embedder, Metrics
 
+from systems.compaction import CompactionSystem
 from systems.context import ContextBuildingSystem
 from systems.feedback import FeedbackGuaranteeSystem
 from systems.input import InputSanitizationSystem
@@ -69,6 +73,16 @@ class StandardOptions:
     the model or trajectory capture sees it."""
     output_type: type[Any] | None = None
     """Validate the final answer into this type (an attrs class, say); `StructuredOutput` holds it."""
+    context_budget: ContextBudget = ContextBudget()
+    """The model's context window in tokens and how a prompt shares it (history is cut to fit)."""
+    token_counter: TokenCounter | None = None
+    """How tokens are counted: a local tokenizer (`TokenizerTokens`), or by default an estimate that learns from usage."""
+    compaction: bool = True
+    """Fold the turns that no longer fit into a stored per-session summary after each turn's answer."""
+    summariser: LLM | None = None
+    """The model that writes summaries (default: the bot's)."""
+    summary_model: str | None = None
+    """The model name asked for summaries (a cheaper one on the same server; default: `model`)."""
 
     def tool_loop_settings(self, approval: ApprovalPolicy | None = None) -> ToolLoopSettings:
         """The tool loop's share of these options, with the `approval` hook `standard_pipeline` was given."""
@@ -257,6 +271,9 @@ def _standard(
     approval: ApprovalPolicy | None,
 ) -> StandardPipeline:
     opts = options or StandardOptions()
+    tool_loop = ToolLoopSystem(llm, tools, opts.tool_loop_settings(approval), channel=channel, metrics=metrics, approvals=stores.approvals)
+    counter = opts.token_counter or EstimatedTokens()
+    specs = tool_loop.tools.specs
     systems: list[System] = [
         InputSanitizationSystem(max_chars=opts.max_input_chars),
         ContextBuildingSystem(
@@ -269,12 +286,23 @@ def _standard(
             rag_k=opts.rag_k,
             rag_min_score=opts.rag_min_score,
             company_id=opts.company_id,
+            summaries=stores.summaries if opts.compaction else None,
+            budget=opts.context_budget,
+            counter=counter,
+            tools=specs,
+            model=opts.model,
         ),
-        ToolLoopSystem(llm, tools, opts.tool_loop_settings(approval), channel=channel, metrics=metrics, approvals=stores.approvals),
+        tool_loop,
         TurnOutcomeFinalizationSystem(),
         FeedbackGuaranteeSystem(),
         ResponseRoutingSystem(channel),
         MemoryPersistSystem(sessions=stores.sessions, memory=stores.memory, company_id=opts.company_id),
         RagIndexingSystem(stores.rag, company_id=opts.company_id),
     ]
+    if opts.compaction:
+        systems.append(CompactionSystem(
+            opts.summariser or llm, sessions=stores.sessions, summaries=stores.summaries, system_prompt=system_prompt,
+            history_window=opts.history_window, company_id=opts.company_id, budget=opts.context_budget,
+            counter=counter, tools=specs, model=opts.model, summary_model=opts.summary_model,
+        ))
     return StandardPipeline(systems, stores=stores, owns_stores=owns_stores, turn_timeout=opts.turn_timeout, clock=clock, metrics=metrics)

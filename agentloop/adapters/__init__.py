@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from agentloop.adapters.sqlite.sessions import SqliteSessionStore
     from agentloop.adapters.sqlite.tasks import SqliteTaskStore
     from agentloop.adapters.sqlite.trajectories import SqliteTrajectoryStore
+    from agentloop.adapters.summaries import InMemorySummaryStore
     from agentloop.adapters.stores import DEFAULT_STORES_URL, Reembedded, open_stores, reembed_stores, stores_exist
     from agentloop.adapters.vectors.hnsw import HnswVectorIndex
     from agentloop.ports.stores import Stores
@@ -34,6 +35,7 @@ _HOMES = {
     "HashingEmbedder": "agentloop.adapters.embedders.hashing",
     "HnswVectorIndex": "agentloop.adapters.vectors.hnsw",
     "InMemoryMetrics": "agentloop.adapters.metrics",
+    "InMemorySummaryStore": "agentloop.adapters.summaries",
     "LogNotifier": "agentloop.adapters.notifier",
     "RecordingNotifier": "agentloop.adapters.notifier",
     "Reembedded": "agentloop.adapters.stores",
@@ -57,6 +59,7 @@ __all__ = [
     "HashingEmbedder",
     "HnswVectorIndex",
     "InMemoryMetrics",
+    "InMemorySummaryStore",
     "LogNotifier",
     "RecordingNotifier",
     "Reembedded",

@@ -9,6 +9,7 @@ from agentloop.ports.knowledge import KnowledgeRepository, MaintainerNotifier
 from agentloop.ports.llm import LLM, StreamingLLM
 from agentloop.ports.metrics import Metrics
 from agentloop.ports.stores import MemoryEntry, MemoryStore, RagHit, RagStore, SessionStore, Stores
+from agentloop.ports.summaries import SessionSummary, SummaryStore
 from agentloop.ports.tasks import TaskRecord, TaskState, TaskStore
 from agentloop.ports.telemetry import AttributeValue, Span, Tracer
 from agentloop.ports.trajectories import TrajectoryStore
@@ -32,10 +33,12 @@ __all__ = [
     "RagHit",
     "RagStore",
     "SessionStore",
+    "SessionSummary",
     "Span",
     "Stores",
     "StreamingChannel",
     "StreamingLLM",
+    "SummaryStore",
     "SystemClock",
     "TaskRecord",
     "TaskState",

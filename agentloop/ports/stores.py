@@ -24,6 +24,7 @@ from agentloop.messages import ChatMessage
 from agentloop.ports.approvals import ApprovalStore
 from agentloop.ports.attempt_notes import AttemptNotesStore
 from agentloop.ports.knowledge import KnowledgeRepository
+from agentloop.ports.summaries import SummaryStore
 from agentloop.ports.tasks import TaskStore
 from agentloop.ports.trajectories import TrajectoryStore
 from agentloop.ports.vectors import Embedder
@@ -65,6 +66,10 @@ class SessionStore(Protocol):
 
     async def recent(self, scope: Scope, limit: int) -> tuple[ChatMessage, ...]:
         """The last `limit` messages of `scope`, oldest first."""
+        ...
+
+    async def count(self, scope: Scope) -> int:
+        """How many messages the history of `scope` holds (a message's position is its place in that count)."""
         ...
 
 
@@ -128,6 +133,8 @@ class Stores:
     attempt_notes: AttemptNotesStore
     approvals: ApprovalStore
     _closers: tuple[Callable[[], None], ...] = ()
+    summaries: SummaryStore = attrs.field(kw_only=True)
+    """Each session's compacted history (`agentloop.compaction`)."""
     _closed: bool = attrs.field(default=False, init=False)
 
     def close(self) -> None:

@@ -17,9 +17,11 @@ PUBLIC_AGENTLOOP_MODULES = {
     "agentloop",
     "agentloop.ports",
     "agentloop.adapters",
+    "agentloop.compaction",
     "agentloop.notes",
     "agentloop.tasks",
     "agentloop.testing",
+    "agentloop.tokens",
 }
 
 
@@ -70,6 +72,8 @@ SYSTEMS_INTERNAL_IMPORTS = {
     ("systems/tool_loop.py", "agentloop._text"): "tool output is cut by the rule the docs state for max_tool_output_bytes",
     ("systems/tool_loop.py", "agentloop._log"): "the built-in systems log where the framework does",
     ("systems/routing.py", "agentloop._log"): "the built-in systems log where the framework does",
+    ("systems/context.py", "agentloop._log"): "the built-in systems log where the framework does",
+    ("systems/compaction.py", "agentloop._log"): "the built-in systems log where the framework does",
 }
 """Internal helpers the built-in tool loop shares with the framework, each with its reason."""
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import psycopg
 
-from agentloop.adapters.postgres import approvals, attempt_notes, knowledge, memory, rag, sessions, tasks, trajectories
+from agentloop.adapters.postgres import (
+    approvals, attempt_notes, knowledge, memory, rag, sessions, summaries, tasks, trajectories,
+)
 from agentloop.adapters.postgres.approvals import PostgresApprovalStore
 from agentloop.adapters.postgres.attempt_notes import PostgresAttemptNotes
 from agentloop.adapters.postgres.database import CONNECT_TIMEOUT_S, Database, LoopThread, connect_once, one_line, schema_name
@@ -20,6 +22,7 @@ from agentloop.adapters.postgres.replies import open_postgres_replies
 from agentloop.adapters.postgres.embedders import VECTOR_TABLES, check_embedder, reembed_table
 from agentloop.adapters.postgres.schema import exists, lock_migrations, migrate, search_path, vector_schema
 from agentloop.adapters.postgres.sessions import PostgresSessionStore
+from agentloop.adapters.postgres.summaries import PostgresSummaryStore
 from agentloop.adapters.postgres.tasks import PostgresTaskStore
 from agentloop.adapters.postgres.trajectories import PostgresTrajectoryStore
 from agentloop.adapters.urls import shown_url
@@ -29,7 +32,7 @@ from agentloop.ports import Embedder
 
 SCHEMAS = (
     sessions.SCHEMA, memory.SCHEMA, rag.SCHEMA, knowledge.SCHEMA, trajectories.SCHEMA, tasks.SCHEMA, attempt_notes.SCHEMA,
-    approvals.SCHEMA,
+    approvals.SCHEMA, summaries.SCHEMA,
 )
 
 __all__ = [
@@ -39,6 +42,7 @@ __all__ = [
     "PostgresMemoryStore",
     "PostgresRagStore",
     "PostgresSessionStore",
+    "PostgresSummaryStore",
     "PostgresTaskStore",
     "PostgresTrajectoryStore",
     "open_postgres_replies",
@@ -59,7 +63,7 @@ def open_postgres_stores(url: str, *, bot: str, embedder: Embedder, create: bool
     return Stores(
         url, bot, embedder, PostgresSessionStore(db), PostgresMemoryStore(db), PostgresRagStore(db, embedder),
         PostgresKnowledgeRepository(db, embedder.dim), PostgresTrajectoryStore(db), PostgresTaskStore(db),
-        PostgresAttemptNotes(db), PostgresApprovalStore(db), (db.close,),
+        PostgresAttemptNotes(db), PostgresApprovalStore(db), (db.close,), summaries=PostgresSummaryStore(db),
     )
 
 

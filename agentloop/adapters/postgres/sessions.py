@@ -79,6 +79,14 @@ class PostgresSessionStore:
         return True
 
     @on_database(retry=True)
+    async def count(self, scope: Scope) -> int:
+        where, params = scope_match(scope)
+        async with self._db.pool.connection() as conn:
+            cursor = await conn.execute(f"SELECT count(*) FROM session_messages WHERE {where}", params)
+            row = await cursor.fetchone()
+        return int(row[0]) if row else 0
+
+    @on_database(retry=True)
     async def recent(self, scope: Scope, limit: int) -> tuple[ChatMessage, ...]:
         where, params = scope_match(scope)
         async with self._db.pool.connection() as conn:

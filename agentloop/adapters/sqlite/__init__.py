@@ -22,6 +22,7 @@ from agentloop.adapters.sqlite.rag import AsyncSqliteRagStore, SqliteRagStore
 from agentloop.adapters.sqlite.replies import open_sqlite_replies
 from agentloop.adapters.sqlite.schema import migrate
 from agentloop.adapters.sqlite.sessions import AsyncSqliteSessionStore, SqliteSessionStore
+from agentloop.adapters.sqlite.summaries import AsyncSqliteSummaryStore, SqliteSummaryStore
 from agentloop.adapters.sqlite.tasks import AsyncSqliteTaskStore, SqliteTaskStore
 from agentloop.adapters.sqlite.thread import SqliteFile
 from agentloop.adapters.sqlite.trajectories import AsyncSqliteTrajectoryStore, SqliteTrajectoryStore
@@ -34,6 +35,7 @@ __all__ = [
     "SqliteMemoryStore",
     "SqliteRagStore",
     "SqliteSessionStore",
+    "SqliteSummaryStore",
     "SqliteTaskStore",
     "SqliteTrajectoryStore",
     "open_sqlite_replies",
@@ -52,6 +54,7 @@ def open_sqlite_stores(directory: Path, *, bot: str, embedder: Embedder) -> Stor
         sessions = AsyncSqliteSessionStore(SqliteSessionStore(bot_file.conn, bot_file.lock), bot_file.thread)
         memory = AsyncSqliteMemoryStore(SqliteMemoryStore(bot_file.conn, bot_file.lock), bot_file.thread)
         approvals = AsyncSqliteApprovalStore(SqliteApprovalStore(bot_file.conn, bot_file.lock), bot_file.thread)
+        summaries = AsyncSqliteSummaryStore(SqliteSummaryStore(bot_file.conn, bot_file.lock), bot_file.thread)
         rag = AsyncSqliteRagStore(
             SqliteRagStore.on(bot_file.conn, embedder, directory / f"{bot}.rag.hnsw", bot_file.lock), bot_file.thread
         )
@@ -68,7 +71,7 @@ def open_sqlite_stores(directory: Path, *, bot: str, embedder: Embedder) -> Stor
     closers = (bot_file.close, rag.close, knowledge.close, trajectories.close, tasks.close)
     return Stores(
         f"sqlite:///{directory}", bot, embedder, sessions, memory, rag, knowledge, trajectories, tasks,
-        FileAttemptNotes(directory / f"{bot}.attempt-notes"), approvals, closers,
+        FileAttemptNotes(directory / f"{bot}.attempt-notes"), approvals, closers, summaries=summaries,
     )
 
 

@@ -87,6 +87,9 @@ SCHEMA = Schema(
 )
 
 
+_HISTORY_OF = f"scope_session IS ? AND (({SCOPE_MATCH}) OR (scope_company IS NULL AND ?))"
+"""The rows of one history scope, with release 0.1's unchained rows where the scope sees them."""
+
 TAILS_KEPT = 1024
 """How many histories' newest messages a store keeps in memory, the most recently read."""
 
@@ -106,6 +109,7 @@ class SqliteSessionStore:
         self._lock = lock or threading.Lock()
         migrate(conn, SCHEMA)
         self._tails: OrderedDict[Scope, _Tail] = OrderedDict()
+        self._counts: OrderedDict[Scope, int] = OrderedDict()
         self._version = data_version(conn)
 
     @classmethod
@@ -146,17 +150,13 @@ class SqliteSessionStore:
 
     def recent(self, scope: Scope, limit: int) -> tuple[ChatMessage, ...]:
         with self._lock:
-            version = data_version(self._conn)
-            if version != self._version:  # another connection wrote to the file
-                self._version = version
-                self._tails.clear()
+            self._forget_if_written_elsewhere()
             tail = self._tails.get(scope)
             if tail is not None and limit > 0 and (limit <= tail.limit or len(tail.messages) < tail.limit):
                 self._tails.move_to_end(scope)
                 return tail.messages[-limit:]
             rows = self._conn.execute(
-                f"SELECT {_MESSAGE_COLUMNS} FROM session_messages WHERE scope_session IS ? "
-                f"AND (({SCOPE_MATCH}) OR (scope_company IS NULL AND ?)) ORDER BY id DESC LIMIT ?",
+                f"SELECT {_MESSAGE_COLUMNS} FROM session_messages WHERE {_HISTORY_OF} ORDER BY id DESC LIMIT ?",
                 (scope.session_id, *scope_values(scope), sees_unchained_history(scope), limit),
             ).fetchall()
             messages = tuple(
@@ -173,6 +173,35 @@ class SqliteSessionStore:
                 on_commit(self._conn, functools.partial(self._keep_tail, scope, _Tail(limit, messages)))
         return messages
 
+    def count(self, scope: Scope) -> int:
+        """The history's length, kept in memory once read (as the tails are) and grown by this store's appends."""
+        with self._lock:
+            self._forget_if_written_elsewhere()
+            known = self._counts.get(scope)
+            if known is not None:
+                self._counts.move_to_end(scope)
+                return known
+            (counted,) = self._conn.execute(
+                f"SELECT count(*) FROM session_messages WHERE {_HISTORY_OF}",
+                (scope.session_id, *scope_values(scope), sees_unchained_history(scope)),
+            ).fetchone()
+            on_commit(self._conn, functools.partial(self._keep_count, scope, counted))
+        return int(counted)
+
+    def _forget_if_written_elsewhere(self) -> None:
+        """Drop the kept tails and counts when another connection wrote to the file."""
+        version = data_version(self._conn)
+        if version != self._version:
+            self._version = version
+            self._tails.clear()
+            self._counts.clear()
+
+    def _keep_count(self, scope: Scope, counted: int) -> None:
+        self._counts[scope] = counted
+        self._counts.move_to_end(scope)
+        if len(self._counts) > TAILS_KEPT:
+            self._counts.popitem(last=False)
+
     def _keep_tail(self, scope: Scope, tail: _Tail) -> None:
         self._tails[scope] = tail
         self._tails.move_to_end(scope)
@@ -182,6 +211,8 @@ class SqliteSessionStore:
     def _grow_tail(self, scope: Scope, added: tuple[ChatMessage, ...]) -> None:
         """Add committed messages to the scope's kept tail, as a read would now return them;
         a message a read would not return as it is (a tool call, a subclass) drops the tail."""
+        if scope in self._counts:
+            self._counts[scope] += len(added)
         tail = self._tails.get(scope)
         if tail is None:
             return
@@ -210,3 +241,6 @@ class AsyncSqliteSessionStore(OnItsThread[SqliteSessionStore]):
 
     async def recent(self, scope: Scope, limit: int) -> tuple[ChatMessage, ...]:
         return await self._thread.read(self.engine.recent, scope, limit)
+
+    async def count(self, scope: Scope) -> int:
+        return await self._thread.read(self.engine.count, scope)

@@ -25,7 +25,7 @@ nothing. Each test closes the stores it opens.
 
 Each port has its own class (`SessionStoreTests`, `MemoryStoreTests`, `RagStoreTests`,
 `KnowledgeRepositoryTests`, `TrajectoryStoreTests`, `TaskStoreTests`,
-`AttemptNotesStoreTests`, `ApprovalStoreTests`) for a backend of
+`AttemptNotesStoreTests`, `ApprovalStoreTests`, `SummaryStoreTests`) for a backend of
 some ports only; `StoresTests` inherits them all, and `TurnStorageTests`, which runs the
 standard pipeline's turns over the backend's stores made to fail at random points by
 `failing_stores` (invariant I15). The tests are plain synchronous tests
@@ -52,6 +52,7 @@ from agentloop.ports import (
     MemoryStore,
     RagStore,
     SessionStore,
+    SummaryStore,
     TaskStore,
     TrajectoryStore,
 )
@@ -65,6 +66,7 @@ from agentloop.testing.stores.trajectories import TrajectoryStoreTests
 from agentloop.testing.stores.tasks import TaskStoreTests
 from agentloop.testing.stores.attempt_notes import AttemptNotesStoreTests
 from agentloop.testing.stores.approvals import ApprovalStoreTests
+from agentloop.testing.stores.summaries import SummaryStoreTests
 from agentloop.testing.stores.turns import TurnStorageTests
 
 
@@ -78,6 +80,7 @@ __all__ = [
     "SessionStoreTests",
     "StoreFaults",
     "StoresTests",
+    "SummaryStoreTests",
     "TaskStoreTests",
     "TrajectoryStoreTests",
     "TurnStorageTests",
@@ -108,7 +111,7 @@ class _Renamed:
 
 class StoresTests(
     SessionStoreTests, MemoryStoreTests, RagStoreTests, KnowledgeRepositoryTests, TrajectoryStoreTests, TaskStoreTests,
-    AttemptNotesStoreTests, ApprovalStoreTests, TurnStorageTests,
+    AttemptNotesStoreTests, ApprovalStoreTests, SummaryStoreTests, TurnStorageTests,
 ):
     """Every port of a bot's `Stores`: subclass this with an `open_backend` fixture."""
 
@@ -116,7 +119,7 @@ class StoresTests(
         ports = {
             "sessions": SessionStore, "memory": MemoryStore, "rag": RagStore, "knowledge": KnowledgeRepository,
             "trajectories": TrajectoryStore, "tasks": TaskStore, "attempt_notes": AttemptNotesStore,
-            "approvals": ApprovalStore,
+            "approvals": ApprovalStore, "summaries": SummaryStore,
         }
         assert {name: isinstance(getattr(stores, name), port) for name, port in ports.items()} == dict.fromkeys(ports, True)
         not_coroutines = [

@@ -32,6 +32,22 @@ class SessionStoreTests(Backend):
         assert run(stores.sessions.recent(CHAIN, 0)) == ()
         assert run(stores.sessions.recent(other, 10)) == (ChatMessage.user("other"),)
 
+    def test_count_is_the_history_length_in_its_scope_after_appends_and_a_reopen(
+        self, stores: Stores, open_backend: Callable[[], Stores]
+    ) -> None:
+        """A message's position is its place in this count, so a summary can say what it covers (I11: per scope)."""
+        assert run(stores.sessions.count(CHAIN)) == 0
+        run(stores.sessions.append(CHAIN, [ChatMessage.user("q1"), ChatMessage.assistant("a1")]))
+        assert run(stores.sessions.count(CHAIN)) == 2
+        run(stores.sessions.append(CHAIN, [ChatMessage.user("q2")]))
+        for other in namesakes(CHAIN):
+            run(stores.sessions.append(other, [ChatMessage.user("elsewhere")]))
+        assert run(stores.sessions.count(CHAIN)) == 3
+        stores.close()
+        with open_backend() as again:
+            assert run(again.sessions.count(CHAIN)) == 3
+            assert all(run(again.sessions.count(other)) == 1 for other in namesakes(CHAIN))
+
     def test_tool_calls_and_results_come_back_after_a_reopen(
         self, stores: Stores, open_backend: Callable[[], Stores]
     ) -> None:

@@ -18,6 +18,7 @@ import attrs
 import numpy as np
 
 from agentloop.adapters.embedders.hashing import HashingEmbedder
+from agentloop.adapters.summaries import InMemorySummaryStore
 from agentloop.approvals import PendingApproval
 from agentloop.ports import Stores
 from agentloop.components import ToolExecution
@@ -56,6 +57,7 @@ class MemoryData:
     attempt_notes: dict[str, str] = attrs.Factory(dict)
     approvals: dict[str, tuple[PendingApproval, tuple[bool, str | None] | None]] = attrs.Factory(dict)
     """Each approval by id, with its decision (None while undecided); insertion order is age."""
+    summaries: InMemorySummaryStore = attrs.Factory(InMemorySummaryStore)
     embedder: tuple[str, int] | None = None
     """The (name, dim) of the embedder that built the vectors, recorded by the first open."""
 
@@ -77,6 +79,10 @@ class MemorySessionStore:
         with self.data.lock:
             mine = [message for owner, message in self.data.history if owner == scope]
         return tuple(mine[-limit:]) if limit > 0 else ()
+
+    async def count(self, scope: Scope) -> int:
+        with self.data.lock:
+            return sum(owner == scope for owner, _ in self.data.history)
 
 
 class MemoryMemoryStore:
@@ -363,5 +369,5 @@ def open_memory_stores(data: MemoryData, *, embedder: Embedder | None = None) ->
     return Stores(
         "memory://", "bot", embedder, MemorySessionStore(data), MemoryMemoryStore(data), MemoryRagStore(data, embedder),
         MemoryKnowledgeRepository(data, embedder.dim), MemoryTrajectoryStore(data), MemoryTaskStore(data),
-        MemoryAttemptNotes(data), MemoryApprovalStore(data),
+        MemoryAttemptNotes(data), MemoryApprovalStore(data), summaries=data.summaries,
     )

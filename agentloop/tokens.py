@@ -1,0 +1,108 @@
+"""Counting a prompt's tokens: a calibrated estimate by default, a local tokenizer when one is given.
+
+The estimate starts at four characters a token and learns from the `Usage.input_tokens` a
+provider reports: `learn(model, estimated, reported)` moves that model's ratio toward
+reported/estimated (an exponential moving average), so a bot's counts converge on its
+model's own tokenizer after a few turns. A tokenizer that runs locally (say a tiktoken
+encoding already on disk) is exact for its model: `TokenizerTokens(encoding.encode)`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from typing import Protocol, runtime_checkable
+
+import attrs
+
+from agentloop.components import PromptContext
+from agentloop.messages import ChatMessage, ToolSpec
+
+MESSAGE_OVERHEAD = 4
+"""Tokens a chat template adds around each message (role and separators), as providers count them."""
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    """How many tokens `text` is for `model` (None: the bot's model)."""
+
+    def count(self, text: str, model: str | None = None) -> int: ...
+
+
+@runtime_checkable
+class LearningCounter(TokenCounter, Protocol):
+    """A counter that corrects itself from what the provider reported for a prompt it estimated."""
+
+    def learn(self, model: str | None, estimated: int, reported: int) -> None: ...
+
+
+@attrs.define
+class EstimatedTokens:
+    """`chars_per_token` characters a token, scaled per model by what providers reported.
+
+    `smoothing` is the weight of each new report in the moving ratio; a ratio stays within
+    [1/4, 4] so one odd report (a cached or truncated prompt) cannot run away with it."""
+
+    chars_per_token: float = 4.0
+    smoothing: float = 0.2
+    _ratios: dict[str | None, float] = attrs.field(factory=dict, init=False)
+    _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        if self.chars_per_token <= 0 or not 0 < self.smoothing <= 1:
+            raise ValueError("chars_per_token must be positive and smoothing within (0, 1]")
+
+    def ratio(self, model: str | None = None) -> float:
+        """The learnt correction for `model`: 1.0 until it has reported usage."""
+        return self._ratios.get(model, 1.0)
+
+    def count(self, text: str, model: str | None = None) -> int:
+        return math.ceil(len(text) * self.ratio(model) / self.chars_per_token)
+
+    def learn(self, model: str | None, estimated: int, reported: int) -> None:
+        """Move `model`'s ratio toward `reported / estimated` (a prompt this counter estimated)."""
+        if estimated <= 0 or reported <= 0:
+            return
+        with self._lock:
+            ratio = self.ratio(model)
+            target = ratio * reported / estimated
+            self._ratios[model] = min(4.0, max(0.25, ratio + self.smoothing * (target - ratio)))
+
+
+@attrs.frozen
+class TokenizerTokens:
+    """Exact counts from a local tokenizer's `encode` (text to token ids), whatever the model."""
+
+    encode: Callable[[str], Sequence[int]]
+
+    def count(self, text: str, model: str | None = None) -> int:
+        return len(self.encode(text))
+
+
+def message_tokens(counter: TokenCounter, message: ChatMessage, model: str | None = None) -> int:
+    """One message's tokens: its text, its tool calls' names and arguments, and the template's overhead."""
+    parts = [message.content or ""]
+    parts += [f"{call.name} {json.dumps(call.arguments, sort_keys=True)}" for call in message.tool_calls]
+    return MESSAGE_OVERHEAD + sum(counter.count(part, model) for part in parts if part)
+
+
+def tool_tokens(counter: TokenCounter, tools: Iterable[ToolSpec], model: str | None = None) -> int:
+    """The tool specs' tokens as a provider is sent them (name, description, JSON schema)."""
+    return sum(
+        MESSAGE_OVERHEAD + counter.count(f"{t.name} {t.description} {json.dumps(t.parameters, sort_keys=True)}", model)
+        for t in tools
+    )
+
+
+def prompt_tokens(counter: TokenCounter, prompt: PromptContext, model: str | None = None) -> int:
+    """The whole prompt the model is sent for `prompt`: system message, history, current message and tools."""
+    return request_tokens(counter, prompt.to_messages(), prompt.tools, model)
+
+
+def request_tokens(
+    counter: TokenCounter, messages: Iterable[ChatMessage], tools: Iterable[ToolSpec] = (), model: str | None = None
+) -> int:
+    """The tokens of a request as sent: its messages and its tools."""
+    return sum(message_tokens(counter, m, model) for m in messages) + tool_tokens(counter, tools, model)

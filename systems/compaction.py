@@ -1,0 +1,139 @@
+"""Compaction: once the answer is out, fold the older turns of a session that no longer fit its
+history's room into the session's stored summary, so the next turn's prompt stays in budget."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+from agentloop import (
+    DEFAULT_COMPANY,
+    AgentContext,
+    LlmCallError,
+    LlmResponse,
+    PromptContext,
+    System,
+    ToolExecutions,
+    ToolSpec,
+    TurnOutcome,
+    TurnPolicy,
+    history_scope,
+)
+from agentloop._log import get_logger
+from agentloop.compaction import ContextBudget, chunks, fitting_tail, summary_request
+from agentloop.ports import LLM, SessionStore, SessionSummary, SummaryStore
+from agentloop.tokens import (
+    MESSAGE_OVERHEAD,
+    EstimatedTokens,
+    LearningCounter,
+    TokenCounter,
+    message_tokens,
+    prompt_tokens,
+    tool_tokens,
+)
+
+_log = get_logger("agentloop.compaction")
+
+
+class CompactionSystem(System):
+    """Keeps each session's unsummarised history within the room `budget` leaves it (order 72).
+
+    After the turn is answered and its history written, the messages after the session's
+    summary are measured; when they outgrow the room (or `history_window` messages), the
+    older whole turns are summarised by `summariser` (the bot's model, or a cheaper one,
+    `summary_model`) together with the previous summary, and stored as the next version. The newest
+    turns within `budget.keep` of the room stay as they are. A counter that learns
+    (`EstimatedTokens`) is corrected here from the usage the model reported for a turn's
+    one call. A summariser that fails leaves the summary as it was: the next turn tries again.
+    """
+
+    order: ClassVar[int] = 72
+    reads = ()
+    optional_reads = (TurnPolicy, TurnOutcome, PromptContext, LlmResponse, ToolExecutions)
+    writes = ()
+
+    def __init__(
+        self,
+        summariser: LLM,
+        *,
+        sessions: SessionStore,
+        summaries: SummaryStore,
+        system_prompt: str = "",
+        budget: ContextBudget = ContextBudget(),
+        counter: TokenCounter | None = None,
+        history_window: int = 20,
+        tools: Sequence[ToolSpec] = (),
+        model: str | None = None,
+        summary_model: str | None = None,
+        read_limit: int = 2000,
+        company_id: str = DEFAULT_COMPANY,
+    ) -> None:
+        self.summariser = summariser
+        self.sessions = sessions
+        self.summaries = summaries
+        self.system_prompt = system_prompt
+        self.budget = budget
+        self.counter = counter or EstimatedTokens()
+        self.history_window = history_window
+        self.tools = tuple(tools)
+        self.model = model
+        self.summary_model = summary_model or model
+        self.read_limit = read_limit
+        self.company_id = company_id
+
+    def should_process(self, ctx: AgentContext) -> bool:
+        return ctx.turn_outcome is not None and TurnPolicy.of(ctx).persist
+
+    @property
+    def room(self) -> int:
+        """The tokens history may always take (`ContextBudget.history_floor`)."""
+        fixed = self.counter.count(self.system_prompt, self.model) + tool_tokens(self.counter, self.tools, self.model)
+        return self.budget.history_floor(fixed)
+
+    async def process(self, ctx: AgentContext) -> None:
+        self.learn(ctx)
+        scope = history_scope(ctx.session, self.company_id)
+        latest = await self.summaries.latest(scope)
+        covered = latest.covered if latest is not None else 0
+        total = await self.sessions.count(scope)
+        pending = await self.sessions.recent(scope, min(total - covered, self.read_limit)) if total > covered else ()
+        room, limit = self.room, self.history_window
+        if len(pending) <= limit and sum(message_tokens(self.counter, m, self.model) for m in pending) <= room:
+            return
+        keep = fitting_tail(self.counter, pending, int(room * self.budget.keep), limit=limit // 2, model=self.model)
+        folded = pending[:keep]
+        if not folded:
+            return
+        text = latest.text if latest is not None else None
+        try:
+            for run in chunks(self.counter, folded, self._summariser_room(), self.model):
+                reply = await self.summariser.complete(
+                    summary_request(text, run, max_tokens=self.budget.share(self.budget.summary), model=self.summary_model)
+                )
+                text = (reply.content or "").strip() or text
+        except LlmCallError as error:
+            _log.warning("compaction.failed", session_id=ctx.session.id, error=str(error))
+            return
+        summary = SessionSummary(
+            scope, (latest.version if latest else 0) + 1, total - len(pending) + keep, text or "", ctx.clock.now()
+        )
+        if not await self.summaries.add(summary):
+            _log.info("compaction.lost_race", session_id=ctx.session.id, version=summary.version)
+            return
+        _log.info("compaction.stored", session_id=ctx.session.id, version=summary.version, covered=summary.covered,
+                  folded=len(folded))
+
+    def _summariser_room(self) -> int:
+        """How many tokens of turns one summariser call reads: its prompt less the previous summary's share."""
+        return max(1, self.budget.prompt - 2 * self.budget.share(self.budget.summary) - MESSAGE_OVERHEAD * 2)
+
+    def learn(self, ctx: AgentContext) -> None:
+        """Correct a learning counter by the input tokens the model reported for the turn's prompt,
+        when the turn made one model call (no tool ran), so the prompt is what was counted."""
+        response, prompt, executions = ctx.get(LlmResponse), ctx.get(PromptContext), ctx.get(ToolExecutions)
+        if not isinstance(self.counter, LearningCounter) or response is None or response.usage is None or prompt is None:
+            return
+        if executions is not None and executions.executions:
+            return
+        estimated = prompt_tokens(self.counter, prompt, self.model) + tool_tokens(self.counter, self.tools, self.model)
+        self.counter.learn(self.model, estimated, response.usage.input_tokens)

@@ -1,0 +1,114 @@
+"""Context within a token budget: the prompt never outgrows it, and compaction keeps what older turns said."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agentloop import (
+    ChatMessage, ContextBudget, EstimatedTokens, IncomingMessage, LlmRequest, PromptContext, SanitizedInput, Session, history_scope,
+)
+from agentloop.adapters import InMemorySummaryStore, open_stores
+from agentloop.compaction import SUMMARY_INSTRUCTIONS
+from agentloop.ports import SessionSummary
+from agentloop.scopes import Scope
+from agentloop.testing import RecordingChannel, ScriptedLLM, make_context, run_system_sync
+from agentloop.tokens import prompt_tokens, request_tokens
+from systems import ContextBuildingSystem
+from systems.standard import StandardOptions, standard_pipeline
+
+FACT = re.compile(r"FACT: [^\n.]*")
+BUDGET = ContextBudget(window=2_000, answer_reserve=200)
+
+
+class ForgetfulBot:
+    """A scripted model that answers only from what its prompt shows, and a summariser that carries
+    every `FACT: ...` of the previous summary and the folded turns forward; it records each prompt's size."""
+
+    def __init__(self, counter: EstimatedTokens) -> None:
+        self.counter = counter
+        self.sizes: list[int] = []
+        self.summaries = 0
+
+    def reply(self, request: LlmRequest) -> str:
+        if request.messages[0].content == SUMMARY_INSTRUCTIONS:
+            self.summaries += 1
+            return "\n".join(dict.fromkeys(FACT.findall(request.messages[1].content or "")))
+        self.sizes.append(request_tokens(self.counter, request.messages, request.tools))
+        shown = "\n".join(m.content or "" for m in request.messages)
+        if "cat" in (request.messages[-1].content or ""):
+            found = re.search(r"FACT: my cat is called (\w+)", shown)
+            return f"Your cat is called {found.group(1)}." if found else "I do not know."
+        return "Noted, " + "and so on " * (len(self.sizes) % 7)
+
+
+def test_a_2000_turn_session_stays_within_its_budget_and_still_knows_what_turn_3_said(tmp_path: Path) -> None:
+    """The scripted summariser carries facts forward, so the fact of turn 3 survives every summary of a summary."""
+    counter = EstimatedTokens()
+    bot = ForgetfulBot(counter)
+    options = StandardOptions(context_budget=BUDGET, token_counter=counter, history_window=60, memory_limit=0, rag_k=0)
+    session = Session("long", user_id="ada")
+    with open_stores(tmp_path) as stores, standard_pipeline(ScriptedLLM(bot.reply), RecordingChannel(), stores=stores, options=options) as pipeline:
+        loop = pipeline.build()
+        for turn in range(1, 2001):
+            text = "FACT: my cat is called Tom" if turn == 3 else f"Turn {turn}: " + "some chatter about the weather " * (turn % 9)
+            loop.run_turn_sync(session, IncomingMessage(text))
+        answer = loop.run_turn_sync(session, IncomingMessage("What is my cat called?"))
+        versions = asyncio.run(stores.summaries.versions(history_scope(session)))
+    assert answer.turn_outcome is not None and answer.turn_outcome.assistant_text == "Your cat is called Tom."
+    assert max(bot.sizes) <= BUDGET.prompt
+    assert len(versions) > 10 and [v.version for v in versions] == list(range(1, len(versions) + 1))
+    assert all("FACT: my cat is called Tom" in v.text for v in versions)
+
+
+class OneHistory:
+    """The history of every session is `messages` (a SessionStore for one property example)."""
+
+    def __init__(self, messages: list[ChatMessage]) -> None:
+        self.messages = messages
+
+    async def append(self, scope: Scope, messages: Sequence[ChatMessage], *, key: str | None = None) -> bool:
+        self.messages += messages
+        return True
+
+    async def recent(self, scope: Scope, limit: int) -> tuple[ChatMessage, ...]:
+        return tuple(self.messages[-limit:]) if limit > 0 else ()
+
+    async def count(self, scope: Scope) -> int:
+        return len(self.messages)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    system=st.integers(0, 400),
+    current=st.integers(1, 400),
+    sizes=st.lists(st.integers(0, 3_000), max_size=40),
+    summary=st.integers(0, 4_000),
+    window=st.integers(1_200, 6_000),
+)
+def test_the_built_prompt_never_exceeds_its_budget_and_keeps_the_system_prompt_and_message(
+    system: int, current: int, sizes: list[int], summary: int, window: int
+) -> None:
+    """Context budget: whatever the sizes of history, summary and message, the prompt fits the budget
+    and always holds the system prompt and the user's current message."""
+    budget = ContextBudget(window=window, answer_reserve=200)
+    counter = EstimatedTokens()
+    history = [ChatMessage.user("u" * n) if i % 2 == 0 else ChatMessage.assistant("a" * n) for i, n in enumerate(sizes)]
+    summaries = InMemorySummaryStore()
+    session = Session("s", user_id="ada")
+    if summary:
+        asyncio.run(summaries.add(SessionSummary(history_scope(session), 1, 0, "s" * summary, datetime(2026, 1, 1, tzinfo=UTC))))
+    system_prompt = "p" * system
+    context = ContextBuildingSystem(system_prompt, sessions=OneHistory(history), history_window=100, budget=budget,
+                                    counter=counter, summaries=summaries)
+    ctx = make_context(session=session, components=[SanitizedInput("m" * current)])
+    run_system_sync(context, ctx)
+    prompt = ctx.require(PromptContext)
+    assert prompt_tokens(counter, prompt) <= budget.prompt - budget.share(budget.notes)
+    assert prompt.system_prompt == system_prompt and prompt.messages[-1] == ChatMessage.user("m" * current)
