@@ -153,8 +153,11 @@ def _installed() -> str:
     return hashlib.sha256("\n".join(found).encode()).hexdigest()[:16]
 
 
-def embedded_corpus(count: int, embedder: Embedder, *, min_chars: int = 80, cache: Path = CACHE) -> tuple[list[str], Matrix]:
-    """The corpus of `count` texts and its vectors by `embedder`, from `cache` when built before."""
+def embedded_corpus(
+    count: int, embedder: Embedder, *, min_chars: int = 80, cache: Path | None = None
+) -> tuple[list[str], Matrix]:
+    """The corpus of `count` texts and its vectors by `embedder`, from `cache` (default `CACHE`) when built before."""
+    cache = cache or CACHE
     key = hashlib.sha256(f"{count}/{min_chars}/{embedder.name}/{_installed()}".encode()).hexdigest()[:16]
     texts_file, vectors_file = cache / f"corpus-{key}.json", cache / f"corpus-{key}.npy"
     if texts_file.exists() and vectors_file.exists():
