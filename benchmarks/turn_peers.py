@@ -17,9 +17,10 @@ Then like for like with storage: text turns 1 to `--session-turns` of one sessio
 contestant keeping the conversation in SQLite: agentloop's standard pipeline with
 note-taking (embedder `--embedder`), LangGraph compiled with its SQLite checkpointer (one
 thread per session) and the OpenAI Agents SDK with its `SQLiteSession`, each with a model
-inside the framework that answers at once. Each turn number is run by every contestant
-before the next; the median, the medians of the first and last fifth, and agentloop's
-advantage (target >= 20x, and flat in session length) are printed.
+inside the framework that answers at once. The contestants take turns a fifth of the
+session at a time, so each runs warm and the machine's noise hits them all; the median,
+the medians of the first and last fifth, and agentloop's advantage (target >= 20x, and
+flat in session length) are printed.
 
     python benchmarks/turn_peers.py [--turns 500] [--rounds 5] [--warmup 50] [--session-turns 300] [--embedder default]
 """
@@ -54,6 +55,7 @@ TARGET_BARE_PYDANTIC_X = 50.0
 TARGET_BARE_OTHERS_X = 15.0
 TARGET_STORED_X = 20.0
 TARGET_FLAT_X = 1.2
+FIFTHS = 5
 
 Turn = Callable[[str], Awaitable[object]]
 SessionTurn = Callable[[str, str], Awaitable[object]]
@@ -250,8 +252,8 @@ def agents_sdk_turn(path: Path) -> SessionTurn | None:
 
 
 async def stored_sessions(session_turns: int, warmup: int, embedder: Embedder | None) -> list[tuple[str, list[float] | None]]:
-    """Each contestant's text turns 1 to `session_turns` of one new session (ms), turn by turn
-    in alternation, after `warmup` turns of another session; None when not installed."""
+    """Each contestant's text turns 1 to `session_turns` of one new session (ms), a fifth of
+    the session at a time in alternation, after `warmup` turns of another session; None when not installed."""
     with tempfile.TemporaryDirectory() as directory, agentloop_turns(directory, storage=True, embedder=embedder) as ours:
         async with AsyncExitStack() as stack:
 
@@ -267,9 +269,10 @@ async def stored_sessions(session_turns: int, warmup: int, embedder: Embedder | 
                 for _ in range(warmup if turn is not None else 0):
                     await turn("warmup", QUESTION)
             times: dict[str, list[float]] = {name: [] for name, turn in contestants if turn is not None}
-            for _ in range(session_turns):
+            for block in range(FIFTHS):  # contestants alternate by fifths of the session, each warm within one
+                count = session_turns * (block + 1) // FIFTHS - session_turns * block // FIFTHS
                 for name, turn in contestants:
-                    if turn is not None:
+                    for _ in range(count if turn is not None else 0):
                         t0 = perf_counter()
                         await turn("timed", QUESTION)
                         times[name].append((perf_counter() - t0) * 1000.0)
