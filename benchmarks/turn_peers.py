@@ -13,7 +13,16 @@ then answers (the tool turn):
 Rounds alternate between contestants so the machine's noise hits them all. A peer that is
 not installed prints "not installed" (`pip install '.[bench]'`).
 
-    python benchmarks/turn_peers.py [--turns 500] [--rounds 5] [--warmup 50]
+Then like for like with storage: text turns 1 to `--session-turns` of one session, each
+contestant keeping the conversation in SQLite: agentloop's standard pipeline with
+note-taking (embedder `--embedder`), LangGraph compiled with its SQLite checkpointer (one
+thread per session) and the OpenAI Agents SDK with its `SQLiteSession`, each with a model
+inside the framework that answers at once. The contestants take turns a fifth of the
+session at a time, so each runs warm and the machine's noise hits them all; the median,
+the medians of the first and last fifth, and agentloop's advantage (target >= 20x, and
+flat in session length) are printed.
+
+    python benchmarks/turn_peers.py [--turns 500] [--rounds 5] [--warmup 50] [--session-turns 300] [--embedder default]
 """
 
 from __future__ import annotations
@@ -23,16 +32,20 @@ import asyncio
 import statistics
 import tempfile
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import AsyncExitStack, ExitStack, contextmanager
+from pathlib import Path
 from time import perf_counter
 from typing import Any
 
 from agentloop import IncomingMessage, LlmReply, LlmRequest, Role, Session, tool
 from agentloop.adapters import open_note_taking, open_stores
 from agentloop.logging import configure_logging
+from agentloop.ports import Embedder
 from agentloop.testing import RecordingChannel, ScriptedLLM
 from systems import ContextBuildingSystem, MemoryPersistSystem, RagIndexingSystem, standard_pipeline
 from systems.notes import add_note_taking
+
+from corpus import EMBEDDERS, embedder_named
 
 QUESTION = "What time does the office open on Mondays?"
 TOOL_QUESTION = "Where is my order A17?"
@@ -40,8 +53,13 @@ ANSWER = "The office opens at eight on Mondays."
 TARGET_FULL_X = 10.0
 TARGET_BARE_PYDANTIC_X = 50.0
 TARGET_BARE_OTHERS_X = 15.0
+TARGET_STORED_X = 20.0
+TARGET_FLAT_X = 1.2
+FIFTHS = 5
 
 Turn = Callable[[str], Awaitable[object]]
+SessionTurn = Callable[[str, str], Awaitable[object]]
+"""A text turn in the session named by the first argument."""
 
 
 def lookup_order(order_id: str) -> str:
@@ -64,11 +82,12 @@ class InstantLLM:
 
 
 @contextmanager
-def agentloop_turns(data_dir: str, *, storage: bool) -> Iterator[Turn]:
-    """A turn of the standard pipeline: on SQLite with note-taking, or with no store at all."""
+def agentloop_turns(data_dir: str, *, storage: bool, embedder: Embedder | None = None) -> Iterator[Turn]:
+    """A turn of the standard pipeline: on SQLite with note-taking, or with no store at all;
+    `turn(text, session_id)` runs it in another session of the same user."""
     llm = InstantLLM()
     channel = RecordingChannel()
-    with open_stores(data_dir) as stores, standard_pipeline(llm, channel, stores=stores, tools=[tool(lookup_order)]) as pipeline:
+    with open_stores(data_dir, embedder=embedder) as stores, standard_pipeline(llm, channel, stores=stores, tools=[tool(lookup_order)]) as pipeline:
         with ExitStack() as stack:
             if storage:
                 add_note_taking(pipeline, stack.enter_context(open_note_taking(stores, llm)))
@@ -76,9 +95,12 @@ def agentloop_turns(data_dir: str, *, storage: bool) -> Iterator[Turn]:
                 pipeline.remove(MemoryPersistSystem).remove(RagIndexingSystem)
                 pipeline.replace(ContextBuildingSystem, ContextBuildingSystem(pipeline.get(ContextBuildingSystem).system_prompt))
             loop = pipeline.build()
-            session = Session("bench", user_id="bench-user", project_id="bench-project")
+            sessions: dict[str, Session] = {}
 
-            async def turn(text: str) -> object:
+            async def turn(text: str, session_id: str = "bench") -> object:
+                session = sessions.get(session_id) or sessions.setdefault(
+                    session_id, Session(session_id, user_id="bench-user", project_id="bench-project")
+                )
                 outcome = await loop.run_turn(session, IncomingMessage(text))
                 channel.sent.clear()
                 return outcome
@@ -172,6 +194,119 @@ def haystack_turn() -> Turn | None:
     return turn
 
 
+async def langgraph_sqlite_turn(path: Path, stack: AsyncExitStack) -> SessionTurn | None:
+    """A model graph compiled with LangGraph's SQLite checkpointer: a thread per session."""
+    try:
+        from langchain_core.messages import AIMessage, HumanMessage
+        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+        from langgraph.graph import START, MessagesState, StateGraph
+    except ImportError:
+        return None
+
+    def model(state: MessagesState) -> dict[str, list[Any]]:
+        return {"messages": [AIMessage(ANSWER)]}
+
+    checkpointer = await stack.enter_async_context(AsyncSqliteSaver.from_conn_string(str(path)))
+    graph: Any = StateGraph(MessagesState)
+    graph.add_node("model", model)
+    graph.add_edge(START, "model")
+    app = graph.compile(checkpointer=checkpointer)
+
+    async def turn(session_id: str, text: str) -> object:
+        return await app.ainvoke({"messages": [HumanMessage(text)]}, {"configurable": {"thread_id": session_id}})
+
+    return turn
+
+
+def agents_sdk_turn(path: Path) -> SessionTurn | None:
+    """The OpenAI Agents SDK's `Runner.run` with a `SQLiteSession` per session and a model that answers at once."""
+    try:
+        from agents import Agent, Runner, SQLiteSession, set_tracing_disabled
+        from agents.items import ModelResponse
+        from agents.models.interface import Model
+        from agents.usage import Usage
+        from openai.types.responses import ResponseOutputMessage, ResponseOutputText
+    except ImportError:
+        return None
+
+    class InstantModel(Model):  # type: ignore[misc]
+        """Answers every request with the same assistant message."""
+
+        async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
+            text = ResponseOutputText(type="output_text", text=ANSWER, annotations=[])
+            message = ResponseOutputMessage(id="msg", type="message", role="assistant", status="completed", content=[text])
+            return ModelResponse(output=[message], usage=Usage(), response_id=None)
+
+        def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+            raise NotImplementedError("the benchmark runs text turns without streaming")
+
+    set_tracing_disabled(True)  # no trace export: it would reach for the network
+    agent: Any = Agent(name="bench", instructions="You are a helpful assistant.", model=InstantModel())
+    sessions: dict[str, Any] = {}
+
+    async def turn(session_id: str, text: str) -> object:
+        session = sessions.get(session_id) or sessions.setdefault(session_id, SQLiteSession(session_id, path))
+        return await Runner.run(agent, text, session=session)
+
+    return turn
+
+
+async def stored_sessions(session_turns: int, warmup: int, embedder: Embedder | None) -> list[tuple[str, list[float] | None]]:
+    """Each contestant's text turns 1 to `session_turns` of one new session (ms), a fifth of
+    the session at a time in alternation, after `warmup` turns of another session; None when not installed."""
+    with tempfile.TemporaryDirectory() as directory, agentloop_turns(directory, storage=True, embedder=embedder) as ours:
+        async with AsyncExitStack() as stack:
+
+            async def agentloop_turn(session_id: str, text: str) -> object:
+                return await ours(text, session_id)  # type: ignore[call-arg]
+
+            contestants: list[tuple[str, SessionTurn | None]] = [
+                (STORED_AGENTLOOP, agentloop_turn),
+                ("LangGraph + SQLite checkpointer", await langgraph_sqlite_turn(Path(directory, "langgraph.sqlite3"), stack)),
+                ("OpenAI Agents SDK + SQLiteSession", agents_sdk_turn(Path(directory, "agents.sqlite3"))),
+            ]
+            for _, turn in contestants:
+                for _ in range(warmup if turn is not None else 0):
+                    await turn("warmup", QUESTION)
+            times: dict[str, list[float]] = {name: [] for name, turn in contestants if turn is not None}
+            for block in range(FIFTHS):  # contestants alternate by fifths of the session, each warm within one
+                count = session_turns * (block + 1) // FIFTHS - session_turns * block // FIFTHS
+                for name, turn in contestants:
+                    for _ in range(count if turn is not None else 0):
+                        t0 = perf_counter()
+                        await turn("timed", QUESTION)
+                        times[name].append((perf_counter() - t0) * 1000.0)
+    return [(name, times.get(name)) for name, _ in contestants]
+
+
+STORED_AGENTLOOP = "agentloop standard + note-taking, SQLite"
+
+
+def print_stored(results: list[tuple[str, list[float] | None]], session_turns: int, embedder: str) -> None:
+    fifth = max(1, session_turns // 5)
+    print(f"like for like with storage: text turns 1-{session_turns} of one session, each kept in SQLite, "
+          f"an instant model; agentloop's embedder: {embedder}")
+    width = max(len(name) for name, _ in results) + 2
+    first, last = f"turns 1-{fifth}", f"turns {session_turns - fifth + 1}-{session_turns}"
+    print(f"{'':<{width}}  {'median':>10}  {first:>12}  {last:>14}  {'last/first':>10}")
+    medians: dict[str, float] = {}
+    for name, times in results:
+        if times is None:
+            print(f"{name:<{width}}  {'not installed':>22}  pip install '.[bench]'")
+            continue
+        medians[name] = statistics.median(times)
+        early, late = statistics.median(times[:fifth]), statistics.median(times[-fifth:])
+        flat = f"  <= {TARGET_FLAT_X}x  {'ok' if late / early <= TARGET_FLAT_X else 'MISSED'}" if name == STORED_AGENTLOOP else ""
+        print(f"{name:<{width}}  {medians[name]:>7.3f} ms  {early:>9.3f} ms  {late:>11.3f} ms  {late / early:>9.2f}x{flat}")
+    for name, _ in results[1:]:
+        label = f"{name.split(' +')[0]} / agentloop (median)"
+        if name not in medians:
+            print(f"{label:<{width}}  {'not installed':>22}")
+            continue
+        ratio = medians[name] / medians[STORED_AGENTLOOP]
+        print(f"{label:<{width}}  {ratio:>9.1f}x  >= {TARGET_STORED_X:g}x  {'ok' if ratio >= TARGET_STORED_X else 'MISSED'}")
+
+
 async def time_turns(turn: Turn, text: str, count: int) -> list[float]:
     times = []
     for _ in range(count):
@@ -181,10 +316,12 @@ async def time_turns(turn: Turn, text: str, count: int) -> list[float]:
     return times
 
 
-async def peers(turns: int, rounds: int, warmup: int) -> list[tuple[str, dict[str, list[float]] | None]]:
+async def peers(
+    turns: int, rounds: int, warmup: int, embedder: Embedder | None = None
+) -> list[tuple[str, dict[str, list[float]] | None]]:
     """Each contestant's text and tool turn times (ms), in alternating rounds; None when not installed."""
     with tempfile.TemporaryDirectory() as full_dir, tempfile.TemporaryDirectory() as bare_dir:
-        with agentloop_turns(full_dir, storage=True) as full, agentloop_turns(bare_dir, storage=False) as bare:
+        with agentloop_turns(full_dir, storage=True, embedder=embedder) as full, agentloop_turns(bare_dir, storage=False) as bare:
             contestants: list[tuple[str, Turn | None]] = [
                 ("agentloop, SQLite stores + note-taking", full),
                 ("agentloop, no storage", bare),
@@ -243,10 +380,20 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--turns", type=int, default=500, help="timed turns of each kind per contestant")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=50)
+    parser.add_argument("--session-turns", type=int, default=300, help="turns of the one session kept in SQLite (0: skip)")
+    parser.add_argument("--embedder", choices=EMBEDDERS, default="default",
+                        help="agentloop's embedder with storage (default: what open_stores picks)")
     args = parser.parse_args(argv)
     configure_logging("WARNING")
     rounds = max(1, min(args.rounds, args.turns))
-    print_peers(asyncio.run(peers(args.turns, rounds, args.warmup)), args.turns, rounds)
+    embedder = embedder_named(args.embedder)
+    print_peers(asyncio.run(peers(args.turns, rounds, args.warmup, embedder)), args.turns, rounds)
+    if args.session_turns > 0:
+        results = asyncio.run(stored_sessions(args.session_turns, args.warmup, embedder))
+        with tempfile.TemporaryDirectory() as directory, open_stores(directory, embedder=embedder) as stores:
+            name = stores.embedder.name
+        print()
+        print_stored(results, args.session_turns, name)
 
 
 if __name__ == "__main__":
