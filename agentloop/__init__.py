@@ -35,9 +35,11 @@ from agentloop.errors import (
     ToolArgumentError,
     ToolDefinitionError,
     TransportError,
+    TurnInProgressError,
     UndeclaredAccessError,
 )
 from agentloop.loop import AgentLoop, PipelineDescription, PipelineRow, validate_pipeline
+from agentloop.mid_turn import Interruption, MidTurnPolicy
 from agentloop.messages import (
     ChatMessage,
     Finished,
@@ -92,11 +94,13 @@ __all__ = [
     "Finished",
     "InboxTurn",
     "IncomingMessage",
+    "Interruption",
     "LlmCallError",
     "LlmFailure",
     "LlmReply",
     "LlmRequest",
     "LlmResponse",
+    "MidTurnPolicy",
     "MissingComponentError",
     "OutgoingResponse",
     "OutputType",
@@ -131,6 +135,7 @@ __all__ = [
     "ToolRegistry",
     "ToolSpec",
     "TransportError",
+    "TurnInProgressError",
     "TurnOutcome",
     "TurnPolicy",
     "UndeclaredAccessError",
