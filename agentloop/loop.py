@@ -274,7 +274,7 @@ class _SessionGates:
     def take_if_free(self, session_id: str) -> bool:
         """Take the session's gate if no turn holds it (True); never wait."""
         with self._lock:
-            return self._queues.setdefault(session_id, fresh := deque()) is fresh
+            return self._queues.setdefault(session_id, fresh := deque[_LoopWaiter | _ThreadWaiter]()) is fresh
 
     def waiting(self, session_id: str) -> bool:
         """Whether a turn waits behind the one holding the session's gate (one lock-free look)."""
@@ -445,8 +445,7 @@ class AgentLoop:
         incoming: IncomingMessage,
         history: Sequence[ChatMessage],
         components: Iterable[object],
-        turn_id: str | None = None,
-        interruption: Interruption | None = None,
+        turn_id: str | None = None, interruption: Interruption | None = None,
     ) -> AgentContext:
         clock = self.clock
         started = perf_counter()
