@@ -22,45 +22,22 @@ from agentloop import (
     Role,
     Session,
     System,
+    Tool,
     TurnInProgressError,
     history_scope,
     tool,
 )
-from agentloop.testing import RecordingChannel, ScriptedLLM
+from agentloop.testing import RecordingChannel
 from systems import standard_pipeline
+
+from mid_turn_kit import HeldModel, lookup_tool
 
 SESSION = Session("s", user_id="u")
 
 
-class HeldModel:
-    """A model whose first call waits for `release`, asking for the `lookup` tool after saying a few words;
-    every later call answers with the user messages it was shown."""
-
-    def __init__(self) -> None:
-        self.called = asyncio.Event()
-        self.release = asyncio.Event()
-        self.requests: list[LlmRequest] = []
-
-    async def complete(self, request: LlmRequest) -> LlmReply:
-        self.requests.append(request)
-        if len(self.requests) == 1:
-            self.called.set()
-            await self.release.wait()
-            return LlmReply(content="Let me look that up", tool_calls=(ScriptedLLM.tool_call("lookup").tool_calls[0],))
-        users = [m.content for m in request.messages if m.role is Role.USER]
-        return LlmReply(content=f"answering {' + '.join(str(u) for u in users)}")
-
-
 def _bot(tmp_path: Path) -> tuple[HeldModel, RecordingChannel, list[str], Any]:
     model, channel, looked = HeldModel(), RecordingChannel(), []
-
-    @tool
-    def lookup() -> str:
-        """Look something up."""
-        looked.append("ran")
-        return "found"
-
-    pipeline = standard_pipeline(model, channel, data_dir=tmp_path, tools=[lookup])
+    pipeline = standard_pipeline(model, channel, data_dir=tmp_path, tools=[lookup_tool(looked)])
     return model, channel, looked, pipeline
 
 
