@@ -36,9 +36,11 @@ from agentloop.errors import (
     ToolArgumentError,
     ToolDefinitionError,
     TransportError,
+    TurnInProgressError,
     UndeclaredAccessError,
 )
 from agentloop.loop import AgentLoop, PipelineDescription, PipelineRow, validate_pipeline
+from agentloop.mid_turn import Interruption, MidTurnPolicy
 from agentloop.messages import (
     ChatMessage,
     Finished,
@@ -96,11 +98,13 @@ __all__ = [
     "Finished",
     "InboxTurn",
     "IncomingMessage",
+    "Interruption",
     "LlmCallError",
     "LlmFailure",
     "LlmReply",
     "LlmRequest",
     "LlmResponse",
+    "MidTurnPolicy",
     "MissingComponentError",
     "OutgoingResponse",
     "OutputType",
@@ -137,6 +141,7 @@ __all__ = [
     "ToolRegistry",
     "ToolSpec",
     "TransportError",
+    "TurnInProgressError",
     "TurnOutcome",
     "TurnPolicy",
     "UndeclaredAccessError",

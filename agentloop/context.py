@@ -12,6 +12,7 @@ from agentloop._names import new_id
 from agentloop.approvals import ApprovalDecision
 from agentloop.errors import MissingComponentError, UndeclaredAccessError
 from agentloop.messages import ChatMessage
+from agentloop.mid_turn import Interruption
 from agentloop.outcome import Attachment, FailureEvent, TurnOutcome, copy_str_dict
 from agentloop.ports.clock import Clock, SystemClock
 
@@ -84,6 +85,7 @@ class AgentContext:
         "incoming",
         "turn_id",
         "deadline",
+        "interruption",
         "clock",
         "current_system",
         "_access",
@@ -102,6 +104,7 @@ class AgentContext:
         clock: Clock | None = None,
         turn_id: str | None = None,
         components: Iterable[object] = (),
+        interruption: Interruption | None = None,
     ) -> None:
         self.session = session
         self.incoming = incoming
@@ -109,6 +112,8 @@ class AgentContext:
         self.deadline = deadline
         """Monotonic time (of `clock`) after which the turn is out of time, or None."""
         self.clock: Clock = clock or SystemClock()
+        self.interruption = interruption
+        """How the turn learns that a newer message of its session waits (the interrupt policy), or None."""
         self.current_system: str | None = None
         """The name of the system running now; errors and failures name it."""
         # The declared access of the running system, None for unchecked. The loop swaps
@@ -144,6 +149,11 @@ class AgentContext:
 
     def deadline_passed(self) -> bool:
         return self.deadline is not None and self.clock.monotonic() >= self.deadline
+
+    async def interrupted(self) -> bool:
+        """Whether a newer message of the session asks this turn to stop at its safe point
+        (before its next model call or tool step); always False without an `interruption`."""
+        return self.interruption is not None and await self.interruption.newer()
 
     def _enter(self, name: str | None, access: Access | None) -> None:
         """Make `name` the running system, its accesses held to `access` (None: unchecked).

@@ -72,6 +72,18 @@ class LlmCallError(RuntimeError, AgentloopError):
         self.partial_text = partial_text
 
 
+class TurnInProgressError(RuntimeError, AgentloopError):
+    """A message arrived while a turn of its session was still running, and the bot's mid-turn
+    policy is `reject`: it was not run."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(
+            f"a turn of session {session_id!r} is still running, so this message was not taken (the mid-turn policy "
+            f"is reject); send it again once the running turn has answered"
+        )
+        self.session_id = session_id
+
+
 class TransportError(ConnectionError, AgentloopError):
     """A channel could not deliver a response; the message is safe to show a user."""
 

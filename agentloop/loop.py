@@ -18,8 +18,9 @@ import structlog
 from agentloop._containment import passes_through, running_task
 from agentloop._log import get_logger
 from agentloop.context import ALWAYS_READABLE, Access, AgentContext, IncomingMessage, Session, declared_access
-from agentloop.errors import PipelineError, StoreUnavailableError, UndeclaredAccessError
+from agentloop.errors import PipelineError, StoreUnavailableError, TurnInProgressError, UndeclaredAccessError
 from agentloop.messages import ChatMessage
+from agentloop.mid_turn import Interruption, MidTurnPolicy, waiting_behind
 from agentloop.outcome import FailureEvent, FailureKind, FailureSource, FinishReason, resolve_finish_reason
 from agentloop.ports.clock import Clock, SystemClock
 from agentloop.ports.metrics import Metrics
@@ -270,6 +271,15 @@ class _SessionGates:
             self._abandon(session_id, waiter)
             raise
 
+    def take_if_free(self, session_id: str) -> bool:
+        """Take the session's gate if no turn holds it (True); never wait."""
+        with self._lock:
+            return self._queues.setdefault(session_id, fresh := deque[_LoopWaiter | _ThreadWaiter]()) is fresh
+
+    def waiting(self, session_id: str) -> bool:
+        """Whether a turn waits behind the one holding the session's gate (one lock-free look)."""
+        return bool(self._queues.get(session_id))
+
     def _take_or_queue(self, session_id: str, new_waiter: Callable[[], _Waiter]) -> _Waiter | None:
         """Take the session's gate if it is free (None), else queue a new waiter and return it."""
         with self._lock:
@@ -313,7 +323,8 @@ class AgentLoop:
     in arrival order; different sessions run concurrently, at most `max_concurrent_turns`
     at a time per event loop when it is set (the rest wait in arrival order, their
     `turn_timeout` not yet started), so an overloaded process keeps its loop's passes
-    short instead of slowing every turn at once. With telemetry switched on
+    short instead of slowing every turn at once. `mid_turn` (a `MidTurnPolicy`) says what a message
+    gets while a turn of its session runs. With telemetry switched on
     (`TELEMETRY`), each turn is a span with a child span per system run.
     """
 
@@ -327,6 +338,7 @@ class AgentLoop:
         metrics: Metrics | None = None,
         always_run_grace: float = 5.0,
         max_concurrent_turns: int | None = None,
+        mid_turn: MidTurnPolicy | str = MidTurnPolicy.QUEUE,
     ) -> None:
         if max_concurrent_turns is not None and max_concurrent_turns < 1:
             raise ValueError(f"max_concurrent_turns must be at least 1 (or None for no bound), got {max_concurrent_turns!r}")
@@ -335,6 +347,7 @@ class AgentLoop:
         if always_run_grace < 0:
             raise ValueError(f"always_run_grace must not be negative seconds, got {always_run_grace!r}")
         self.always_run_grace = always_run_grace
+        self.mid_turn = MidTurnPolicy(mid_turn)
         self.inputs = tuple(inputs)
         self.systems = validate_pipeline(systems, self.inputs)
         self.turn_timeout = turn_timeout
@@ -372,7 +385,8 @@ class AgentLoop:
             pass
         else:
             raise RuntimeError("run_turn_sync was called inside a running event loop; await run_turn instead")
-        self._gates.acquire_blocking(session.id)
+        if not self._taken_at_once(session.id):
+            self._gates.acquire_blocking(session.id)
         try:
             return asyncio.run(self._run(session, incoming, history, components))
         finally:
@@ -386,22 +400,34 @@ class AgentLoop:
         history: Sequence[ChatMessage] = (),
         components: Iterable[object] = (),
         turn_id: str | None = None,
+        interruption: Interruption | None = None,
     ) -> AgentContext:
         """Run one turn and return its finished context (`ctx.turn_outcome`, `ctx.failures`).
 
         `components` supplies the turn inputs named in `inputs`; `history` is the
         session's earlier messages, exposed read-only as `ctx.history`. `turn_id` names
         the turn (a fresh id by default): a worker uses the message's id, which is what
-        the submitter knows the turn by when it gives feedback on it.
+        the submitter knows the turn by when it gives feedback on it. `interruption`: see `Interruption`.
         """
-        await self._gates.acquire(session.id)
+        if not self._taken_at_once(session.id):
+            await self._gates.acquire(session.id)
         try:
             if self.max_concurrent_turns is None:
-                return await self._run(session, incoming, history, components, turn_id)
+                return await self._run(session, incoming, history, components, turn_id, interruption)
             async with self._slots():
-                return await self._run(session, incoming, history, components, turn_id)
+                return await self._run(session, incoming, history, components, turn_id, interruption)
         finally:
             self._gates.release(session.id)
+
+    def _taken_at_once(self, session_id: str) -> bool:
+        """Under REJECT, take the session's gate now or raise `TurnInProgressError`; else False (wait for it)."""
+        if self.mid_turn is MidTurnPolicy.REJECT and not self._gates.take_if_free(session_id):
+            raise TurnInProgressError(session_id)
+        return self.mid_turn is MidTurnPolicy.REJECT
+
+    def _interruption(self, session_id: str) -> Interruption | None:
+        """Under INTERRUPT, what a turn of `session_id` asks at its safe points: does a turn wait behind it?"""
+        return waiting_behind(lambda: self._gates.waiting(session_id)) if self.mid_turn is MidTurnPolicy.INTERRUPT else None
 
     def _slots(self) -> asyncio.Semaphore:
         """This event loop's `max_concurrent_turns` slots (taken after the session's gate, so
@@ -419,13 +445,14 @@ class AgentLoop:
         incoming: IncomingMessage,
         history: Sequence[ChatMessage],
         components: Iterable[object],
-        turn_id: str | None = None,
+        turn_id: str | None = None, interruption: Interruption | None = None,
     ) -> AgentContext:
         clock = self.clock
         started = perf_counter()
         deadline = None if self.turn_timeout is None else clock.monotonic() + self.turn_timeout
         ctx = AgentContext(
-            session, incoming, history=history, deadline=deadline, clock=clock, components=components, turn_id=turn_id
+            session, incoming, history=history, deadline=deadline, clock=clock, components=components, turn_id=turn_id,
+            interruption=interruption or self._interruption(session.id),
         )
         log, verbose, debug = self._turn_logger(ctx)
         timed_out = False

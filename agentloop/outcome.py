@@ -22,6 +22,8 @@ class FinishReason(enum.Enum):
     POLICY_DENIED = "policy_denied"
     PLAN_MODE = "plan_mode"
     AWAITING_APPROVAL = "awaiting_approval"
+    INTERRUPTED = "interrupted"
+    """A newer message of the session stopped the turn at a safe point (the `interrupt` mid-turn policy)."""
 
 
 class FailureSource(enum.Enum):
@@ -49,6 +51,7 @@ FINISH_REASON_PRIORITY: tuple[FinishReason, ...] = (
     FinishReason.POLICY_DENIED,
     FinishReason.AWAITING_APPROVAL,
     FinishReason.ERROR,
+    FinishReason.INTERRUPTED,
     FinishReason.PLAN_MODE,
     FinishReason.SUCCESS,
 )
@@ -58,8 +61,8 @@ _RANK = {reason: rank for rank, reason in enumerate(FINISH_REASON_PRIORITY)}
 def resolve_finish_reason(reasons: Iterable[FinishReason]) -> FinishReason:
     """The one finish reason of a turn given every reason observed in it (I8).
 
-    DEADLINE > ITERATION_LIMIT > POLICY_DENIED > AWAITING_APPROVAL > ERROR > PLAN_MODE > SUCCESS; no reason
-    at all means SUCCESS.
+    DEADLINE > ITERATION_LIMIT > POLICY_DENIED > AWAITING_APPROVAL > ERROR > INTERRUPTED > PLAN_MODE
+    > SUCCESS; no reason at all means SUCCESS.
     """
     return min(reasons, key=_RANK.__getitem__, default=FinishReason.SUCCESS)
 

@@ -34,6 +34,7 @@ DEFAULT_STOP_TEXTS: Mapping[FinishReason, str] = {
     FinishReason.POLICY_DENIED: "I'm not allowed to do that here ({detail}).",
     FinishReason.AWAITING_APPROVAL: "Before I run {detail}, I need your approval: approve or deny it.",
     FinishReason.ERROR: "Sorry, {detail}.",
+    FinishReason.INTERRUPTED: "I stopped this answer to read your newer message.",
 }
 
 

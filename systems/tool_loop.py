@@ -10,6 +10,10 @@ is not automatic) its text deltas reach the user as they arrive, in one message 
 recorded as `StreamedText`; routing later closes that message with the canonical answer
 or aborts it before a fallback.
 
+Interruption: under the `interrupt` mid-turn policy, a newer message of the session stops the
+turn at its next safe point, before a model call or a tool step (never inside a tool): it ends
+INTERRUPTED, and routing withdraws what it streamed.
+
 Approval: a call that needs the user's approval (`@tool(requires_approval=True)`, or the
 `approval` hook) is not run; the turn ends AWAITING_APPROVAL with an `ApprovalRequest`,
 and the conversation so far is stored as a `PendingApproval`. The turn of the user's
@@ -294,6 +298,8 @@ class ToolLoopSystem(System):
             if ctx.deadline_passed():
                 turn.stop(FinishReason.DEADLINE, "the turn deadline passed before the model finished")
                 return
+            if await self._interrupted(turn):
+                return
             if turn.llm_calls >= self.settings.max_llm_calls:
                 turn.stop(FinishReason.ITERATION_LIMIT, f"the model was called {turn.llm_calls} times without finishing")
                 return
@@ -324,6 +330,8 @@ class ToolLoopSystem(System):
                 turn.stop(FinishReason.PLAN_MODE, f"plan mode: {len(reply.tool_calls)} tool call(s) proposed, none run")
                 return
             turn.messages.append(ChatMessage.assistant(content, reply.tool_calls))
+            if await self._interrupted(turn):
+                return
             admitted, stop = self._admit(turn, reply.tool_calls)
             for ran in await self._run_step(turn, admitted):
                 turn.messages.append(ChatMessage.tool(ran.call.id, ran.call.name, self._record(turn, ran)))
@@ -332,6 +340,14 @@ class ToolLoopSystem(System):
             if stop is not None:
                 turn.stop(*stop)
                 return
+
+    @staticmethod
+    async def _interrupted(turn: _Turn) -> bool:
+        """The safe point before a model call or a tool step: a newer message of the session stops the turn here."""
+        if not await turn.ctx.interrupted():
+            return False
+        turn.stop(FinishReason.INTERRUPTED, "a newer message of this session arrived")
+        return True
 
     def _admit(self, turn: _Turn, calls: Iterable[ToolCall]) -> tuple[list[ToolCall], tuple[FinishReason, str] | None]:
         """The calls of one model step that may run, in order, and why the loop stops after them, if it does

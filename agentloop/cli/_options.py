@@ -13,6 +13,7 @@ import attrs
 
 from agentloop.bots import DEFAULT_BASE_URL, BotSettings, ModelSettings, start_otel
 from agentloop.errors import AgentloopError
+from agentloop.mid_turn import MidTurnPolicy
 from agentloop.scopes import DEFAULT_COMPANY
 
 DEFAULT_DATA_DIR = "agentloop-data"
@@ -127,3 +128,12 @@ def seconds(text: str) -> float:
     if not seconds > 0:
         raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
     return seconds
+
+
+def add_mid_turn(parser: argparse.ArgumentParser) -> None:
+    """The `--mid-turn` option: what a message gets while a turn of its session runs."""
+    parser.add_argument(
+        "--mid-turn", choices=[policy.value for policy in MidTurnPolicy], default=MidTurnPolicy.QUEUE.value,
+        help="a message arriving while a turn of its session runs: queue it behind the turn, reject it "
+        "(HTTP 409), or interrupt the turn at its next safe point and answer the new message (default: queue)",
+    )

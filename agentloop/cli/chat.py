@@ -17,12 +17,13 @@ from agentloop.adapters.errors import StoreUrlError
 from agentloop.adapters.urls import shown_url
 from agentloop.bots import BotSettings, built_pipeline, open_bot, pipeline_note_taking, user_tools
 from agentloop.cli._options import (
-    MODEL_EPILOG, Commands, CliError, SharedOptions, bot_settings, model_settings, otel_from_environment, seconds,
+    MODEL_EPILOG, Commands, CliError, SharedOptions, add_mid_turn, bot_settings, model_settings, otel_from_environment, seconds,
 )
 from agentloop.cli.repl import Chat, LogAboveSpinner, Spinner, converse
 from agentloop.context import Session
 from agentloop.logging import configure_logging
 from agentloop.loop import AgentLoop
+from agentloop.mid_turn import MidTurnPolicy
 from agentloop.notes import NoteTaking
 from agentloop.ports import LLM, Channel
 
@@ -52,6 +53,7 @@ def register(commands: Commands, options: SharedOptions) -> None:
         "--verbose", action="store_true",
         help="log a tool's or system's failure with its traceback on stderr, besides its line in the conversation",
     )
+    add_mid_turn(chat)
     chat.set_defaults(handler=_chat)
 
 
@@ -71,6 +73,7 @@ def _chat(args: argparse.Namespace, out: TextIO) -> int:
             loop, note_taking, stores = _user_bot(stack, where, args.pipeline, llm, channel)
         if args.timeout is not None:
             loop.turn_timeout = args.timeout
+        loop.mid_turn = MidTurnPolicy(args.mid_turn)
         session = Session(args.session, user_id=args.user)
         chat = Chat(loop, note_taking, session, spinner, approvals=None if stores is None else stores.approvals)
         status = converse(chat, sys.stdin)

@@ -13,6 +13,7 @@ from typing import TextIO
 import attrs
 
 from agentloop.context import IncomingMessage, Session
+from agentloop.errors import TurnInProgressError
 from agentloop.loop import AgentLoop
 from agentloop.notes import NoteTaking
 from agentloop.ports import ApprovalStore
@@ -152,6 +153,10 @@ async def _turn(chat: Chat, incoming: IncomingMessage) -> None:
         chat.spinner.start()
     try:
         ctx = await chat.loop.run_turn(chat.session, incoming)
+    except TurnInProgressError:
+        print("agentloop: a turn of this session is still running, so this message was not sent (--mid-turn reject); "
+              "send it again once the answer is in", file=sys.stderr)
+        return
     finally:
         if chat.spinner is not None:
             chat.spinner.stop()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import TextIO
 
-from agentloop.cli._options import EXIT_STATUS, MODEL_EPILOG, Commands, CliError, SharedOptions, bot_settings, model_settings, seconds
+from agentloop.cli._options import EXIT_STATUS, MODEL_EPILOG, Commands, CliError, SharedOptions, add_mid_turn, bot_settings, model_settings, seconds
 
 
 def register(commands: Commands, options: SharedOptions) -> None:
@@ -43,6 +43,7 @@ def register(commands: Commands, options: SharedOptions) -> None:
         "--max-concurrent-turns", type=int, default=None, metavar="N",
         help="run at most N turns here at once, the others waiting their turn (default: no bound)",
     )
+    add_mid_turn(serve)
     serve.add_argument("--otel", action="store_true", help="export traces and metrics with OpenTelemetry, configured by the OTEL_* variables")
     serve.set_defaults(handler=_serve)
 
@@ -68,5 +69,6 @@ def _serve(args: argparse.Namespace, out: TextIO) -> int:
         turn_timeout=args.timeout,
         idle_timeout=args.idle_timeout,
         max_concurrent_turns=args.max_concurrent_turns,
+        mid_turn=args.mid_turn,
     )
     return serve(options, out)

@@ -11,7 +11,7 @@ from typing import Any, TextIO
 from agentloop.adapters import open_stores
 from agentloop.adapters.urls import is_postgres_url, shown_url
 from agentloop.bots import built_pipeline, pipeline_note_taking
-from agentloop.cli._options import EXIT_STATUS, Commands, CliError, SharedOptions, bot_settings, otel_from_environment
+from agentloop.cli._options import EXIT_STATUS, Commands, CliError, SharedOptions, add_mid_turn, bot_settings, otel_from_environment
 from agentloop.loop import AgentLoop
 from agentloop.notes import IdleSessions
 
@@ -36,6 +36,7 @@ def register(commands: Commands, options: SharedOptions) -> None:
         help="end (and distil) a session this worker ran turns of once nobody has spoken in it for this long; "
         "needs a pipeline with note-taking (default: sessions are not ended)",
     )
+    add_mid_turn(worker)
     worker.set_defaults(handler=_worker)
 
 
@@ -68,7 +69,7 @@ def _worker(args: argparse.Namespace, out: TextIO) -> int:
         built_pipeline(args.pipeline, {"stores": lambda: opened}) as loop,
     ):
         idle = None if args.idle_end is None else _idle_sessions(args.pipeline, loop, args.idle_end)
-        asyncio.run(_work(workers, inbox_url, where.bot, loop, settings, shown_url(stores), out, idle))
+        asyncio.run(_work(workers, inbox_url, where.bot, loop, settings, shown_url(stores), out, idle, args.mid_turn))
     return 0
 
 
@@ -85,10 +86,10 @@ def _idle_sessions(target: str, loop: AgentLoop, idle_after: float) -> IdleSessi
 
 async def _work(
     workers: Any, inbox_url: str, bot: str, loop: AgentLoop, settings: Any, stores: str, out: TextIO,
-    idle: IdleSessions | None,
+    idle: IdleSessions | None, mid_turn: str,
 ) -> None:
     """Serve the inbox until SIGTERM or SIGINT; one status line when ready and one when stopped."""
-    async with workers.open_inbox(inbox_url, bot=bot, pool_size=settings.concurrency + 4) as inbox:
+    async with workers.open_inbox(inbox_url, bot=bot, pool_size=settings.concurrency + 4, mid_turn=mid_turn) as inbox:
         print(
             f"agentloop worker {os.getpid()}: bot {bot!r}, inbox {inbox.url}, stores {stores}, "
             f"{settings.concurrency} turns at once; a lost worker's turns restart within "

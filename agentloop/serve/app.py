@@ -25,9 +25,10 @@ from agentloop.adapters import Stores, open_note_taking, open_stores
 from agentloop.adapters.stores import open_replies
 from agentloop.bots import BotError, built_pipeline, open_bot, pipeline_note_taking
 from agentloop.context import IncomingMessage, Session
-from agentloop.errors import StoreUnavailableError
+from agentloop.errors import StoreUnavailableError, TurnInProgressError
 from agentloop.loop import AgentLoop
 from agentloop.messages import Role
+from agentloop.mid_turn import Interruption, MidTurnPolicy, waiting_behind
 from agentloop.notes import IdleSessions, NoteTaking
 from agentloop.ports.replies import Replies, Reply
 from agentloop.scopes import Scope, approval_scope, history_scope
@@ -151,7 +152,7 @@ async def _open(server: _Server) -> AsyncIterator[_Bot]:
                 bot = _Bot(stores, stack.enter_context(open_note_taking(stores, settings.llm)))
                 from agentloop.workers import open_inbox  # the postgres extra
 
-                bot.inbox = await closing.enter_async_context(open_inbox(settings.stores, bot=settings.bot))
+                bot.inbox = await closing.enter_async_context(open_inbox(settings.stores, bot=settings.bot, mid_turn=settings.mid_turn))
             elif settings.pipeline is None:
                 standard = stack.enter_context(open_bot(settings.stores, settings.llm, server.channel, bot=settings.bot))
                 assert standard.pipeline.stores is not None  # open_bot gives the pipeline its stores
@@ -172,6 +173,7 @@ async def _open(server: _Server) -> AsyncIterator[_Bot]:
         if bot.loop is not None and settings.max_concurrent_turns is not None:
             bot.loop.max_concurrent_turns = settings.max_concurrent_turns
         if bot.loop is not None:
+            bot.loop.mid_turn = settings.mid_turn
             bot.replies = await closing.enter_async_context(open_replies(bot.stores.url, bot=settings.bot))
         bot.idle = await closing.enter_async_context(IdleSessions(bot.note_taking, idle_after=settings.idle_timeout))
         _log.info("serve.started", bot=settings.bot, inbox=bot.inbox is not None)
@@ -221,6 +223,8 @@ async def _answer(respond: Callable[[], Awaitable[Response]]) -> Response:
         return _error(error)
     except StoreUnavailableError as error:
         return _error(_unavailable(error))
+    except TurnInProgressError as error:
+        return _error(ApiError(409, "turn_in_progress", str(error)))
     except Exception as error:
         _log.error("serve.internal_error", exc_info=error)
         return _error(ApiError(500, "internal", "the server failed on this request; try again, and tell its operator if it keeps failing"))
@@ -416,10 +420,13 @@ async def _turn(
     bot = server.running
     stream = "text/event-stream" in request.headers.get("accept", "")
     if bot.loop is None:
-        outcome = _watched(bot, session, _inbox_turn(server, bot, session, incoming, message_id))
+        key = await _submit(bot, session, incoming, message_id)  # refused (409, 422) before any stream opens
+        outcome = _watched(bot, session, _inbox_turn(server, bot, key, message_id))
         if stream:
             return _sse(_only(outcome))
         return JSONResponse(await outcome)
+    if bot.loop.mid_turn is MidTurnPolicy.REJECT and session.id in server.gates:
+        raise TurnInProgressError(session.id)
     gate = server.gates.setdefault(session.id, _Gate())
     gate.users += 1
 
@@ -443,7 +450,8 @@ async def _turn(
         return _sse(_only(_already(stored))) if stream else JSONResponse(stored)
     kept = bot.replies if given else None
     events = server.channel.listen(session.id)
-    task = asyncio.create_task(_watched(bot, session, _direct_turn(bot.loop, session, incoming, message_id, kept)))
+    newer = waiting_behind(lambda: gate.users > 1) if bot.loop.mid_turn is MidTurnPolicy.INTERRUPT else None  # a request waits
+    task = asyncio.create_task(_watched(bot, session, _direct_turn(bot.loop, session, incoming, message_id, kept, newer)))
     server.turns.add(task)
 
     def finished(done: asyncio.Task[Any]) -> None:
@@ -467,9 +475,10 @@ async def _watched(bot: _Bot, session: Session, turn: Awaitable[dict[str, Any]])
 
 
 async def _direct_turn(
-    loop: AgentLoop, session: Session, incoming: IncomingMessage, message_id: str, replies: Replies | None
+    loop: AgentLoop, session: Session, incoming: IncomingMessage, message_id: str, replies: Replies | None,
+    interruption: Interruption | None = None,
 ) -> dict[str, Any]:
-    ctx = await loop.run_turn(session, incoming)
+    ctx = await loop.run_turn(session, incoming, interruption=interruption)
     outcome = outcome_json(ctx.turn_id, message_id, ctx.turn_outcome)
     if replies is not None:
         await replies.keep(message_scope(session), message_id, Reply(session.id, message_digest(incoming), outcome))
@@ -491,14 +500,21 @@ async def _already(outcome: dict[str, Any]) -> dict[str, Any]:
     return outcome
 
 
-async def _inbox_turn(server: _Server, bot: _Bot, session: Session, incoming: IncomingMessage, message_id: str) -> dict[str, Any]:
-    """Submit the message to the workers' inbox and wait for its outcome (a worker runs the turn)."""
-    from agentloop.workers import MessageIdConflictError, MessageNotAnsweredError
+async def _submit(bot: _Bot, session: Session, incoming: IncomingMessage, message_id: str) -> str:
+    """Submit the message to the workers' inbox; its key there (`TurnInProgressError` under the reject policy)."""
+    from agentloop.workers import MessageIdConflictError
 
     try:
-        key = await bot.inbox.submit(session, incoming, message_id=message_id)
+        key: str = await bot.inbox.submit(session, incoming, message_id=message_id)
     except MessageIdConflictError as error:
         raise ApiError(422, "invalid", f"message_id {message_id!r} was already used for another message; send a new id") from error
+    return key
+
+
+async def _inbox_turn(server: _Server, bot: _Bot, key: str, message_id: str) -> dict[str, Any]:
+    """Wait for the outcome of the submitted message `key` (a worker runs the turn)."""
+    from agentloop.workers import MessageNotAnsweredError
+
     wait = (server.settings.turn_timeout or 120.0) + INBOX_GRACE
     try:
         result = await bot.inbox.wait(key, timeout=wait)

@@ -13,6 +13,7 @@ import uvicorn
 from agentloop._log import get_logger
 from agentloop.adapters.urls import shown_url
 from agentloop.bots import BotError, BotSettings, ModelSettings, start_otel
+from agentloop.mid_turn import MidTurnPolicy
 from agentloop.serve.app import create_app
 from agentloop.serve.auth import load_tokens
 from agentloop.serve.errors import TokenFileError
@@ -41,6 +42,7 @@ class ServeOptions:
     turn_timeout: float = 120.0
     idle_timeout: float = 1800.0
     max_concurrent_turns: int | None = None
+    mid_turn: str = "queue"
 
 
 def serve(options: ServeOptions, out: TextIO) -> int:
@@ -65,6 +67,7 @@ def serve(options: ServeOptions, out: TextIO) -> int:
             turn_timeout=options.turn_timeout,
             idle_timeout=options.idle_timeout,
             max_concurrent_turns=options.max_concurrent_turns,
+            mid_turn=MidTurnPolicy(options.mid_turn),
         )
         app = create_app(settings)
     except ValueError as error:

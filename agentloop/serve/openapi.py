@@ -62,7 +62,7 @@ OPENAPI: dict[str, Any] = {
                     "message_id": {"type": "string"},
                     "finish_reason": {
                         "type": "string",
-                        "enum": ["success", "error", "iteration_limit", "deadline", "policy_denied", "plan_mode", "awaiting_approval"],
+                        "enum": ["success", "error", "iteration_limit", "deadline", "policy_denied", "plan_mode", "awaiting_approval", "interrupted"],
                     },
                     "text": {"type": ["string", "null"], "description": "exactly what the user receives"},
                     "fallback": {"type": "boolean"},

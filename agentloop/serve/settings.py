@@ -9,6 +9,7 @@ import attrs
 
 from agentloop.adapters.stores import DEFAULT_STORES_URL
 from agentloop.adapters.urls import is_postgres_url
+from agentloop.mid_turn import MidTurnPolicy
 from agentloop.ports import LLM
 from agentloop.serve.auth import Tokens
 
@@ -34,6 +35,7 @@ class ServeSettings:
     a turn for `idle_timeout` seconds is ended (distilled) as `POST .../end` would. With
     `max_concurrent_turns`, at most that many turns run here at once; the others wait their turn
     (`AgentLoop`'s bound), so an overloaded server answers later rather than starving its loop.
+    `mid_turn` is what a message gets while a turn of its session runs (under reject, a 409).
     """
 
     tokens: str | os.PathLike[str] | Tokens
@@ -50,6 +52,7 @@ class ServeSettings:
     history_limit: int = attrs.field(default=200, validator=_positive)
     idle_timeout: float = attrs.field(default=1800.0, validator=_positive)
     max_concurrent_turns: int | None = attrs.field(default=None, validator=_positive_whole)
+    mid_turn: MidTurnPolicy = attrs.field(default=MidTurnPolicy.QUEUE, converter=MidTurnPolicy)
 
     @property
     def uses_inbox(self) -> bool:

@@ -22,7 +22,8 @@ from agentloop._text import storable
 from agentloop.adapters.urls import is_postgres_url, shown_url
 from agentloop.context import IncomingMessage, Session
 from agentloop.adapters.errors import NewerSchemaError
-from agentloop.errors import StoreUnavailableError
+from agentloop.errors import StoreUnavailableError, TurnInProgressError
+from agentloop.mid_turn import Interruption, MidTurnPolicy
 from agentloop.outcome import FinishReason, TurnOutcome, converter
 from agentloop.workers.errors import InboxUrlError, MessageIdConflictError, MessageNotAnsweredError, UnknownMessageError
 
@@ -90,6 +91,11 @@ _STEPS: tuple[LiteralString, ...] = (
     ALTER TABLE agentloop_inbox ALTER COLUMN scope SET NOT NULL, ALTER COLUMN key SET NOT NULL,
         DROP CONSTRAINT agentloop_inbox_pkey, ADD PRIMARY KEY (bot, key),
         ADD CONSTRAINT agentloop_inbox_scoped_id UNIQUE (bot, scope, message_id);
+    """,
+    # 3: a session's unfinished messages in job order, found at once: what a running turn asks at each
+    # safe point under the interrupt policy, and what a submit looks for under the reject policy.
+    """
+    CREATE INDEX agentloop_inbox_unfinished ON agentloop_inbox (bot, (session ->> 'id'), job_id) WHERE finished_at IS NULL;
     """,
 )
 SCHEMA_VERSION = len(_STEPS)
@@ -174,11 +180,17 @@ class Inbox:
 
     Open it with `open_inbox`. Every method is a coroutine on one connection pool. The
     `message_id` the methods after `submit` take is the message's key in the inbox (what
-    `submit` returns, and its job's argument), not the client's id.
+    `submit` returns, and its job's argument), not the client's id. `mid_turn` is the bot's
+    policy for a message submitted while another of its session is unfinished: under reject,
+    `submit` refuses it; under interrupt, workers give turns a look for a newer message.
     """
 
-    def __init__(self, app: procrastinate.App, connector: procrastinate.PsycopgConnector, bot: str, url: str) -> None:
+    def __init__(
+        self, app: procrastinate.App, connector: procrastinate.PsycopgConnector, bot: str, url: str,
+        mid_turn: MidTurnPolicy = MidTurnPolicy.QUEUE,
+    ) -> None:
         self.app = app
+        self.mid_turn = mid_turn
         self.bot = bot
         self.url = url
         """The inbox URL with any password masked."""
@@ -193,7 +205,8 @@ class Inbox:
         (a client retrying) stores nothing new and returns the same key; with another session
         or text it raises `MessageIdConflictError`. NUL and lone surrogates in the message are
         replaced by U+FFFD before it is stored. The message and its job are stored in one
-        transaction, so both or neither exist.
+        transaction, so both or neither exist. Under the reject policy, a new message of a session
+        with an unfinished one raises `TurnInProgressError` (one submit of a session at a time decides).
         """
         if message_id is None:
             message_id = new_id()
@@ -209,6 +222,8 @@ class Inbox:
         """Store the message as `key` with its job in one transaction; the key already stored
         for the same `message_id` in `scope` if it is the same message."""
         async with self.connector.pool.connection() as conn, conn.transaction():
+            if self.mid_turn is MidTurnPolicy.REJECT:
+                await self._refuse_if_busy(conn, session.id, scope, message_id)
             inserted = await (
                 await conn.execute(
                     "INSERT INTO agentloop_inbox (bot, key, scope, message_id, session, message) VALUES (%s, %s, %s, %s, %s, %s) "
@@ -233,6 +248,33 @@ class Inbox:
             await conn.execute("UPDATE agentloop_inbox SET job_id = %s WHERE bot = %s AND key = %s", (job_id, self.bot, key))
         _log.debug("inbox.submitted", bot=self.bot, message_id=message_id, key=key, session_id=session.id, job_id=job_id)
         return key
+
+    async def _refuse_if_busy(self, conn: psycopg.AsyncConnection[Any], session_id: str, scope: Jsonb, message_id: str) -> None:
+        """Raise `TurnInProgressError` if another message of the session is unfinished (the client's retry of the
+        same one is not another), holding the session's submit lock until the transaction ends."""
+        await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (session_lock(self.bot, session_id),))
+        busy = await (
+            await conn.execute(
+                "SELECT 1 FROM agentloop_inbox WHERE bot = %s AND session ->> 'id' = %s AND finished_at IS NULL "
+                "AND NOT (scope = %s AND message_id = %s) LIMIT 1",
+                (self.bot, session_id, scope, message_id),
+            )
+        ).fetchone()
+        if busy is not None:
+            raise TurnInProgressError(session_id)
+
+    def interruption(self, session_id: str, job_id: int) -> Interruption:
+        """What the turn of job `job_id` asks at each safe point: is a newer message of its session unfinished?"""
+
+        async def newer() -> bool:
+            found = await self._execute(
+                "SELECT EXISTS (SELECT 1 FROM agentloop_inbox WHERE bot = %s AND session ->> 'id' = %s "
+                "AND finished_at IS NULL AND job_id > %s)",
+                (self.bot, session_id, job_id),
+            )
+            return found is not None and bool(found[0])
+
+        return Interruption(newer)
 
     async def result(self, message_id: str) -> MessageResult | None:
         """The result of `message_id` once its turn has finished, None before;
@@ -361,12 +403,16 @@ async def _connect(url: str) -> psycopg.AsyncConnection[tuple[Any, ...]]:
 
 
 @asynccontextmanager
-async def open_inbox(url: str, *, bot: str = "bot", pool_size: int = 4, migrate: bool = True) -> AsyncIterator[Inbox]:
+async def open_inbox(
+    url: str, *, bot: str = "bot", pool_size: int = 4, migrate: bool = True, mid_turn: MidTurnPolicy | str = MidTurnPolicy.QUEUE
+) -> AsyncIterator[Inbox]:
     """The inbox of `bot` in the PostgreSQL database at `url`, open for the block.
 
     With `migrate` (the default) its tables are created or brought up to date first.
-    `pool_size` is the most connections it holds at once.
+    `pool_size` is the most connections it holds at once; `mid_turn` is the bot's mid-turn policy
+    (the server submitting and the workers running turns give the same).
     """
+    policy = MidTurnPolicy(mid_turn)
     check_bot_name(bot)
     if migrate:
         await migrate_inbox(url)
@@ -379,5 +425,5 @@ async def open_inbox(url: str, *, bot: str = "bot", pool_size: int = 4, migrate:
     )
     app = procrastinate.App(connector=connector)
     async with app.open_async():
-        yield Inbox(app, connector, bot, shown_url(url))
+        yield Inbox(app, connector, bot, shown_url(url), policy)
 

@@ -22,6 +22,7 @@ import procrastinate.worker
 from agentloop._log import get_logger
 from agentloop.components import InboxTurn
 from agentloop.loop import AgentLoop
+from agentloop.mid_turn import MidTurnPolicy
 from agentloop.outcome import FailureEvent, FailureKind, FailureSource
 from agentloop.workers.errors import TurnNotStoredError
 from agentloop.workers.inbox import MAX_RUNS, TURN_TASK, Inbox, is_connection_loss, queue_name
@@ -102,8 +103,10 @@ class _Turns:
             self.idle.touch(pending.session)
         outcome = None
         turn = InboxTurn(message_id, pending.run, self.inbox, last_run=context.job.attempts >= MAX_RUNS - 1)
+        job_id, interrupt = context.job.id, self.inbox.mid_turn is MidTurnPolicy.INTERRUPT  # under interrupt, a newer message stops it
+        newer = self.inbox.interruption(pending.session.id, job_id) if interrupt and job_id is not None else None
         try:  # the message id names the turn: feedback on it reaches its notes
-            ctx = await self.loop.run_turn(pending.session, pending.incoming, components=(turn,), turn_id=message_id)
+            ctx = await self.loop.run_turn(pending.session, pending.incoming, components=(turn,), turn_id=message_id, interruption=newer)
             outcome = ctx.turn_outcome
             if outcome is not None and pending.run > 1:
                 outcome = attrs.evolve(outcome, failures=(rerun_failure(pending.run, self.loop.clock.now()), *outcome.failures))

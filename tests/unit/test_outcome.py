@@ -98,6 +98,7 @@ def test_priority_order_is_the_documented_one() -> None:
         FinishReason.POLICY_DENIED,
         FinishReason.AWAITING_APPROVAL,
         FinishReason.ERROR,
+        FinishReason.INTERRUPTED,
         FinishReason.PLAN_MODE,
         FinishReason.SUCCESS,
     )

@@ -616,7 +616,7 @@ def test_stores_migrate_a_postgresql_bot_creates_its_stores_and_its_inbox(postgr
     assert main(["stores", "migrate", postgres_url, "--bot", "helper"], out) == 0
     shown = shown_url(postgres_url)
     assert out.getvalue().splitlines() == [
-        f"stores of bot 'helper' at {shown}: up to date", f"inbox at {shown}: up to date (schema version 2)"
+        f"stores of bot 'helper' at {shown}: up to date", f"inbox at {shown}: up to date (schema version 3)"
     ]
     with psycopg.connect(postgres_url) as conn:
         found = conn.execute(

@@ -18,6 +18,7 @@ from agentloop.serve.openapi import OPENAPI
 from agentloop.testing import ScriptedLLM
 from agentloop.testing.serve import served
 from agentloop.serve import Caller
+from mid_turn_kit import HeldModel
 from serve_kit import (
     ALICE, BOB, CAROL, HELLO, Blocking, GatedLLM, auth, client, new_session, say_hi, seed_note, serve_command, settings,
     usefulness,
@@ -588,3 +589,24 @@ def test_every_response_forbids_inline_script_sniffing_and_framing(tmp_path: Pat
     assert "script-src 'self'" in policy and "unsafe-inline" not in policy
     assert "frame-ancestors 'none'" in policy
     assert answer.headers["x-content-type-options"] == "nosniff"
+
+
+def test_a_message_sent_while_a_turn_of_its_session_runs_gets_409_under_the_reject_policy(tmp_path: Path) -> None:
+    model = HeldModel()
+
+    async def body() -> tuple[httpx.Response, httpx.Response, httpx.Response]:
+        async with client(settings(tmp_path, model, mid_turn="reject")) as http:
+            session = await new_session(http)
+            url = f"/v1/sessions/{session}/messages"
+            first = asyncio.create_task(http.post(url, json={"text": "first"}, headers=auth(ALICE)))
+            await asyncio.wait_for(model.called.wait(), 30)  # a guard against a hang, not a timing check
+            refused = await http.post(url, json={"text": "second"}, headers={**auth(ALICE), "Accept": "text/event-stream"})
+            model.release.set()
+            answered = await first
+            return refused, answered, await http.post(url, json={"text": "third"}, headers=auth(ALICE))
+
+    refused, answered, later = asyncio.run(body())
+    assert refused.status_code == 409 and refused.headers["content-type"] == "application/json"
+    error = refused.json()["error"]
+    assert error["code"] == "turn_in_progress" and "still running" in error["message"] and "\n" not in error["message"]
+    assert answered.status_code == 200 and later.status_code == 200
