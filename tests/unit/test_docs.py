@@ -108,7 +108,7 @@ def run_guide(guide: Path, directory: Path, monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.syspath_prepend(str(directory))
     for module in modules:  # the guide's own file, not a same-named module imported earlier
         monkeypatch.delitem(sys.modules, module, raising=False)
-    logging_config = structlog.get_config()
+    logging_config, configured = structlog.get_config(), structlog.is_configured()
     namespace: dict[str, object] = {"__name__": f"docs_{guide.stem}"}
     printed = io.StringIO()
     try:
@@ -118,8 +118,11 @@ def run_guide(guide: Path, directory: Path, monkeypatch: pytest.MonkeyPatch) -> 
                     exec(compile(block.text, f"{guide.name} code block {index + 1}", "exec", dont_inherit=True), namespace)
                 elif block.lang == "console":
                     run_console(block.text, directory)
-    finally:
-        structlog.configure(**logging_config)
+    finally:  # a guide that configures logging leaves the next one as it found it
+        if configured:
+            structlog.configure(**logging_config)
+        else:
+            structlog.reset_defaults()
         for module in modules:
             sys.modules.pop(module, None)
     return printed.getvalue()
