@@ -73,11 +73,9 @@ def _embedder_for(recorded: Sequence[tuple[str, int]], shown: str, bot: str) -> 
     notice of how to move), else `default_embedder()`: another is refused by the stores."""
     for name, dim in recorded:
         if name == hashing_name(dim):
-            new = default_embedder().name
             _log.warning(
-                "stores.hashing_embedder",
-                stores=shown, bot=bot, embedder=name,
-                move=f"agentloop stores reembed {shown} --bot {bot} (re-embeds them with {new!r}, which finds notes by meaning)",
+                "stores.hashing_embedder", stores=shown, bot=bot, embedder=name, default=default_embedder().name,
+                move=f"agentloop stores reembed {shown} --bot {bot}",
             )
             return HashingEmbedder(dim)
         if name == wordllama_name(dim) and dim in DIMENSIONS:
