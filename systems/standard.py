@@ -239,8 +239,8 @@ def standard_pipeline(
 
     It keeps history, memory, indexed answers and tool calls awaiting approval in `stores`
     (from `open_stores`, still the caller's to close), or in the stores it opens at `data_dir`
-    (a stores URL or a directory) for `bot` with `embedder` (default: the offline
-    HashingEmbedder), closed with the pipeline. `tools` are `Tool`s or typed functions;
+    (a stores URL or a directory) for `bot` with `embedder` (default: as `open_stores`
+    chooses, WordLlama's for new stores), closed with the pipeline. `tools` are `Tool`s or typed functions;
     `approval(ctx, call)` decides which calls wait for the user's approval (default: the
     tools made with `requires_approval=True`). Note retrieval and trajectory capture are added with `insert`.
     """

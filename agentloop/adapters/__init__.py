@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from agentloop.adapters.channels.console import ConsoleChannel
     from agentloop.adapters.embedders.hashing import HashingEmbedder
+    from agentloop.adapters.embedders.wordllama import WordLlamaEmbedder
     from agentloop.adapters.metrics import InMemoryMetrics
     from agentloop.adapters.notes import open_note_taking
     from agentloop.adapters.notifier import LogNotifier, RecordingNotifier
@@ -23,8 +24,8 @@ if TYPE_CHECKING:
     from agentloop.adapters.sqlite.sessions import SqliteSessionStore
     from agentloop.adapters.sqlite.tasks import SqliteTaskStore
     from agentloop.adapters.sqlite.trajectories import SqliteTrajectoryStore
+    from agentloop.adapters.stores import DEFAULT_STORES_URL, Reembedded, default_embedder, open_stores, reembed_stores, stores_exist
     from agentloop.adapters.summaries import InMemorySummaryStore
-    from agentloop.adapters.stores import DEFAULT_STORES_URL, Reembedded, open_stores, reembed_stores, stores_exist
     from agentloop.adapters.vectors.hnsw import HnswVectorIndex
     from agentloop.ports.stores import Stores
 
@@ -46,6 +47,8 @@ _HOMES = {
     "SqliteTaskStore": "agentloop.adapters.sqlite.tasks",
     "SqliteTrajectoryStore": "agentloop.adapters.sqlite.trajectories",
     "Stores": "agentloop.ports.stores",
+    "WordLlamaEmbedder": "agentloop.adapters.embedders.wordllama",
+    "default_embedder": "agentloop.adapters.stores",
     "open_note_taking": "agentloop.adapters.notes",
     "open_stores": "agentloop.adapters.stores",
     "reembed_stores": "agentloop.adapters.stores",
@@ -70,6 +73,8 @@ __all__ = [
     "SqliteTaskStore",
     "SqliteTrajectoryStore",
     "Stores",
+    "WordLlamaEmbedder",
+    "default_embedder",
     "open_note_taking",
     "open_stores",
     "reembed_stores",

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from types import ModuleType
 
 import attrs
 
+from agentloop._log import get_logger
 from agentloop._names import check_bot_name
-from agentloop.adapters.embedders.hashing import HashingEmbedder
+from agentloop.adapters.embedders.hashing import HashingEmbedder, hashing_name
+from agentloop.adapters.embedders.wordllama import DIMENSIONS, WordLlamaEmbedder, wordllama_name
 from agentloop.adapters.private_files import private_folder
-from agentloop.adapters.sqlite import open_sqlite_replies, open_sqlite_stores, reembed_sqlite_stores
+from agentloop.adapters.sqlite import open_sqlite_replies, open_sqlite_stores, recorded_sqlite_embedders, reembed_sqlite_stores
 from agentloop.adapters.urls import after_scheme, has_password_parameter, is_postgres_url, scheme, shown_url
 from agentloop.adapters.errors import StoreUrlError
 from agentloop.ports import Embedder
@@ -23,6 +25,7 @@ from agentloop.ports.stores import Stores
 DEFAULT_STORES_URL = "sqlite:///./agentloop-data"
 """Where a bot keeps its stores unless told: the directory `./agentloop-data`."""
 
+_log = get_logger("agentloop.stores")
 _FIX = "give sqlite:///DIR (a relative DIR, or sqlite:////abs/dir), a directory path or postgresql://USER:PASSWORD@HOST/DATABASE"
 
 
@@ -38,7 +41,9 @@ def open_stores(
     `sqlite:///DIR` or a plain directory path: `DIR/<bot>.sqlite3` (history, memory, RAG,
     with `<bot>.rag.hnsw`, and tool calls awaiting approval), `<bot>.notes.sqlite3` (knowledge, with its `.hnsw`),
     `<bot>.trajectories.sqlite3`, `<bot>.tasks.sqlite3` and `<bot>.attempt-notes/`.
-    `embedder` (default `HashingEmbedder()`) embeds RAG texts and notes. A URL no backend
+    `embedder` embeds RAG texts and notes; without one, stores open with the embedder
+    recorded for their vectors when it is a hashing or WordLlama one (an old hashing store
+    logs how to move it), else with `default_embedder()`. A URL no backend
     can open is a `StoreUrlError`, as is a bot with no stores there yet when `create` is
     false. If a store fails to open, those opened are closed.
 
@@ -46,12 +51,36 @@ def open_stores(
     every store in the schema `agentloop_<bot>` of that database.
     """
     check_bot_name(bot)
+    shown = shown_url(os.fspath(url))
     if is_postgres_url(url):
-        return _open_postgres(os.fspath(url), bot, embedder or HashingEmbedder(), create)
+        return _open_postgres(os.fspath(url), bot, embedder or (lambda recorded: _embedder_for(recorded, shown, bot)), create)
     directory = _sqlite_directory(url, create)
     if not create and not (directory / f"{bot}.sqlite3").exists():
-        raise StoreUrlError(shown_url(os.fspath(url)), f"the bot {bot!r} has no stores there yet", "run the bot first, or give its URL and name")
-    return open_sqlite_stores(directory, bot=bot, embedder=embedder or HashingEmbedder())
+        raise StoreUrlError(shown, f"the bot {bot!r} has no stores there yet", "run the bot first, or give its URL and name")
+    if embedder is None:
+        embedder = _embedder_for(recorded_sqlite_embedders(directory, bot=bot), shown, bot)
+    return open_sqlite_stores(directory, bot=bot, embedder=embedder)
+
+
+def default_embedder() -> Embedder:
+    """The embedder new stores get: WordLlama's, which finds texts by meaning, ships inside its
+    package (nothing to download) and costs about as little as hashing words."""
+    return WordLlamaEmbedder()
+
+
+def _embedder_for(recorded: Sequence[tuple[str, int]], shown: str, bot: str) -> Embedder:
+    """The embedder recorded for the stores if it can be made here (a hashing one with a
+    notice of how to move), else `default_embedder()`: another is refused by the stores."""
+    for name, dim in recorded:
+        if name == hashing_name(dim):
+            _log.warning(
+                "stores.hashing_embedder", stores=shown, bot=bot, embedder=name, default=default_embedder().name,
+                move=f"agentloop stores reembed {shown} --bot {bot}",
+            )
+            return HashingEmbedder(dim)
+        if name == wordllama_name(dim) and dim in DIMENSIONS:
+            return WordLlamaEmbedder(dim)
+    return default_embedder()
 
 
 @attrs.frozen
@@ -110,7 +139,7 @@ async def open_replies(url: str, *, bot: str) -> AsyncIterator[Replies]:
         replies.close()
 
 
-def _open_postgres(url: str, bot: str, embedder: Embedder, create: bool) -> Stores:
+def _open_postgres(url: str, bot: str, embedder: Embedder | Callable[[Sequence[tuple[str, int]]], Embedder], create: bool) -> Stores:
     stores: Stores = _postgres_backend(url).open_postgres_stores(url, bot=bot, embedder=embedder, create=create)
     return stores
 

@@ -8,7 +8,7 @@ import os
 import sqlite3
 from typing import TextIO
 
-from agentloop.adapters import HashingEmbedder, open_stores, reembed_stores
+from agentloop.adapters import HashingEmbedder, WordLlamaEmbedder, default_embedder, open_stores, reembed_stores
 from agentloop.adapters.errors import StoreUrlError
 from agentloop.adapters.urls import is_postgres_url, shown_url
 from agentloop.bots import API_KEY_VARIABLES, DEFAULT_BASE_URL
@@ -35,7 +35,8 @@ def register(commands: Commands, options: SharedOptions) -> None:
     migrate.set_defaults(handler=_stores_migrate)
     reembed = stores_commands.add_parser(
         "reembed", parents=[embedding], help="embed every stored text and note again with another embedder",
-        description="Replace the vectors of every RAG text and note of the bot with those of EMBEDDER and record it, "
+        description="Replace the vectors of every RAG text and note of the bot with those of SPEC (default: the "
+        "default embedder, wordllama) and record it, "
         "so the stores open with it from now on (texts and notes are unchanged). Stop the bot first.",
         epilog=EXIT_STATUS,
     )
@@ -48,9 +49,10 @@ def register(commands: Commands, options: SharedOptions) -> None:
 def _embedder_options() -> argparse.ArgumentParser:
     options = argparse.ArgumentParser(add_help=False)
     options.add_argument(
-        "--embedder", default="hashing", metavar="SPEC",
-        help="the embedder: hashing (the default, 384 dimensions), hashing:DIM, openai:MODEL (an embeddings "
-        "endpoint at --base-url) or st:MODEL_DIR (a local sentence-transformers model)",
+        "--embedder", default=None, metavar="SPEC",
+        help="the embedder: wordllama (the default, 256 dimensions), wordllama:DIM (64 or 128), hashing (384 "
+        "dimensions, no model), hashing:DIM, openai:MODEL (an embeddings endpoint at --base-url) or st:MODEL_DIR "
+        "(a local sentence-transformers model); migrate keeps the one the stores were built with",
     )
     options.add_argument(
         "--base-url", default=os.environ.get("AGENTLOOP_BASE_URL", DEFAULT_BASE_URL), metavar="URL",
@@ -60,10 +62,12 @@ def _embedder_options() -> argparse.ArgumentParser:
 
 
 def embedder_from_spec(spec: str, *, base_url: str) -> Embedder:
-    """The embedder a command-line SPEC names: `hashing[:DIM]`, `openai:MODEL` (at
-    `base_url`, key from the environment) or `st:DIR_OR_NAME` (a local sentence-transformers model)."""
+    """The embedder a command-line SPEC names: `wordllama[:DIM]`, `hashing[:DIM]`, `openai:MODEL`
+    (at `base_url`, key from the environment) or `st:DIR_OR_NAME` (a local sentence-transformers model)."""
     kind, _, detail = spec.partition(":")
     try:
+        if kind == "wordllama":
+            return WordLlamaEmbedder(int(detail)) if detail else WordLlamaEmbedder()
         if kind == "hashing":
             return HashingEmbedder(int(detail)) if detail else HashingEmbedder()
         if kind == "openai" and detail:
@@ -77,12 +81,12 @@ def embedder_from_spec(spec: str, *, base_url: str) -> Embedder:
             return SentenceTransformerEmbedder(detail)
     except (ValueError, OSError, ImportError, LlmCallError) as error:
         raise CliError(f"cannot make the embedder {spec!r}: {error}") from error
-    raise CliError(f"--embedder {spec!r} names no embedder; give hashing, hashing:DIM, openai:MODEL or st:MODEL_DIR")
+    raise CliError(f"--embedder {spec!r} names no embedder; give wordllama, wordllama:DIM, hashing, hashing:DIM, openai:MODEL or st:MODEL_DIR")
 
 
 def _stores_migrate(args: argparse.Namespace, out: TextIO) -> int:
     shown = shown_url(args.url)
-    embedder = embedder_from_spec(args.embedder, base_url=args.base_url)
+    embedder = None if args.embedder is None else embedder_from_spec(args.embedder, base_url=args.base_url)
     open_stores(args.url, bot=args.bot, embedder=embedder).close()
     print(f"stores of bot {args.bot!r} at {shown}: up to date", file=out)
     if is_postgres_url(args.url):
@@ -93,7 +97,7 @@ def _stores_migrate(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _stores_reembed(args: argparse.Namespace, out: TextIO) -> int:
-    embedder = embedder_from_spec(args.embedder, base_url=args.base_url)
+    embedder = default_embedder() if args.embedder is None else embedder_from_spec(args.embedder, base_url=args.base_url)
     try:
         done = reembed_stores(args.url, bot=args.bot, embedder=embedder, batch_size=args.batch_size)
     except StoreUrlError:

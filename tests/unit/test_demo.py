@@ -40,7 +40,7 @@ def test_the_demo_runs_offline_and_every_step_holds(tmp_path: Path) -> None:
         "  failure: llm ToolLoopSystem rate_limit: the model server is rate limiting requests (HTTP 429)",
         "bot> 200 euros is about 216 US dollars.",
         "  distillation: stored (stored as a draft pattern)",
-        "  note offered: #1 'Planning a weekend city trip: weather, money and packing' (similarity 0.40)",
+        "  note offered: #1 'Planning a weekend city trip: weather, money and packing' (similarity 0.45)",
         "    | ### Planning a weekend city trip: weather, money and packing",
         "  positive feedback credited note #1 (useful 1x in 1 retrieval(s))",
     ]:

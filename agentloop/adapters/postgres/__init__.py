@@ -7,6 +7,8 @@ and each migrates on its own.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 import psycopg
 
 from agentloop.adapters.postgres import (
@@ -19,7 +21,7 @@ from agentloop.adapters.postgres.knowledge import PostgresKnowledgeRepository
 from agentloop.adapters.postgres.memory import PostgresMemoryStore
 from agentloop.adapters.postgres.rag import PostgresRagStore
 from agentloop.adapters.postgres.replies import open_postgres_replies
-from agentloop.adapters.postgres.embedders import VECTOR_TABLES, check_embedder, reembed_table
+from agentloop.adapters.postgres.embedders import VECTOR_TABLES, check_embedder, reembed_table, schema_embedders
 from agentloop.adapters.postgres.schema import exists, lock_migrations, migrate, search_path, vector_schema
 from agentloop.adapters.postgres.sessions import PostgresSessionStore
 from agentloop.adapters.postgres.summaries import PostgresSummaryStore
@@ -51,12 +53,17 @@ __all__ = [
 ]
 
 
-def open_postgres_stores(url: str, *, bot: str, embedder: Embedder, create: bool = True) -> Stores:
+EmbedderChoice = Callable[[Sequence[tuple[str, int]]], Embedder]
+"""Picks the embedder to open stores with from the (name, dim) pairs recorded for them."""
+
+
+def open_postgres_stores(url: str, *, bot: str, embedder: Embedder | EmbedderChoice, create: bool = True) -> Stores:
     """Every store of `bot` in the PostgreSQL database at `url`, migrated to this release's
-    schema (made on first use unless `create` is false); see `open_stores`."""
+    schema (made on first use unless `create` is false); see `open_stores`. `embedder` is
+    one, or how to choose one from the embedders recorded in the bot's schema."""
     db = Database(url, schema_name(url, bot))
     try:
-        db.wait(_prepare(db, embedder, create, bot))
+        embedder = db.wait(_prepare(db, embedder, create, bot))
     except BaseException:
         db.close()
         raise
@@ -105,12 +112,15 @@ async def _reembed(db: Database, embedder: Embedder, bot: str, batch_size: int) 
     return counts[0], counts[1]
 
 
-async def _prepare(db: Database, embedder: Embedder, create: bool, bot: str) -> None:
-    """Migrate the bot's schema (or refuse), check (or record) the embedder of its vectors, open the pool."""
+async def _prepare(db: Database, embedder: Embedder | EmbedderChoice, create: bool, bot: str) -> Embedder:
+    """Migrate the bot's schema (or refuse), check (or record) the embedder of its vectors, open
+    the pool; the embedder (chosen from the recorded ones when `embedder` is a choice)."""
     where = f"{shown_url(db.url)} (schema {db.schema})"
     async with await connect_once(db.url) as conn:
         if not create and not await exists(conn, db.schema):
             raise StoreUrlError(shown_url(db.url), f"the bot {bot!r} has no stores there yet", "run the bot first, or give its URL and name")
+        if callable(embedder):  # a choice: embedders are not callable
+            embedder = embedder(await schema_embedders(conn, db.schema))
         try:
             await migrate(conn, db.schema, SCHEMAS, dim=embedder.dim, where=where)
         except (psycopg.errors.InsufficientPrivilege, psycopg.errors.FeatureNotSupported, psycopg.errors.UndefinedFile) as error:
@@ -125,3 +135,4 @@ async def _prepare(db: Database, embedder: Embedder, create: bool, bot: str) -> 
             for table in VECTOR_TABLES:
                 await check_embedder(conn, db.schema, table, embedder, where)
     await db.pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
+    return embedder

@@ -57,6 +57,16 @@ async def recorded_embedder(conn: psycopg.AsyncConnection[Any], table: VectorTab
     return None if row is None else (str(row[0]), int(row[1]))
 
 
+async def schema_embedders(conn: psycopg.AsyncConnection[Any], schema: str) -> list[tuple[str, int]]:
+    """The (name, dim) pairs recorded in the bot's `schema`, read before it is migrated (none
+    when it has no record table)."""
+    row = await (await conn.execute("SELECT to_regclass(%s)", (f'"{schema}".vector_embedders',))).fetchone()
+    if row is None or row[0] is None:
+        return []
+    rows = await (await conn.execute(f'SELECT name, dim FROM "{schema}".vector_embedders ORDER BY vectors')).fetchall()
+    return [(str(name), int(dim)) for name, dim in rows]
+
+
 async def check_embedder(
     conn: psycopg.AsyncConnection[Any], schema: str, table: VectorTable, embedder: Embedder, where: str
 ) -> None:

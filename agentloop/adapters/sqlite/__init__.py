@@ -15,7 +15,7 @@ from agentloop.adapters.sqlite import rag as sqlite_rag
 from agentloop.adapters.sqlite.approvals import AsyncSqliteApprovalStore, SqliteApprovalStore
 from agentloop.adapters.sqlite.attempt_notes import FileAttemptNotes
 from agentloop.adapters.sqlite.connection import connect
-from agentloop.adapters.sqlite.embedders import reembed_table
+from agentloop.adapters.sqlite.embedders import reembed_table, stored_embedder
 from agentloop.adapters.sqlite.knowledge import AsyncSqliteKnowledgeRepository, SqliteKnowledgeRepository
 from agentloop.adapters.sqlite.memory import AsyncSqliteMemoryStore, SqliteMemoryStore
 from agentloop.adapters.sqlite.rag import AsyncSqliteRagStore, SqliteRagStore
@@ -40,6 +40,7 @@ __all__ = [
     "SqliteTrajectoryStore",
     "open_sqlite_replies",
     "open_sqlite_stores",
+    "recorded_sqlite_embedders",
     "reembed_sqlite_stores",
 ]
 
@@ -73,6 +74,16 @@ def open_sqlite_stores(directory: Path, *, bot: str, embedder: Embedder) -> Stor
         f"sqlite:///{directory}", bot, embedder, sessions, memory, rag, knowledge, trajectories, tasks,
         FileAttemptNotes(directory / f"{bot}.attempt-notes"), approvals, closers, summaries=summaries,
     )
+
+
+def recorded_sqlite_embedders(directory: Path, *, bot: str) -> list[tuple[str, int]]:
+    """The (name, dim) of the embedder that made `bot`'s RAG vectors and its notes' vectors
+    in `directory`, for those it has stored or recorded (nothing is created or migrated)."""
+    found = (
+        stored_embedder(directory / f"{bot}.sqlite3", "rag_documents", "vector"),
+        stored_embedder(directory / f"{bot}.notes.sqlite3", "knowledge_items", "embedding"),
+    )
+    return [recorded for recorded in found if recorded is not None]
 
 
 def reembed_sqlite_stores(directory: Path, *, bot: str, embedder: Embedder, batch_size: int) -> tuple[int, int]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
+from contextlib import closing
+from pathlib import Path
 
 import numpy as np
 
@@ -36,6 +38,24 @@ def recorded_embedder(conn: sqlite3.Connection, table: str) -> tuple[str, int] |
     """The (name, dim) of the embedder recorded for `table`, if any."""
     row = conn.execute("SELECT name, dim FROM vector_embedders WHERE vectors = ?", (table,)).fetchone()
     return None if row is None else (str(row[0]), int(row[1]))
+
+
+def stored_embedder(path: Path, table: str, column: str) -> tuple[str, int] | None:
+    """The (name, dim) of the embedder that made the vectors of `table` in the file at `path`,
+    read without migrating it: the recorded one, else (vectors stored before there were
+    records) the hashing embedder of their dimension; None for no file, table or vectors."""
+    if not path.exists():
+        return None
+    with closing(sqlite3.connect(path)) as conn:
+        try:
+            return recorded_embedder(conn, table)
+        except sqlite3.OperationalError:  # no record table yet
+            pass
+        try:
+            row = conn.execute(f"SELECT length({column}) FROM {table} LIMIT 1").fetchone()
+        except sqlite3.OperationalError:  # no table of vectors yet
+            return None
+    return None if row is None else (hashing_name(row[0] // 4), row[0] // 4)
 
 
 def check_embedder(conn: sqlite3.Connection, table: str, name: str, dim: int) -> None:

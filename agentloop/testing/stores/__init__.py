@@ -6,20 +6,20 @@ reopening, concurrent writers) by passing these tests; its own tests then only c
 what is particular to it (files, indexes, migrations).
 
     import pytest
-    from agentloop.adapters import open_stores
+    from agentloop.adapters import HashingEmbedder, open_stores
     from agentloop.testing.stores import StoresTests
 
     class TestMyStores(StoresTests):
         @pytest.fixture
         def open_backend(self, tmp_path):
-            return lambda embedder=None: open_stores(tmp_path, embedder=embedder)
+            return lambda embedder=None: open_stores(tmp_path, embedder=embedder or HashingEmbedder())
 
 The fixture contract: `open_backend` returns a function that opens the backend's
 `Stores` at one place, empty before the first call. Calling it again after the stores
 it returned were closed must open the same data again (that is how reopening is tested).
 It takes an optional `embedder` and opens the stores with it instead of the usual one
 (that is how refusing a store's wrong embedder is tested).
-The stores must embed with `HashingEmbedder` (the default, any dim): the retrieval tests
+The stores must embed with `HashingEmbedder` (any dim; not the default): the retrieval tests
 rely on texts sharing words being similar, and on a text with no words embedding to
 nothing. Each test closes the stores it opens.
 

@@ -62,8 +62,9 @@ def old_data(tmp_path: Path) -> Path:
 
 
 def _open_all(data: Path) -> None:
-    """Open every store of the helper bot, as the current release does, and close them."""
-    open_stores(data, bot="helper").close()
+    """Open every store of the helper bot, as the current release does, and close them (with the
+    hashing embedder, as the knowledge file opened alone is)."""
+    open_stores(data, bot="helper", embedder=HashingEmbedder()).close()
     SqliteKnowledgeRepository(data / "helper.notes.sqlite3", dim=DIM).close()
     SqliteTrajectoryStore(data / "helper.trajectories.sqlite3").close()
     SqliteTaskStore(data / "helper.tasks.sqlite3").close()
