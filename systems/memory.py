@@ -60,9 +60,11 @@ class MemoryPersistSystem(System):
         self.company_id = company_id
 
     def should_process(self, ctx: AgentContext) -> bool:
-        outcome, inbox = ctx.turn_outcome, ctx.get(InboxTurn)
-        held = inbox is not None and outcome is not None and inbox.runs_again(outcome, ctx.failures)
-        return outcome is not None and not held and TurnPolicy.of(ctx).persist
+        outcome = ctx.turn_outcome
+        if outcome is None or not TurnPolicy.of(ctx).persist:
+            return False
+        inbox = ctx.get(InboxTurn)
+        return inbox is None or not inbox.runs_again(outcome, ctx.failures)
 
     async def process(self, ctx: AgentContext) -> None:
         outcome = ctx.require(TurnOutcome)
