@@ -137,7 +137,7 @@ class FallbackLLM:
             if error is None:
                 return  # a stream that ended without its reply: `collect` says so
             switched = ModelSwitched(self.names[index], self.names[order[position + 1]], error.kind, str(error), streamed)
-            _log.warning("llm.fallback", failed=switched.failed, next_model=switched.next_model, withdrawn=streamed, error=str(error))
+            _log.info("llm.fallback", failed=switched.failed, next_model=switched.next_model, withdrawn=streamed, error=str(error))
             yield switched
 
     def check(self, *, timeout: float = 5.0) -> None:
