@@ -26,10 +26,10 @@ from agentloop.adapters import open_note_taking, open_stores
 from agentloop.adapters.errors import StoreUrlError
 from agentloop.adapters.stores import DEFAULT_STORES_URL
 from agentloop.adapters.urls import shown_url
-from agentloop.errors import AgentloopError, EndpointUnreachableError, UnknownModelError
+from agentloop.errors import AgentloopError, ApiKeyRefusedError, ApiPathError, EndpointUnreachableError, UnknownModelError
 from agentloop.loop import AgentLoop
 from agentloop.notes import NoteTaking
-from agentloop.ports import LLM, Channel, Clock
+from agentloop.ports import LLM, Channel, CheckableLLM, Clock
 from agentloop.system import System
 from agentloop.tools import Tool
 from systems import StandardPipeline, TrajectoryCaptureSystem, add_note_taking, standard_pipeline
@@ -63,10 +63,17 @@ class ModelSettings:
     model: str
     provider: str = "openai"
     base_url: str | None = None
+    fallbacks: tuple[str, ...] = ()
+    """Models of the same endpoint to ask, in order, when `model` fails as an outage does (a `FallbackLLM`)."""
 
     def llm(self) -> LLM:
-        """The model, checked to be reachable and served (`http_llm`)."""
-        return http_llm(self.base_url, self.model, provider=self.provider)
+        """The model, checked to be reachable and served (`http_llm`), behind a `FallbackLLM` with its fallbacks."""
+        primary = http_llm(self.base_url, self.model, provider=self.provider)
+        if not self.fallbacks:
+            return primary
+        from agentloop.adapters.llm.fallback import FallbackLLM
+
+        return FallbackLLM([primary, *(http_llm(self.base_url, name, provider=self.provider) for name in self.fallbacks)])
 
 
 @attrs.define
@@ -182,6 +189,17 @@ def built_pipeline(target: str, offered: Mapping[str, Callable[[], Any]] | None 
         yield built
 
 
+def check_models(loop: AgentLoop) -> None:
+    """The start-up check of each model the pipeline's systems call that has one (`CheckableLLM`:
+    the HTTP adapters, not the scripted model): its error says what to fix, before the first turn."""
+    checked: set[int] = set()
+    for system in loop.systems:
+        llm = getattr(system, "llm", None)
+        if isinstance(llm, CheckableLLM) and id(llm) not in checked:
+            checked.add(id(llm))
+            llm.check()
+
+
 def pipeline_note_taking(loop: AgentLoop) -> NoteTaking | None:
     """The note-taking a pipeline captures its sessions' tool calls with, if it has one: ending
     a session must drain that recorder before its trajectory is distilled."""
@@ -221,7 +239,7 @@ def http_llm(base_url: str | None, model: str, *, provider: str = "openai") -> L
         raise BotError(f"talking to a model server needs httpx and tenacity: pip install 'agentloop-ecs[{provider}]' ({error})") from error
     try:
         check(url, model=model, api_key=api_key)
-    except (EndpointUnreachableError, UnknownModelError) as error:
+    except (EndpointUnreachableError, UnknownModelError, ApiKeyRefusedError, ApiPathError) as error:
         raise BotError(str(error)) from error
     return make(url, model, api_key=api_key)
 

@@ -131,6 +131,23 @@ class UnknownModelError(LookupError, AgentloopError):
         self.served = served
 
 
+class ApiKeyRefusedError(PermissionError, AgentloopError):
+    """A model server refused the API key (HTTP 401 or 403) when asked for its models before a conversation."""
+
+    def __init__(self, url: str, status: int) -> None:
+        super().__init__(f"the model server refused the API key (GET {url} answered HTTP {status})")
+        self.url = url
+        self.status = status
+
+
+class ApiPathError(LookupError, AgentloopError):
+    """A model server has no model listing at the base URL (HTTP 404): the base URL's path is wrong."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(f"no such API path; the base URL usually ends in /v1 (GET {url} answered HTTP 404)")
+        self.url = url
+
+
 class DemoCheckError(RuntimeError, AgentloopError):
     """A step of `agentloop demo` did not behave as the demo expects; says which and how."""
 

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
+
+if TYPE_CHECKING:
+    from agentloop.outcome import FailureKind
 
 
 class Role(enum.Enum):
@@ -158,5 +161,28 @@ class Finished:
     reply: LlmReply
 
 
-StreamEvent = TextDelta | ToolCallDelta | Usage | Finished
-"""What `LLM.stream` yields: deltas and usage in any number, then one `Finished`."""
+@attrs.frozen
+class ModelSwitched:
+    """A fallback: model `failed` could not answer (`kind`, `reason`) and `next_model` is asked instead.
+
+    `withdrawn` says the failed model had already streamed part of its answer, which is void:
+    a reader drops the text and tool-call pieces it had collected, and a user's message showing
+    them is withdrawn (the `reset` a streaming client sees).
+    """
+
+    failed: str
+    next_model: str
+    kind: FailureKind
+    reason: str
+    withdrawn: bool = False
+
+    @property
+    def message(self) -> str:
+        """The fallback in one line, for the turn's failures and the log."""
+        withdrawn = f"; what {self.failed!r} had streamed was withdrawn" if self.withdrawn else ""
+        return f"model {self.failed!r} failed, so {self.next_model!r} was asked instead{withdrawn}: {self.reason}"
+
+
+StreamEvent = TextDelta | ToolCallDelta | Usage | ModelSwitched | Finished
+"""What `LLM.stream` yields: deltas and usage in any number (a `FallbackLLM` also says when
+it moves to its next model), then one `Finished`."""

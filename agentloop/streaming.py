@@ -16,6 +16,7 @@ from agentloop.messages import (
     Finished,
     LlmReply,
     LlmRequest,
+    ModelSwitched,
     StreamEvent,
     TextDelta,
     ToolCall,
@@ -64,11 +65,14 @@ async def events_of(llm: LLM, request: LlmRequest) -> AsyncGenerator[StreamEvent
 
 
 async def collect(
-    events: AsyncIterable[StreamEvent], on_text: Callable[[str], Awaitable[None]] | None = None
+    events: AsyncIterable[StreamEvent],
+    on_text: Callable[[str], Awaitable[None]] | None = None,
+    on_switch: Callable[[ModelSwitched], Awaitable[None]] | None = None,
 ) -> LlmReply:
     """The reply a stream ends with (its `Finished`); `LlmCallError` if it ends without one.
 
-    `on_text` is awaited with each text delta as it arrives (to show the answer while it is written).
+    `on_text` is awaited with each text delta as it arrives (to show the answer while it is written),
+    `on_switch` with each fallback to another model (whose `withdrawn` voids the text so far).
     An `LlmCallError` that breaks the stream leaves with the text streamed so far as its `partial_text`.
     """
     streamed: list[str] = []
@@ -80,6 +84,11 @@ async def collect(
                 streamed.append(event.text)
                 if on_text is not None:
                     await on_text(event.text)
+            elif isinstance(event, ModelSwitched):
+                if event.withdrawn:
+                    streamed.clear()
+                if on_switch is not None:
+                    await on_switch(event)
     except LlmCallError as exc:
         exc.partial_text = "".join(streamed)
         raise

@@ -52,6 +52,7 @@ from agentloop import (
     LlmReply,
     LlmRequest,
     LlmResponse,
+    ModelSwitched,
     OutputType,
     OutputValidationError,
     PendingApproval,
@@ -180,6 +181,21 @@ class _Turn:
             return
         self.shown += text
         self.record(complete=False)
+
+    async def switched(self, event: ModelSwitched) -> None:
+        """A fallback to another model: a failure of the turn's, and what the failed model had
+        shown withdrawn (the next model's text opens a new message)."""
+        self.fail(FailureSource.LLM, self.system, event.kind, event.message)
+        if not event.withdrawn or self.message is None:
+            return
+        try:
+            await self.message.abort(f"model {event.failed!r} failed; {event.next_model!r} answers instead")
+        except Exception as exc:
+            message = str(exc) if isinstance(exc, TransportError) and str(exc) else UNDELIVERED_TEXT
+            self.fail(FailureSource.TRANSPORT, self.system, FailureKind.EXCEPTION, message)
+            _log.warning("stream.abort_failed", turn_id=self.ctx.turn_id, exc_info=exc)
+        self.ctx.set(StreamedText(self.message_id, "", True))
+        self.message, self.shown = None, ""
 
     def record(self, *, complete: bool) -> None:
         """Put what the user's message shows on the turn, if a message was opened."""
@@ -457,7 +473,7 @@ class ToolLoopSystem(System):
             t0 = perf_counter()
             if callable(getattr(self.llm, "stream", None)):
                 async with aclosing(events_of(self.llm, request)) as events:
-                    reply = await collect(events, turn.show)
+                    reply = await collect(events, turn.show, turn.switched)
             else:  # what collecting its one-delta stream (`events_of`) comes to, without the generator
                 reply = await self.llm.complete(request)
                 await turn.show(reply.content or "")

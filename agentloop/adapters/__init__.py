@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from agentloop.adapters.channels.console import ConsoleChannel
     from agentloop.adapters.embedders.hashing import HashingEmbedder
     from agentloop.adapters.embedders.wordllama import WordLlamaEmbedder
+    from agentloop.adapters.llm.fallback import FallbackLLM
     from agentloop.adapters.metrics import InMemoryMetrics
     from agentloop.adapters.notes import open_note_taking
     from agentloop.adapters.notifier import LogNotifier, RecordingNotifier
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 _HOMES = {
     "ConsoleChannel": "agentloop.adapters.channels.console",
     "DEFAULT_STORES_URL": "agentloop.adapters.stores",
+    "FallbackLLM": "agentloop.adapters.llm.fallback",
     "FileAttemptNotes": "agentloop.adapters.sqlite.attempt_notes",
     "HashingEmbedder": "agentloop.adapters.embedders.hashing",
     "HnswVectorIndex": "agentloop.adapters.vectors.hnsw",
@@ -58,6 +60,7 @@ _HOMES = {
 __all__ = [
     "DEFAULT_STORES_URL",
     "ConsoleChannel",
+    "FallbackLLM",
     "FileAttemptNotes",
     "HashingEmbedder",
     "HnswVectorIndex",

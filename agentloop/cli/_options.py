@@ -23,7 +23,8 @@ EXIT_STATUS = "exit status: 0 success; 1 an error, explained in one line on stde
 MODEL_EPILOG = (
     "The API key is read from $AGENTLOOP_API_KEY, else $OPENAI_API_KEY ($ANTHROPIC_API_KEY for anthropic; "
     "none is sent if both are unset). "
-    "An endpoint that does not answer at all, or that lists its models without the one named, is reported before the first turn."
+    "Before the first turn one GET of the endpoint's model list reports, in one line, an endpoint that does not answer, "
+    "an API key it refuses (401/403), a base URL without its API path (404) or a model it does not list."
 )
 
 Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
@@ -51,8 +52,8 @@ def bot_settings(args: argparse.Namespace) -> BotSettings:
 
 
 def model_settings(args: argparse.Namespace) -> ModelSettings:
-    """The model `--model`, `--provider` and `--base-url` name."""
-    return ModelSettings(args.model, provider=args.provider, base_url=args.base_url)
+    """The model `--model`, `--provider` and `--base-url` name, and its `--fallback-model`s."""
+    return ModelSettings(args.model, provider=args.provider, base_url=args.base_url, fallbacks=tuple(args.fallback_model))
 
 
 def _data_options() -> argparse.ArgumentParser:
@@ -91,6 +92,11 @@ def _model_options() -> argparse.ArgumentParser:
     options.add_argument(
         "--model", default=os.environ.get("AGENTLOOP_MODEL", DEFAULT_MODEL),
         help=f"the model name the endpoint serves (default: $AGENTLOOP_MODEL or {DEFAULT_MODEL})",
+    )
+    options.add_argument(
+        "--fallback-model", action="append", default=[], metavar="NAME",
+        help="a model of the same endpoint to ask when the one before it fails as an outage does (unreachable, 5xx, "
+        "429 after retries, an unknown model); repeat it for more, in order",
     )
     return options
 

@@ -10,7 +10,7 @@ from typing import Any, TextIO
 
 from agentloop.adapters import open_stores
 from agentloop.adapters.urls import is_postgres_url, shown_url
-from agentloop.bots import built_pipeline, pipeline_note_taking
+from agentloop.bots import built_pipeline, check_models, pipeline_note_taking
 from agentloop.cli._options import EXIT_STATUS, Commands, CliError, SharedOptions, add_mid_turn, bot_settings, otel_from_environment
 from agentloop.loop import AgentLoop
 from agentloop.notes import IdleSessions
@@ -23,7 +23,9 @@ def register(commands: Commands, options: SharedOptions) -> None:
         description="Take messages from the bot's durable inbox in PostgreSQL and run their turns through the "
         "pipeline that MODULE:FACTORY builds (its `stores` parameter gets the opened Stores). Turns of one session "
         "run one at a time in submission order across every worker; a worker that dies has its turns run again "
-        "by another. Prints one status line; SIGTERM or Ctrl-C stops it after the turns in flight.",
+        "by another. The pipeline's HTTP models are checked once before the inbox is opened (a refused key, a wrong "
+        "base URL or model name is one line, exit status 1). Prints one status line; SIGTERM or Ctrl-C stops it after "
+        "the turns in flight.",
         epilog=EXIT_STATUS,
     )
     worker.add_argument("--pipeline", required=True, metavar="MODULE:FACTORY", help="a factory taking stores (by that name) and returning an AgentLoop, a list of systems or a builder")
@@ -68,6 +70,7 @@ def _worker(args: argparse.Namespace, out: TextIO) -> int:
         open_stores(stores, bot=where.bot) as opened,
         built_pipeline(args.pipeline, {"stores": lambda: opened}) as loop,
     ):
+        check_models(loop)
         idle = None if args.idle_end is None else _idle_sessions(args.pipeline, loop, args.idle_end)
         asyncio.run(_work(workers, inbox_url, where.bot, loop, settings, shown_url(stores), out, idle, args.mid_turn))
     return 0

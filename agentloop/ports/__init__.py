@@ -6,7 +6,7 @@ from agentloop.ports.channel import Channel, MessageStream, StreamingChannel
 from agentloop.ports.clock import Clock, SystemClock
 from agentloop.ports.inbox import DeliveryLedger
 from agentloop.ports.knowledge import KnowledgeRepository, MaintainerNotifier
-from agentloop.ports.llm import LLM, StreamingLLM
+from agentloop.ports.llm import LLM, CheckableLLM, StreamingLLM
 from agentloop.ports.metrics import Metrics
 from agentloop.ports.stores import MemoryEntry, MemoryStore, RagHit, RagStore, SessionStore, Stores
 from agentloop.ports.summaries import SessionSummary, SummaryStore
@@ -21,6 +21,7 @@ __all__ = [
     "AttemptNotesStore",
     "AttributeValue",
     "Channel",
+    "CheckableLLM",
     "Clock",
     "DeliveryLedger",
     "Embedder",

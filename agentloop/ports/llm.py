@@ -26,3 +26,13 @@ class StreamingLLM(LLM, Protocol):
     """
 
     def stream(self, request: LlmRequest) -> AsyncIterator[StreamEvent]: ...
+
+
+@runtime_checkable
+class CheckableLLM(LLM, Protocol):
+    """A model on a server that can be checked once, before a conversation, at no token cost."""
+
+    def check(self, *, timeout: float = 5.0) -> None:
+        """Raise an `AgentloopError` saying what to fix when the server will not answer this
+        model (out of reach, the API key refused, a wrong base URL, an unknown model name)."""
+        ...

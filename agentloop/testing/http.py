@@ -117,9 +117,11 @@ class ScriptedServer:
 
     `requests` holds each POST as `{"path", "auth", "body"}` (the body parsed from JSON).
     `headers` holds each POST's headers (names in lower case), in the same order.
-    A POST with nothing queued gets HTTP 500. GET `/models` lists `models` (404 while it
-    is None, as on a server without the endpoint). `start()` serves on a background
-    thread; `close()` (or leaving the `with` block) stops it.
+    A POST with nothing queued gets HTTP 500. GET `/v1/models` lists `models` (while it is None,
+    a listing without entries the start-up check can read, which it takes at its word), or
+    answers `models_status` when that is not 200 (401 for a refused key, say); each GET is
+    kept in `gets` as `{"path", "auth", "headers"}`. `start()` serves on a background thread; `close()`
+    (or leaving the `with` block) stops it.
     """
 
     def __init__(self) -> None:
@@ -127,15 +129,24 @@ class ScriptedServer:
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.models: list[str] | None = None
+        self.models_status = 200
+        self.gets: list[dict[str, Any]] = []
         server = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
-                if server.models is not None and self.path.endswith("/models"):
-                    listing = {"object": "list", "data": [{"id": name, "object": "model"} for name in server.models]}
-                    self._answer(_Answer(200, (json.dumps(listing).encode(),), {"Content-Type": "application/json"}, 0.0))
-                else:
+                headers = {key.lower(): value for key, value in self.headers.items()}
+                server.gets.append({"path": self.path, "auth": headers.get("authorization"), "headers": headers})
+                if self.path != "/v1/models":
                     self._answer(_Answer(404, (b'{"error": {"message": "no such endpoint"}}',), {"Content-Type": "application/json"}, 0.0))
+                elif server.models_status != 200:
+                    said = json.dumps({"error": {"message": f"scripted HTTP {server.models_status}"}}).encode()
+                    self._answer(_Answer(server.models_status, (said,), {"Content-Type": "application/json"}, 0.0))
+                else:
+                    listing: dict[str, Any] = {"object": "list"}
+                    if server.models is not None:
+                        listing["data"] = [{"id": name, "object": "model"} for name in server.models]
+                    self._answer(_Answer(200, (json.dumps(listing).encode(),), {"Content-Type": "application/json"}, 0.0))
 
             def do_POST(self) -> None:
                 length = int(self.headers["Content-Length"])

@@ -238,6 +238,10 @@ class AnthropicLLM:
         async with aclosing(self.stream(request)) as events:
             return await collect(events)
 
+    def check(self, *, timeout: float = 5.0) -> None:
+        """The start-up check (`agentloop.adapters.llm.http.check_reachable`) of this model on its server, with its key."""
+        self._http.check(self.model, timeout=timeout)
+
     async def stream(self, request: LlmRequest) -> AsyncGenerator[StreamEvent, None]:
         """Text and tool-use deltas as the API sends them, the usage, then the whole reply."""
         async with self._http.post("/messages", self._payload(request), time_left=request.time_left) as response:

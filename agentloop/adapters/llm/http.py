@@ -23,7 +23,14 @@ import httpx
 import tenacity
 
 from agentloop._log import get_logger
-from agentloop.errors import EndpointUnreachableError, LlmCallError, ModelServerError, UnknownModelError
+from agentloop.errors import (
+    ApiKeyRefusedError,
+    ApiPathError,
+    EndpointUnreachableError,
+    LlmCallError,
+    ModelServerError,
+    UnknownModelError,
+)
 from agentloop.outcome import FailureKind
 
 __all__ = ["ModelHttpClient", "RetryPolicy", "SseEvent", "check_reachable", "server_message", "sse_events"]
@@ -225,6 +232,10 @@ class ModelHttpClient:
         self._sleep = sleep
         self._client = client
 
+    def check(self, model: str | None, *, timeout: float = 5.0) -> None:
+        """`check_reachable` on this server, with this client's headers (its key)."""
+        check_reachable(self.base_url, model=model, timeout=min(timeout, self.timeout), headers=self.headers)
+
     @functools.cached_property
     def _tls(self) -> ssl.SSLContext:
         """Built once: loading the CA bundle is slow, a new client with this context is cheap."""
@@ -309,21 +320,30 @@ def _past_deadline(exc: LlmCallError) -> LlmCallError:
 
 
 def check_reachable(base_url: str, *, model: str | None, timeout: float, headers: Mapping[str, str]) -> None:
-    """Raise `EndpointUnreachableError` unless an HTTP server answers at `base_url`, and
-    `UnknownModelError` when it lists its models (GET `<base_url>/models`) without `model`;
-    each provider gives the `headers` that authenticate with its API.
+    """The start-up check: one authenticated GET `<base_url>/models`, which costs no tokens.
 
-    One GET costs no tokens; a server without the listing (404, 405, any error status)
-    is taken at its word. Applications call it once before a conversation, so a wrong
-    URL or model name is one clear message instead of a fallback answer on every turn.
+    Raises `EndpointUnreachableError` when nothing answers, `ApiKeyRefusedError` on 401 or 403,
+    `ApiPathError` on 404 (a base URL without its /v1), and `UnknownModelError` when the
+    listing lacks `model`; each provider gives the `headers` that authenticate with its API.
+    Any other answer (a listing of another shape, 405, a 5xx) is taken at its word, the
+    status logged. Applications call it once before a conversation, so a wrong URL, key or
+    model name is one clear message instead of a fallback answer on every turn.
     """
+    url = base_url.rstrip("/") + "/models"
     try:
-        response = httpx.get(base_url.rstrip("/") + "/models", timeout=timeout, headers=headers)
+        response = httpx.get(url, timeout=timeout, headers=headers)
     except httpx.InvalidURL as exc:
         raise EndpointUnreachableError(base_url, f"not a valid URL: {exc}") from exc
     except httpx.TransportError as exc:
         raise EndpointUnreachableError(base_url, type(exc).__name__ + (f": {exc}" if str(exc) else "")) from exc
-    if model is None or not response.is_success:
+    if response.status_code in (401, 403):
+        raise ApiKeyRefusedError(url, response.status_code)
+    if response.status_code == 404:
+        raise ApiPathError(url)
+    if not response.is_success:
+        _log.warning("llm.check_inconclusive", url=url, status=response.status_code, said=server_message(response))
+        return
+    if model is None:
         return
     try:
         served = tuple(str(entry["id"]) for entry in response.json()["data"])

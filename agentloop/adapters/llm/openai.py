@@ -207,6 +207,10 @@ class OpenAICompatibleLLM:
         async with aclosing(self.stream(request)) as events:
             return await collect(events)
 
+    def check(self, *, timeout: float = 5.0) -> None:
+        """The start-up check (`agentloop.adapters.llm.http.check_reachable`) of this model on its server, with its key."""
+        self._http.check(self.model, timeout=timeout)
+
     async def stream(self, request: LlmRequest) -> AsyncGenerator[StreamEvent, None]:
         """Text and tool-call deltas as the server sends them, usage, then the whole reply."""
         reader = _ChunkReader()

@@ -44,6 +44,7 @@ from agentloop import (
 from agentloop.adapters import InMemoryMetrics, open_stores
 from agentloop.context import AgentContext
 from agentloop.notes import TrajectoryRecorder
+from agentloop.adapters.llm.fallback import FallbackLLM
 from agentloop.testing import FakeClock, RecordingChannel, ScriptedLLM, make_context, run_system_sync
 from systems import StandardOptions, ToolLoopSettings, ToolLoopSystem, standard_pipeline
 
@@ -581,6 +582,20 @@ def test_a_channel_that_fails_mid_stream_is_one_transport_failure_and_the_model_
     run_system_sync(ToolLoopSystem(ScriptedLLM(["1+2 is 3"], chunk=2), channel=channel), ctx)
     assert [(f.source, f.message) for f in ctx.failures] == [(FailureSource.TRANSPORT, "the chat service is unreachable")]
     assert channel.failed == ["delta"] and ctx.require(LlmResponse).text == "1+2 is 3"
+
+
+def test_the_tool_loop_withdraws_what_the_failed_model_streamed_and_records_the_fallback() -> None:
+    channel = RecordingChannel()
+    first = ScriptedLLM([ScriptedLLM.cut("I think the", after=1)], model="big", chunk=4)
+    ctx = context()
+    run_system_sync(ToolLoopSystem(FallbackLLM([first, ScriptedLLM(["3"], model="small")]), channel=channel), ctx)
+    withdrawn, answer = channel.streams
+    assert withdrawn.deltas == ["I th"] and withdrawn.aborted == "model 'big' failed; 'small' answers instead"
+    assert answer.deltas == ["3"] and answer.aborted is None
+    assert (ctx.require(StreamedText).text, ctx.require(StreamedText).complete) == ("3", True)
+    assert ctx.require(LlmResponse).model == "small"
+    (failure,) = ctx.failures
+    assert failure.source is FailureSource.LLM and failure.message.startswith("model 'big' failed, so 'small' was asked instead")
 
 
 def test_token_usage_adds_up_over_the_model_calls_of_the_turn_and_is_counted() -> None:

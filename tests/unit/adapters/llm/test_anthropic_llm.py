@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from agentloop import ChatMessage, FailureKind, IncomingMessage, LlmCallError, LlmRequest, Session, ToolCall, ToolSpec, tool
 from agentloop.adapters.llm.anthropic import ANTHROPIC_VERSION, AnthropicLLM, check_reachable
 from agentloop.adapters.llm.http import RetryPolicy
-from agentloop.errors import EndpointUnreachableError, UnknownModelError
+from agentloop.errors import ApiKeyRefusedError, EndpointUnreachableError, UnknownModelError
 from agentloop.messages import Finished, StreamEvent, TextDelta, ToolCallDelta, Usage
 from agentloop.testing import RecordingChannel
 from agentloop.testing.anthropic_server import api_error, message_events, queue_stream
@@ -248,8 +248,15 @@ def test_two_asyncio_runs_in_a_row_on_one_adapter(server: ScriptedServer) -> Non
     assert [complete(llm).content, complete(llm).content] == ["one", "two"]
 
 
+def test_the_start_up_check_says_the_api_refused_the_key_sent_as_x_api_key(server: ScriptedServer) -> None:
+    server.models_status = 401
+    with pytest.raises(ApiKeyRefusedError, match="^the model server refused the API key "):
+        AnthropicLLM(server.url, "claude-sonnet-4-5", api_key="sk-ant-wrong").check()
+    assert [(get["path"], get["headers"]["x-api-key"]) for get in server.gets] == [("/v1/models", "sk-ant-wrong")]
+
+
 def test_the_start_up_check_finds_a_model_the_api_does_not_list(server: ScriptedServer) -> None:
-    check_reachable(server.url, model="claude-typo", api_key="sk-ant")  # no listing (404): taken at its word
+    check_reachable(server.url, model="claude-typo", api_key="sk-ant")  # a listing of another shape: taken at its word
     server.models = ["claude-sonnet-4-5", "claude-haiku-4-5"]
     check_reachable(server.url, model="claude-sonnet-4-5", api_key="sk-ant")
     with pytest.raises(UnknownModelError, match="does not serve a model named 'claude-sonet-4-5' .*claude-haiku-4-5"):

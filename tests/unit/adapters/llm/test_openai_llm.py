@@ -20,7 +20,7 @@ from agentloop import (
 )
 from agentloop.adapters.llm.http import RetryPolicy
 from agentloop.adapters.llm.openai import OpenAICompatibleLLM, check_reachable
-from agentloop.errors import EndpointUnreachableError, UnknownModelError
+from agentloop.errors import ApiKeyRefusedError, ApiPathError, EndpointUnreachableError, UnknownModelError
 from agentloop.testing import RecordingChannel
 from agentloop.testing.http import ScriptedServer, chunk, completion, streamed_completion
 from systems import standard_pipeline
@@ -228,8 +228,10 @@ def test_unreadable_arguments_are_shown_back_to_the_model_as_it_wrote_them(
     assert "not valid JSON" in second[-1]["content"]
 
 
-def test_check_reachable_accepts_any_http_answer_and_names_the_url_otherwise(server: ScriptedServer) -> None:
-    check_reachable(server.url)  # the scripted server answers GET /models with 404: reachable all the same
+def test_check_reachable_accepts_a_listing_or_an_inconclusive_answer_and_names_the_url_otherwise(server: ScriptedServer) -> None:
+    check_reachable(server.url)  # a listing the check cannot read: taken at its word
+    server.models_status = 503
+    check_reachable(server.url, model="any")  # a server failing now: logged, and the turns will say
     url = server.url
     server.close()
     with pytest.raises(EndpointUnreachableError) as caught:
@@ -399,8 +401,24 @@ def test_run_turn_sync_twice_on_one_adapter(server: ScriptedServer, tmp_path: Pa
     assert channel.texts == ["First answer.", "Second answer.", "Third answer."]
 
 
+@pytest.mark.parametrize("status", [401, 403])
+def test_the_check_says_the_server_refused_the_key_and_sends_it_as_a_bearer_token(server: ScriptedServer, status: int) -> None:
+    server.models_status = status
+    with pytest.raises(ApiKeyRefusedError) as caught:
+        OpenAICompatibleLLM(server.url, "gpt-4o", api_key="sk-wrong").check()
+    assert str(caught.value) == f"the model server refused the API key (GET {server.url}/models answered HTTP {status})"
+    assert [(get["path"], get["auth"]) for get in server.gets] == [("/v1/models", "Bearer sk-wrong")] and server.requests == []
+
+
+def test_the_check_says_a_base_url_without_its_api_path_has_no_such_path(server: ScriptedServer) -> None:
+    base = server.url.removesuffix("/v1")
+    with pytest.raises(ApiPathError) as caught:
+        check_reachable(base, model="gpt-4o")
+    assert str(caught.value) == f"no such API path; the base URL usually ends in /v1 (GET {base}/models answered HTTP 404)"
+
+
 def test_the_check_finds_a_model_the_server_does_not_serve(server: ScriptedServer) -> None:
-    check_reachable(server.url, model="gpt-4o")  # no listing (404): taken at its word
+    check_reachable(server.url, model="gpt-4o")  # a listing of another shape: taken at its word
     server.models = ["gpt-4o-mini", "llama3.2:latest"]
     check_reachable(server.url, model="gpt-4o-mini")
     check_reachable(server.url, model="llama3.2")  # Ollama's tag default
