@@ -88,6 +88,9 @@ def floor_app() -> Starlette:
     async def health(request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok"})
 
+    async def models(request: Request) -> JSONResponse:  # serve's start-up check of its model server
+        return JSONResponse({"object": "list", "data": [{"id": "floor", "object": "model"}]})
+
     async def new_session(request: Request) -> JSONResponse:
         return JSONResponse({"session_id": uuid.uuid4().hex}, status_code=201)
 
@@ -107,6 +110,7 @@ def floor_app() -> Starlette:
 
     return Starlette(routes=[
         Route("/healthz", health),
+        Route("/models", models),
         Route("/v1/sessions", new_session, methods=["POST"]),
         Route("/v1/sessions/{sid}/messages", message, methods=["POST"]),
     ])
