@@ -89,7 +89,7 @@ def floor_app() -> Starlette:
         return JSONResponse({"status": "ok"})
 
     async def models(request: Request) -> JSONResponse:  # serve's start-up check of its model server
-        return JSONResponse({"object": "list", "data": [{"id": "floor", "object": "model"}]})
+        return JSONResponse({"object": "list", "data": [{"id": "llama3.1", "object": "model"}]})
 
     async def new_session(request: Request) -> JSONResponse:
         return JSONResponse({"session_id": uuid.uuid4().hex}, status_code=201)
