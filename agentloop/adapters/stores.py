@@ -19,6 +19,7 @@ from agentloop.adapters.errors import StoreUrlError
 from agentloop.ports import Embedder
 from agentloop.ports.replies import Replies
 from agentloop.ports.stores import Stores
+from agentloop.retrieval import HybridWeights
 
 DEFAULT_STORES_URL = "sqlite:///./agentloop-data"
 """Where a bot keeps its stores unless told: the directory `./agentloop-data`."""
@@ -32,13 +33,16 @@ def open_stores(
     bot: str = "bot",
     embedder: Embedder | None = None,
     create: bool = True,
+    hybrid: HybridWeights | None = None,
 ) -> Stores:
     """Open (creating on first use) every store of `bot` at `url`.
 
     `sqlite:///DIR` or a plain directory path: `DIR/<bot>.sqlite3` (history, memory, RAG,
     with `<bot>.rag.hnsw`, and tool calls awaiting approval), `<bot>.notes.sqlite3` (knowledge, with its `.hnsw`),
     `<bot>.trajectories.sqlite3`, `<bot>.tasks.sqlite3` and `<bot>.attempt-notes/`.
-    `embedder` (default `HashingEmbedder()`) embeds RAG texts and notes. A URL no backend
+    `embedder` (default `HashingEmbedder()`) embeds RAG texts and notes; `hybrid` (default
+    `HybridWeights()`) weighs the vector and keyword sides of RAG search, and of note search
+    when note-taking is opened on these stores (`Stores.hybrid`). A URL no backend
     can open is a `StoreUrlError`, as is a bot with no stores there yet when `create` is
     false. If a store fails to open, those opened are closed.
 
@@ -47,11 +51,11 @@ def open_stores(
     """
     check_bot_name(bot)
     if is_postgres_url(url):
-        return _open_postgres(os.fspath(url), bot, embedder or HashingEmbedder(), create)
+        return _open_postgres(os.fspath(url), bot, embedder or HashingEmbedder(), create, hybrid or HybridWeights())
     directory = _sqlite_directory(url, create)
     if not create and not (directory / f"{bot}.sqlite3").exists():
         raise StoreUrlError(shown_url(os.fspath(url)), f"the bot {bot!r} has no stores there yet", "run the bot first, or give its URL and name")
-    return open_sqlite_stores(directory, bot=bot, embedder=embedder or HashingEmbedder())
+    return open_sqlite_stores(directory, bot=bot, embedder=embedder or HashingEmbedder(), hybrid=hybrid or HybridWeights())
 
 
 @attrs.frozen
@@ -110,8 +114,8 @@ async def open_replies(url: str, *, bot: str) -> AsyncIterator[Replies]:
         replies.close()
 
 
-def _open_postgres(url: str, bot: str, embedder: Embedder, create: bool) -> Stores:
-    stores: Stores = _postgres_backend(url).open_postgres_stores(url, bot=bot, embedder=embedder, create=create)
+def _open_postgres(url: str, bot: str, embedder: Embedder, create: bool, hybrid: HybridWeights) -> Stores:
+    stores: Stores = _postgres_backend(url).open_postgres_stores(url, bot=bot, embedder=embedder, create=create, hybrid=hybrid)
     return stores
 
 

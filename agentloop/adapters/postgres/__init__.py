@@ -26,6 +26,7 @@ from agentloop.adapters.urls import shown_url
 from agentloop.ports.stores import Stores
 from agentloop.adapters.errors import StoreUrlError
 from agentloop.ports import Embedder
+from agentloop.retrieval import HybridWeights
 
 SCHEMAS = (
     sessions.SCHEMA, memory.SCHEMA, rag.SCHEMA, knowledge.SCHEMA, trajectories.SCHEMA, tasks.SCHEMA, attempt_notes.SCHEMA,
@@ -47,7 +48,9 @@ __all__ = [
 ]
 
 
-def open_postgres_stores(url: str, *, bot: str, embedder: Embedder, create: bool = True) -> Stores:
+def open_postgres_stores(
+    url: str, *, bot: str, embedder: Embedder, create: bool = True, hybrid: HybridWeights | None = None
+) -> Stores:
     """Every store of `bot` in the PostgreSQL database at `url`, migrated to this release's
     schema (made on first use unless `create` is false); see `open_stores`."""
     db = Database(url, schema_name(url, bot))
@@ -57,9 +60,10 @@ def open_postgres_stores(url: str, *, bot: str, embedder: Embedder, create: bool
         db.close()
         raise
     return Stores(
-        url, bot, embedder, PostgresSessionStore(db), PostgresMemoryStore(db), PostgresRagStore(db, embedder),
+        url, bot, embedder, PostgresSessionStore(db), PostgresMemoryStore(db), PostgresRagStore(db, embedder, hybrid=hybrid),
         PostgresKnowledgeRepository(db, embedder.dim), PostgresTrajectoryStore(db), PostgresTaskStore(db),
         PostgresAttemptNotes(db), PostgresApprovalStore(db), (db.close,),
+        hybrid=hybrid or HybridWeights(),
     )
 
 
