@@ -3,10 +3,15 @@ step with a table's texts by triggers, and queries that are valid FTS5 whatever 
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Sequence
 
 from agentloop.adapters.sqlite.schema import Step
 from agentloop.retrieval import query_words
+
+COMMON_WORD_TEXTS = 500
+"""A query word held by more texts than this is left out of the keyword query: it tells the
+texts apart hardly at all (BM25 gives it almost no weight), and FTS5 would rank every one."""
 
 
 def keyword_step(table: str, columns: Sequence[str]) -> Step:
@@ -31,8 +36,27 @@ def keyword_step(table: str, columns: Sequence[str]) -> Step:
     )
 
 
-def fts5_query(text: str) -> str:
-    """An FTS5 query matching rows that hold any word of `text` ('' when it has none). Each
-    word is one quoted phrase, so FTS5 reads no operator, column or syntax in it, and an
-    identifier FTS5 splits (`ORD-48213`) must appear whole, in order."""
-    return " OR ".join('"' + word.replace('"', '""') + '"' for word in query_words(text))
+def fts5_query(text: str, *, leave_out: frozenset[str] = frozenset()) -> str:
+    """An FTS5 query matching rows that hold any word of `text` but those in `leave_out`
+    ('' when none is left). Each word is one quoted phrase, so FTS5 reads no operator,
+    column or syntax in it, and an identifier FTS5 splits (`ORD-48213`) must appear whole, in order."""
+    return " OR ".join('"' + word.replace('"', '""') + '"' for word in query_words(text) if word not in leave_out)
+
+
+def distinctive_query(conn: sqlite3.Connection, words_table: str, text: str, common: set[str]) -> str:
+    """`fts5_query(text)` without its words more than `COMMON_WORD_TEXTS` texts hold, so a
+    query costs what its rare words match. `common` holds the words (case-folded) found
+    common so far; texts are only ever added, so a common word stays common and is counted once."""
+    leave_out = set()
+    for word in query_words(text):
+        folded = word.casefold()
+        if folded not in common:
+            (held,) = conn.execute(
+                f"SELECT count(*) FROM (SELECT 1 FROM {words_table} WHERE {words_table} MATCH ? LIMIT ?)",
+                (fts5_query(word), COMMON_WORD_TEXTS + 1),
+            ).fetchone()
+            if held <= COMMON_WORD_TEXTS:
+                continue
+            common.add(folded)
+        leave_out.add(word)
+    return fts5_query(text, leave_out=frozenset(leave_out))

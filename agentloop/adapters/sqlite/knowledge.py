@@ -19,7 +19,7 @@ from agentloop.adapters.vectors.scoped import ScopedVectorIndex, open_graph
 from agentloop.adapters.sqlite.connection import closing_on_error, connect, data_version, transaction
 from agentloop.adapters.embedders.hashing import hashing_name
 from agentloop.adapters.sqlite.embedders import check_embedder, record_step
-from agentloop.adapters.sqlite.keywords import fts5_query, keyword_step
+from agentloop.adapters.sqlite.keywords import distinctive_query, keyword_step
 from agentloop.adapters.sqlite.schema import Schema, Step, add_missing_columns, columns, has_table, migrate, rebuild
 from agentloop.notes.errors import UnknownNoteError
 from agentloop.notes.models import (
@@ -186,6 +186,7 @@ class SqliteKnowledgeRepository:
         self.path = Path(path)
         self.dim = dim
         self._lock = threading.Lock()
+        self._common_words: set[str] = set()  # left out of keyword queries (`distinctive_query`)
         self._conn = connect(self.path)
         self._conn.row_factory = sqlite3.Row
         self._log = get_logger("agentloop.knowledge").bind(path=str(self.path))
@@ -343,11 +344,13 @@ class SqliteKnowledgeRepository:
         holds words of `text`, best BM25 first."""
         owners = sorted({_owner(ids) for ids in caller.visible_owners(layer)}, key=repr)
         wanted = sorted(status.value for status in statuses)
-        query = fts5_query(text)
-        if k <= 0 or not owners or not wanted or not query:
+        if k <= 0 or not owners or not wanted:
             return []
         sql = _KEYWORD_HITS.format(statuses=",".join("?" * len(wanted)), owners=" OR ".join([_OWNED_BY] * len(owners)))
         with self._lock:
+            query = distinctive_query(self._conn, "knowledge_items_words", text, self._common_words)
+            if not query:
+                return []
             rows = self._conn.execute(sql, (query, *wanted, *(part for owner in owners for part in owner), k)).fetchall()
         return [knowledge_item(row) for row in rows]
 

@@ -17,7 +17,7 @@ from agentloop.adapters.vectors.hnsw import HnswVectorIndex
 from agentloop.adapters.vectors.scoped import ScopedVectorIndex, open_graph, unit_rows
 from agentloop.adapters.sqlite.connection import closing_on_error, connect, data_version, on_commit, transaction
 from agentloop.adapters.sqlite.embedders import check_embedder, record_step
-from agentloop.adapters.sqlite.keywords import fts5_query, keyword_step
+from agentloop.adapters.sqlite.keywords import distinctive_query, keyword_step
 from agentloop.adapters.sqlite.schema import Schema, Step, migrate
 from agentloop.adapters.rows import scope_values
 from agentloop.adapters.sqlite.scopes import (
@@ -111,6 +111,7 @@ class SqliteRagStore:
         self._lock = lock or threading.Lock()
         self._owns_connection = lock is None  # a shared lock means a shared connection, closed by its owner
         self.hybrid = hybrid or HybridWeights()
+        self._common_words: set[str] = set()  # left out of keyword queries (`distinctive_query`)
         migrate(conn, SCHEMA)
         # What this process has read of the table: another connection's commit changes
         # `PRAGMA data_version`, and texts are only ever appended, so catching up reads ids above `_read_to`.
@@ -214,9 +215,9 @@ class SqliteRagStore:
             vector = self._embedder.embed([query])
         per_side = self.hybrid.per_side(k)
         nearest = dict(self._index.search(vector, per_side, (key,))) if vector.any() else {}
-        words = fts5_query(query) if self.hybrid.keyword > 0 else ""
         chain = scope_values(scope)
         with self._lock:
+            words = distinctive_query(self._conn, "rag_documents_words", query, self._common_words) if self.hybrid.keyword > 0 else ""
             keyword = [id_ for (id_,) in self._conn.execute(_KEYWORD_HITS, (words, *chain, per_side))] if words else []
             fused = [id_ for id_, _ in fuse(list(nearest), keyword, self.hybrid)[:k]]
             if not fused:
