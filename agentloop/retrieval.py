@@ -42,12 +42,18 @@ class HybridWeights:
         return max(k, self.candidates)
 
 
-def fuse(vector: Sequence[Id], keyword: Sequence[Id], weights: HybridWeights) -> list[tuple[Id, float]]:
-    """Every id of either ranking (best first) with its fused score, best first; equal
-    scores keep the vector side's order, then the keyword side's."""
+def fuse(
+    vector: Sequence[tuple[Id, float]], keyword: Sequence[tuple[Id, float]], weights: HybridWeights
+) -> list[tuple[Id, float]]:
+    """Every id of either ranking ((id, score) pairs, best first) with its fused score, best
+    first. Ids a side scores alike share its best rank among them, so texts it cannot tell
+    apart stay tied; equal fused scores keep the vector side's order, then the keyword side's."""
     scores: dict[Id, float] = {}
     for ranking, weight in ((vector, weights.vector), (keyword, weights.keyword)):
-        for rank, id_ in enumerate(ranking, 1):
+        rank, previous = 0, None
+        for position, (id_, score) in enumerate(ranking, 1):
+            if round(score, 9) != previous:
+                rank, previous = position, round(score, 9)
             scores[id_] = scores.get(id_, 0.0) + weight / (weights.rrf_k + rank)
     order = {id_: position for position, id_ in enumerate(scores)}
     return sorted(scores.items(), key=lambda scored: (-scored[1], order[scored[0]]))

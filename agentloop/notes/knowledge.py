@@ -140,12 +140,13 @@ class KnowledgeBase:
         similar = {item.key: (item, similarity) for item, similarity in hits}
         keyword = []
         if settings.hybrid.keyword > 0:
-            for item in await self.repository.keyword_search(query, per_side, caller=caller, layer=layer, statuses=RETRIEVABLE):
+            found = await self.repository.keyword_search(query, per_side, caller=caller, layer=layer, statuses=RETRIEVABLE)
+            for item, keyword_score in found:
                 similarity = similar[item.key][1] if item.key in similar else _cosine(item.embedding, vector)
                 if similarity >= least:  # a shared common word alone makes no note relevant
                     similar.setdefault(item.key, (item, similarity))
-                    keyword.append(item.key)
-        fused = fuse([item.key for item, _ in hits], keyword, settings.hybrid)
+                    keyword.append((item.key, keyword_score))
+        fused = fuse([(item.key, similarity) for item, similarity in hits], keyword, settings.hybrid)
         ranked = [
             RetrievedNote(similar[key][0], similar[key][1], self.rules.ranking_score(similar[key][0], score))
             for key, score in fused

@@ -63,11 +63,12 @@ class KnowledgeRepository(Protocol):
 
     async def keyword_search(
         self, text: str, k: int, *, caller: LayerIds, layer: Layer, statuses: Collection[NoteStatus]
-    ) -> list[KnowledgeItem]:
+    ) -> list[tuple[KnowledgeItem, float]]:
         """Up to `k` items with these statuses, visible to `caller` as `search` says (I11), whose
         title or text holds words of `text` (each word whole, an identifier such as `ORD-48213`
-        in order), best keyword match first: the keyword side of hybrid retrieval. Any text is
-        a valid query; one with no letter or digit finds nothing."""
+        in order), best keyword match first, each with its keyword score (higher is better,
+        equal for items the index cannot tell apart): the keyword side of hybrid retrieval.
+        Any text is a valid query; one with no letter or digit finds nothing."""
         ...
 
     async def record_retrievals(

@@ -84,7 +84,7 @@ class NaiveKnowledgeRepository:
 
     async def keyword_search(
         self, text: str, k: int, *, caller: LayerIds, layer: Layer, statuses: Collection[NoteStatus]
-    ) -> list[KnowledgeItem]:
+    ) -> list[tuple[KnowledgeItem, float]]:
         return []
 
     async def record_retrievals(

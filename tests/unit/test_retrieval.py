@@ -10,14 +10,20 @@ from agentloop.retrieval import MAX_QUERY_WORDS, HybridWeights, fuse, query_word
 
 
 def test_fusion_adds_each_sides_weighted_reciprocal_rank() -> None:
-    fused = dict(fuse(["a", "b"], ["b", "c"], HybridWeights(vector=1.0, keyword=2.0, rrf_k=60)))
+    vector, keyword = [("a", 0.9), ("b", 0.8)], [("b", 7.0), ("c", 3.0)]
+    fused = dict(fuse(vector, keyword, HybridWeights(vector=1.0, keyword=2.0, rrf_k=60)))
     assert fused == pytest.approx({"a": 1 / 61, "b": 1 / 62 + 2 / 61, "c": 2 / 62})
-    assert [id_ for id_, _ in fuse(["a", "b"], ["b", "c"], HybridWeights())] == ["b", "a", "c"]
+    assert [id_ for id_, _ in fuse(vector, keyword, HybridWeights())] == ["b", "a", "c"]
+
+
+def test_texts_a_side_scores_alike_share_its_rank() -> None:
+    fused = dict(fuse([("a", 0.5), ("b", 0.5), ("c", 0.1)], [("b", 2.0), ("a", 2.0)], HybridWeights()))
+    assert fused["a"] == fused["b"] == pytest.approx(2 / 61) and fused["c"] == pytest.approx(1 / 63)
 
 
 def test_equal_scores_keep_the_vector_sides_order_and_a_zero_weight_ranks_by_the_other_side() -> None:
-    assert [id_ for id_, _ in fuse(["a"], ["b"], HybridWeights())] == ["a", "b"]
-    assert [id_ for id_, _ in fuse(["a", "b"], ["b"], HybridWeights(vector=0.0))] == ["b", "a"]
+    assert [id_ for id_, _ in fuse([("a", 0.3)], [("b", 1.0)], HybridWeights())] == ["a", "b"]
+    assert [id_ for id_, _ in fuse([("a", 0.9), ("b", 0.3)], [("b", 1.0)], HybridWeights(vector=0.0))] == ["b", "a"]
 
 
 def test_weights_refuse_negative_values_and_no_candidates() -> None:

@@ -234,7 +234,7 @@ class PostgresKnowledgeRepository:
     @on_database(retry=True)
     async def keyword_search(
         self, text: str, k: int, *, caller: LayerIds, layer: Layer, statuses: Collection[NoteStatus]
-    ) -> list[KnowledgeItem]:
+    ) -> list[tuple[KnowledgeItem, float]]:
         owners = caller.visible_owners(layer)
         words = websearch_text(text)
         if k <= 0 or not owners or not statuses or not words:
@@ -242,11 +242,11 @@ class PostgresKnowledgeRepository:
         where, params = _owner_match(owners)
         async with self._db.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cursor:
             await cursor.execute(
-                f"SELECT {_COLUMNS} FROM knowledge_items, {WORDS} AS q WHERE ({where}) AND status = ANY(%s) "
-                "AND words @@ q ORDER BY ts_rank_cd(words, q) DESC, id LIMIT %s",
+                f"SELECT {_COLUMNS}, ts_rank_cd(words, q) AS keyword_score FROM knowledge_items, {WORDS} AS q "
+                f"WHERE ({where}) AND status = ANY(%s) AND words @@ q ORDER BY keyword_score DESC, id LIMIT %s",
                 (words, *params, [s.value for s in statuses], k),
             )
-            return [_item(row) for row in await cursor.fetchall()]
+            return [(_item(row), float(row["keyword_score"])) for row in await cursor.fetchall()]
 
     @on_database
     async def record_retrievals(

@@ -96,8 +96,12 @@ class PostgresRagStore:
         async with self._db.pool.connection() as conn:
             nearest_rows = await nearest(conn, "id, text", "rag_documents", "vector", where, params, vector, per_side) if vector.any() else []
             keyword_rows = await _keyword_rows(conn, where, params, vector, words, per_side) if words else []
-        found = {int(id_): (loaded(text), float(score)) for id_, text, score in [*keyword_rows, *nearest_rows]}
-        fused = fuse([int(row[0]) for row in nearest_rows], [int(row[0]) for row in keyword_rows], self.hybrid)
+        found = {int(id_): (loaded(text), float(score)) for id_, text, score, *_ in [*keyword_rows, *nearest_rows]}
+        fused = fuse(
+            [(int(id_), float(score)) for id_, _, score in nearest_rows],
+            [(int(id_), float(rank)) for id_, _, _, rank in keyword_rows],
+            self.hybrid,
+        )
         return [RagHit(id_, *found[id_], scope) for id_, _ in fused[:k]]
 
     @on_database(retry=True)
@@ -120,13 +124,13 @@ class PostgresRagStore:
 async def _keyword_rows(
     conn: psycopg.AsyncConnection[Any], where: str, params: Sequence[object], vector: Vectors, words: str, limit: int
 ) -> list[tuple[Any, ...]]:
-    """Up to `limit` (id, text, cosine similarity) of the texts matching `where` that hold
-    `words` (`websearch_text`), best full-text rank first."""
+    """Up to `limit` (id, text, cosine similarity, full-text rank) of the texts matching
+    `where` that hold `words` (`websearch_text`), best full-text rank first."""
     similarity, values = ("1 - (vector <=> %s)", (vector,)) if vector.any() else ("0.0", ())
     rows: list[tuple[Any, ...]] = await (
         await conn.execute(
-            f"SELECT id, text, {similarity} FROM rag_documents, {WORDS} AS q WHERE {where} AND words @@ q "
-            "ORDER BY ts_rank_cd(words, q) DESC, id LIMIT %s",
+            f"SELECT id, text, {similarity}, ts_rank_cd(words, q) AS rank FROM rag_documents, {WORDS} AS q "
+            f"WHERE {where} AND words @@ q ORDER BY rank DESC, id LIMIT %s",
             (*values, words, *params, limit),
         )
     ).fetchall()

@@ -126,7 +126,8 @@ SCHEMA = Schema(
 
 _COLUMNS = ", ".join(("id", *KNOWLEDGE_COLUMNS))
 _KEYWORD_HITS = (
-    f"SELECT {', '.join(f'knowledge_items.{column}' for column in ('id', *KNOWLEDGE_COLUMNS))} "
+    f"SELECT {', '.join(f'knowledge_items.{column}' for column in ('id', *KNOWLEDGE_COLUMNS))}, "
+    "-bm25(knowledge_items_words) AS keyword_score "
     "FROM knowledge_items_words JOIN knowledge_items ON id = knowledge_items_words.rowid "
     "WHERE knowledge_items_words MATCH ? AND status IN ({statuses}) AND ({owners}) "
     "ORDER BY bm25(knowledge_items_words) LIMIT ?"
@@ -339,9 +340,9 @@ class SqliteKnowledgeRepository:
 
     def keyword_search(
         self, text: str, k: int, *, caller: LayerIds, layer: Layer, statuses: Collection[NoteStatus]
-    ) -> list[KnowledgeItem]:
+    ) -> list[tuple[KnowledgeItem, float]]:
         """Up to `k` notes visible to `caller` (I11) with these statuses whose title or text
-        holds words of `text`, best BM25 first."""
+        holds words of `text`, best BM25 first, each with its BM25 score (higher is better)."""
         owners = sorted({_owner(ids) for ids in caller.visible_owners(layer)}, key=repr)
         wanted = sorted(status.value for status in statuses)
         if k <= 0 or not owners or not wanted:
@@ -352,7 +353,7 @@ class SqliteKnowledgeRepository:
             if not query:
                 return []
             rows = self._conn.execute(sql, (query, *wanted, *(part for owner in owners for part in owner), k)).fetchall()
-        return [knowledge_item(row) for row in rows]
+        return [(knowledge_item(row), float(row["keyword_score"])) for row in rows]
 
     def record_retrievals(
         self, note_ids: Sequence[int], query: str, session: Scope | None, at: datetime, turn_id: str | None = None
@@ -515,7 +516,7 @@ class AsyncSqliteKnowledgeRepository(OnItsThread[SqliteKnowledgeRepository]):
 
     async def keyword_search(
         self, text: str, k: int, *, caller: LayerIds, layer: Layer, statuses: Collection[NoteStatus]
-    ) -> list[KnowledgeItem]:
+    ) -> list[tuple[KnowledgeItem, float]]:
         return await self._thread.read(self.engine.keyword_search, text, k, caller=caller, layer=layer, statuses=statuses)
 
     async def record_retrievals(

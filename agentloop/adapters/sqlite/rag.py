@@ -35,7 +35,7 @@ from agentloop.adapters.sqlite.thread import OnItsThread
 
 _DOCUMENT_COLUMNS = ("session_id", "text", "digest", "vector", "created_at")
 _KEYWORD_HITS = (
-    "SELECT id FROM rag_documents_words JOIN rag_documents ON id = rag_documents_words.rowid "
+    "SELECT id, -bm25(rag_documents_words) FROM rag_documents_words JOIN rag_documents ON id = rag_documents_words.rowid "
     f"WHERE rag_documents_words MATCH ? AND {SCOPE_MATCH} ORDER BY bm25(rag_documents_words) LIMIT ?"
 )
 """The ids of a scope's texts holding the query's words, best BM25 first."""
@@ -218,8 +218,8 @@ class SqliteRagStore:
         chain = scope_values(scope)
         with self._lock:
             words = distinctive_query(self._conn, "rag_documents_words", query, self._common_words) if self.hybrid.keyword > 0 else ""
-            keyword = [id_ for (id_,) in self._conn.execute(_KEYWORD_HITS, (words, *chain, per_side))] if words else []
-            fused = [id_ for id_, _ in fuse(list(nearest), keyword, self.hybrid)[:k]]
+            keyword = self._conn.execute(_KEYWORD_HITS, (words, *chain, per_side)).fetchall() if words else []
+            fused = [id_ for id_, _ in fuse(list(nearest.items()), keyword, self.hybrid)[:k]]
             if not fused:
                 return []
             rows = self._conn.execute(

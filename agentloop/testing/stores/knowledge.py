@@ -148,7 +148,9 @@ class KnowledgeRepositoryTests(Backend):
 
         def found(text: str, caller: LayerIds = OWNER, statuses: frozenset[NoteStatus] = frozenset({NoteStatus.DRAFT})) -> list[int]:
             items = run(stores.knowledge.keyword_search(text, 3, caller=caller, layer=Layer.PROJECT, statuses=statuses))
-            return [item.key for item in items]
+            scores = [score for _, score in items]
+            assert scores == sorted(scores, reverse=True)
+            return [item.key for item, _ in items]
 
         assert found("why is ORD-48213 not refunded")[0] == notes[3].key
         assert other.key not in found("ORD-48213") and found("ORD-48213", LayerIds("other", "o1", "t1", "p1")) == [other.key]

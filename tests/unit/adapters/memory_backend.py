@@ -41,9 +41,9 @@ def _tokens(text: str) -> list[str]:
     return re.findall(r"[^\W_]+", text.casefold())
 
 
-def keyword_ranking(query: str, texts: dict[int, str]) -> list[int]:
-    """The ids of `texts` holding words of `query` (each word's tokens in a row), rarest
-    words counting most (an IDF sum), best first."""
+def keyword_ranking(query: str, texts: dict[int, str]) -> list[tuple[int, float]]:
+    """The ids of `texts` holding words of `query` (each word's tokens in a row) with their
+    score, rarest words counting most (an IDF sum), best first."""
     documents = {id_: " " + " ".join(_tokens(text)) + " " for id_, text in texts.items()}
     scores: dict[int, float] = {}
     for word in query_words(query):
@@ -51,7 +51,7 @@ def keyword_ranking(query: str, texts: dict[int, str]) -> list[int]:
         holding = [id_ for id_, document in documents.items() if phrase.strip() and phrase in document]
         for id_ in holding:
             scores[id_] = scores.get(id_, 0.0) + math.log(1 + len(documents) / len(holding))
-    return sorted(scores, key=lambda id_: (-scores[id_], id_))
+    return sorted(scores.items(), key=lambda scored: (-scored[1], scored[0]))
 
 
 @attrs.define
@@ -142,7 +142,8 @@ class MemoryRagStore:
                 id_: RagHit(id_, text, cosine(vector, stored), owner)
                 for id_, (owner, text, stored) in self.data.rag.items() if owner == scope
             }
-        nearest = sorted(hits, key=lambda id_: -hits[id_].score)[: weights.per_side(k)] if vector.any() else []
+        nearest = sorted(((id_, hit.score) for id_, hit in hits.items()), key=lambda scored: -scored[1])
+        nearest = nearest[: weights.per_side(k)] if vector.any() else []
         keyword = keyword_ranking(query, {id_: hit.text for id_, hit in hits.items()})[: weights.per_side(k)]
         return [hits[id_] for id_, _ in fuse(nearest, keyword, weights)[:k]]
 
@@ -197,12 +198,12 @@ class MemoryKnowledgeRepository:
 
     async def keyword_search(
         self, text: str, k: int, *, caller: LayerIds, layer: Layer, statuses: Collection[NoteStatus]
-    ) -> list[KnowledgeItem]:
+    ) -> list[tuple[KnowledgeItem, float]]:
         owners = caller.visible_owners(layer)
         with self.data.lock:
             visible = {i: item for i, item in self.data.notes.items() if item.status in statuses and item.layer_ids in owners}
         ranking = keyword_ranking(text, {i: f"{item.title}\n{item.markdown}" for i, item in visible.items()})
-        return [visible[i] for i in ranking[: max(k, 0)]]
+        return [(visible[i], score) for i, score in ranking[: max(k, 0)]]
 
     async def record_retrievals(
         self, note_ids: Sequence[int], query: str, session: Scope | None, at: datetime, turn_id: str | None = None
