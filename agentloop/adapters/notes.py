@@ -42,6 +42,7 @@ def open_note_taking(
     their embedder), or on the stores at a URL or directory, opened with `bot` and
     `embedder` as `open_stores` does and closed by the note-taking's `close()`.
 
+    `retrieval` defaults to `RetrievalSettings` with the stores' `hybrid` weights.
     Start the capture writer with `note_taking.recorder.start()` or `with note_taking:`;
     `close()` drains capture (and closes the stores only if it opened them).
     """
@@ -58,7 +59,8 @@ def open_note_taking(
             closing.callback(resource.close)
         recorder = TrajectoryRecorder(opened.trajectories, settings=capture, clock=clock, metrics=metrics, rng=rng)
         knowledge = KnowledgeBase(
-            opened.knowledge, opened.embedder, notifier=notifier or LogNotifier(), rules=rules, settings=retrieval,
+            opened.knowledge, opened.embedder, notifier=notifier or LogNotifier(), rules=rules,
+            settings=retrieval or RetrievalSettings(hybrid=opened.hybrid),
             clock=clock, metrics=metrics,
         )
         distiller = Distiller(llm, knowledge, opened.trajectories, settings=distillation, clock=clock, metrics=metrics)

@@ -21,6 +21,7 @@ from agentloop.adapters.errors import StoreUrlError
 from agentloop.ports import Embedder
 from agentloop.ports.replies import Replies
 from agentloop.ports.stores import Stores
+from agentloop.retrieval import HybridWeights
 
 DEFAULT_STORES_URL = "sqlite:///./agentloop-data"
 """Where a bot keeps its stores unless told: the directory `./agentloop-data`."""
@@ -35,6 +36,7 @@ def open_stores(
     bot: str = "bot",
     embedder: Embedder | None = None,
     create: bool = True,
+    hybrid: HybridWeights | None = None,
 ) -> Stores:
     """Open (creating on first use) every store of `bot` at `url`.
 
@@ -43,7 +45,9 @@ def open_stores(
     `<bot>.trajectories.sqlite3`, `<bot>.tasks.sqlite3` and `<bot>.attempt-notes/`.
     `embedder` embeds RAG texts and notes; without one, stores open with the embedder
     recorded for their vectors when it is a hashing or WordLlama one (an old hashing store
-    logs how to move it), else with `default_embedder()`. A URL no backend
+    logs how to move it), else with `default_embedder()`. `hybrid` (default
+    `HybridWeights()`) weighs the vector and keyword sides of RAG search, and of note search
+    when note-taking is opened on these stores (`Stores.hybrid`). A URL no backend
     can open is a `StoreUrlError`, as is a bot with no stores there yet when `create` is
     false. If a store fails to open, those opened are closed.
 
@@ -53,13 +57,13 @@ def open_stores(
     check_bot_name(bot)
     shown = shown_url(os.fspath(url))
     if is_postgres_url(url):
-        return _open_postgres(os.fspath(url), bot, embedder or (lambda recorded: _embedder_for(recorded, shown, bot)), create)
+        return _open_postgres(os.fspath(url), bot, embedder or (lambda recorded: _embedder_for(recorded, shown, bot)), create, hybrid or HybridWeights())
     directory = _sqlite_directory(url, create)
     if not create and not (directory / f"{bot}.sqlite3").exists():
         raise StoreUrlError(shown, f"the bot {bot!r} has no stores there yet", "run the bot first, or give its URL and name")
     if embedder is None:
         embedder = _embedder_for(recorded_sqlite_embedders(directory, bot=bot), shown, bot)
-    return open_sqlite_stores(directory, bot=bot, embedder=embedder)
+    return open_sqlite_stores(directory, bot=bot, embedder=embedder, hybrid=hybrid or HybridWeights())
 
 
 def default_embedder() -> Embedder:
@@ -139,8 +143,10 @@ async def open_replies(url: str, *, bot: str) -> AsyncIterator[Replies]:
         replies.close()
 
 
-def _open_postgres(url: str, bot: str, embedder: Embedder | Callable[[Sequence[tuple[str, int]]], Embedder], create: bool) -> Stores:
-    stores: Stores = _postgres_backend(url).open_postgres_stores(url, bot=bot, embedder=embedder, create=create)
+def _open_postgres(
+    url: str, bot: str, embedder: Embedder | Callable[[Sequence[tuple[str, int]]], Embedder], create: bool, hybrid: HybridWeights
+) -> Stores:
+    stores: Stores = _postgres_backend(url).open_postgres_stores(url, bot=bot, embedder=embedder, create=create, hybrid=hybrid)
     return stores
 
 

@@ -23,6 +23,7 @@ from agentloop.notes.models import (
     RetrievedNote,
 )
 from agentloop.ports.clock import Clock, SystemClock
+from agentloop.retrieval import HybridWeights, fuse
 from agentloop.telemetry import TELEMETRY
 
 if TYPE_CHECKING:
@@ -42,8 +43,9 @@ class RetrievalSettings:
     """Search defaults: top `k` above `min_similarity`, every layer of the caller's chain.
 
     `overfetch` candidates per wanted result are ranked, so a flagged note ranked down
-    can be overtaken by a slightly less similar one. Accepted notes more than
-    `merge_above` similar produce a merge suggestion.
+    can be overtaken by a slightly less similar one. Notes holding the query's words are
+    fused with the most similar ones as `hybrid` weighs them. Accepted notes
+    more than `merge_above` similar produce a merge suggestion.
     """
 
     k: int = 5
@@ -51,6 +53,7 @@ class RetrievalSettings:
     layer: Layer = Layer.PROJECT
     overfetch: int = 3
     merge_above: float = 0.9
+    hybrid: HybridWeights = HybridWeights()
 
 
 class KnowledgeBase:
@@ -117,24 +120,38 @@ class KnowledgeBase:
     ) -> list[RetrievedNote]:
         """The best `k` retrievable notes for `query` in the caller's chain, without tracking.
 
-        Ranked by similarity reduced for flagged notes; on equal scores the narrower
-        layer wins (project > team > org > company).
+        The notes at least `min_similarity` similar, most similar first, are fused with those
+        of them holding the query's words, best keyword match first (`RetrievalSettings.hybrid`),
+        which the vector side may have ranked too low to offer; a note's score is its fused
+        score, reduced for notes flagged for review. On equal scores the narrower layer wins
+        (project > team > org > company).
         """
         settings = self.settings
         k = settings.k if k is None else k
         vector = await self.aembed(query)
-        if k <= 0 or not np.any(vector):
+        if k <= 0:
             return []
+        layer = settings.layer if layer is None else layer
+        least = settings.min_similarity if min_similarity is None else min_similarity
+        per_side = settings.hybrid.per_side(k * settings.overfetch)
         hits = await self.repository.search(
-            vector,
-            k * settings.overfetch,
-            caller=caller,
-            layer=settings.layer if layer is None else layer,
-            statuses=RETRIEVABLE,
-            min_similarity=settings.min_similarity if min_similarity is None else min_similarity,
-        )
-        ranked = [RetrievedNote(item, similarity, self.rules.ranking_score(item, similarity)) for item, similarity in hits]
-        ranked.sort(key=lambda r: (-round(r.score, 6), r.item.layer.precedence, r.item.key))
+            vector, per_side, caller=caller, layer=layer, statuses=RETRIEVABLE, min_similarity=least
+        ) if np.any(vector) else []
+        similar = {item.key: (item, similarity) for item, similarity in hits}
+        keyword = []
+        if settings.hybrid.keyword > 0:
+            found = await self.repository.keyword_search(query, per_side, caller=caller, layer=layer, statuses=RETRIEVABLE)
+            for item, keyword_score in found:
+                similarity = similar[item.key][1] if item.key in similar else _cosine(item.embedding, vector)
+                if similarity >= least:  # a shared common word alone makes no note relevant
+                    similar.setdefault(item.key, (item, similarity))
+                    keyword.append((item.key, keyword_score))
+        fused = fuse([(item.key, similarity) for item, similarity in hits], keyword, settings.hybrid)
+        ranked = [
+            RetrievedNote(similar[key][0], similar[key][1], self.rules.ranking_score(similar[key][0], score))
+            for key, score in fused
+        ]
+        ranked.sort(key=lambda r: (-round(r.score, 9), r.item.layer.precedence, r.item.key))
         return ranked[:k]
 
     async def retrieve(
@@ -258,3 +275,4 @@ def _share_chain(a: KnowledgeItem, b: KnowledgeItem) -> bool:
 def _cosine(a: Vectors, b: Vectors) -> float:
     norms = float(np.linalg.norm(a)) * float(np.linalg.norm(b))
     return float(np.dot(a, b)) / norms if norms > 0 else 0.0
+

@@ -213,7 +213,8 @@ Note = KnowledgeItem
 
 @attrs.frozen
 class RetrievedNote:
-    """One search result: the item, its cosine similarity and its quality-adjusted score."""
+    """One search result: the item, its cosine similarity and its quality-adjusted score
+    (the fused rank score of hybrid retrieval, reduced for a flagged note)."""
 
     item: KnowledgeItem
     similarity: float

@@ -14,6 +14,7 @@ from agentloop.ports.tasks import TaskRecord, TaskState, TaskStore
 from agentloop.ports.telemetry import AttributeValue, Span, Tracer
 from agentloop.ports.trajectories import TrajectoryStore
 from agentloop.ports.vectors import Embedder, VectorIndex, Vectors
+from agentloop.retrieval import HybridWeights
 
 __all__ = [
     "LLM",
@@ -25,6 +26,7 @@ __all__ = [
     "Clock",
     "DeliveryLedger",
     "Embedder",
+    "HybridWeights",
     "KnowledgeRepository",
     "MaintainerNotifier",
     "MemoryEntry",

@@ -61,6 +61,16 @@ class KnowledgeRepository(Protocol):
         most similar first, of `layer` or its parents and visible to `caller` (I11)."""
         ...
 
+    async def keyword_search(
+        self, text: str, k: int, *, caller: LayerIds, layer: Layer, statuses: Collection[NoteStatus]
+    ) -> list[tuple[KnowledgeItem, float]]:
+        """Up to `k` items with these statuses, visible to `caller` as `search` says (I11), whose
+        title or text holds words of `text` (each word whole, an identifier such as `ORD-48213`
+        in order), best keyword match first, each with its keyword score (higher is better,
+        equal for items the index cannot tell apart): the keyword side of hybrid retrieval.
+        Any text is a valid query; one with no letter or digit finds nothing."""
+        ...
+
     async def record_retrievals(
         self, note_ids: Sequence[int], query: str, session: Scope | None, at: datetime, turn_id: str | None = None
     ) -> list[KnowledgeItem]:

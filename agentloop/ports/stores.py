@@ -28,6 +28,7 @@ from agentloop.ports.summaries import SummaryStore
 from agentloop.ports.tasks import TaskStore
 from agentloop.ports.trajectories import TrajectoryStore
 from agentloop.ports.vectors import Embedder
+from agentloop.retrieval import HybridWeights
 from agentloop.scopes import Scope
 
 
@@ -99,8 +100,10 @@ class RagStore(Protocol):
         ...
 
     async def search(self, scope: Scope, query: str, k: int) -> list[RagHit]:
-        """Up to `k` texts of `scope` most similar to `query`, best first, each with its
-        cosine similarity. A query the embedder maps to the zero vector (no words) finds nothing."""
+        """Up to `k` texts of `scope` best for `query`, best first, each with its cosine
+        similarity: the texts nearest in meaning fused with those holding its words (hybrid
+        retrieval, `agentloop.retrieval.HybridWeights`), so a text quoting an identifier of
+        the query is found even when vectors rank it low. A query with no letter or digit finds nothing."""
         ...
 
     async def texts(self, scope: Scope) -> list[str]:
@@ -135,6 +138,8 @@ class Stores:
     _closers: tuple[Callable[[], None], ...] = ()
     summaries: SummaryStore = attrs.field(kw_only=True)
     """Each session's compacted history (`agentloop.compaction`)."""
+    hybrid: HybridWeights = HybridWeights()
+    """How the RAG search weighs vectors and keywords, and note search by default (`open_note_taking`)."""
     _closed: bool = attrs.field(default=False, init=False)
 
     def close(self) -> None:

@@ -82,6 +82,11 @@ class NaiveKnowledgeRepository:
         hits = [(i, _cosine(vector, i.embedding)) for i in self.notes.values() if i.status in statuses and i.layer_ids in owners]
         return sorted([h for h in hits if h[1] >= min_similarity], key=lambda h: -h[1])[:k]
 
+    async def keyword_search(
+        self, text: str, k: int, *, caller: LayerIds, layer: Layer, statuses: Collection[NoteStatus]
+    ) -> list[tuple[KnowledgeItem, float]]:
+        return []
+
     async def record_retrievals(
         self, note_ids: Sequence[int], query: str, session: Scope | None, at: datetime, turn_id: str | None = None
     ) -> list[KnowledgeItem]:

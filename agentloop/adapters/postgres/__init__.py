@@ -31,6 +31,7 @@ from agentloop.adapters.urls import shown_url
 from agentloop.ports.stores import Stores
 from agentloop.adapters.errors import StoreUrlError
 from agentloop.ports import Embedder
+from agentloop.retrieval import HybridWeights
 
 SCHEMAS = (
     sessions.SCHEMA, memory.SCHEMA, rag.SCHEMA, knowledge.SCHEMA, trajectories.SCHEMA, tasks.SCHEMA, attempt_notes.SCHEMA,
@@ -57,7 +58,9 @@ EmbedderChoice = Callable[[Sequence[tuple[str, int]]], Embedder]
 """Picks the embedder to open stores with from the (name, dim) pairs recorded for them."""
 
 
-def open_postgres_stores(url: str, *, bot: str, embedder: Embedder | EmbedderChoice, create: bool = True) -> Stores:
+def open_postgres_stores(
+    url: str, *, bot: str, embedder: Embedder | EmbedderChoice, create: bool = True, hybrid: HybridWeights | None = None
+) -> Stores:
     """Every store of `bot` in the PostgreSQL database at `url`, migrated to this release's
     schema (made on first use unless `create` is false); see `open_stores`. `embedder` is
     one, or how to choose one from the embedders recorded in the bot's schema."""
@@ -68,9 +71,10 @@ def open_postgres_stores(url: str, *, bot: str, embedder: Embedder | EmbedderCho
         db.close()
         raise
     return Stores(
-        url, bot, embedder, PostgresSessionStore(db), PostgresMemoryStore(db), PostgresRagStore(db, embedder),
+        url, bot, embedder, PostgresSessionStore(db), PostgresMemoryStore(db), PostgresRagStore(db, embedder, hybrid=hybrid),
         PostgresKnowledgeRepository(db, embedder.dim), PostgresTrajectoryStore(db), PostgresTaskStore(db),
         PostgresAttemptNotes(db), PostgresApprovalStore(db), (db.close,), summaries=PostgresSummaryStore(db),
+        hybrid=hybrid or HybridWeights(),
     )
 
 

@@ -14,6 +14,7 @@ from psycopg.rows import dict_row
 
 from agentloop.adapters.postgres.embedders import KNOWLEDGE
 from agentloop.adapters.postgres.database import Database, on_database
+from agentloop.adapters.postgres.keywords import WORDS, keyword_step, websearch_text
 from agentloop.adapters.postgres.nearest import nearest
 from agentloop.adapters.postgres.schema import Schema, Step
 from agentloop.adapters.postgres.scopes import SCOPE_COLUMNS_SQL, SCOPE_MARKS, columns_match, row_scope, scope_match
@@ -83,6 +84,7 @@ SCHEMA = Schema(
             "retrievals name the turn that was shown the notes, so feedback on a turn credits them",
             ("ALTER TABLE note_retrievals ADD COLUMN turn_id text",),
         ),
+        keyword_step("knowledge_items", "title || ' ' || markdown"),
     ),
 )
 _COLUMNS = ", ".join(("id", *KNOWLEDGE_COLUMNS))
@@ -228,6 +230,23 @@ class PostgresKnowledgeRepository:
             hits = [(int(id_), float(score)) for id_, score in rows if score >= min_similarity]
             items = await _many(conn, [id_ for id_, _ in hits])
         return [(items[id_], score) for id_, score in hits]
+
+    @on_database(retry=True)
+    async def keyword_search(
+        self, text: str, k: int, *, caller: LayerIds, layer: Layer, statuses: Collection[NoteStatus]
+    ) -> list[tuple[KnowledgeItem, float]]:
+        owners = caller.visible_owners(layer)
+        words = websearch_text(text)
+        if k <= 0 or not owners or not statuses or not words:
+            return []
+        where, params = _owner_match(owners)
+        async with self._db.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cursor:
+            await cursor.execute(
+                f"SELECT {_COLUMNS}, ts_rank_cd(words, q) AS keyword_score FROM knowledge_items, {WORDS} AS q "
+                f"WHERE ({where}) AND status = ANY(%s) AND words @@ q ORDER BY keyword_score DESC, id LIMIT %s",
+                (words, *params, [s.value for s in statuses], k),
+            )
+            return [(_item(row), float(row["keyword_score"])) for row in await cursor.fetchall()]
 
     @on_database
     async def record_retrievals(

@@ -4,17 +4,22 @@ pgvector HNSW index with the scope filter inside the query."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from typing import Any
+
+import psycopg
 
 from agentloop.adapters.postgres.embedders import RAG
 from agentloop.adapters.postgres.database import Database, on_database
+from agentloop.adapters.postgres.keywords import WORDS, keyword_step, websearch_text
 from agentloop.adapters.postgres.nearest import nearest
 from agentloop.adapters.postgres.schema import Schema, Step
 from agentloop.adapters.postgres.scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQL, SCOPE_MARKS, scope_match
 from agentloop.adapters.postgres.text import loaded, stored
 from agentloop.adapters.rows import scope_values
 from agentloop.ports.stores import RagHit
-from agentloop.ports.vectors import Embedder
+from agentloop.ports.vectors import Embedder, Vectors
+from agentloop.retrieval import HybridWeights, fuse
 from agentloop.scopes import Scope
 
 SCHEMA = Schema(
@@ -37,6 +42,7 @@ SCHEMA = Schema(
             ),
         ),
         RAG.record_step(),
+        keyword_step("rag_documents", "text"),
     ),
 )
 
@@ -46,11 +52,14 @@ class PostgresRagStore:
     not stored twice (`add` returns its id), even when two writers add it at once.
 
     Embedding is awaited (`Embedder.aembed`), so a slow embedder holds up no other store call.
+    A search fuses the nearest texts with those holding the query's words (full-text search
+    in the same scope filter) as `hybrid` weighs them.
     """
 
-    def __init__(self, db: Database, embedder: Embedder) -> None:
+    def __init__(self, db: Database, embedder: Embedder, *, hybrid: HybridWeights | None = None) -> None:
         self._db = db
         self._embedder = embedder
+        self.hybrid = hybrid or HybridWeights()
 
     @on_database(retry=True)
     async def add(self, scope: Scope, text: str, *, session_id: str | None = None) -> int:
@@ -79,12 +88,21 @@ class PostgresRagStore:
         if k <= 0:
             return []
         vector = (await self._embedder.aembed([query]))[0]
-        if not vector.any():
+        words = websearch_text(query) if self.hybrid.keyword > 0 else ""
+        if not vector.any() and not words:
             return []
+        per_side = self.hybrid.per_side(k)
         where, params = scope_match(scope)
         async with self._db.pool.connection() as conn:
-            rows = await nearest(conn, "id, text", "rag_documents", "vector", where, params, vector, k)
-        return [RagHit(int(id_), loaded(text), float(score), scope) for id_, text, score in rows]
+            nearest_rows = await nearest(conn, "id, text", "rag_documents", "vector", where, params, vector, per_side) if vector.any() else []
+            keyword_rows = await _keyword_rows(conn, where, params, vector, words, per_side) if words else []
+        found = {int(id_): (loaded(text), float(score)) for id_, text, score, *_ in [*keyword_rows, *nearest_rows]}
+        fused = fuse(
+            [(int(id_), float(score)) for id_, _, score in nearest_rows],
+            [(int(id_), float(rank)) for id_, _, _, rank in keyword_rows],
+            self.hybrid,
+        )
+        return [RagHit(id_, *found[id_], scope) for id_, _ in fused[:k]]
 
     @on_database(retry=True)
     async def count(self) -> int:
@@ -101,3 +119,19 @@ class PostgresRagStore:
                 await conn.execute(f"SELECT text FROM rag_documents WHERE {where} ORDER BY id", params)
             ).fetchall()
         return [loaded(text) for (text,) in rows]
+
+
+async def _keyword_rows(
+    conn: psycopg.AsyncConnection[Any], where: str, params: Sequence[object], vector: Vectors, words: str, limit: int
+) -> list[tuple[Any, ...]]:
+    """Up to `limit` (id, text, cosine similarity, full-text rank) of the texts matching
+    `where` that hold `words` (`websearch_text`), best full-text rank first."""
+    similarity, values = ("1 - (vector <=> %s)", (vector,)) if vector.any() else ("0.0", ())
+    rows: list[tuple[Any, ...]] = await (
+        await conn.execute(
+            f"SELECT id, text, {similarity}, ts_rank_cd(words, q) AS rank FROM rag_documents, {WORDS} AS q "
+            f"WHERE {where} AND words @@ q ORDER BY rank DESC, id LIMIT %s",
+            (*values, words, *params, limit),
+        )
+    ).fetchall()
+    return rows

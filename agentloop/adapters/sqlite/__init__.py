@@ -28,6 +28,7 @@ from agentloop.adapters.sqlite.thread import SqliteFile
 from agentloop.adapters.sqlite.trajectories import AsyncSqliteTrajectoryStore, SqliteTrajectoryStore
 from agentloop.ports import Embedder
 from agentloop.ports.stores import Stores
+from agentloop.retrieval import HybridWeights
 
 __all__ = [
     "FileAttemptNotes",
@@ -45,7 +46,7 @@ __all__ = [
 ]
 
 
-def open_sqlite_stores(directory: Path, *, bot: str, embedder: Embedder) -> Stores:
+def open_sqlite_stores(directory: Path, *, bot: str, embedder: Embedder, hybrid: HybridWeights | None = None) -> Stores:
     """Every store of `bot` in `directory` (see `open_stores` for the files); if one fails
     to open, those opened are closed."""
     database = directory / f"{bot}.sqlite3"
@@ -57,7 +58,8 @@ def open_sqlite_stores(directory: Path, *, bot: str, embedder: Embedder) -> Stor
         approvals = AsyncSqliteApprovalStore(SqliteApprovalStore(bot_file.conn, bot_file.lock), bot_file.thread)
         summaries = AsyncSqliteSummaryStore(SqliteSummaryStore(bot_file.conn, bot_file.lock), bot_file.thread)
         rag = AsyncSqliteRagStore(
-            SqliteRagStore.on(bot_file.conn, embedder, directory / f"{bot}.rag.hnsw", bot_file.lock), bot_file.thread
+            SqliteRagStore.on(bot_file.conn, embedder, directory / f"{bot}.rag.hnsw", bot_file.lock, hybrid=hybrid),
+            bot_file.thread,
         )
         opened.callback(rag.close)
         knowledge = AsyncSqliteKnowledgeRepository(
@@ -73,6 +75,7 @@ def open_sqlite_stores(directory: Path, *, bot: str, embedder: Embedder) -> Stor
     return Stores(
         f"sqlite:///{directory}", bot, embedder, sessions, memory, rag, knowledge, trajectories, tasks,
         FileAttemptNotes(directory / f"{bot}.attempt-notes"), approvals, closers, summaries=summaries,
+        hybrid=hybrid or HybridWeights(),
     )
 
 

@@ -19,6 +19,7 @@ from agentloop.adapters.vectors.scoped import ScopedVectorIndex, open_graph
 from agentloop.adapters.sqlite.connection import closing_on_error, connect, data_version, transaction
 from agentloop.adapters.embedders.hashing import hashing_name
 from agentloop.adapters.sqlite.embedders import check_embedder, record_step
+from agentloop.adapters.sqlite.keywords import distinctive_query, keyword_step
 from agentloop.adapters.sqlite.schema import Schema, Step, add_missing_columns, columns, has_table, migrate, rebuild
 from agentloop.notes.errors import UnknownNoteError
 from agentloop.notes.models import (
@@ -118,11 +119,21 @@ SCHEMA = Schema(
             "retrievals name the turn that was shown the notes, so feedback on a turn credits them",
             ("ALTER TABLE note_retrievals ADD COLUMN turn_id TEXT",),
         ),
+        keyword_step("knowledge_items", ("title", "markdown")),
     ),
     has_table("knowledge_items"),
 )
 
 _COLUMNS = ", ".join(("id", *KNOWLEDGE_COLUMNS))
+_KEYWORD_HITS = (
+    f"SELECT {', '.join(f'knowledge_items.{column}' for column in ('id', *KNOWLEDGE_COLUMNS))}, "
+    "-bm25(knowledge_items_words) AS keyword_score "
+    "FROM knowledge_items_words JOIN knowledge_items ON id = knowledge_items_words.rowid "
+    "WHERE knowledge_items_words MATCH ? AND status IN ({statuses}) AND ({owners}) "
+    "ORDER BY bm25(knowledge_items_words) LIMIT ?"
+)
+"""The notes holding a query's words among those of some statuses and owners, best BM25 first."""
+_OWNED_BY = "(company_id IS ? AND org_id IS ? AND team_id IS ? AND project_id IS ?)"
 _LAST_ID = (
     "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'knowledge_items'), 0), "
     "coalesce((SELECT max(id) FROM knowledge_items), 0))"
@@ -176,6 +187,7 @@ class SqliteKnowledgeRepository:
         self.path = Path(path)
         self.dim = dim
         self._lock = threading.Lock()
+        self._common_words: set[str] = set()  # left out of keyword queries (`distinctive_query`)
         self._conn = connect(self.path)
         self._conn.row_factory = sqlite3.Row
         self._log = get_logger("agentloop.knowledge").bind(path=str(self.path))
@@ -325,6 +337,23 @@ class SqliteKnowledgeRepository:
                 continue
             results.append((item, similarity))
         return results
+
+    def keyword_search(
+        self, text: str, k: int, *, caller: LayerIds, layer: Layer, statuses: Collection[NoteStatus]
+    ) -> list[tuple[KnowledgeItem, float]]:
+        """Up to `k` notes visible to `caller` (I11) with these statuses whose title or text
+        holds words of `text`, best BM25 first, each with its BM25 score (higher is better)."""
+        owners = sorted({_owner(ids) for ids in caller.visible_owners(layer)}, key=repr)
+        wanted = sorted(status.value for status in statuses)
+        if k <= 0 or not owners or not wanted:
+            return []
+        sql = _KEYWORD_HITS.format(statuses=",".join("?" * len(wanted)), owners=" OR ".join([_OWNED_BY] * len(owners)))
+        with self._lock:
+            query = distinctive_query(self._conn, "knowledge_items_words", text, self._common_words)
+            if not query:
+                return []
+            rows = self._conn.execute(sql, (query, *wanted, *(part for owner in owners for part in owner), k)).fetchall()
+        return [(knowledge_item(row), float(row["keyword_score"])) for row in rows]
 
     def record_retrievals(
         self, note_ids: Sequence[int], query: str, session: Scope | None, at: datetime, turn_id: str | None = None
@@ -484,6 +513,11 @@ class AsyncSqliteKnowledgeRepository(OnItsThread[SqliteKnowledgeRepository]):
         return await self._thread.read(
             self.engine.search, vector, k, caller=caller, layer=layer, statuses=statuses, min_similarity=min_similarity
         )
+
+    async def keyword_search(
+        self, text: str, k: int, *, caller: LayerIds, layer: Layer, statuses: Collection[NoteStatus]
+    ) -> list[tuple[KnowledgeItem, float]]:
+        return await self._thread.read(self.engine.keyword_search, text, k, caller=caller, layer=layer, statuses=statuses)
 
     async def record_retrievals(
         self, note_ids: Sequence[int], query: str, session: Scope | None, at: datetime, turn_id: str | None = None

@@ -14,9 +14,10 @@ from pathlib import Path
 import numpy as np
 
 from agentloop.adapters.vectors.hnsw import HnswVectorIndex
-from agentloop.adapters.vectors.scoped import ScopedVectorIndex, open_graph
+from agentloop.adapters.vectors.scoped import ScopedVectorIndex, open_graph, unit_rows
 from agentloop.adapters.sqlite.connection import closing_on_error, connect, data_version, on_commit, transaction
 from agentloop.adapters.sqlite.embedders import check_embedder, record_step
+from agentloop.adapters.sqlite.keywords import distinctive_query, keyword_step
 from agentloop.adapters.sqlite.schema import Schema, Step, migrate
 from agentloop.adapters.rows import scope_values
 from agentloop.adapters.sqlite.scopes import (
@@ -28,10 +29,16 @@ from agentloop.adapters.sqlite.scopes import (
 )
 from agentloop.ports.stores import RagHit
 from agentloop.ports.vectors import Embedder, Vectors
+from agentloop.retrieval import HybridWeights, fuse
 from agentloop.scopes import Scope
 from agentloop.adapters.sqlite.thread import OnItsThread
 
 _DOCUMENT_COLUMNS = ("session_id", "text", "digest", "vector", "created_at")
+_KEYWORD_HITS = (
+    "SELECT id, -bm25(rag_documents_words) FROM rag_documents_words JOIN rag_documents ON id = rag_documents_words.rowid "
+    f"WHERE rag_documents_words MATCH ? AND {SCOPE_MATCH} ORDER BY bm25(rag_documents_words) LIMIT ?"
+)
+"""The ids of a scope's texts holding the query's words, best BM25 first."""
 _SCOPED = (
     f"""CREATE TABLE rag_documents (
         id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -64,6 +71,7 @@ SCHEMA = Schema(
         ),
         scope_columns_step("rag_documents", _SCOPED, _DOCUMENT_COLUMNS),
         record_step("rag_documents", "vector"),
+        keyword_step("rag_documents", ("text",)),
     ),
     scoped_version("rag_documents"),
 )
@@ -78,13 +86,20 @@ class SqliteRagStore:
     """Scoped similarity search over stored texts.
 
     Each row keeps its vector, so the index can be rebuilt without the embedder;
-    `close()` saves the index file. A text already stored in its scope is not stored
+    `close()` saves the index file. A search fuses the nearest texts with those holding the
+    query's words (FTS5, BM25) as `hybrid` weighs them. A text already stored in its scope is not stored
     twice (`add` returns the existing id). After a crash the file is stale (its count differs
     from the table's) and `open` rebuilds it from the rows.
     """
 
     def __init__(
-        self, conn: sqlite3.Connection, embedder: Embedder, index: HnswVectorIndex, lock: threading.Lock | None = None
+        self,
+        conn: sqlite3.Connection,
+        embedder: Embedder,
+        index: HnswVectorIndex,
+        lock: threading.Lock | None = None,
+        *,
+        hybrid: HybridWeights | None = None,
     ) -> None:
         """On `conn`; stores sharing one connection share its `lock` too."""
         if index.dim != embedder.dim:
@@ -95,6 +110,8 @@ class SqliteRagStore:
         self._index: ScopedVectorIndex[str] = ScopedVectorIndex(index)
         self._lock = lock or threading.Lock()
         self._owns_connection = lock is None  # a shared lock means a shared connection, closed by its owner
+        self.hybrid = hybrid or HybridWeights()
+        self._common_words: set[str] = set()  # left out of keyword queries (`distinctive_query`)
         migrate(conn, SCHEMA)
         # What this process has read of the table: another connection's commit changes
         # `PRAGMA data_version`, and texts are only ever appended, so catching up reads ids above `_read_to`.
@@ -126,14 +143,22 @@ class SqliteRagStore:
         )
 
     @classmethod
-    def open(cls, path: str | Path, embedder: Embedder, index_path: str | Path) -> SqliteRagStore:
+    def open(
+        cls, path: str | Path, embedder: Embedder, index_path: str | Path, *, hybrid: HybridWeights | None = None
+    ) -> SqliteRagStore:
         """Open the table at `path` and its index at `index_path`, rebuilding the index if stale."""
         with closing_on_error(connect(path)) as conn:
-            return cls.on(conn, embedder, index_path)
+            return cls.on(conn, embedder, index_path, hybrid=hybrid)
 
     @classmethod
     def on(
-        cls, conn: sqlite3.Connection, embedder: Embedder, index_path: str | Path, lock: threading.Lock | None = None
+        cls,
+        conn: sqlite3.Connection,
+        embedder: Embedder,
+        index_path: str | Path,
+        lock: threading.Lock | None = None,
+        *,
+        hybrid: HybridWeights | None = None,
     ) -> SqliteRagStore:
         """`open` on a connection the caller opened (and closes if this fails); with a `lock`,
         the connection is shared and `close` leaves it open for its owner."""
@@ -149,7 +174,7 @@ class SqliteRagStore:
             ef_construction=INDEX_EF_CONSTRUCTION,
             ef=INDEX_EF,
         )
-        return cls(conn, embedder, index, lock)
+        return cls(conn, embedder, index, lock, hybrid=hybrid)
 
     @property
     def embedder(self) -> Embedder:
@@ -179,7 +204,8 @@ class SqliteRagStore:
         return new_id
 
     def search(self, scope: Scope, query: str, k: int, *, vector: Vectors | None = None) -> list[RagHit]:
-        """The `k` texts of `scope` nearest `query` (its `vector` as given, or embedded now)."""
+        """The `k` texts of `scope` best for `query` (its `vector` as given, or embedded now):
+        the nearest fused with those holding its words, each with its cosine similarity."""
         with self._lock:
             self._catch_up()
         key = scope.key
@@ -187,20 +213,27 @@ class SqliteRagStore:
             return []
         if vector is None:
             vector = self._embedder.embed([query])
-        if not vector.any():
-            return []
-        found = self._index.search(vector, k, (key,))
-        if not found:
-            return []
-        marks = ",".join("?" * len(found))
+        per_side = self.hybrid.per_side(k)
+        nearest = dict(self._index.search(vector, per_side, (key,))) if vector.any() else {}
         chain = scope_values(scope)
         with self._lock:
+            words = distinctive_query(self._conn, "rag_documents_words", query, self._common_words) if self.hybrid.keyword > 0 else ""
+            keyword = self._conn.execute(_KEYWORD_HITS, (words, *chain, per_side)).fetchall() if words else []
+            fused = [id_ for id_, _ in fuse(list(nearest.items()), keyword, self.hybrid)[:k]]
+            if not fused:
+                return []
             rows = self._conn.execute(
-                f"SELECT id, text, {SCOPE_COLUMNS_SQL} FROM rag_documents WHERE id IN ({marks})", [i for i, _ in found]
+                f"SELECT id, text, vector, {SCOPE_COLUMNS_SQL} FROM rag_documents WHERE id IN ({','.join('?' * len(fused))})",
+                fused,
             ).fetchall()
         # The rows themselves, not only the in-memory keys, must be in the scope (I11).
-        texts = {id_: text for id_, text, *row_chain in rows if tuple(row_chain) == chain}
-        return [RagHit(id_, texts[id_], score, scope) for id_, score in found if id_ in texts]
+        found = {id_: (text, blob) for id_, text, blob, *row_chain in rows if tuple(row_chain) == chain}
+        query_unit = unit_rows(vector)[0]
+        return [
+            RagHit(id_, found[id_][0], nearest[id_] if id_ in nearest else _cosine(found[id_][1], query_unit), scope)
+            for id_ in fused
+            if id_ in found
+        ]
 
     def texts(self, scope: Scope) -> list[str]:
         """Every text stored in `scope`, oldest first."""
@@ -227,6 +260,11 @@ class SqliteRagStore:
         self.save()
         if self._owns_connection:
             self._conn.close()
+
+
+def _cosine(blob: bytes, query_unit: Vectors) -> float:
+    """The cosine similarity of a stored vector to a unit query vector."""
+    return float(unit_rows(np.frombuffer(blob, dtype=np.float32))[0] @ query_unit)
 
 
 def _rows(conn: sqlite3.Connection) -> Iterator[tuple[int, Vectors]]:

@@ -137,6 +137,28 @@ class KnowledgeRepositoryTests(Backend):
             mine[Layer.COMPANY], mine[Layer.ORG], mine[Layer.TEAM], theirs[namesake_owners[3]]
         }
 
+    def test_keyword_search_finds_an_identifier_within_the_chain_and_statuses_asked(self, stores: Stores) -> None:
+        """I11 on the keyword side: a namesake chain never finds the note by its words, and a
+        rejected note leaves the keyword results as it leaves the vector ones."""
+        def titled(title: str, owner: LayerIds = OWNER) -> KnowledgeItem:
+            return run(stores.knowledge.add(attrs.evolve(self.note(stores, 1, owner=owner), title=title)))
+
+        notes = [titled(f"Refund stuck for order ORD-482{n:02d}") for n in range(10, 20)]
+        other = titled("Refund stuck for order ORD-48213", LayerIds("other", "o1", "t1", "p1"))
+
+        def found(text: str, caller: LayerIds = OWNER, statuses: frozenset[NoteStatus] = frozenset({NoteStatus.DRAFT})) -> list[int]:
+            items = run(stores.knowledge.keyword_search(text, 3, caller=caller, layer=Layer.PROJECT, statuses=statuses))
+            scores = [score for _, score in items]
+            assert scores == sorted(scores, reverse=True)
+            return [item.key for item, _ in items]
+
+        assert found("why is ORD-48213 not refunded")[0] == notes[3].key
+        assert other.key not in found("ORD-48213") and found("ORD-48213", LayerIds("other", "o1", "t1", "p1")) == [other.key]
+        assert found("!!! \"\" *") == [] and found("ORD-48213", statuses=frozenset()) == []
+        run(stores.knowledge.set_status(notes[3].key, NoteStatus.DRAFT, NoteStatus.REJECTED, AT))
+        assert notes[3].key not in found("ORD-48213")
+        assert found("ORD-48213", statuses=frozenset({NoteStatus.REJECTED})) == [notes[3].key]
+
     def test_retrievals_are_counted_and_logged_with_the_sessions_chain(self, stores: Stores) -> None:
         a, b = self.add(stores, 1), self.add(stores, 2)
         counted = run(stores.knowledge.record_retrievals([a.key, b.key], "first", CHAIN, AT))

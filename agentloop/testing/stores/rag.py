@@ -1,10 +1,13 @@
-"""The RAG store suite: similarity search within a scope, dedup, tenant isolation, reopening, concurrent adds."""
+"""The RAG store suite: hybrid search within a scope, dedup, tenant isolation, reopening, concurrent adds."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from agentloop.ports.stores import Stores
 from agentloop.scopes import Scope
@@ -40,6 +43,42 @@ class RagStoreTests(Backend):
         assert run(stores.rag.search(self.A, "deployment", 0)) == []
         assert run(stores.rag.search(self.A, "!!!", 5)) == []  # no words: nothing is similar
         assert run(stores.rag.count()) == 4
+
+    def test_an_exact_identifier_among_near_identical_texts_ranks_first(self, stores: Stores) -> None:
+        families = (
+            ("Order ORD-482{n:02d} was delayed at the Lyon warehouse", "what went wrong with order ORD-48217?"),
+            ("The disk of db-{n:02d}.eu-west.internal filled up overnight", "is db-17.eu-west.internal healthy again"),
+            ("Checkout failed with error E10{n:02d} after the payment step", "customers see E1017 at checkout"),
+        )
+        for template, _ in families:
+            for n in range(10, 30):
+                run(stores.rag.add(self.A, template.format(n=n)))
+        for template, question in families:
+            (best, *_) = run(stores.rag.search(self.A, question, 3))
+            assert best.text == template.format(n=17), question
+
+    def test_a_text_holding_a_word_of_the_query_is_found_even_when_vectors_rank_it_low(self, stores: Stores) -> None:
+        """The keyword side offers a text the nearest texts crowd out (none of theirs holds a word of the query whole)."""
+        decoys = [f"restart gateway pool {n} during maintenance" for n in range(25)]
+        target = "Ticket zq-7731 was closed by the night shift"
+        for text in [*decoys, target]:
+            run(stores.rag.add(self.A, text))
+        query = "restarting gateways pooling maintenances zq-7731 durings"
+        vectors = stores.embedder.embed([query, target, *decoys])
+        similarities = vectors[1:] @ vectors[0]
+        assert int(np.sum(similarities[1:] > similarities[0])) >= 20, "the vectors alone rank the target below the decoys"
+        assert target in [hit.text for hit in run(stores.rag.search(self.A, query, 3))]
+
+    @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.differing_executors])
+    @given(st.text(max_size=40))
+    def test_any_query_text_searches_without_error_and_never_crosses_chains(self, stores: Stores, query: str) -> None:
+        """I11: whatever the query holds (operators, quotes, identifiers, no words), the keyword
+        side stays inside the scope: a namesake chain finds nothing of this chain's texts."""
+        mine = {run(stores.rag.add(CHAIN, text)) for text in ("Ticket ORD-1 \"quoted\" AND NOT x*", "near(a b) OR c:d")}
+        for other in namesakes(CHAIN):
+            assert run(stores.rag.search(other, query, 5)) == []
+        assert {hit.id for hit in run(stores.rag.search(CHAIN, query, 5))} <= mine
+        assert {hit.id for hit in run(stores.rag.search(CHAIN, "ORD-1 near(a", 5))} == mine
 
     def test_texts_lists_a_scopes_texts_oldest_first(self, stores: Stores) -> None:
         self.fill(stores)

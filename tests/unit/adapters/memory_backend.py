@@ -10,6 +10,8 @@ Every rule about what should be stored is the domain's (`LayerIds.visible_owners
 from __future__ import annotations
 
 import itertools
+import math
+import re
 import threading
 from collections.abc import Collection, Sequence
 from datetime import datetime
@@ -27,12 +29,30 @@ from agentloop.notes.errors import UnknownNoteError
 from agentloop.messages import ChatMessage
 from agentloop.notes import KnowledgeItem, Layer, LayerIds, MergeSuggestion, NoteStatus, Retrieval, Trajectory, quarantine_record
 from agentloop.ports import Embedder, MemoryEntry, RagHit, TaskRecord, TaskState, Vectors
+from agentloop.retrieval import HybridWeights, fuse, query_words
 from agentloop.scopes import Scope
 
 
 def cosine(a: Vectors, b: Vectors) -> float:
     norms = float(np.linalg.norm(a)) * float(np.linalg.norm(b))
     return float(np.dot(a, b)) / norms if norms > 0 else 0.0
+
+
+def _tokens(text: str) -> list[str]:
+    return re.findall(r"[^\W_]+", text.casefold())
+
+
+def keyword_ranking(query: str, texts: dict[int, str]) -> list[tuple[int, float]]:
+    """The ids of `texts` holding words of `query` (each word's tokens in a row) with their
+    score, rarest words counting most (an IDF sum), best first."""
+    documents = {id_: " " + " ".join(_tokens(text)) + " " for id_, text in texts.items()}
+    scores: dict[int, float] = {}
+    for word in query_words(query):
+        phrase = " " + " ".join(_tokens(word)) + " "
+        holding = [id_ for id_, document in documents.items() if phrase.strip() and phrase in document]
+        for id_ in holding:
+            scores[id_] = scores.get(id_, 0.0) + math.log(1 + len(documents) / len(holding))
+    return sorted(scores.items(), key=lambda scored: (-scored[1], scored[0]))
 
 
 @attrs.define
@@ -120,11 +140,18 @@ class MemoryRagStore:
 
     async def search(self, scope: Scope, query: str, k: int) -> list[RagHit]:
         vector = (await self.embedder.aembed([query]))[0]
-        if k <= 0 or not vector.any():
+        if k <= 0:
             return []
+        weights = HybridWeights()
         with self.data.lock:
-            hits = [RagHit(id_, text, cosine(vector, stored), owner) for id_, (owner, text, stored) in self.data.rag.items() if owner == scope]
-        return sorted(hits, key=lambda hit: -hit.score)[:k]
+            hits = {
+                id_: RagHit(id_, text, cosine(vector, stored), owner)
+                for id_, (owner, text, stored) in self.data.rag.items() if owner == scope
+            }
+        nearest = sorted(((id_, hit.score) for id_, hit in hits.items()), key=lambda scored: -scored[1])
+        nearest = nearest[: weights.per_side(k)] if vector.any() else []
+        keyword = keyword_ranking(query, {id_: hit.text for id_, hit in hits.items()})[: weights.per_side(k)]
+        return [hits[id_] for id_, _ in fuse(nearest, keyword, weights)[:k]]
 
     async def count(self) -> int:
         return len(self.data.rag)
@@ -174,6 +201,15 @@ class MemoryKnowledgeRepository:
             hits = [(item, cosine(vector, item.embedding)) for item in self.data.notes.values()
                     if item.status in statuses and item.layer_ids in owners]
         return sorted([hit for hit in hits if hit[1] >= min_similarity], key=lambda hit: -hit[1])[: max(k, 0)]
+
+    async def keyword_search(
+        self, text: str, k: int, *, caller: LayerIds, layer: Layer, statuses: Collection[NoteStatus]
+    ) -> list[tuple[KnowledgeItem, float]]:
+        owners = caller.visible_owners(layer)
+        with self.data.lock:
+            visible = {i: item for i, item in self.data.notes.items() if item.status in statuses and item.layer_ids in owners}
+        ranking = keyword_ranking(text, {i: f"{item.title}\n{item.markdown}" for i, item in visible.items()})
+        return [(visible[i], score) for i, score in ranking[: max(k, 0)]]
 
     async def record_retrievals(
         self, note_ids: Sequence[int], query: str, session: Scope | None, at: datetime, turn_id: str | None = None

@@ -125,7 +125,9 @@ def _forget_embedders(url: str) -> None:
     """Make the bot's schema as it was before stores recorded their embedder."""
     with psycopg.connect(url) as conn:
         conn.execute("DROP TABLE agentloop_helper.vector_embedders")
-        conn.execute("ALTER TABLE agentloop_helper.note_retrievals DROP COLUMN turn_id")  # a later step
+        conn.execute("ALTER TABLE agentloop_helper.note_retrievals DROP COLUMN turn_id")  # later steps
+        for table in ("rag_documents", "knowledge_items"):
+            conn.execute(f"ALTER TABLE agentloop_helper.{table} DROP COLUMN words")
         conn.execute("UPDATE agentloop_helper.schema_versions SET version = 1 WHERE name IN ('rag', 'knowledge')")
 
 
