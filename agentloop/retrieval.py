@@ -13,6 +13,10 @@ Id = TypeVar("Id", bound=Hashable)
 
 _WORD = re.compile(r"\S+")
 _ALPHANUMERIC = re.compile(r"[^\W_]")
+_IDENTIFIER = re.compile(r"\d|[^\W_][-._:/@#][^\W_]|.[A-Z]")
+"""What marks a word as an identifier: a digit, letters or digits joined by `-._:/@#`, or a
+capital after its first letter (ORD-48213, db-07.eu-west.internal, E1042, PgBouncer, NGINX)."""
+_EDGE = "\"'()[]{}<>,;:!?.`"
 MAX_QUERY_WORDS = 32
 """Words of a query sent to the keyword index; a pasted page costs no more than a question."""
 
@@ -61,12 +65,15 @@ def fuse(
 
 def query_words(text: str) -> list[str]:
     """The words of `text` a keyword index is asked for: its whitespace-separated words that
-    hold a letter or digit, each once whatever its case, at most `MAX_QUERY_WORDS`. An identifier such as
-    `db-07.eu-west.internal` stays one word; each backend quotes it for its own syntax."""
+    look like identifiers (`_IDENTIFIER`), stripped of the quotes and punctuation around
+    them, each once whatever its case, at most `MAX_QUERY_WORDS`.
+    An identifier such as `db-07.eu-west.internal` stays one word; each backend quotes it for its
+    own syntax. Plain words are left to the vectors, which weigh meaning better: sent to the
+    keyword index, the common words of a paraphrased question pull up the wrong texts."""
     words: dict[str, str] = {}
     for match in _WORD.finditer(text):
-        word = match.group(0).replace("\x00", "")
-        if _ALPHANUMERIC.search(word):
+        word = match.group(0).replace("\x00", "").strip(_EDGE)
+        if _ALPHANUMERIC.search(word) and _IDENTIFIER.search(word):
             words.setdefault(word.casefold(), word)
             if len(words) == MAX_QUERY_WORDS:
                 break

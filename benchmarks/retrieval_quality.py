@@ -15,8 +15,9 @@ Two sets, each in a store of its own:
 Every note is stored as distillation stores it (parsed, rendered to Markdown, embedded,
 added to the knowledge base) and every question asked through `KnowledgeBase.search`,
 the search a later session's retrieval runs, in the caller's tenant chain. MRR counts the
-first 10 results. `--hybrid` adds a keyword index fused with the vectors where the
-knowledge base offers one ("n/a" otherwise). The figures are printed, never asserted.
+first 10 results. `--hybrid` adds the keyword index fused with the vectors (hybrid search;
+`--keyword-weight`, `--vector-weight` and `--rrf-k` weigh it, default the library's
+`HybridWeights()`). The figures are printed, never asserted.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
-import shutil
 import tempfile
 from collections.abc import Sequence
 from contextlib import closing
@@ -38,11 +38,13 @@ import yaml
 
 from agentloop.adapters import open_note_taking, open_stores
 from agentloop.adapters.embedders.hashing import HashingEmbedder
+from agentloop.adapters.embedders.wordllama import WordLlamaEmbedder
 from agentloop.logging import configure_logging
 from agentloop.notes import (
     DistillationSettings, KnowledgeBase, KnowledgeItem, Layer, LayerIds, NoteType, RetrievalSettings, parse_note,
 )
-from agentloop.ports.vectors import Embedder, Vectors
+from agentloop.ports import HybridWeights
+from agentloop.ports.vectors import Embedder
 from agentloop.testing import ScriptedLLM
 
 DATA = Path(__file__).resolve().parent / "data" / "paraphrases.yaml"
@@ -190,49 +192,12 @@ def identifier_set(incidents: int = 200, seed: int = 24) -> QualitySet:
     return QualitySet("exact ids", tuple(notes), tuple(questions))
 
 
-class WordLlamaStandIn:
-    """WordLlama static embeddings (l2_supercat, 256-d, weights inside the wheel) behind the
-    Embedder port. A stand-in until agentloop/adapters/embedders/wordllama.py lands: replace
-    it with that adapter then."""
-
-    def __init__(self) -> None:
-        import wordllama
-        from wordllama import WordLlama
-
-        # The wheel ships its tokenizer under tokenizers/ but the loader looks for it under
-        # tokenizer/ and then downloads it; a cache directory holding the packaged file keeps it offline.
-        packaged = Path(wordllama.__file__).parent / "tokenizers" / "l2_supercat_tokenizer_config.json"
-        with tempfile.TemporaryDirectory() as cache:
-            (Path(cache) / "tokenizers").mkdir()
-            shutil.copy(packaged, Path(cache) / "tokenizers" / packaged.name)
-            self._model = WordLlama.load(cache_dir=Path(cache), disable_download=True)
-        self._dim = 256
-
-    @property
-    def name(self) -> str:
-        return f"wordllama-l2_supercat/{self._dim}"
-
-    @property
-    def dim(self) -> int:
-        return self._dim
-
-    def embed(self, texts: Sequence[str]) -> Vectors:
-        if not texts:
-            return np.zeros((0, self._dim), dtype=np.float32)
-        vectors = np.asarray(self._model.embed(list(texts)), dtype=np.float32)
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        return np.ascontiguousarray(np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0))
-
-    async def aembed(self, texts: Sequence[str]) -> Vectors:
-        return await asyncio.to_thread(self.embed, texts)
-
-
 def make_embedder(spec: str) -> Embedder:
     """`hashing`, `wordllama` or `sentence-transformers:PATH`."""
     if spec == "hashing":
         return HashingEmbedder()
     if spec == "wordllama":
-        return WordLlamaStandIn()
+        return WordLlamaEmbedder()
     if spec.startswith("sentence-transformers:"):
         from agentloop.adapters.embedders.sentence_transformers import SentenceTransformerEmbedder
 
@@ -240,15 +205,9 @@ def make_embedder(spec: str) -> Embedder:
     raise ValueError(f"unknown embedder {spec!r}; give hashing, wordllama or sentence-transformers:PATH")
 
 
-def hybrid_settings(on: bool) -> RetrievalSettings | None:
-    """Retrieval settings with the keyword side of hybrid search on or off; None for on when
-    the knowledge base has no hybrid search (neither a `hybrid` switch nor a `keyword_weight`)."""
-    fields = {field.name for field in attrs.fields(RetrievalSettings)}
-    if "hybrid" in fields:
-        return attrs.evolve(RetrievalSettings(), hybrid=on)
-    if "keyword_weight" in fields:
-        return RetrievalSettings() if on else attrs.evolve(RetrievalSettings(), keyword_weight=0.0)
-    return None if on else RetrievalSettings()
+def hybrid_settings(on: bool, weights: HybridWeights) -> RetrievalSettings:
+    """Retrieval settings with the keyword side of hybrid search weighed by `weights`, or off."""
+    return RetrievalSettings(hybrid=weights if on else attrs.evolve(weights, keyword=0.0))
 
 
 async def store_notes(knowledge: KnowledgeBase, notes: Sequence[Case]) -> tuple[dict[int, str], int]:
@@ -286,17 +245,16 @@ async def score(knowledge: KnowledgeBase, keys: dict[int, str], questions: Seque
     return Scores(hit1 / count, hit3 / count, reciprocal / count, duplicates, tuple(misses))
 
 
-def measure(embedder: Embedder, quality_set: QualitySet, modes: Sequence[bool]) -> dict[bool, Scores | None]:
-    """Scores with hybrid search off and on, as `modes` asks; None where there is none."""
-    results: dict[bool, Scores | None] = {}
+def measure(
+    embedder: Embedder, quality_set: QualitySet, modes: Sequence[bool], weights: HybridWeights = HybridWeights()
+) -> dict[bool, Scores]:
+    """Scores with hybrid search off and on, as `modes` asks."""
+    results: dict[bool, Scores] = {}
     with tempfile.TemporaryDirectory() as directory, open_stores(directory, embedder=embedder) as stores:
         with closing(open_note_taking(stores, ScriptedLLM())) as loader:
             keys, duplicates = asyncio.run(store_notes(loader.knowledge, quality_set.notes))
         for mode in modes:
-            settings = hybrid_settings(mode)
-            if settings is None:
-                results[mode] = None
-                continue
+            settings = hybrid_settings(mode, weights)
             with closing(open_note_taking(stores, ScriptedLLM(), retrieval=settings)) as note_taking:
                 results[mode] = asyncio.run(score(note_taking.knowledge, keys, quality_set.questions, duplicates))
     return results
@@ -310,11 +268,8 @@ def _targets(scores: Scores, targets: Sequence[tuple[str, float]]) -> str:
     return ", ".join(said)
 
 
-def print_row(quality_set: QualitySet, spec: str, name: str, mode: str, scores: Scores | None) -> None:
+def print_row(quality_set: QualitySet, spec: str, name: str, mode: str, scores: Scores) -> None:
     head = f"{quality_set.name:<12} {spec:<22} {name:<28} {mode:<8}"
-    if scores is None:
-        print(f"{head} {'n/a':>6}")
-        return
     targets: Sequence[tuple[str, float]] = ()
     if spec == DEFAULT_EMBEDDER and quality_set.name == "paraphrases":
         targets = PARAPHRASE_TARGETS
@@ -330,6 +285,9 @@ def main(argv: list[str] | None = None) -> None:
                         "(repeat for several; default: hashing and wordllama)")
     parser.add_argument("--model-dir", help="a sentence-transformers model directory, measured too")
     parser.add_argument("--hybrid", choices=["on", "off", "both"], default="both")
+    parser.add_argument("--keyword-weight", type=float, default=HybridWeights().keyword)
+    parser.add_argument("--vector-weight", type=float, default=HybridWeights().vector)
+    parser.add_argument("--rrf-k", type=float, default=HybridWeights().rrf_k)
     parser.add_argument("--families", type=int, help="only the first N task families of the paraphrase set")
     parser.add_argument("--incidents", type=int, default=200, help="notes (and questions) of the exact-identifier set")
     parser.add_argument("--misses", action="store_true", help="print each question whose note was not ranked first")
@@ -339,6 +297,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.model_dir:
         specs.append(f"sentence-transformers:{args.model_dir}")
     modes = {"off": [False], "on": [True], "both": [False, True]}[args.hybrid]
+    weights = HybridWeights(vector=args.vector_weight, keyword=args.keyword_weight, rrf_k=args.rrf_k)
     sets = [paraphrase_set(args.families), identifier_set(args.incidents)]
     for quality_set in sets:
         print(f"{quality_set.name}: {len(quality_set.notes)} notes, {len(quality_set.questions)} questions")
@@ -349,11 +308,11 @@ def main(argv: list[str] | None = None) -> None:
         embedder = make_embedder(spec)
         label = spec if not spec.startswith("sentence-transformers:") else "sentence-transformers"
         for quality_set in sets:
-            results = measure(embedder, quality_set, modes)
+            results = measure(embedder, quality_set, modes, weights)
             for mode, scores in results.items():
                 shown = "hybrid" if mode else "vectors"
                 print_row(quality_set, label, embedder.name, shown, scores)
-                if args.misses and scores is not None:
+                if args.misses:
                     misses += [
                         f"{quality_set.name} / {label} / {shown}: {q!r} wants {want}, got {got}" for q, want, got in scores.misses
                     ]

@@ -34,11 +34,11 @@ def test_weights_refuse_negative_values_and_no_candidates() -> None:
     assert HybridWeights(candidates=20).per_side(50) == 50
 
 
-def test_query_words_keep_identifiers_whole_and_drop_words_without_letters_or_digits() -> None:
-    assert query_words('why "ORD-48213" on db-07.eu-west.internal?! Why -- E1042') == [
-        "why", '"ORD-48213"', "on", "db-07.eu-west.internal?!", "E1042"
+def test_query_words_keep_identifiers_whole_and_leave_plain_words_to_the_vectors() -> None:
+    assert query_words('why "ORD-48213" on db-07.eu-west.internal?! Why -- E1042, e1042 PgBouncer NGINX pool_mode') == [
+        "ORD-48213", "db-07.eu-west.internal", "E1042", "PgBouncer", "NGINX", "pool_mode"
     ]
-    assert query_words("!!! -- ***") == []
+    assert query_words("!!! -- *** How do I restart the service? Hello.") == []
 
 
 @given(st.text())
