@@ -12,6 +12,7 @@ from agentloop._names import new_id
 from agentloop._text import storable
 from agentloop.approvals import ApprovalDecision, ApprovalPolicy, ApprovalRequest, PendingApproval
 from agentloop.components import (
+    CallUsage,
     InboxTurn,
     LlmFailure,
     LlmResponse,
@@ -25,6 +26,7 @@ from agentloop.components import (
     ToolExecutions,
     ToolLoopStop,
     TurnPolicy,
+    TurnUsage,
 )
 from agentloop.context import AgentContext, IncomingMessage, Session
 from agentloop.errors import (
@@ -84,6 +86,7 @@ __all__ = [
     "ApprovalPolicy",
     "ApprovalRequest",
     "Attachment",
+    "CallUsage",
     "ChatMessage",
     "FailureEvent",
     "FailureKind",
@@ -133,6 +136,7 @@ __all__ = [
     "TransportError",
     "TurnOutcome",
     "TurnPolicy",
+    "TurnUsage",
     "UndeclaredAccessError",
     "Usage",
     "VoiceReply",

@@ -12,6 +12,7 @@ from agentloop.ports.stores import MemoryEntry, MemoryStore, RagHit, RagStore, S
 from agentloop.ports.tasks import TaskRecord, TaskState, TaskStore
 from agentloop.ports.telemetry import AttributeValue, Span, Tracer
 from agentloop.ports.trajectories import TrajectoryStore
+from agentloop.ports.usage import UsageFilter, UsageGroup, UsageStore, UsageTotal
 from agentloop.ports.vectors import Embedder, VectorIndex, Vectors
 
 __all__ = [
@@ -42,6 +43,10 @@ __all__ = [
     "TaskStore",
     "Tracer",
     "TrajectoryStore",
+    "UsageFilter",
+    "UsageGroup",
+    "UsageStore",
+    "UsageTotal",
     "VectorIndex",
     "Vectors",
 ]

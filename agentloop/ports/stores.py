@@ -26,6 +26,7 @@ from agentloop.ports.attempt_notes import AttemptNotesStore
 from agentloop.ports.knowledge import KnowledgeRepository
 from agentloop.ports.tasks import TaskStore
 from agentloop.ports.trajectories import TrajectoryStore
+from agentloop.ports.usage import UsageStore
 from agentloop.ports.vectors import Embedder
 from agentloop.scopes import Scope
 
@@ -127,6 +128,7 @@ class Stores:
     tasks: TaskStore
     attempt_notes: AttemptNotesStore
     approvals: ApprovalStore
+    usage: UsageStore
     _closers: tuple[Callable[[], None], ...] = ()
     _closed: bool = attrs.field(default=False, init=False)
 

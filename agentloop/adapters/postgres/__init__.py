@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import psycopg
 
-from agentloop.adapters.postgres import approvals, attempt_notes, knowledge, memory, rag, sessions, tasks, trajectories
+from agentloop.adapters.postgres import approvals, attempt_notes, knowledge, memory, rag, sessions, tasks, trajectories, usage
 from agentloop.adapters.postgres.approvals import PostgresApprovalStore
 from agentloop.adapters.postgres.attempt_notes import PostgresAttemptNotes
 from agentloop.adapters.postgres.database import CONNECT_TIMEOUT_S, Database, LoopThread, connect_once, one_line, schema_name
@@ -22,6 +22,7 @@ from agentloop.adapters.postgres.schema import exists, lock_migrations, migrate,
 from agentloop.adapters.postgres.sessions import PostgresSessionStore
 from agentloop.adapters.postgres.tasks import PostgresTaskStore
 from agentloop.adapters.postgres.trajectories import PostgresTrajectoryStore
+from agentloop.adapters.postgres.usage import PostgresUsageStore
 from agentloop.adapters.urls import shown_url
 from agentloop.ports.stores import Stores
 from agentloop.adapters.errors import StoreUrlError
@@ -29,7 +30,7 @@ from agentloop.ports import Embedder
 
 SCHEMAS = (
     sessions.SCHEMA, memory.SCHEMA, rag.SCHEMA, knowledge.SCHEMA, trajectories.SCHEMA, tasks.SCHEMA, attempt_notes.SCHEMA,
-    approvals.SCHEMA,
+    approvals.SCHEMA, usage.SCHEMA,
 )
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "PostgresSessionStore",
     "PostgresTaskStore",
     "PostgresTrajectoryStore",
+    "PostgresUsageStore",
     "open_postgres_replies",
     "open_postgres_stores",
     "postgres_stores_exist",
@@ -59,7 +61,7 @@ def open_postgres_stores(url: str, *, bot: str, embedder: Embedder, create: bool
     return Stores(
         url, bot, embedder, PostgresSessionStore(db), PostgresMemoryStore(db), PostgresRagStore(db, embedder),
         PostgresKnowledgeRepository(db, embedder.dim), PostgresTrajectoryStore(db), PostgresTaskStore(db),
-        PostgresAttemptNotes(db), PostgresApprovalStore(db), (db.close,),
+        PostgresAttemptNotes(db), PostgresApprovalStore(db), PostgresUsageStore(db), (db.close,),
     )
 
 

@@ -25,6 +25,7 @@ from agentloop.adapters.sqlite.sessions import AsyncSqliteSessionStore, SqliteSe
 from agentloop.adapters.sqlite.tasks import AsyncSqliteTaskStore, SqliteTaskStore
 from agentloop.adapters.sqlite.thread import SqliteFile
 from agentloop.adapters.sqlite.trajectories import AsyncSqliteTrajectoryStore, SqliteTrajectoryStore
+from agentloop.adapters.sqlite.usage import AsyncSqliteUsageStore, SqliteUsageStore
 from agentloop.ports import Embedder
 from agentloop.ports.stores import Stores
 
@@ -36,6 +37,7 @@ __all__ = [
     "SqliteSessionStore",
     "SqliteTaskStore",
     "SqliteTrajectoryStore",
+    "SqliteUsageStore",
     "open_sqlite_replies",
     "open_sqlite_stores",
     "reembed_sqlite_stores",
@@ -52,6 +54,7 @@ def open_sqlite_stores(directory: Path, *, bot: str, embedder: Embedder) -> Stor
         sessions = AsyncSqliteSessionStore(SqliteSessionStore(bot_file.conn, bot_file.lock), bot_file.thread)
         memory = AsyncSqliteMemoryStore(SqliteMemoryStore(bot_file.conn, bot_file.lock), bot_file.thread)
         approvals = AsyncSqliteApprovalStore(SqliteApprovalStore(bot_file.conn, bot_file.lock), bot_file.thread)
+        usage = AsyncSqliteUsageStore(SqliteUsageStore(bot_file.conn, bot_file.lock), bot_file.thread)
         rag = AsyncSqliteRagStore(
             SqliteRagStore.on(bot_file.conn, embedder, directory / f"{bot}.rag.hnsw", bot_file.lock), bot_file.thread
         )
@@ -68,7 +71,7 @@ def open_sqlite_stores(directory: Path, *, bot: str, embedder: Embedder) -> Stor
     closers = (bot_file.close, rag.close, knowledge.close, trajectories.close, tasks.close)
     return Stores(
         f"sqlite:///{directory}", bot, embedder, sessions, memory, rag, knowledge, trajectories, tasks,
-        FileAttemptNotes(directory / f"{bot}.attempt-notes"), approvals, closers,
+        FileAttemptNotes(directory / f"{bot}.attempt-notes"), approvals, usage, closers,
     )
 
 
