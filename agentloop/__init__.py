@@ -68,6 +68,7 @@ from agentloop.outcome import (
     resolve_finish_reason,
     visible_text,
 )
+from agentloop.pricing import ModelPrice, Prices
 from agentloop.scopes import DEFAULT_COMPANY, Scope, approval_scope, history_scope, knowledge_scope, memory_scope
 from agentloop.streaming import collect, events_of, reply_events
 from agentloop.structured import OutputType, OutputValidationError
@@ -101,6 +102,7 @@ __all__ = [
     "LlmRequest",
     "LlmResponse",
     "MissingComponentError",
+    "ModelPrice",
     "OutgoingResponse",
     "OutputType",
     "OutputValidationError",
@@ -109,6 +111,7 @@ __all__ = [
     "PipelineError",
     "PipelineRow",
     "PlanProposal",
+    "Prices",
     "PromptContext",
     "PromptSection",
     "ResponseSchema",

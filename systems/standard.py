@@ -16,6 +16,7 @@ from agentloop import (
     ApprovalPolicy,
     PipelineDescription,
     PipelineError,
+    Prices,
     System,
     Tool,
     TurnOutcome,
@@ -30,6 +31,7 @@ from systems.memory import MemoryPersistSystem
 from systems.outcome import TurnOutcomeFinalizationSystem
 from systems.rag import RagIndexingSystem
 from systems.routing import ResponseRoutingSystem
+from systems.usage import UsageRecordingSystem
 from systems.tool_loop import (
     DEFAULT_MAX_TOOL_OUTPUT_BYTES,
     ToolExecutionHook,
@@ -69,6 +71,8 @@ class StandardOptions:
     the model or trajectory capture sees it."""
     output_type: type[Any] | None = None
     """Validate the final answer into this type (an attrs class, say); `StructuredOutput` holds it."""
+    prices: Prices = Prices()
+    """What each model's tokens cost: your own prices first, then the genai-prices table."""
 
     def tool_loop_settings(self, approval: ApprovalPolicy | None = None) -> ToolLoopSettings:
         """The tool loop's share of these options, with the `approval` hook `standard_pipeline` was given."""
@@ -275,6 +279,7 @@ def _standard(
         FeedbackGuaranteeSystem(),
         ResponseRoutingSystem(channel),
         MemoryPersistSystem(sessions=stores.sessions, memory=stores.memory, company_id=opts.company_id),
+        UsageRecordingSystem(stores.usage, prices=opts.prices, company_id=opts.company_id),
         RagIndexingSystem(stores.rag, company_id=opts.company_id),
     ]
     return StandardPipeline(systems, stores=stores, owns_stores=owns_stores, turn_timeout=opts.turn_timeout, clock=clock, metrics=metrics)

@@ -12,7 +12,7 @@ from agentloop.ports.stores import MemoryEntry, MemoryStore, RagHit, RagStore, S
 from agentloop.ports.tasks import TaskRecord, TaskState, TaskStore
 from agentloop.ports.telemetry import AttributeValue, Span, Tracer
 from agentloop.ports.trajectories import TrajectoryStore
-from agentloop.ports.usage import UsageFilter, UsageGroup, UsageStore, UsageTotal
+from agentloop.ports.usage import Period, RecordedCall, UsageFilter, UsageGroup, UsageLine, UsageRecord, UsageStore, UsageTotal, period_start
 from agentloop.ports.vectors import Embedder, VectorIndex, Vectors
 
 __all__ = [
@@ -30,8 +30,10 @@ __all__ = [
     "MemoryStore",
     "MessageStream",
     "Metrics",
+    "Period",
     "RagHit",
     "RagStore",
+    "RecordedCall",
     "SessionStore",
     "Span",
     "Stores",
@@ -45,8 +47,11 @@ __all__ = [
     "TrajectoryStore",
     "UsageFilter",
     "UsageGroup",
+    "UsageLine",
+    "UsageRecord",
     "UsageStore",
     "UsageTotal",
     "VectorIndex",
     "Vectors",
+    "period_start",
 ]
