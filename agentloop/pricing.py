@@ -66,8 +66,8 @@ class Prices:
 
 def _table_cost(model: str, usage: Usage) -> float | None:
     price = _table_price(model)
-    if price is None:
-        return None
+    if price is None or isinstance(price, ModelPrice):
+        return None if price is None else price.cost(usage)
     from genai_prices import Usage as TableUsage
 
     counted = TableUsage(
@@ -80,11 +80,23 @@ def _table_cost(model: str, usage: Usage) -> float | None:
 @functools.cache
 def _table_price(model: str) -> Any:
     """The table's price of `model` (its own model matching: "gpt-4o-2024-08-06" finds gpt-4o), or None;
-    looked up once per model, the table imported on first use."""
+    looked up once per model, the table imported on first use. A flat price becomes a `ModelPrice`
+    (the table, too, prices a cache token without a price of its own as input); a tiered one is kept."""
+    from decimal import Decimal
+
     from genai_prices import Usage as TableUsage
     from genai_prices import calc_price
 
     try:
-        return calc_price(TableUsage(input_tokens=0, output_tokens=0), model_ref=model).model_price
+        price = calc_price(TableUsage(input_tokens=0, output_tokens=0), model_ref=model).model_price
     except LookupError:
         return None
+    def flat(rate: Any) -> float | None:
+        return float(rate) if isinstance(rate, Decimal) else None
+
+    read, write = flat(price.cache_read_mtok), flat(price.cache_write_mtok)
+    input_rate, output_rate = flat(price.input_mtok), flat(price.output_mtok)
+    tiered = (read is None and price.cache_read_mtok is not None) or (write is None and price.cache_write_mtok is not None)
+    if input_rate is None or output_rate is None or tiered:
+        return price
+    return ModelPrice(input_rate, output_rate, read, write)
