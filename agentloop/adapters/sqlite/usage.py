@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from agentloop.adapters.rows import SCOPE_COLUMNS, scope_values
-from agentloop.adapters.sqlite.connection import closing_on_error, connect, transaction
+from agentloop.adapters.sqlite.connection import closing_on_error, connect
 from agentloop.adapters.sqlite.schema import Schema, Step, has_table, migrate
 from agentloop.adapters.sqlite.scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQL
 from agentloop.adapters.sqlite.thread import OnItsThread
@@ -61,7 +61,7 @@ def _where(where: UsageFilter) -> tuple[str, list[Any]]:
 
 
 class SqliteUsageStore:
-    """Usage rows keyed by (turn, call): a turn's rows go in one transaction, and a turn already
+    """Usage rows keyed by (turn, call): a turn's rows go in one statement, and a turn already
     there is not written again."""
 
     def __init__(self, conn: sqlite3.Connection, lock: threading.Lock | None = None) -> None:
@@ -84,15 +84,14 @@ class SqliteUsageStore:
              call.usage.output_tokens, call.usage.cache_read_tokens, call.usage.cache_write_tokens, call.cost)
             for index, call in enumerate(record.calls)
         ]
-        with self._lock, transaction(self._conn):
-            if self._conn.execute("SELECT 1 FROM usage_calls WHERE turn_id = ? LIMIT 1", (record.turn_id,)).fetchone():
-                return False
-            self._conn.executemany(
-                f"INSERT INTO usage_calls (turn_id, call_index, {SCOPE_COLUMNS_SQL}, at, day, model, input_tokens, "
-                f"output_tokens, cache_read_tokens, cache_write_tokens, cost) VALUES ({', '.join('?' * 16)})",
-                rows,
+        marks = ", ".join(f"({', '.join('?' * 16)})" for _ in rows)
+        with self._lock:  # one statement: its rows land together or not at all
+            cursor = self._conn.execute(
+                f"INSERT OR IGNORE INTO usage_calls (turn_id, call_index, {SCOPE_COLUMNS_SQL}, at, day, model, input_tokens, "
+                f"output_tokens, cache_read_tokens, cache_write_tokens, cost) VALUES {marks}",
+                [value for row in rows for value in row],
             )
-        return True
+        return cursor.rowcount > 0
 
     def total(self, where: UsageFilter) -> UsageTotal:
         condition, params = _where(where)
