@@ -13,6 +13,7 @@ from agentloop._text import storable
 from agentloop.approvals import ApprovalDecision, ApprovalPolicy, ApprovalRequest, PendingApproval
 from agentloop.compaction import ContextBudget
 from agentloop.components import (
+    CallUsage,
     InboxTurn,
     LlmFailure,
     LlmResponse,
@@ -26,6 +27,7 @@ from agentloop.components import (
     ToolExecutions,
     ToolLoopStop,
     TurnPolicy,
+    TurnUsage,
 )
 from agentloop.context import AgentContext, IncomingMessage, Session
 from agentloop.errors import (
@@ -70,6 +72,7 @@ from agentloop.outcome import (
     resolve_finish_reason,
     visible_text,
 )
+from agentloop.pricing import ModelPrice, Prices
 from agentloop.scopes import DEFAULT_COMPANY, Scope, approval_scope, history_scope, knowledge_scope, memory_scope
 from agentloop.streaming import collect, events_of, reply_events
 from agentloop.structured import OutputType, OutputValidationError
@@ -89,6 +92,7 @@ __all__ = [
     "ApprovalPolicy",
     "ApprovalRequest",
     "Attachment",
+    "CallUsage",
     "ChatMessage",
     "ContextBudget",
     "EstimatedTokens",
@@ -107,6 +111,7 @@ __all__ = [
     "LlmResponse",
     "MidTurnPolicy",
     "MissingComponentError",
+    "ModelPrice",
     "ModelSwitched",
     "OutgoingResponse",
     "OutputType",
@@ -116,6 +121,7 @@ __all__ = [
     "PipelineError",
     "PipelineRow",
     "PlanProposal",
+    "Prices",
     "PromptContext",
     "PromptSection",
     "ResponseSchema",
@@ -146,6 +152,7 @@ __all__ = [
     "TurnInProgressError",
     "TurnOutcome",
     "TurnPolicy",
+    "TurnUsage",
     "UndeclaredAccessError",
     "Usage",
     "VoiceReply",

@@ -75,6 +75,33 @@ class LlmResponse:
 
 
 @attrs.frozen
+class CallUsage:
+    """The tokens of one model call, and the model that answered it (the one asked for when the
+    server did not say; None when neither is known)."""
+
+    model: str | None
+    usage: Usage
+
+
+@attrs.frozen
+class TurnUsage:
+    """Every model call of the turn that reported its usage, in call order, whether or not the
+    turn was answered; `total` adds them up (what `LlmResponse.usage` holds for an answered turn)."""
+
+    calls: tuple[CallUsage, ...] = ()
+
+    @property
+    def total(self) -> Usage:
+        total = Usage(0, 0)
+        for call in self.calls:
+            total += call.usage
+        return total
+
+    def add(self, call: CallUsage) -> TurnUsage:
+        return TurnUsage((*self.calls, call))
+
+
+@attrs.frozen
 class StructuredOutput:
     """The model's final answer validated into the tool loop's `output_type` (an attrs class, a
     dataclass or any type pydantic validates); `LlmResponse.text` holds the JSON it came as."""

@@ -89,6 +89,10 @@ class LlmRequest:
     `time_left` is how many seconds the caller will wait for the whole answer, retries
     included (the tool loop passes the turn's); an adapter starts no attempt or retry
     wait that would end after it. None: no limit but the adapter's own timeouts.
+
+    `cache_key` names the conversation the request continues (the tool loop derives it from
+    the session), for a provider that routes a prompt to its cache by such a key; it says
+    nothing about the prompt itself, so an adapter that has no use for it ignores it.
     """
 
     messages: tuple[ChatMessage, ...]
@@ -100,6 +104,7 @@ class LlmRequest:
     seed: int | None = None
     time_left: float | None = None
     response_schema: ResponseSchema | None = None
+    cache_key: str | None = None
 
 
 @attrs.frozen

@@ -9,6 +9,7 @@ from systems.outcome import TurnOutcomeFinalizationSystem
 from systems.rag import RagIndexingSystem
 from systems.routing import ResponseRoutingSystem
 from systems.standard import StandardOptions, StandardPipeline, standard_pipeline
+from systems.usage import UsageRecordingSystem
 from systems.tool_loop import ToolExecutionHook, ToolLoopSettings, ToolLoopSystem, ToolPolicy, plan_mode_requested, send_voice
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "ToolPolicy",
     "TrajectoryCaptureSystem",
     "TurnOutcomeFinalizationSystem",
+    "UsageRecordingSystem",
     "add_note_taking",
     "plan_mode_requested",
     "send_voice",

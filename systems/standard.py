@@ -18,6 +18,7 @@ from agentloop import (
     EstimatedTokens,
     PipelineDescription,
     PipelineError,
+    Prices,
     System,
     TokenCounter,
     Tool,
@@ -34,6 +35,7 @@ from systems.memory import MemoryPersistSystem
 from systems.outcome import TurnOutcomeFinalizationSystem
 from systems.rag import RagIndexingSystem
 from systems.routing import ResponseRoutingSystem
+from systems.usage import UsageRecordingSystem
 from systems.tool_loop import (
     DEFAULT_MAX_TOOL_OUTPUT_BYTES,
     ToolExecutionHook,
@@ -83,6 +85,8 @@ class StandardOptions:
     """The model that writes summaries (default: the bot's)."""
     summary_model: str | None = None
     """The model name asked for summaries (a cheaper one on the same server; default: `model`)."""
+    prices: Prices = Prices()
+    """What each model's tokens cost: your own prices first, then the genai-prices table."""
 
     def tool_loop_settings(self, approval: ApprovalPolicy | None = None) -> ToolLoopSettings:
         """The tool loop's share of these options, with the `approval` hook `standard_pipeline` was given."""
@@ -297,6 +301,7 @@ def _standard(
         FeedbackGuaranteeSystem(),
         ResponseRoutingSystem(channel),
         MemoryPersistSystem(sessions=stores.sessions, memory=stores.memory, company_id=opts.company_id),
+        UsageRecordingSystem(stores.usage, prices=opts.prices, company_id=opts.company_id),
         RagIndexingSystem(stores.rag, company_id=opts.company_id),
     ]
     if opts.compaction:

@@ -39,6 +39,7 @@ from agentloop import (
     TELEMETRY,
     AgentContext,
     ApprovalDecision,
+    CallUsage,
     ApprovalRequest,
     Attachment,
     ChatMessage,
@@ -70,7 +71,7 @@ from agentloop import (
     ToolLoopStop,
     ToolRegistry,
     TransportError,
-    Usage,
+    TurnUsage,
     VoiceReply,
     approval_scope,
     collect,
@@ -95,6 +96,7 @@ from systems.tool_loop_settings import ToolLoopSettings as ToolLoopSettings
 from systems.tool_loop_settings import ToolPolicy as ToolPolicy
 from systems.tool_loop_settings import plan_mode_requested as plan_mode_requested
 from systems.outcome import render_call
+from systems.usage import count_tokens, prompt_cache_key, usage_attributes
 from systems.routing import UNDELIVERED_TEXT
 
 _log = get_logger("agentloop.tool_loop")
@@ -142,7 +144,7 @@ class _Turn:
         self.executions: list[ToolExecution] = []
         self.voice_text: str | None = None
         self.attachments: list[Attachment] = []
-        self.usage: Usage | None = None
+        self.usage = TurnUsage()
         self.stream_to = stream_to
         self.message: MessageStream | None = None
         self.message_id = ""
@@ -154,8 +156,10 @@ class _Turn:
     def fail(self, source: FailureSource, component: str, kind: FailureKind, message: str) -> None:
         self.ctx.add_failure(FailureEvent(source, component, kind, message, self.ctx.clock.now()))
 
-    def add_usage(self, usage: Usage) -> None:
-        self.usage = usage if self.usage is None else self.usage + usage
+    def add_usage(self, call: CallUsage) -> None:
+        """Count one model call's usage, on the turn at once: a turn that ends in a failure spent it too."""
+        self.usage = self.usage.add(call)
+        self.ctx.set(self.usage)
 
     async def show(self, text: str) -> None:
         """Stream `text` to the user's message, opening it on the first delta; a channel
@@ -229,7 +233,9 @@ class ToolLoopSystem(System):
     `max_tool_output_bytes` (the cut marked) before the model or capture sees it.
     Each model call is streamed: with a `channel` that can stream, in a user turn, its
     text reaches the user as it is written and `StreamedText` records what was shown;
-    token usage adds up on `LlmResponse.usage` and in `metrics`. With telemetry switched on,
+    each call's token usage is added to `TurnUsage` as it comes (a failed turn's too) and adds up on
+    `LlmResponse.usage` and in `metrics`. Requests carry the session's `prompt_cache_key` as
+    their `cache_key`, so its turns reach one provider-side prompt cache. With telemetry switched on,
     each model call and each tool call is a span under the system's.
     The async tools one model reply asks for run concurrently; its plain `def` tools run on
     tool threads (`agentloop.tools.tool_threads`), one after another in call order, so a
@@ -248,6 +254,7 @@ class ToolLoopSystem(System):
     optional_reads = (LlmResponse, InboxTurn)
     writes = (
         LlmResponse, LlmFailure, ToolLoopStop, PlanProposal, ToolExecutions, StreamedText, StructuredOutput, ApprovalRequest,
+        TurnUsage,
     )
 
     def __init__(
@@ -308,6 +315,7 @@ class ToolLoopSystem(System):
         schema = self.output.schema if self.output is not None else None
         plan_mode = self._in_plan_mode(ctx)
         specs = self.tools.specs
+        cache_key = prompt_cache_key(ctx, self.settings.company_id)
         if ctx.incoming.decision is not None and not await self._resume(turn, ctx.incoming.decision):
             return
         while True:
@@ -321,7 +329,8 @@ class ToolLoopSystem(System):
                 return
             turn.llm_calls += 1
             request = LlmRequest(
-                tuple(turn.messages), specs, self.settings.model, self.settings.temperature, time_left=ctx.time_left(), response_schema=schema
+                tuple(turn.messages), specs, self.settings.model, self.settings.temperature, time_left=ctx.time_left(),
+                response_schema=schema, cache_key=cache_key,
             )
             try:
                 reply = await self._call(turn, request)
@@ -468,8 +477,10 @@ class ToolLoopSystem(System):
 
     async def _call(self, turn: _Turn, request: LlmRequest) -> LlmReply:
         """Ask the model, streaming its text to the user as it comes; its reply once it finished."""
-        attributes = {"gen_ai.operation.name": "chat"} | ({"gen_ai.request.model": self.settings.model} if self.settings.model else {})
-        with TELEMETRY.span(f"chat {self.settings.model}" if self.settings.model else "chat", attributes) as span:
+        asked = self.settings.model or getattr(self.llm, "model", None)
+        asked = asked if isinstance(asked, str) else None
+        attributes = {"gen_ai.operation.name": "chat"} | ({"gen_ai.request.model": asked} if asked else {})
+        with TELEMETRY.span(f"chat {asked}" if asked else "chat", attributes) as span:
             t0 = perf_counter()
             if callable(getattr(self.llm, "stream", None)):
                 async with aclosing(events_of(self.llm, request)) as events:
@@ -482,16 +493,15 @@ class ToolLoopSystem(System):
                 if reply.model:
                     span.set_attribute("gen_ai.response.model", reply.model)
                 if reply.usage is not None:
-                    span.set_attribute("gen_ai.usage.input_tokens", reply.usage.input_tokens)
-                    span.set_attribute("gen_ai.usage.output_tokens", reply.usage.output_tokens)
+                    for key, value in usage_attributes(reply.usage).items():
+                        span.set_attribute(key, value)
         turn.record(complete=True)
         if reply.usage is not None:
-            turn.add_usage(reply.usage)
+            model = reply.model or asked
+            turn.add_usage(CallUsage(model, reply.usage))
             metrics = TELEMETRY.metrics_for(self.metrics)
             if metrics is not None:
-                labels = {"model": reply.model or self.settings.model or "unknown"}
-                metrics.increment("agentloop.llm.input_tokens", reply.usage.input_tokens, labels)
-                metrics.increment("agentloop.llm.output_tokens", reply.usage.output_tokens, labels)
+                count_tokens(metrics, reply.usage, model or "unknown", asked)
         return reply
 
     def _structured(self, turn: _Turn, output: OutputType[Any], reply: LlmReply, content: str | None) -> _Structured:
@@ -528,7 +538,8 @@ class ToolLoopSystem(System):
         if not (text.strip() or turn.voice_text or turn.attachments):
             turn.fail(FailureSource.LLM, self.name, FailureKind.VALIDATION, "the model returned an empty reply")
             return
-        turn.ctx.set(LlmResponse(text, model or self.settings.model, turn.voice_text, tuple(turn.attachments), turn.usage))
+        usage = turn.usage.total if turn.usage.calls else None
+        turn.ctx.set(LlmResponse(text, model or self.settings.model, turn.voice_text, tuple(turn.attachments), usage))
 
     async def _execute(self, turn: _Turn, call: ToolCall, step_id: str, serial: asyncio.Lock | None) -> _Ran:
         """Run one tool call of model step `step_id`, a sync tool holding `serial` (if given) while it

@@ -13,6 +13,7 @@ from agentloop.ports.summaries import SessionSummary, SummaryStore
 from agentloop.ports.tasks import TaskRecord, TaskState, TaskStore
 from agentloop.ports.telemetry import AttributeValue, Span, Tracer
 from agentloop.ports.trajectories import TrajectoryStore
+from agentloop.ports.usage import Period, RecordedCall, UsageFilter, UsageGroup, UsageLine, UsageRecord, UsageStore, UsageTotal, period_start
 from agentloop.ports.vectors import Embedder, VectorIndex, Vectors
 from agentloop.retrieval import HybridWeights
 
@@ -33,8 +34,10 @@ __all__ = [
     "MemoryStore",
     "MessageStream",
     "Metrics",
+    "Period",
     "RagHit",
     "RagStore",
+    "RecordedCall",
     "SessionStore",
     "SessionSummary",
     "Span",
@@ -48,6 +51,13 @@ __all__ = [
     "TaskStore",
     "Tracer",
     "TrajectoryStore",
+    "UsageFilter",
+    "UsageGroup",
+    "UsageLine",
+    "UsageRecord",
+    "UsageStore",
+    "UsageTotal",
     "VectorIndex",
     "Vectors",
+    "period_start",
 ]

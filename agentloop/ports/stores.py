@@ -27,6 +27,7 @@ from agentloop.ports.knowledge import KnowledgeRepository
 from agentloop.ports.summaries import SummaryStore
 from agentloop.ports.tasks import TaskStore
 from agentloop.ports.trajectories import TrajectoryStore
+from agentloop.ports.usage import UsageStore
 from agentloop.ports.vectors import Embedder
 from agentloop.retrieval import HybridWeights
 from agentloop.scopes import Scope
@@ -135,6 +136,7 @@ class Stores:
     tasks: TaskStore
     attempt_notes: AttemptNotesStore
     approvals: ApprovalStore
+    usage: UsageStore
     _closers: tuple[Callable[[], None], ...] = ()
     summaries: SummaryStore = attrs.field(kw_only=True)
     """Each session's compacted history (`agentloop.compaction`)."""

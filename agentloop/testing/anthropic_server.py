@@ -16,7 +16,7 @@ from typing import Any
 
 from agentloop.testing.http import ScriptedServer
 
-__all__ = ["api_error", "message_events", "queue_stream"]
+__all__ = ["api_error", "message_body", "message_events", "queue_stream"]
 
 
 def message_events(
@@ -27,13 +27,21 @@ def message_events(
     output_tokens: int = 5,
     model: str = "served-claude",
     chunk: int = 4,
+    cache_read_tokens: int = 0,
+    cache_write_tokens: int = 0,
 ) -> list[dict[str, Any]]:
     """One streamed message: `text` in `chunk`-character `text_delta`s, then each (id, name,
-    input) tool use with its input as `input_json_delta` fragments, usage and a stop reason."""
+    input) tool use with its input as `input_json_delta` fragments, usage and a stop reason.
+
+    The usage is as documented: `message_start` counts the input apart from what was written
+    to (`cache_creation_input_tokens`) and read from (`cache_read_input_tokens`) the prompt
+    cache; `message_delta` carries the cumulative `output_tokens`."""
+    usage = {"input_tokens": input_tokens, "cache_creation_input_tokens": cache_write_tokens,
+             "cache_read_input_tokens": cache_read_tokens, "output_tokens": 1}
     events: list[dict[str, Any]] = [
         {"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "model": model,
                                               "content": [], "stop_reason": None, "stop_sequence": None,
-                                              "usage": {"input_tokens": input_tokens, "output_tokens": 1}}},
+                                              "usage": usage}},
         {"type": "ping"},
     ]
     blocks: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
@@ -52,6 +60,25 @@ def message_events(
                    "usage": {"output_tokens": output_tokens}})
     events.append({"type": "message_stop"})
     return events
+
+
+def message_body(
+    text: str | None = None,
+    *,
+    input_tokens: int = 10,
+    output_tokens: int = 5,
+    cache_read_tokens: int = 0,
+    cache_write_tokens: int = 0,
+    model: str = "served-claude",
+) -> dict[str, Any]:
+    """One whole (not streamed) message, as the API answers a request without `stream`."""
+    return {
+        "id": "msg_1", "type": "message", "role": "assistant", "model": model,
+        "content": [] if text is None else [{"type": "text", "text": text}],
+        "stop_reason": "end_turn", "stop_sequence": None,
+        "usage": {"input_tokens": input_tokens, "cache_creation_input_tokens": cache_write_tokens,
+                  "cache_read_input_tokens": cache_read_tokens, "output_tokens": output_tokens},
+    }
 
 
 def _pieces(text: str, size: int) -> list[str]:

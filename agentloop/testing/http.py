@@ -26,7 +26,9 @@ from typing import Any
 
 import attrs
 
-__all__ = ["ScriptedServer", "chunk", "completion", "free_port", "streamed_completion", "usage_chunk", "wait_until_healthy"]
+__all__ = [
+    "ScriptedServer", "chunk", "completion", "free_port", "streamed_completion", "usage_body", "usage_chunk", "wait_until_healthy",
+]
 
 
 def free_port() -> int:
@@ -68,13 +70,22 @@ def chunk(delta: dict[str, Any] | None = None, *, finish_reason: str | None = No
     }
 
 
-def usage_chunk(prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
-    """The last chunk a server sends when asked for `stream_options.include_usage`: no choices, the usage."""
+def usage_chunk(prompt_tokens: int, completion_tokens: int, cached_tokens: int | None = None) -> dict[str, Any]:
+    """The last chunk a server sends when asked for `stream_options.include_usage`: no choices, the usage
+    (with `prompt_tokens_details.cached_tokens`, the part of the prompt read from the cache, when given)."""
     return {
         "id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": 0, "model": "served-model", "choices": [],
-        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                  "total_tokens": prompt_tokens + completion_tokens},
+        "usage": usage_body(prompt_tokens, completion_tokens, cached_tokens),
     }
+
+
+def usage_body(prompt_tokens: int, completion_tokens: int, cached_tokens: int | None = None) -> dict[str, Any]:
+    """A chat completion's `usage` as the API documents it; `prompt_tokens` counts the cached part too."""
+    usage: dict[str, Any] = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                             "total_tokens": prompt_tokens + completion_tokens}
+    if cached_tokens is not None:
+        usage["prompt_tokens_details"] = {"cached_tokens": cached_tokens, "audio_tokens": 0}
+    return usage
 
 
 def streamed_completion(
@@ -82,7 +93,7 @@ def streamed_completion(
     tool_calls: Sequence[tuple[str, str, str]] = (),
     *,
     size: int = 4,
-    usage: tuple[int, int] | None = (12, 5),
+    usage: tuple[int, int] | tuple[int, int, int] | None = (12, 5),
 ) -> list[dict[str, Any]]:
     """The chunks an OpenAI server streams for this answer, in its documented order: the
     role, the text `size` characters at a time, each tool call `(id, name, arguments JSON)`

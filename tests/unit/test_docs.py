@@ -243,7 +243,7 @@ NOT_CODE_NAMES = frozenset({"LLM_RESPONSE", "RESPONSE_SENT"})
 reference bot that ADR 0001 replaced."""
 
 _FILE_NAME = re.compile(r"\.(?:py|md|feature|xml|rng|toml|json|sqlite3|txt|ini|cfg|ya?ml)$")
-_METRIC_NAME = re.compile(r"note_taking(?:\.[a-z_]+){2}")
+_METRIC_NAME = re.compile(r"note_taking(?:\.[a-z_]+){2}|gen_ai(?:\.[a-z_]+)+")
 _CALL = "\0"
 
 

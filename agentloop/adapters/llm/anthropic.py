@@ -4,14 +4,16 @@ httpx: native tool use, token usage, the API's errors in one line. Needs the `an
 from __future__ import annotations
 
 import asyncio
+import enum
 import json
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Iterator
 from contextlib import aclosing
 from typing import Any
 
+import attrs
 import httpx
 
-from agentloop.adapters.llm.http import ModelHttpClient, RetryPolicy, sse_events
+from agentloop.adapters.llm.http import ModelHttpClient, RetryPolicy, is_event_stream, json_body, sse_events
 from agentloop.adapters.llm.http import check_reachable as _check_reachable
 from agentloop.errors import LlmCallError
 from agentloop.messages import (
@@ -29,7 +31,7 @@ from agentloop.messages import (
 from agentloop.outcome import FailureKind
 from agentloop.streaming import ReplyBuilder, collect
 
-__all__ = ["ANTHROPIC_API_URL", "ANTHROPIC_VERSION", "AnthropicLLM", "check_reachable"]
+__all__ = ["ANTHROPIC_API_URL", "ANTHROPIC_VERSION", "AnthropicLLM", "CacheBreakpoint", "PromptCaching", "check_reachable"]
 
 ANTHROPIC_API_URL = "https://api.anthropic.com/v1"
 ANTHROPIC_VERSION = "2023-06-01"
@@ -38,6 +40,36 @@ ANTHROPIC_VERSION = "2023-06-01"
 _RETRYABLE_ERRORS = {"overloaded_error": FailureKind.UNKNOWN, "api_error": FailureKind.UNKNOWN,
                      "rate_limit_error": FailureKind.RATE_LIMIT, "timeout_error": FailureKind.TIMEOUT}
 """The API's error types worth another attempt, and the failure kind each is."""
+
+_EPHEMERAL = {"type": "ephemeral"}
+
+
+class CacheBreakpoint(enum.Enum):
+    """Where a `cache_control` breakpoint may go: the prompt up to it is cached as one prefix."""
+
+    SYSTEM = "system"
+    """The system prompt."""
+    TOOLS = "tools"
+    """The last tool: every tool spec (they come right after the system prompt)."""
+    HISTORY = "history"
+    """The last message before the current user message: the conversation so far."""
+    LAST_MESSAGE = "last_message"
+    """The last message sent: this call's whole prompt, read back by the tool loop's next call."""
+
+
+@attrs.frozen
+class PromptCaching:
+    """Which `cache_control: {"type": "ephemeral"}` breakpoints the adapter places (the API
+    allows four per request). `PromptCaching(())` places none."""
+
+    breakpoints: tuple[CacheBreakpoint, ...] = attrs.field(
+        default=(CacheBreakpoint.SYSTEM, CacheBreakpoint.TOOLS, CacheBreakpoint.HISTORY), converter=tuple
+    )
+
+    @breakpoints.validator
+    def _distinct(self, _: attrs.Attribute[tuple[CacheBreakpoint, ...]], value: tuple[CacheBreakpoint, ...]) -> None:
+        if len(set(value)) != len(value):
+            raise ValueError(f"each cache breakpoint may be named once, got {[b.value for b in value]}")
 
 
 def _headers(api_key: str | None) -> dict[str, str]:
@@ -61,8 +93,11 @@ def _blocks(message: ChatMessage) -> list[dict[str, Any]]:
     return blocks + [{"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments} for c in message.tool_calls]
 
 
-def _messages(messages: Iterable[ChatMessage]) -> tuple[str | None, list[dict[str, Any]]]:
-    """The top-level system prompt and the user/assistant turns of `messages`.
+def _messages(
+    messages: Iterable[ChatMessage],
+) -> tuple[str | None, list[dict[str, Any]], dict[str, Any] | None]:
+    """The top-level system prompt, the user/assistant turns of `messages`, and the last
+    block of the history before the current (last) user message, if there is one.
 
     The API takes system text only at the top and tool results as user content, so tool
     results that follow one another (one model step's calls) and any user text after them
@@ -70,19 +105,26 @@ def _messages(messages: Iterable[ChatMessage]) -> tuple[str | None, list[dict[st
     """
     system: list[str] = []
     turns: list[dict[str, Any]] = []
+    last_blocks: list[dict[str, Any] | None] = []
+    """per message: its last block (None for a system message or one with no blocks)"""
+    current = -1
     for message in messages:
+        last_blocks.append(None)
         if message.role is Role.SYSTEM:
             system.extend([message.content] if message.content else [])
             continue
+        current = len(last_blocks) - 1 if message.role is Role.USER else current
         role = "assistant" if message.role is Role.ASSISTANT else "user"
         blocks = _blocks(message)
         if not blocks:
             continue
+        last_blocks[-1] = blocks[-1]
         if turns and turns[-1]["role"] == role:
             turns[-1]["content"].extend(blocks)
         else:
             turns.append({"role": role, "content": blocks})
-    return ("\n\n".join(system) or None), turns
+    history_end = next((block for block in reversed(last_blocks[:max(current, 0)]) if block is not None), None)
+    return ("\n\n".join(system) or None), turns, history_end
 
 
 def _tool(spec: ToolSpec) -> dict[str, Any]:
@@ -116,8 +158,8 @@ class _Events:
         self.builder = ReplyBuilder()
         self.model: str | None = None
         self.stop_reason: str | None = None
-        self.input_tokens = 0
-        self.output_tokens = 0
+        self.counts = {"input_tokens": 0, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 0}
+        """the latest count of each usage field the API sent (each is cumulative)"""
         self.tools: dict[int, int] = {}
         """content block index -> tool call index, for tool_use blocks"""
         self.tool_inputs: dict[int, Any] = {}
@@ -154,7 +196,7 @@ class _Events:
             self.stop_reason = event.get("delta", {}).get("stop_reason") or self.stop_reason
             self._count(event.get("usage"))
         elif kind == "message_stop":
-            yield Usage(self.input_tokens, self.output_tokens)
+            yield self.usage()
             yield Finished(self.builder.reply(model=self.model, stop_reason=self.stop_reason))
         elif kind == "error":
             raise _stream_error(event)
@@ -176,12 +218,27 @@ class _Events:
             yield ToolCallDelta(self.tools[index], arguments_fragment=delta["partial_json"])
 
     def _count(self, usage: Any) -> None:
-        """Take the counts `usage` has: input tokens come at the start (those written to and read from
-        the prompt cache, which the API counts apart, included), output tokens grow to the end."""
+        """Take the counts `usage` has: `message_start` sends the input counts, `message_delta` the
+        output count so far (and may repeat the input counts); each is cumulative, so the latest wins."""
         if isinstance(usage, dict):
-            read = sum(usage.get(key) or 0 for key in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
-            self.input_tokens = read or self.input_tokens
-            self.output_tokens = usage.get("output_tokens") or self.output_tokens
+            for key in self.counts:
+                self.counts[key] = int(usage.get(key) or 0) or self.counts[key]
+
+    def usage(self) -> Usage:
+        """The message's usage: the API counts the uncached input (`input_tokens`) apart from what it
+        wrote to and read from the prompt cache; `Usage.input_tokens` is the whole prompt."""
+        written, read = self.counts["cache_creation_input_tokens"], self.counts["cache_read_input_tokens"]
+        return Usage(self.counts["input_tokens"] + written + read, self.counts["output_tokens"], read, written)
+
+
+def _as_events(message: dict[str, Any]) -> Iterator[str]:
+    """A whole (not streamed) Messages API reply as the stream events that would have sent it."""
+    yield json.dumps({"type": "message_start", "message": {**message, "content": []}})
+    for index, block in enumerate(message["content"]):
+        yield json.dumps({"type": "content_block_start", "index": index, "content_block": block})
+        yield json.dumps({"type": "content_block_stop", "index": index})
+    yield json.dumps({"type": "message_delta", "delta": {"stop_reason": message.get("stop_reason")}, "usage": message.get("usage")})
+    yield json.dumps({"type": "message_stop"})
 
 
 class AnthropicLLM:
@@ -190,7 +247,9 @@ class AnthropicLLM:
     `base_url` is the API root up to `/v1` (Anthropic's own is `ANTHROPIC_API_URL`); the key goes
     in the `x-api-key` header. The API requires a token limit, so a request without
     `max_tokens` gets this adapter's `max_tokens`. `stop` becomes `stop_sequences`; the
-    API has no `seed`, so a request's seed is not sent.
+    API has no `seed`, so a request's seed is not sent. `caching` says where the prompt cache's
+    breakpoints go (by default on the system prompt, the tools and the history before the
+    current message); the usage reports what the API read from and wrote to the cache.
     """
 
     def __init__(
@@ -204,16 +263,18 @@ class AnthropicLLM:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         client: httpx.AsyncClient | None = None,
         max_tokens: int = 4096,
+        caching: PromptCaching = PromptCaching(),
     ) -> None:
         if max_tokens < 1:
             raise ValueError(f"max_tokens must be at least 1 (the API requires a limit), got {max_tokens}")
         self.model = model
         self.max_tokens = max_tokens
+        self.caching = caching
         self._http = ModelHttpClient(base_url, headers=_headers(api_key), timeout=timeout, retry=retry, sleep=sleep, client=client)
 
     def _payload(self, request: LlmRequest) -> dict[str, Any]:
         """The JSON body `request` is sent as."""
-        system, messages = _messages(request.messages)
+        system, messages, history_end = _messages(request.messages)
         payload: dict[str, Any] = {
             "model": request.model or self.model,
             "max_tokens": request.max_tokens or self.max_tokens,
@@ -232,7 +293,20 @@ class AnthropicLLM:
             payload["temperature"] = request.temperature
         if request.stop:
             payload["stop_sequences"] = list(request.stop)
+        self._place_breakpoints(payload, history_end)
         return payload
+
+    def _place_breakpoints(self, payload: dict[str, Any], history_end: dict[str, Any] | None) -> None:
+        """Mark the end of each prefix `caching` names that this request has with `cache_control`."""
+        for breakpoint in self.caching.breakpoints:
+            if breakpoint is CacheBreakpoint.SYSTEM and payload.get("system"):
+                payload["system"] = [{"type": "text", "text": payload["system"], "cache_control": _EPHEMERAL}]
+            elif breakpoint is CacheBreakpoint.TOOLS and payload.get("tools"):
+                payload["tools"][-1] = {**payload["tools"][-1], "cache_control": _EPHEMERAL}
+            elif breakpoint is CacheBreakpoint.HISTORY and history_end is not None:
+                history_end["cache_control"] = _EPHEMERAL
+            elif breakpoint is CacheBreakpoint.LAST_MESSAGE and payload["messages"]:
+                payload["messages"][-1]["content"][-1]["cache_control"] = _EPHEMERAL
 
     async def complete(self, request: LlmRequest) -> LlmReply:
         async with aclosing(self.stream(request)) as events:
@@ -246,6 +320,14 @@ class AnthropicLLM:
         """Text and tool-use deltas as the API sends them, the usage, then the whole reply."""
         async with self._http.post("/messages", self._payload(request), time_left=request.time_left) as response:
             events = _Events()
+            if not is_event_stream(response):  # a server (a proxy, say) that answers with the whole message
+                body = await json_body(response)
+                if not isinstance(body, dict) or not isinstance(body.get("content"), list):
+                    raise LlmCallError(f"the Anthropic API sent a body that is not a message: {str(body)[:200]}", kind=FailureKind.VALIDATION)
+                for data in _as_events(body):
+                    for out in events.feed(data):
+                        yield out
+                return
             async for sse in sse_events(response):
                 for out in events.feed(sse.data):
                     yield out

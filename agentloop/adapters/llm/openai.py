@@ -72,6 +72,15 @@ def _call_delta(call: Any, position: int) -> ToolCallDelta:
     return ToolCallDelta(call.get("index", position), call.get("id"), function.get("name"), fragment)
 
 
+def _usage(usage: dict[str, Any]) -> Usage:
+    """A chat completion's `usage` as the API documents it: `prompt_tokens` (the whole prompt,
+    its `prompt_tokens_details.cached_tokens` read from the prompt cache included) and
+    `completion_tokens`. The API reports no cache writes."""
+    details = usage.get("prompt_tokens_details") or {}
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    return Usage(int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0), int(cached or 0))
+
+
 class _ChunkReader:
     """Reads the chunks of a streamed chat completion, or a whole completion read as one
     chunk, into stream events: one parser for both wire shapes."""
@@ -113,7 +122,7 @@ class _ChunkReader:
             self.stop_reason = choice.get("finish_reason") or self.stop_reason
         usage = body.get("usage")
         if usage:
-            events.append(Usage(int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)))
+            events.append(_usage(usage))
         return events
 
     def _placed(self, delta: ToolCallDelta) -> ToolCallDelta:
@@ -162,6 +171,9 @@ class OpenAICompatibleLLM:
     the request's `time_left`. Failures raise `LlmCallError` with kind
     RATE_LIMIT (429), TIMEOUT, VALIDATION (a 4xx or an unreadable body) or UNKNOWN
     (server or connection errors, a stream cut off), the server's explanation in one line.
+    A request's `cache_key` is sent as `prompt_cache_key`, so the turns of one session reach
+    the same prompt cache (`send_cache_key=False` for a server that refuses fields it does
+    not know); the usage reports the cached part of the prompt.
     `max_retries`, `backoff` and `max_backoff` are deprecated: pass `retry=RetryPolicy(...)`.
     """
 
@@ -178,8 +190,10 @@ class OpenAICompatibleLLM:
         max_retries: int | None = None,
         backoff: float | None = None,
         max_backoff: float | None = None,
+        send_cache_key: bool = True,
     ) -> None:
         self.model = model
+        self.send_cache_key = send_cache_key
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         retry = _retry_from_old_keywords(retry, max_retries=max_retries, backoff=backoff, max_backoff=max_backoff)
         self._http = ModelHttpClient(base_url, headers=headers, timeout=timeout, retry=retry, sleep=sleep, client=client)
@@ -201,6 +215,8 @@ class OpenAICompatibleLLM:
         payload.update({key: value for key, value in settings.items() if value is not None})
         if request.stop:
             payload["stop"] = list(request.stop)
+        if request.cache_key is not None and self.send_cache_key:
+            payload["prompt_cache_key"] = request.cache_key
         return payload
 
     async def complete(self, request: LlmRequest) -> LlmReply:

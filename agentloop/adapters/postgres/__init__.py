@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 import psycopg
 
 from agentloop.adapters.postgres import (
-    approvals, attempt_notes, knowledge, memory, rag, sessions, summaries, tasks, trajectories,
+    approvals, attempt_notes, knowledge, memory, rag, sessions, summaries, tasks, trajectories, usage,
 )
 from agentloop.adapters.postgres.approvals import PostgresApprovalStore
 from agentloop.adapters.postgres.attempt_notes import PostgresAttemptNotes
@@ -27,6 +27,7 @@ from agentloop.adapters.postgres.sessions import PostgresSessionStore
 from agentloop.adapters.postgres.summaries import PostgresSummaryStore
 from agentloop.adapters.postgres.tasks import PostgresTaskStore
 from agentloop.adapters.postgres.trajectories import PostgresTrajectoryStore
+from agentloop.adapters.postgres.usage import PostgresUsageStore
 from agentloop.adapters.urls import shown_url
 from agentloop.ports.stores import Stores
 from agentloop.adapters.errors import StoreUrlError
@@ -35,7 +36,7 @@ from agentloop.retrieval import HybridWeights
 
 SCHEMAS = (
     sessions.SCHEMA, memory.SCHEMA, rag.SCHEMA, knowledge.SCHEMA, trajectories.SCHEMA, tasks.SCHEMA, attempt_notes.SCHEMA,
-    approvals.SCHEMA, summaries.SCHEMA,
+    approvals.SCHEMA, summaries.SCHEMA, usage.SCHEMA,
 )
 
 __all__ = [
@@ -48,6 +49,7 @@ __all__ = [
     "PostgresSummaryStore",
     "PostgresTaskStore",
     "PostgresTrajectoryStore",
+    "PostgresUsageStore",
     "open_postgres_replies",
     "open_postgres_stores",
     "postgres_stores_exist",
@@ -73,8 +75,8 @@ def open_postgres_stores(
     return Stores(
         url, bot, embedder, PostgresSessionStore(db), PostgresMemoryStore(db), PostgresRagStore(db, embedder, hybrid=hybrid),
         PostgresKnowledgeRepository(db, embedder.dim), PostgresTrajectoryStore(db), PostgresTaskStore(db),
-        PostgresAttemptNotes(db), PostgresApprovalStore(db), (db.close,), summaries=PostgresSummaryStore(db),
-        hybrid=hybrid or HybridWeights(),
+        PostgresAttemptNotes(db), PostgresApprovalStore(db), PostgresUsageStore(db), (db.close,),
+        summaries=PostgresSummaryStore(db), hybrid=hybrid or HybridWeights(),
     )
 
 

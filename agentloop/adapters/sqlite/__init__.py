@@ -26,6 +26,7 @@ from agentloop.adapters.sqlite.summaries import AsyncSqliteSummaryStore, SqliteS
 from agentloop.adapters.sqlite.tasks import AsyncSqliteTaskStore, SqliteTaskStore
 from agentloop.adapters.sqlite.thread import SqliteFile
 from agentloop.adapters.sqlite.trajectories import AsyncSqliteTrajectoryStore, SqliteTrajectoryStore
+from agentloop.adapters.sqlite.usage import AsyncSqliteUsageStore, SqliteUsageStore
 from agentloop.ports import Embedder
 from agentloop.ports.stores import Stores
 from agentloop.retrieval import HybridWeights
@@ -39,6 +40,7 @@ __all__ = [
     "SqliteSummaryStore",
     "SqliteTaskStore",
     "SqliteTrajectoryStore",
+    "SqliteUsageStore",
     "open_sqlite_replies",
     "open_sqlite_stores",
     "recorded_sqlite_embedders",
@@ -57,6 +59,7 @@ def open_sqlite_stores(directory: Path, *, bot: str, embedder: Embedder, hybrid:
         memory = AsyncSqliteMemoryStore(SqliteMemoryStore(bot_file.conn, bot_file.lock), bot_file.thread)
         approvals = AsyncSqliteApprovalStore(SqliteApprovalStore(bot_file.conn, bot_file.lock), bot_file.thread)
         summaries = AsyncSqliteSummaryStore(SqliteSummaryStore(bot_file.conn, bot_file.lock), bot_file.thread)
+        usage = AsyncSqliteUsageStore(SqliteUsageStore(bot_file.conn, bot_file.lock), bot_file.thread)
         rag = AsyncSqliteRagStore(
             SqliteRagStore.on(bot_file.conn, embedder, directory / f"{bot}.rag.hnsw", bot_file.lock, hybrid=hybrid),
             bot_file.thread,
@@ -74,7 +77,7 @@ def open_sqlite_stores(directory: Path, *, bot: str, embedder: Embedder, hybrid:
     closers = (bot_file.close, rag.close, knowledge.close, trajectories.close, tasks.close)
     return Stores(
         f"sqlite:///{directory}", bot, embedder, sessions, memory, rag, knowledge, trajectories, tasks,
-        FileAttemptNotes(directory / f"{bot}.attempt-notes"), approvals, closers, summaries=summaries,
+        FileAttemptNotes(directory / f"{bot}.attempt-notes"), approvals, usage, closers, summaries=summaries,
         hybrid=hybrid or HybridWeights(),
     )
 

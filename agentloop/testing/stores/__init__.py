@@ -25,7 +25,7 @@ nothing. Each test closes the stores it opens.
 
 Each port has its own class (`SessionStoreTests`, `MemoryStoreTests`, `RagStoreTests`,
 `KnowledgeRepositoryTests`, `TrajectoryStoreTests`, `TaskStoreTests`,
-`AttemptNotesStoreTests`, `ApprovalStoreTests`, `SummaryStoreTests`) for a backend of
+`AttemptNotesStoreTests`, `ApprovalStoreTests`, `SummaryStoreTests`, `UsageStoreTests`) for a backend of
 some ports only; `StoresTests` inherits them all, and `TurnStorageTests`, which runs the
 standard pipeline's turns over the backend's stores made to fail at random points by
 `failing_stores` (invariant I15). The tests are plain synchronous tests
@@ -55,6 +55,7 @@ from agentloop.ports import (
     SummaryStore,
     TaskStore,
     TrajectoryStore,
+    UsageStore,
 )
 from agentloop.ports.vectors import Vectors
 from agentloop.testing.stores._kit import CHAIN, Fault, StoreFaults, at_once, failing_stores, namesakes, run
@@ -68,6 +69,7 @@ from agentloop.testing.stores.attempt_notes import AttemptNotesStoreTests
 from agentloop.testing.stores.approvals import ApprovalStoreTests
 from agentloop.testing.stores.summaries import SummaryStoreTests
 from agentloop.testing.stores.turns import TurnStorageTests
+from agentloop.testing.stores.usage import UsageStoreTests
 
 
 __all__ = [
@@ -84,6 +86,7 @@ __all__ = [
     "TaskStoreTests",
     "TrajectoryStoreTests",
     "TurnStorageTests",
+    "UsageStoreTests",
     "at_once",
     "failing_stores",
     "namesakes",
@@ -111,7 +114,7 @@ class _Renamed:
 
 class StoresTests(
     SessionStoreTests, MemoryStoreTests, RagStoreTests, KnowledgeRepositoryTests, TrajectoryStoreTests, TaskStoreTests,
-    AttemptNotesStoreTests, ApprovalStoreTests, SummaryStoreTests, TurnStorageTests,
+    AttemptNotesStoreTests, ApprovalStoreTests, SummaryStoreTests, UsageStoreTests, TurnStorageTests,
 ):
     """Every port of a bot's `Stores`: subclass this with an `open_backend` fixture."""
 
@@ -119,7 +122,7 @@ class StoresTests(
         ports = {
             "sessions": SessionStore, "memory": MemoryStore, "rag": RagStore, "knowledge": KnowledgeRepository,
             "trajectories": TrajectoryStore, "tasks": TaskStore, "attempt_notes": AttemptNotesStore,
-            "approvals": ApprovalStore, "summaries": SummaryStore,
+            "approvals": ApprovalStore, "summaries": SummaryStore, "usage": UsageStore,
         }
         assert {name: isinstance(getattr(stores, name), port) for name, port in ports.items()} == dict.fromkeys(ports, True)
         not_coroutines = [

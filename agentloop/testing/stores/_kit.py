@@ -129,7 +129,7 @@ class _FailingStore:
         raise StoreUnavailableError(f"the {self._port} store", f"{name} was made to fail {fault.value} it ran (failing_stores)")
 
 
-PORTS = ("sessions", "memory", "rag", "knowledge", "trajectories", "tasks", "attempt_notes", "approvals")
+PORTS = ("sessions", "memory", "rag", "knowledge", "trajectories", "tasks", "attempt_notes", "approvals", "usage")
 """The stores of a `Stores`, by field name."""
 
 

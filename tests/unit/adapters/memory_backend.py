@@ -21,6 +21,7 @@ import numpy as np
 
 from agentloop.adapters.embedders.hashing import HashingEmbedder
 from agentloop.adapters.summaries import InMemorySummaryStore
+from agentloop.adapters.usage import MemoryUsageStore
 from agentloop.approvals import PendingApproval
 from agentloop.ports import Stores
 from agentloop.components import ToolExecution
@@ -76,6 +77,8 @@ class MemoryData:
     tasks: dict[str, TaskRecord] = attrs.Factory(dict)
     attempt_notes: dict[str, str] = attrs.Factory(dict)
     approvals: dict[str, tuple[PendingApproval, tuple[bool, str | None] | None]] = attrs.Factory(dict)
+    usage: MemoryUsageStore = attrs.Factory(MemoryUsageStore)
+    """agentloop's own in-memory usage store, kept here so a reopen finds its rows."""
     """Each approval by id, with its decision (None while undecided); insertion order is age."""
     summaries: InMemorySummaryStore = attrs.Factory(InMemorySummaryStore)
     embedder: tuple[str, int] | None = None
@@ -405,5 +408,5 @@ def open_memory_stores(data: MemoryData, *, embedder: Embedder | None = None) ->
     return Stores(
         "memory://", "bot", embedder, MemorySessionStore(data), MemoryMemoryStore(data), MemoryRagStore(data, embedder),
         MemoryKnowledgeRepository(data, embedder.dim), MemoryTrajectoryStore(data), MemoryTaskStore(data),
-        MemoryAttemptNotes(data), MemoryApprovalStore(data), summaries=data.summaries,
+        MemoryAttemptNotes(data), MemoryApprovalStore(data), data.usage, summaries=data.summaries,
     )

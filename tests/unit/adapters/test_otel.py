@@ -90,7 +90,7 @@ def test_the_adapters_implement_the_ports(otel: Telemetry) -> None:
 
 def test_a_tool_using_turn_is_one_trace_turn_systems_model_and_tool_calls(otel: Telemetry, tmp_path: Path) -> None:
     llm = ScriptedLLM([
-        attrs.evolve(ScriptedLLM.tool_call("add", {"a": 1, "b": 2}), usage=Usage(100, 10), model="m-1"),
+        attrs.evolve(ScriptedLLM.tool_call("add", {"a": 1, "b": 2}), usage=Usage(100, 10, 60, 30), model="m-1"),
         LlmReply("3", usage=Usage(120, 2), model="m-1"),
     ])
     with standard_pipeline(llm, RecordingChannel(), data_dir=tmp_path, tools=[add]) as pipeline:
@@ -111,10 +111,11 @@ def test_a_tool_using_turn_is_one_trace_turn_systems_model_and_tool_calls(otel: 
     [tool_loop] = [span for span in systems if span.name == "system ToolLoopSystem"]
     inner = sorted((s for s in spans if s.parent is not None and s.parent.span_id == tool_loop.context.span_id),
                    key=lambda s: s.start_time or 0)
-    assert [span.name for span in inner] == ["chat", "execute_tool add", "chat"]
+    assert [span.name for span in inner] == ["chat scripted", "execute_tool add", "chat scripted"]
     first_call = inner[0].attributes or {}
-    assert (first_call["gen_ai.response.model"], first_call["gen_ai.usage.input_tokens"],
-            first_call["gen_ai.usage.output_tokens"]) == ("m-1", 100, 10)
+    assert (first_call["gen_ai.request.model"], first_call["gen_ai.response.model"], first_call["gen_ai.usage.input_tokens"],
+            first_call["gen_ai.usage.output_tokens"]) == ("scripted", "m-1", 100, 10)
+    assert (first_call["gen_ai.usage.cache_read.input_tokens"], first_call["gen_ai.usage.cache_creation.input_tokens"]) == (60, 30)
     assert float(first_call["agentloop.llm.latency_ms"]) >= 0  # type: ignore[arg-type]
     assert (inner[1].attributes or {})["gen_ai.tool.name"] == "add"
     assert (inner[1].attributes or {})["agentloop.outcome"] == "ok"
@@ -214,6 +215,11 @@ def test_the_loop_and_model_metrics_reach_the_meter_by_their_names(otel: Telemet
     [tokens_in] = points["agentloop.llm.input_tokens"]
     [tokens_out] = points["agentloop.llm.output_tokens"]
     assert (tokens_in.value, tokens_out.value, dict(tokens_in.attributes)) == (12, 4, {"model": "m-1"})
+    by_type = {dict(point.attributes)["gen_ai.token.type"]: point for point in points["gen_ai.client.token.usage"]}
+    assert (by_type["input"].sum, by_type["output"].sum, by_type["input"].count) == (12, 4, 2)
+    assert dict(by_type["input"].attributes) == {
+        "gen_ai.operation.name": "chat", "gen_ai.request.model": "scripted", "gen_ai.response.model": "m-1", "gen_ai.token.type": "input",
+    }
 
 
 def test_a_bot_built_without_metrics_reports_the_note_taking_metrics_by_their_names(otel: Telemetry, tmp_path: Path) -> None:
@@ -360,7 +366,8 @@ def test_chat_with_otel_reports_its_turns_and_keeps_stdout_for_the_conversation(
     [turn] = [span for span in spans if span["name"] == "turn"]
     assert turn["attributes"]["agentloop.session.id"] == "s-7"
     assert turn["resource"]["attributes"]["service.name"] == "agentloop-chat"
-    [call] = [span for span in spans if span["name"] == "chat"]
+    [call] = [span for span in spans if span["name"] == "chat tiny"]
+    assert call["attributes"]["gen_ai.request.model"] == "tiny"
     assert call["parent_id"] == next(s["context"]["span_id"] for s in spans if s["name"] == "system ToolLoopSystem")
     assert call["attributes"]["gen_ai.response.model"] == "served-model"
 

@@ -179,6 +179,7 @@ STANDARD_ORDER = [
     ("59", "FeedbackGuaranteeSystem"),
     ("60", "ResponseRoutingSystem"),
     ("70", "MemoryPersistSystem"),
+    ("72", "UsageRecordingSystem"),
     ("75", "RagIndexingSystem"),
     ("80", "TrajectoryCaptureSystem"),
 ]

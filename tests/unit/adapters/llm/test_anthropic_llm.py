@@ -14,12 +14,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentloop import ChatMessage, FailureKind, IncomingMessage, LlmCallError, LlmRequest, Session, ToolCall, ToolSpec, tool
-from agentloop.adapters.llm.anthropic import ANTHROPIC_VERSION, AnthropicLLM, check_reachable
+from agentloop.adapters.llm.anthropic import ANTHROPIC_VERSION, AnthropicLLM, CacheBreakpoint, PromptCaching, check_reachable
 from agentloop.adapters.llm.http import RetryPolicy
 from agentloop.errors import ApiKeyRefusedError, EndpointUnreachableError, UnknownModelError
 from agentloop.messages import Finished, StreamEvent, TextDelta, ToolCallDelta, Usage
 from agentloop.testing import RecordingChannel
-from agentloop.testing.anthropic_server import api_error, message_events, queue_stream
+from agentloop.testing.anthropic_server import api_error, message_body, message_events, queue_stream
 from agentloop.testing.http import ScriptedServer
 from systems import standard_pipeline
 
@@ -73,7 +73,7 @@ def test_text_arrives_as_the_server_sends_it_not_when_the_stream_ends(server: Sc
 def test_request_shape_headers_and_settings(server: ScriptedServer) -> None:
     queue_stream(server, message_events("ok"))
     request = LlmRequest(HELLO.messages, temperature=0.3, max_tokens=50, stop=("END",), seed=7)
-    complete(AnthropicLLM(server.url, "claude-test", api_key="sk-ant"), request)
+    complete(AnthropicLLM(server.url, "claude-test", api_key="sk-ant", caching=PromptCaching(())), request)
     sent, headers = server.requests[0], server.headers[0]
     assert sent["path"] == "/v1/messages"
     assert headers["x-api-key"] == "sk-ant" and headers["anthropic-version"] == ANTHROPIC_VERSION
@@ -114,7 +114,7 @@ def test_tool_use_and_tool_results_go_as_content_blocks_with_one_steps_results_i
     request = LlmRequest((ChatMessage.system("be brief"), ChatMessage.user("weather and time?"),
                           ChatMessage.assistant("Checking.", calls), ChatMessage.tool("t1", "weather", "sunny"),
                           ChatMessage.tool("t2", "clock", "noon")), tools=(spec,))
-    assert complete(AnthropicLLM(server.url, "m"), request).content == "Sunny, noon."
+    assert complete(AnthropicLLM(server.url, "m", caching=PromptCaching(())), request).content == "Sunny, noon."
     body = server.requests[0]["body"]
     assert body["tools"] == [{"name": "weather", "description": "the forecast", "input_schema": spec.parameters}]
     assert body["messages"] == [
@@ -137,10 +137,8 @@ def test_whitespace_a_model_wrote_before_its_tool_call_is_not_sent_back_as_a_tex
 
 
 def test_input_tokens_include_those_written_to_and_read_from_the_prompt_cache(server: ScriptedServer) -> None:
-    events = message_events("Hi.", input_tokens=7, output_tokens=3)
-    events[0]["message"]["usage"].update(cache_creation_input_tokens=20, cache_read_input_tokens=100)
-    queue_stream(server, events)
-    assert complete(AnthropicLLM(server.url, "m")).usage == Usage(127, 3)
+    queue_stream(server, message_events("Hi.", input_tokens=7, output_tokens=3, cache_write_tokens=20, cache_read_tokens=100))
+    assert complete(AnthropicLLM(server.url, "m")).usage == Usage(127, 3, cache_read_tokens=100, cache_write_tokens=20)
 
 
 class SleepLog:
@@ -322,3 +320,81 @@ def test_i14_what_streams_is_the_reply_and_a_cut_stream_is_never_an_answer(
     queue_stream(server, events[: cut.draw(st.integers(min_value=0, max_value=len(events) - 1), label="cut after")])
     with pytest.raises(LlmCallError):
         complete(llm)
+
+
+def _cache_marks(body: Any) -> int:
+    """How many `cache_control` breakpoints a request body carries, wherever they are."""
+    return json.dumps(body).count('"cache_control"')
+
+
+CONVERSATION = (
+    ChatMessage.system("be brief"), ChatMessage.user("earlier question"), ChatMessage.assistant("earlier answer"),
+    ChatMessage.user("the current question"),
+)
+TOOLS = (ToolSpec("weather", "the weather", {"type": "object", "properties": {}}), ToolSpec("time", "the time"))
+
+
+def test_cache_breakpoints_go_on_the_system_prompt_the_last_tool_and_the_history_before_the_current_message(
+    server: ScriptedServer,
+) -> None:
+    queue_stream(server, message_events("ok"))
+    complete(AnthropicLLM(server.url, "m"), LlmRequest(CONVERSATION, TOOLS))
+    body = server.requests[0]["body"]
+    ephemeral = {"type": "ephemeral"}
+    assert body["system"] == [{"type": "text", "text": "be brief", "cache_control": ephemeral}]
+    assert "cache_control" not in body["tools"][0] and body["tools"][1]["cache_control"] == ephemeral
+    assert body["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "earlier question"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "earlier answer", "cache_control": ephemeral}]},
+        {"role": "user", "content": [{"type": "text", "text": "the current question"}]},
+    ]
+    assert _cache_marks(body) == 3
+
+
+def test_the_history_breakpoint_stays_before_the_current_message_through_a_tool_step_and_all_four_fit_the_limit(
+    server: ScriptedServer,
+) -> None:
+    """In the tool loop's second call the prompt grows after the current message; the history
+    prefix is still the one marked, and the last message is marked only when asked (four at most)."""
+    step = (ChatMessage.assistant(None, (ToolCall("t1", "weather", {}),)), ChatMessage.tool("t1", "weather", "sunny"))
+    queue_stream(server, message_events("ok"))
+    queue_stream(server, message_events("ok"))
+    complete(AnthropicLLM(server.url, "m"), LlmRequest(CONVERSATION + step, TOOLS))
+    everything = PromptCaching(tuple(CacheBreakpoint))
+    complete(AnthropicLLM(server.url, "m", caching=everything), LlmRequest(CONVERSATION + step, TOOLS))
+    default, all_four = (sent["body"] for sent in server.requests)
+    assert [_cache_marks(turn) for turn in default["messages"]] == [0, 1, 0, 0, 0]
+    assert _cache_marks(default) == 3
+    assert [_cache_marks(turn) for turn in all_four["messages"]] == [0, 1, 0, 0, 1]
+    assert all_four["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert _cache_marks(all_four) == 4
+
+
+def test_a_first_message_without_tools_marks_only_the_system_prompt_and_no_caching_marks_nothing(server: ScriptedServer) -> None:
+    queue_stream(server, message_events("ok"))
+    queue_stream(server, message_events("ok"))
+    complete(AnthropicLLM(server.url, "m"))
+    complete(AnthropicLLM(server.url, "m", caching=PromptCaching(())), LlmRequest(CONVERSATION, TOOLS))
+    first, uncached = (sent["body"] for sent in server.requests)
+    assert _cache_marks(first) == 1 and first["system"][0]["cache_control"] == {"type": "ephemeral"}
+    assert _cache_marks(uncached) == 0 and uncached["system"] == "be brief"
+
+
+def test_a_breakpoint_named_twice_is_refused() -> None:
+    with pytest.raises(ValueError, match="once"):
+        PromptCaching((CacheBreakpoint.SYSTEM, CacheBreakpoint.SYSTEM))
+
+
+def test_usage_repeated_cumulatively_in_message_delta_is_counted_once(server: ScriptedServer) -> None:
+    """The API may send the input counts again in `message_delta`, cumulative as the output count is."""
+    events = message_events("Hi.", input_tokens=7, output_tokens=3, cache_read_tokens=100, cache_write_tokens=20)
+    events[-2]["usage"] = {"input_tokens": 7, "cache_creation_input_tokens": 20, "cache_read_input_tokens": 100, "output_tokens": 3}
+    queue_stream(server, events)
+    assert complete(AnthropicLLM(server.url, "m")).usage == Usage(127, 3, cache_read_tokens=100, cache_write_tokens=20)
+
+
+def test_a_whole_message_reply_is_read_with_its_usage_and_cache_counts(server: ScriptedServer) -> None:
+    server.reply(body=message_body("Hello.", input_tokens=5, output_tokens=2, cache_read_tokens=40, cache_write_tokens=8))
+    reply = complete(AnthropicLLM(server.url, "m"))
+    assert (reply.content, reply.stop_reason, reply.model) == ("Hello.", "end_turn", "served-claude")
+    assert reply.usage == Usage(53, 2, cache_read_tokens=40, cache_write_tokens=8)

@@ -22,7 +22,7 @@ from agentloop.adapters.llm.http import RetryPolicy
 from agentloop.adapters.llm.openai import OpenAICompatibleLLM, check_reachable
 from agentloop.errors import ApiKeyRefusedError, ApiPathError, EndpointUnreachableError, UnknownModelError
 from agentloop.testing import RecordingChannel
-from agentloop.testing.http import ScriptedServer, chunk, completion, streamed_completion
+from agentloop.testing.http import ScriptedServer, chunk, completion, streamed_completion, usage_body
 from systems import standard_pipeline
 
 
@@ -466,3 +466,24 @@ def test_the_tutorials_step_3_runs_twice_in_a_row_on_a_model_server(server: Scri
         assert (result.returncode, result.stderr) == (0, ""), result.stderr
         assert result.stdout.rstrip().endswith("four turns answered")
     assert len(server.requests) == 8
+
+
+def test_the_requests_cache_key_is_sent_as_prompt_cache_key_unless_switched_off(server: ScriptedServer) -> None:
+    for _ in range(3):
+        server.stream(streamed_completion("ok"))
+    keyed = LlmRequest((ChatMessage.user("hi"),), cache_key="a1b2")
+    asyncio.run(OpenAICompatibleLLM(server.url, "m").complete(keyed))
+    asyncio.run(OpenAICompatibleLLM(server.url, "m").complete(LlmRequest((ChatMessage.user("hi"),))))
+    asyncio.run(OpenAICompatibleLLM(server.url, "m", send_cache_key=False).complete(keyed))
+    assert [sent["body"].get("prompt_cache_key") for sent in server.requests] == ["a1b2", None, None]
+
+
+@pytest.mark.parametrize("streamed", [True, False])
+def test_cached_prompt_tokens_are_read_from_prompt_tokens_details(server: ScriptedServer, streamed: bool) -> None:
+    """`prompt_tokens` counts the whole prompt; `prompt_tokens_details.cached_tokens` the part read from the cache."""
+    if streamed:
+        server.stream(streamed_completion("ok", usage=(2006, 300, 1920)))
+    else:
+        server.reply(body={**completion("ok"), "usage": usage_body(2006, 300, 1920)})
+    reply = asyncio.run(OpenAICompatibleLLM(server.url, "m").complete(LlmRequest((ChatMessage.user("hi"),))))
+    assert reply.usage == Usage(2006, 300, cache_read_tokens=1920)

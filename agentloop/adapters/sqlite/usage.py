@@ -1,0 +1,125 @@
+"""The embedded UsageStore: one row per model call in a SQLite table of the bot's file."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+from agentloop.adapters.rows import SCOPE_COLUMNS, scope_values
+from agentloop.adapters.sqlite.connection import closing_on_error, connect
+from agentloop.adapters.sqlite.schema import Schema, Step, has_table, migrate
+from agentloop.adapters.sqlite.scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQL
+from agentloop.adapters.sqlite.thread import OnItsThread
+from agentloop.adapters.usage import KEYS, SUMS, summed, utc_text
+from agentloop.ports.usage import UsageFilter, UsageGroup, UsageLine, UsageRecord, UsageTotal
+
+SCHEMA = Schema(
+    "usage",
+    (
+        Step(
+            "the tokens and cost of each model call, per turn",
+            (
+                f"""CREATE TABLE IF NOT EXISTS usage_calls (
+                    turn_id TEXT NOT NULL,
+                    call_index INTEGER NOT NULL,
+                    {SCOPE_COLUMNS_DDL},
+                    at TEXT NOT NULL,
+                    day TEXT NOT NULL,
+                    model TEXT,
+                    input_tokens INTEGER NOT NULL,
+                    output_tokens INTEGER NOT NULL,
+                    cache_read_tokens INTEGER NOT NULL,
+                    cache_write_tokens INTEGER NOT NULL,
+                    cost REAL,
+                    PRIMARY KEY (turn_id, call_index)
+                )""",
+                "CREATE INDEX IF NOT EXISTS usage_calls_by_tenant "
+                "ON usage_calls (scope_company, scope_org, scope_team, scope_project, at)",
+                "CREATE INDEX IF NOT EXISTS usage_calls_by_user ON usage_calls (scope_company, scope_user, at)",
+                "CREATE INDEX IF NOT EXISTS usage_calls_by_session ON usage_calls (scope_session, at)",
+            ),
+        ),
+    ),
+    has_table("usage_calls"),
+)
+
+def _where(where: UsageFilter) -> tuple[str, list[Any]]:
+    conditions, params = ["1 = 1"], list[Any]()
+    for column, value in zip(SCOPE_COLUMNS, where.ids, strict=True):
+        if value is not None:
+            conditions.append(f"{column} = ?")
+            params.append(value)
+    if where.since is not None:
+        conditions.append("at >= ?")
+        params.append(utc_text(where.since))
+    if where.until is not None:
+        conditions.append("at < ?")
+        params.append(utc_text(where.until))
+    return " AND ".join(conditions), params
+
+
+class SqliteUsageStore:
+    """Usage rows keyed by (turn, call): a turn's rows go in one statement, and a turn already
+    there is not written again."""
+
+    def __init__(self, conn: sqlite3.Connection, lock: threading.Lock | None = None) -> None:
+        """On `conn`; stores sharing one connection share its `lock` too."""
+        self._conn = conn
+        self._lock = lock or threading.Lock()
+        migrate(conn, SCHEMA)
+
+    @classmethod
+    def open(cls, path: str | Path) -> SqliteUsageStore:
+        with closing_on_error(connect(path)) as conn:
+            return cls(conn)
+
+    def record(self, record: UsageRecord) -> bool:
+        if not record.calls:
+            return False
+        at = utc_text(record.at)
+        rows = [
+            (record.turn_id, index, *scope_values(record.scope), at, at[:10], call.model, call.usage.input_tokens,
+             call.usage.output_tokens, call.usage.cache_read_tokens, call.usage.cache_write_tokens, call.cost)
+            for index, call in enumerate(record.calls)
+        ]
+        marks = ", ".join(f"({', '.join('?' * 16)})" for _ in rows)
+        with self._lock:  # one statement: its rows land together or not at all
+            cursor = self._conn.execute(
+                f"INSERT OR IGNORE INTO usage_calls (turn_id, call_index, {SCOPE_COLUMNS_SQL}, at, day, model, input_tokens, "
+                f"output_tokens, cache_read_tokens, cache_write_tokens, cost) VALUES {marks}",
+                [value for row in rows for value in row],
+            )
+        return cursor.rowcount > 0
+
+    def total(self, where: UsageFilter) -> UsageTotal:
+        condition, params = _where(where)
+        with self._lock:
+            row = self._conn.execute(f"SELECT {SUMS} FROM usage_calls WHERE {condition}", params).fetchone()
+        return summed(row)
+
+    def report(self, where: UsageFilter, by: UsageGroup) -> list[UsageLine]:
+        condition, params = _where(where)
+        key = KEYS[by]
+        with self._lock:
+            rows = self._conn.execute(
+                f"SELECT {key} AS k, {SUMS} FROM usage_calls WHERE {condition} GROUP BY k ORDER BY k", params
+            ).fetchall()
+        return [UsageLine(str(row[0]), summed(row[1:])) for row in rows]
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+class AsyncSqliteUsageStore(OnItsThread[SqliteUsageStore]):
+    """The UsageStore port on a `SqliteUsageStore` (`engine`)."""
+
+    async def record(self, record: UsageRecord) -> bool:
+        return await self._thread.write(self.engine.record, record)
+
+    async def total(self, where: UsageFilter) -> UsageTotal:
+        return await self._thread.read(self.engine.total, where)
+
+    async def report(self, where: UsageFilter, by: UsageGroup) -> list[UsageLine]:
+        return await self._thread.read(self.engine.report, where, by)

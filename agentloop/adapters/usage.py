@@ -1,0 +1,98 @@
+"""What every UsageStore backend shares (a report's keys, the sums as SQL), and the in-memory
+one: for tests, and for a bot that counts usage without keeping it."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime
+from typing import Any
+
+from agentloop.adapters.rows import SCOPE_COLUMNS
+from agentloop.messages import Usage
+from agentloop.ports.usage import MISSING, RecordedCall, UsageFilter, UsageGroup, UsageLine, UsageRecord, UsageTotal
+from agentloop.scopes import Scope
+
+
+SUMS = (
+    "COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0), COALESCE(SUM(cache_read_tokens), 0), "
+    "COALESCE(SUM(cache_write_tokens), 0), COUNT(*), COALESCE(SUM(cost), 0), COUNT(*) - COUNT(cost)"
+)
+"""What a sum selects, in `summed`'s order; the same SQL on SQLite and PostgreSQL."""
+
+_PART = "COALESCE({}, '" + MISSING + "')"
+KEYS = {
+    UsageGroup.TENANT: " || '/' || ".join(_PART.format(column) for column in SCOPE_COLUMNS[:4]),
+    UsageGroup.USER: "scope_company || '/' || " + _PART.format("scope_user"),
+    UsageGroup.SESSION: "scope_company || '/' || " + _PART.format("scope_session"),
+    UsageGroup.DAY: "day",
+    UsageGroup.MONTH: "substr(day, 1, 7)",
+    UsageGroup.MODEL: _PART.format("model"),
+}
+"""Each report's key as SQL, spelled as `line_key` spells it."""
+
+
+def summed(row: tuple[Any, ...]) -> UsageTotal:
+    """A `SUMS` row as a total."""
+    read, wrote = int(row[2]), int(row[3])
+    return UsageTotal(Usage(int(row[0]), int(row[1]), read, wrote), int(row[4]), float(row[5]), int(row[6]))
+
+
+def utc_text(at: datetime) -> str:
+    """An aware time as the UTC text the table keeps (in order, compared as text)."""
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def line_key(by: UsageGroup, scope: Scope, at: datetime, model: str | None) -> str:
+    """The report key of a call of a turn in `scope` at `at`, as the SQL stores spell it."""
+    def part(value: str | None) -> str:
+        return MISSING if value is None else value
+
+    if by is UsageGroup.TENANT:
+        return "/".join(part(p) for p in (scope.company_id, scope.org_id, scope.team_id, scope.project_id))
+    if by is UsageGroup.USER:
+        return f"{scope.company_id}/{part(scope.user_id)}"
+    if by is UsageGroup.SESSION:
+        return f"{scope.company_id}/{part(scope.session_id)}"
+    if by is UsageGroup.MODEL:
+        return part(model)
+    day = at.astimezone(UTC).strftime("%Y-%m-%d")
+    return day if by is UsageGroup.DAY else day[:7]
+
+
+def call_total(call: RecordedCall) -> UsageTotal:
+    """One call as a sum of one."""
+    return UsageTotal(call.usage, 1, call.cost or 0.0, int(call.cost is None))
+
+
+class MemoryUsageStore:
+    """Usage in a list guarded by a lock; gone when the process ends."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._records: dict[str, UsageRecord] = {}
+
+    async def record(self, record: UsageRecord) -> bool:
+        with self._lock:
+            if not record.calls or record.turn_id in self._records:
+                return False
+            self._records[record.turn_id] = record
+            return True
+
+    async def total(self, where: UsageFilter) -> UsageTotal:
+        total = UsageTotal()
+        for record in self._covered(where):
+            for call in record.calls:
+                total += call_total(call)
+        return total
+
+    async def report(self, where: UsageFilter, by: UsageGroup) -> list[UsageLine]:
+        lines: dict[str, UsageTotal] = {}
+        for record in self._covered(where):
+            for call in record.calls:
+                key = line_key(by, record.scope, record.at, call.model)
+                lines[key] = lines.get(key, UsageTotal()) + call_total(call)
+        return [UsageLine(key, lines[key]) for key in sorted(lines)]
+
+    def _covered(self, where: UsageFilter) -> list[UsageRecord]:
+        with self._lock:
+            return [record for record in self._records.values() if where.matches(record.scope, record.at)]
