@@ -39,11 +39,10 @@ from agentloop import (
     TELEMETRY,
     AgentContext,
     ApprovalDecision,
-    CallUsage,
     ApprovalRequest,
     Attachment,
+    CallUsage,
     ChatMessage,
-    FailureEvent,
     FailureKind,
     FailureSource,
     FinishReason,
@@ -53,7 +52,6 @@ from agentloop import (
     LlmReply,
     LlmRequest,
     LlmResponse,
-    ModelSwitched,
     OutputType,
     OutputValidationError,
     PendingApproval,
@@ -70,7 +68,6 @@ from agentloop import (
     ToolExecutions,
     ToolLoopStop,
     ToolRegistry,
-    TransportError,
     TurnUsage,
     VoiceReply,
     approval_scope,
@@ -86,18 +83,18 @@ from agentloop import (
 from agentloop._containment import passes_through, running_task
 from agentloop._log import get_logger
 from agentloop._text import cap_bytes
-from agentloop.ports import LLM, ApprovalStore, Channel, MessageStream, Metrics, StreamingChannel
+from agentloop.ports import LLM, ApprovalStore, Channel, Metrics, StreamingChannel
 
 from systems.input import turn_user_text
+from systems.outcome import render_call
 from systems.tool_loop_settings import DEFAULT_MAX_TOOL_OUTPUT_BYTES as DEFAULT_MAX_TOOL_OUTPUT_BYTES
 from systems.tool_loop_settings import SettingsKeywords
 from systems.tool_loop_settings import ToolExecutionHook as ToolExecutionHook
 from systems.tool_loop_settings import ToolLoopSettings as ToolLoopSettings
 from systems.tool_loop_settings import ToolPolicy as ToolPolicy
 from systems.tool_loop_settings import plan_mode_requested as plan_mode_requested
-from systems.outcome import render_call
+from systems.tool_turn import RanCall, ToolTurn
 from systems.usage import count_tokens, prompt_cache_key, usage_attributes
-from systems.routing import UNDELIVERED_TEXT
 
 _log = get_logger("agentloop.tool_loop")
 
@@ -121,93 +118,6 @@ def _render_result(result: Any) -> str:
     if result is None:
         return "done"
     return json.dumps(converter.unstructure(result), default=str)
-
-
-@attrs.frozen
-class _Ran:
-    """One tool call's run, kept until the step's runs are put on the turn in call order."""
-
-    call: ToolCall
-    execution: ToolExecution
-    result: Any
-    failure: tuple[FailureKind, str] | None
-
-
-class _Turn:
-    """The mutable state of one run of the tool loop."""
-
-    def __init__(self, ctx: AgentContext, prompt: PromptContext, system: str, stream_to: StreamingChannel | None) -> None:
-        self.ctx = ctx
-        self.system = system
-        self.messages: list[ChatMessage] = list(prompt.to_messages())
-        self.llm_calls = 0
-        self.executions: list[ToolExecution] = []
-        self.voice_text: str | None = None
-        self.attachments: list[Attachment] = []
-        self.usage = TurnUsage()
-        self.stream_to = stream_to
-        self.message: MessageStream | None = None
-        self.message_id = ""
-        self.shown = ""
-        self.repaired = False
-        self.awaiting: ToolCall | None = None
-        """The call of this model step that needs the user's approval, once `_admit` met one."""
-
-    def fail(self, source: FailureSource, component: str, kind: FailureKind, message: str) -> None:
-        self.ctx.add_failure(FailureEvent(source, component, kind, message, self.ctx.clock.now()))
-
-    def add_usage(self, call: CallUsage) -> None:
-        """Count one model call's usage, on the turn at once: a turn that ends in a failure spent it too."""
-        self.usage = self.usage.add(call)
-        self.ctx.set(self.usage)
-
-    async def show(self, text: str) -> None:
-        """Stream `text` to the user's message, opening it on the first delta; a channel
-        that fails is a TRANSPORT failure and gets no more deltas this turn."""
-        channel = self.stream_to
-        if channel is None or not text:
-            return
-        try:
-            if self.message is None:
-                inbox = self.ctx.get(InboxTurn)
-                if inbox is not None and not await inbox.deliveries.claim_delivery(inbox.message_id, inbox.attempt):
-                    self.stream_to = None  # an earlier run of this message delivered its reply: show nothing again
-                    return
-                self.message = await channel.open_stream(self.ctx.session, {})
-                self.message_id = new_id()
-                self.record(complete=False)
-            await self.message.delta(text)
-        except Exception as exc:
-            self.stream_to = None
-            message = str(exc) if isinstance(exc, TransportError) and str(exc) else UNDELIVERED_TEXT
-            self.fail(FailureSource.TRANSPORT, self.system, FailureKind.EXCEPTION, message)
-            _log.warning("stream.delta_failed", turn_id=self.ctx.turn_id, exc_info=exc)
-            return
-        self.shown += text
-        self.record(complete=False)
-
-    async def switched(self, event: ModelSwitched) -> None:
-        """A fallback to another model: a failure of the turn's, and what the failed model had
-        shown withdrawn (the next model's text opens a new message)."""
-        self.fail(FailureSource.LLM, self.system, event.kind, event.message)
-        if not event.withdrawn or self.message is None:
-            return
-        try:
-            await self.message.abort(f"model {event.failed!r} failed; {event.next_model!r} answers instead")
-        except Exception as exc:
-            message = str(exc) if isinstance(exc, TransportError) and str(exc) else UNDELIVERED_TEXT
-            self.fail(FailureSource.TRANSPORT, self.system, FailureKind.EXCEPTION, message)
-            _log.warning("stream.abort_failed", turn_id=self.ctx.turn_id, exc_info=exc)
-        self.ctx.set(StreamedText(self.message_id, "", True))
-        self.message, self.shown = None, ""
-
-    def record(self, *, complete: bool) -> None:
-        """Put what the user's message shows on the turn, if a message was opened."""
-        if self.message is not None:
-            self.ctx.set(StreamedText(self.message_id, self.shown, complete, self.message))
-
-    def stop(self, reason: FinishReason, detail: str) -> None:
-        self.ctx.set(ToolLoopStop(reason, detail, self.llm_calls, len(self.executions)))
 
 
 class _Structured(enum.Enum):
@@ -311,7 +221,7 @@ class ToolLoopSystem(System):
 
     async def process(self, ctx: AgentContext) -> None:
         quiet = ctx.auto_mode or self.output is not None  # a structured answer is JSON, not text to show
-        turn = _Turn(ctx, ctx.require(PromptContext), self.name, None if quiet else self._stream_to)
+        turn = ToolTurn(ctx, ctx.require(PromptContext), self.name, None if quiet else self._stream_to)
         schema = self.output.schema if self.output is not None else None
         plan_mode = self._in_plan_mode(ctx)
         specs = self.tools.specs
@@ -367,14 +277,14 @@ class ToolLoopSystem(System):
                 return
 
     @staticmethod
-    async def _interrupted(turn: _Turn) -> bool:
+    async def _interrupted(turn: ToolTurn) -> bool:
         """The safe point before a model call or a tool step: a newer message of the session stops the turn here."""
         if not await turn.ctx.interrupted():
             return False
         turn.stop(FinishReason.INTERRUPTED, "a newer message of this session arrived")
         return True
 
-    def _admit(self, turn: _Turn, calls: Iterable[ToolCall]) -> tuple[list[ToolCall], tuple[FinishReason, str] | None]:
+    def _admit(self, turn: ToolTurn, calls: Iterable[ToolCall]) -> tuple[list[ToolCall], tuple[FinishReason, str] | None]:
         """The calls of one model step that may run, in order, and why the loop stops after them, if it does
         (the tool limit, the policy denying a call, or a call awaiting approval: the calls before it still run)."""
         admitted: list[ToolCall] = []
@@ -398,7 +308,7 @@ class ToolLoopSystem(System):
         found = self.tools.get(call.name)
         return found is not None and found.requires_approval
 
-    async def _suspend(self, turn: _Turn, call: ToolCall, step: Iterable[ToolCall]) -> None:
+    async def _suspend(self, turn: ToolTurn, call: ToolCall, step: Iterable[ToolCall]) -> None:
         """Store `call` as awaiting approval, with the conversation so far (the step's later calls
         answered as not run), and put its `ApprovalRequest` on the turn."""
         assert self.approvals is not None  # __init__ refuses approval without a store
@@ -410,7 +320,7 @@ class ToolLoopSystem(System):
         await self.approvals.add(PendingApproval(request, approval_scope(ctx.session, self.settings.company_id), call.id, messages))
         ctx.set(request)
 
-    async def _resume(self, turn: _Turn, decision: ApprovalDecision) -> bool:
+    async def _resume(self, turn: ToolTurn, decision: ApprovalDecision) -> bool:
         """Take the decided call (once) and continue its conversation: the call's result when approved,
         the denial (with the user's note) when not. False when there is nothing to take: the turn ends."""
         taken = None
@@ -433,14 +343,14 @@ class ToolLoopSystem(System):
         turn.messages.append(ChatMessage.tool(call.id, call.name, result))
         return True
 
-    async def _run_step(self, turn: _Turn, calls: list[ToolCall]) -> list[_Ran]:
+    async def _run_step(self, turn: ToolTurn, calls: list[ToolCall]) -> list[RanCall]:
         """Run one model step's calls: async tools concurrently, sync tools on tool threads one after
         another in call order; the runs come back in call order. A lone call runs in the system's
         own task: a task of its own would cost more than a trivial tool."""
         step_id = new_id()  # the calls of one model step share it
         if len(calls) == 1:
             return [await self._traced(turn, calls[0], step_id, None)]
-        tasks: list[asyncio.Task[_Ran]] = []
+        tasks: list[asyncio.Task[RanCall]] = []
         serial = asyncio.Lock()  # sync tools take it in task order, which is call order
         try:
             async with asyncio.TaskGroup() as group:
@@ -451,7 +361,7 @@ class ToolLoopSystem(System):
             raise
         return [task.result() for task in tasks]
 
-    async def _traced(self, turn: _Turn, call: ToolCall, step_id: str, serial: asyncio.Lock | None) -> _Ran:
+    async def _traced(self, turn: ToolTurn, call: ToolCall, step_id: str, serial: asyncio.Lock | None) -> RanCall:
         """`_execute` in a span of its own, a child of the tool loop's, saying whether the tool failed."""
         attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.name}
         with TELEMETRY.span(f"execute_tool {call.name}", attributes) as span:
@@ -462,7 +372,7 @@ class ToolLoopSystem(System):
                     span.fail(ran.failure[1])
         return ran
 
-    def _record(self, turn: _Turn, ran: _Ran) -> str:
+    def _record(self, turn: ToolTurn, ran: RanCall) -> str:
         """Put a finished run on the turn (its failure, voice, attachment, execution); what the model is told."""
         if ran.failure is not None:
             turn.fail(FailureSource.TOOL, ran.call.name, *ran.failure)
@@ -475,7 +385,7 @@ class ToolLoopSystem(System):
         error, result = ran.execution.error, ran.execution.result
         return f"error: {error}" if error is not None else result or ""
 
-    async def _call(self, turn: _Turn, request: LlmRequest) -> LlmReply:
+    async def _call(self, turn: ToolTurn, request: LlmRequest) -> LlmReply:
         """Ask the model, streaming its text to the user as it comes; its reply once it finished."""
         asked = self.settings.model or getattr(self.llm, "model", None)
         asked = asked if isinstance(asked, str) else None
@@ -504,7 +414,7 @@ class ToolLoopSystem(System):
                 count_tokens(metrics, reply.usage, model or "unknown", asked)
         return reply
 
-    def _structured(self, turn: _Turn, output: OutputType[Any], reply: LlmReply, content: str | None) -> _Structured:
+    def _structured(self, turn: ToolTurn, output: OutputType[Any], reply: LlmReply, content: str | None) -> _Structured:
         """Take the reply as the structured answer, and say what the loop does next."""
         calls = [c for c in reply.tool_calls if c.name == output.schema.name]
         if reply.tool_calls and not calls:
@@ -530,18 +440,18 @@ class ToolLoopSystem(System):
         self._answer(turn, storable(output.text_of(answer)), reply.model)
         return _Structured.FINISHED
 
-    def _llm_failed(self, turn: _Turn, kind: FailureKind, message: str) -> None:
+    def _llm_failed(self, turn: ToolTurn, kind: FailureKind, message: str) -> None:
         turn.fail(FailureSource.LLM, self.name, kind, message)
         turn.ctx.set(LlmFailure(kind, message, self.settings.model))
 
-    def _answer(self, turn: _Turn, text: str, model: str | None) -> None:
+    def _answer(self, turn: ToolTurn, text: str, model: str | None) -> None:
         if not (text.strip() or turn.voice_text or turn.attachments):
             turn.fail(FailureSource.LLM, self.name, FailureKind.VALIDATION, "the model returned an empty reply")
             return
         usage = turn.usage.total if turn.usage.calls else None
         turn.ctx.set(LlmResponse(text, model or self.settings.model, turn.voice_text, tuple(turn.attachments), usage))
 
-    async def _execute(self, turn: _Turn, call: ToolCall, step_id: str, serial: asyncio.Lock | None) -> _Ran:
+    async def _execute(self, turn: ToolTurn, call: ToolCall, step_id: str, serial: asyncio.Lock | None) -> RanCall:
         """Run one tool call of model step `step_id`, a sync tool holding `serial` (if given) while it
         runs; the turn records it later, in call order."""
         ctx = turn.ctx
@@ -589,7 +499,7 @@ class ToolLoopSystem(System):
                 self.settings.on_tool_execution(execution)
             except Exception as exc:
                 _log.error("tool.hook_failed", tool=call.name, turn_id=ctx.turn_id, exc_info=exc)
-        return _Ran(call, execution, result, failure)
+        return RanCall(call, execution, result, failure)
 
 
 def _record(

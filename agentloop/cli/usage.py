@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 from datetime import UTC, datetime
 from typing import TextIO
 
 from agentloop.adapters import open_stores
-from agentloop.bots import DEFAULT_BASE_URL
 from agentloop.cli._options import EXIT_STATUS, Commands, SharedOptions
-from agentloop.cli.stores import embedder_from_spec
 from agentloop.ports import UsageFilter, UsageGroup, UsageTotal
 from agentloop.terminal import terminal_line
 
@@ -33,7 +30,6 @@ def register(commands: Commands, options: SharedOptions) -> None:
     usage.add_argument("--until", type=_time, metavar="WHEN", help="only turns before WHEN")
     usage.add_argument("--user", help="only this user's turns")
     usage.add_argument("--session", help="only this session's turns")
-    usage.add_argument("--embedder", default="hashing", metavar="SPEC", help="the embedder the bot's stores were built with (default: hashing)")
     usage.set_defaults(handler=_usage)
 
 
@@ -62,8 +58,7 @@ def _row(key: str, total: UsageTotal) -> list[str]:
 def _usage(args: argparse.Namespace, out: TextIO) -> int:
     where = UsageFilter(args.company, args.org, args.team, args.project, args.user, args.session, args.since, args.until)
     by = UsageGroup(args.by)
-    embedder = embedder_from_spec(args.embedder, base_url=os.environ.get("AGENTLOOP_BASE_URL", DEFAULT_BASE_URL))
-    with open_stores(args.url, bot=args.bot, embedder=embedder, create=False) as stores:
+    with open_stores(args.url, bot=args.bot, create=False) as stores:  # the embedder its vectors were made with
         lines = asyncio.run(stores.usage.report(where, by))
     total = UsageTotal()
     rows = [[by.value, *COLUMNS]]

@@ -71,6 +71,7 @@ SYSTEMS_INTERNAL_IMPORTS = {
     ("systems/tool_loop.py", "agentloop._containment"): "a tool's failure is contained by the loop's own rule",
     ("systems/tool_loop.py", "agentloop._text"): "tool output is cut by the rule the docs state for max_tool_output_bytes",
     ("systems/tool_loop.py", "agentloop._log"): "the built-in systems log where the framework does",
+    ("systems/tool_turn.py", "agentloop._log"): "the built-in systems log where the framework does",
     ("systems/routing.py", "agentloop._log"): "the built-in systems log where the framework does",
     ("systems/context.py", "agentloop._log"): "the built-in systems log where the framework does",
     ("systems/compaction.py", "agentloop._log"): "the built-in systems log where the framework does",
