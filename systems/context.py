@@ -119,7 +119,7 @@ class ContextBuildingSystem(System):
             ctx.set(UnsummarisedHistory(len(window), sum(sizes), complete=len(window) < self.history_window))
         ctx.set(PromptContext(self.system_prompt, (*window[start:], current), tuple(sections)))
 
-    async def stored_history(self, ctx: AgentContext, sessions: SessionStore) -> tuple[Sequence[ChatMessage], PromptSection | None]:
+    async def stored_history(self, ctx: AgentContext, sessions: SessionStore) -> tuple[tuple[ChatMessage, ...], PromptSection | None]:
         """The session's summary and the history after it, at most `history_window` messages."""
         scope = history_scope(ctx.session, self.company_id)
         latest = await self.summaries.latest(scope) if self.summaries is not None else None
