@@ -76,6 +76,18 @@ class ContextBudget:
         return max(0, self.prompt - fixed - MESSAGE_OVERHEAD - taken)
 
 
+@attrs.frozen
+class UnsummarisedHistory:
+    """What context building read of a session's history after its summary, before this turn's
+    exchange: `messages` messages of `tokens` tokens (by its counter), and whether that is all
+    of them (`complete`: fewer than `history_window`, so the read cut nothing). Compaction
+    decides from it whether it has anything to fold without reading the stores."""
+
+    messages: int
+    tokens: int
+    complete: bool
+
+
 def section_tokens(counter: TokenCounter, section: PromptSection, model: str | None = None) -> int:
     """A section's tokens as the system message renders it (heading, body and separator)."""
     return counter.count(f"\n\n## {section.title}\n{section.body}", model)
@@ -83,6 +95,8 @@ def section_tokens(counter: TokenCounter, section: PromptSection, model: str | N
 
 def trim_section(counter: TokenCounter, section: PromptSection, room: int, model: str | None = None) -> PromptSection | None:
     """`section` with lines cut from its end until it fits `room` tokens; None if not even one line fits."""
+    if section_tokens(counter, section, model) <= room:
+        return section
     lines = section.body.split("\n")
     while lines:
         trimmed = attrs.evolve(section, body="\n".join(lines))
@@ -102,7 +116,11 @@ def fitting_tail(
     counter: TokenCounter, messages: Sequence[ChatMessage], room: int, *, limit: int | None = None, model: str | None = None
 ) -> int:
     """Where the newest whole turns of `messages` that fit `room` tokens (and `limit` messages) start."""
-    sizes = [message_tokens(counter, m, model) for m in messages]
+    return tail_start(messages, [message_tokens(counter, m, model) for m in messages], room, limit=limit)
+
+
+def tail_start(messages: Sequence[ChatMessage], sizes: Sequence[int], room: int, *, limit: int | None = None) -> int:
+    """`fitting_tail` for messages already counted (`sizes[i]` tokens for `messages[i]`)."""
     best, total, start = len(messages), 0, len(messages)
     for begin in reversed(turn_starts(messages)):
         total += sum(sizes[begin:start])

@@ -9,6 +9,7 @@ encoding already on disk) is exact for its model: `TokenizerTokens(encoding.enco
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import threading
@@ -71,29 +72,52 @@ class EstimatedTokens:
             self._ratios[model] = min(4.0, max(0.25, ratio + self.smoothing * (target - ratio)))
 
 
+TEXTS_KEPT = 4096
+"""How many texts a `TokenizerTokens` remembers the count of, the most recently counted:
+a session's history is counted every turn, and encoding it again each time is the cost."""
+
+
+def _remembering(encode: Callable[[str], Sequence[int]]) -> Callable[[str], int]:
+    return functools.lru_cache(maxsize=TEXTS_KEPT)(lambda text: len(encode(text)))
+
+
 @attrs.frozen
 class TokenizerTokens:
-    """Exact counts from a local tokenizer's `encode` (text to token ids), whatever the model."""
+    """Exact counts from a local tokenizer's `encode` (text to token ids), whatever the model;
+    the counts of the `TEXTS_KEPT` texts counted last are remembered."""
 
     encode: Callable[[str], Sequence[int]]
+    _counts: Callable[[str], int] = attrs.field(
+        init=False, eq=False, repr=False, default=attrs.Factory(lambda self: _remembering(self.encode), takes_self=True)
+    )
 
     def count(self, text: str, model: str | None = None) -> int:
-        return len(self.encode(text))
+        return self._counts(text)
 
 
 def message_tokens(counter: TokenCounter, message: ChatMessage, model: str | None = None) -> int:
     """One message's tokens: its text, its tool calls' names and arguments, and the template's overhead."""
+    if not message.tool_calls:
+        return MESSAGE_OVERHEAD + (counter.count(message.content, model) if message.content else 0)
     parts = [message.content or ""]
     parts += [f"{call.name} {json.dumps(call.arguments, sort_keys=True)}" for call in message.tool_calls]
     return MESSAGE_OVERHEAD + sum(counter.count(part, model) for part in parts if part)
 
 
+def tool_texts(tools: Iterable[ToolSpec]) -> tuple[str, ...]:
+    """Each tool spec as the text a provider is sent (name, description, JSON schema); a system
+    that sends the same tools every turn makes these once."""
+    return tuple(f"{t.name} {t.description} {json.dumps(t.parameters, sort_keys=True)}" for t in tools)
+
+
+def texts_tokens(counter: TokenCounter, texts: Iterable[str], model: str | None = None) -> int:
+    """The tokens of `texts` each sent as one item (a tool spec's text, say), overhead included."""
+    return sum(MESSAGE_OVERHEAD + counter.count(text, model) for text in texts)
+
+
 def tool_tokens(counter: TokenCounter, tools: Iterable[ToolSpec], model: str | None = None) -> int:
     """The tool specs' tokens as a provider is sent them (name, description, JSON schema)."""
-    return sum(
-        MESSAGE_OVERHEAD + counter.count(f"{t.name} {t.description} {json.dumps(t.parameters, sort_keys=True)}", model)
-        for t in tools
-    )
+    return texts_tokens(counter, tool_texts(tools), model)
 
 
 def prompt_tokens(counter: TokenCounter, prompt: PromptContext, model: str | None = None) -> int:

@@ -12,6 +12,7 @@ from agentloop import (
     LlmCallError,
     LlmResponse,
     PromptContext,
+    SanitizedInput,
     System,
     ToolExecutions,
     ToolSpec,
@@ -20,7 +21,7 @@ from agentloop import (
     history_scope,
 )
 from agentloop._log import get_logger
-from agentloop.compaction import ContextBudget, chunks, fitting_tail, summary_request
+from agentloop.compaction import ContextBudget, UnsummarisedHistory, chunks, fitting_tail, summary_request
 from agentloop.ports import LLM, SessionStore, SessionSummary, SummaryStore
 from agentloop.tokens import (
     MESSAGE_OVERHEAD,
@@ -29,14 +30,18 @@ from agentloop.tokens import (
     TokenCounter,
     message_tokens,
     prompt_tokens,
-    tool_tokens,
+    texts_tokens,
+    tool_texts,
 )
+
+from systems.input import turn_user_text
+from systems.memory import exchange_messages
 
 _log = get_logger("agentloop.compaction")
 
 
 class CompactionSystem(System):
-    """Keeps each session's unsummarised history within the room `budget` leaves it (order 72).
+    """Keeps each session's unsummarised history within the room `budget` leaves it (order 74).
 
     After the turn is answered and its history written, the messages after the session's
     summary are measured; when they outgrow the room (or `history_window` messages), the
@@ -45,11 +50,14 @@ class CompactionSystem(System):
     turns within `budget.keep` of the room stay as they are. A counter that learns
     (`EstimatedTokens`) is corrected here from the usage the model reported for a turn's
     one call. A summariser that fails leaves the summary as it was: the next turn tries again.
+    When `ContextBuildingSystem` read the whole history after the summary this turn
+    (`UnsummarisedHistory`, counted by the same counter), that with the turn's exchange is
+    what is measured, and a turn whose history still fits reads no store at all.
     """
 
-    order: ClassVar[int] = 72
+    order: ClassVar[int] = 74
     reads = ()
-    optional_reads = (TurnPolicy, TurnOutcome, PromptContext, LlmResponse, ToolExecutions)
+    optional_reads = (TurnPolicy, TurnOutcome, PromptContext, LlmResponse, ToolExecutions, UnsummarisedHistory, SanitizedInput)
     writes = ()
 
     def __init__(
@@ -74,8 +82,10 @@ class CompactionSystem(System):
         self.system_prompt = system_prompt
         self.budget = budget
         self.counter = counter or EstimatedTokens()
+        self._learner = self.counter if isinstance(self.counter, LearningCounter) else None
         self.history_window = history_window
         self.tools = tuple(tools)
+        self._tool_texts = tool_texts(self.tools)
         self.model = model
         self.summary_model = summary_model or model
         self.read_limit = read_limit
@@ -87,11 +97,13 @@ class CompactionSystem(System):
     @property
     def room(self) -> int:
         """The tokens history may always take (`ContextBudget.history_floor`)."""
-        fixed = self.counter.count(self.system_prompt, self.model) + tool_tokens(self.counter, self.tools, self.model)
+        fixed = self.counter.count(self.system_prompt, self.model) + texts_tokens(self.counter, self._tool_texts, self.model)
         return self.budget.history_floor(fixed)
 
     async def process(self, ctx: AgentContext) -> None:
         self.learn(ctx)
+        if self.fits_as_read(ctx):
+            return
         scope = history_scope(ctx.session, self.company_id)
         latest = await self.summaries.latest(scope)
         covered = latest.covered if latest is not None else 0
@@ -123,6 +135,16 @@ class CompactionSystem(System):
         _log.info("compaction.stored", session_id=ctx.session.id, version=summary.version, covered=summary.covered,
                   folded=len(folded))
 
+    def fits_as_read(self, ctx: AgentContext) -> bool:
+        """Whether the history context building read after the summary (all of it), with the
+        exchange this turn wrote, is within `history_window` messages and the room: nothing to fold."""
+        seen, outcome = ctx.get(UnsummarisedHistory), ctx.turn_outcome
+        if seen is None or not seen.complete or outcome is None:
+            return False
+        exchange = exchange_messages(turn_user_text(ctx), outcome.assistant_text)
+        tokens = seen.tokens + sum(message_tokens(self.counter, m, self.model) for m in exchange)
+        return seen.messages + len(exchange) <= self.history_window and tokens <= self.room
+
     def _summariser_room(self) -> int:
         """How many tokens of turns one summariser call reads: its prompt less the previous summary's share."""
         return max(1, self.budget.prompt - 2 * self.budget.share(self.budget.summary) - MESSAGE_OVERHEAD * 2)
@@ -131,9 +153,9 @@ class CompactionSystem(System):
         """Correct a learning counter by the input tokens the model reported for the turn's prompt,
         when the turn made one model call (no tool ran), so the prompt is what was counted."""
         response, prompt, executions = ctx.get(LlmResponse), ctx.get(PromptContext), ctx.get(ToolExecutions)
-        if not isinstance(self.counter, LearningCounter) or response is None or response.usage is None or prompt is None:
+        if self._learner is None or response is None or response.usage is None or prompt is None:
             return
         if executions is not None and executions.executions:
             return
-        estimated = prompt_tokens(self.counter, prompt, self.model) + tool_tokens(self.counter, self.tools, self.model)
-        self.counter.learn(self.model, estimated, response.usage.input_tokens)
+        estimated = prompt_tokens(self.counter, prompt, self.model) + texts_tokens(self.counter, self._tool_texts, self.model)
+        self._learner.learn(self.model, estimated, response.usage.input_tokens)

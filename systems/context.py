@@ -21,9 +21,9 @@ from agentloop import (
     memory_scope,
 )
 from agentloop._log import get_logger
-from agentloop.compaction import SUMMARY_TITLE, ContextBudget, fitting_tail, section_tokens, trim_section
+from agentloop.compaction import SUMMARY_TITLE, ContextBudget, UnsummarisedHistory, section_tokens, tail_start, trim_section
 from agentloop.ports import MemoryStore, RagStore, SessionStore, SummaryStore
-from agentloop.tokens import MESSAGE_OVERHEAD, EstimatedTokens, TokenCounter, message_tokens, tool_tokens
+from agentloop.tokens import MESSAGE_OVERHEAD, EstimatedTokens, TokenCounter, message_tokens, texts_tokens, tool_texts
 
 _log = get_logger("agentloop.context")
 
@@ -47,12 +47,13 @@ class ContextBuildingSystem(System):
     estimate unless given). Each store is read in the session's own scope within `company_id`.
     A turn whose `TurnPolicy` has persist=False (a task step) is not part of the
     conversation and gets no stored history; fresh_retrieval=False gets no memory or RAG.
+    With history read from `sessions`, it says what it read (`UnsummarisedHistory`) for compaction.
     """
 
     order: ClassVar[int] = 20
     reads = (SanitizedInput,)
     optional_reads = (TurnPolicy,)
-    writes = (PromptContext,)
+    writes = (PromptContext, UnsummarisedHistory)
 
     def __init__(
         self,
@@ -87,21 +88,17 @@ class ContextBuildingSystem(System):
         self.counter = counter or EstimatedTokens()
         self.summaries = summaries
         self.tools = tuple(tools)
+        self._tool_texts = tool_texts(self.tools)
         self.model = model
 
     async def process(self, ctx: AgentContext) -> None:
         sanitized = ctx.require(SanitizedInput)
         policy = TurnPolicy.of(ctx)
         current = ChatMessage.user(user_message_text(sanitized))
-        history, summary = ctx.history, None
+        history, summary, stored = ctx.history, None, False
         if not history and policy.persist and self.sessions is not None and self.history_window:
-            scope = history_scope(ctx.session, self.company_id)
-            latest = await self.summaries.latest(scope) if self.summaries is not None else None
-            limit = self.history_window
-            if latest is not None:
-                summary = PromptSection(SUMMARY_TITLE, latest.text, "summary")
-                limit = min(limit, await self.sessions.count(scope) - latest.covered)
-            history = await self.sessions.recent(scope, limit) if limit > 0 else ()
+            history, summary = await self.stored_history(ctx, self.sessions)
+            stored = True
         retrieved = await self.retrieve(ctx, sanitized) if policy.fresh_retrieval else ()
         room = self.budget.prompt - self.fixed_tokens(current) - self.budget.share(self.budget.notes)
         sections = []
@@ -114,16 +111,29 @@ class ContextBuildingSystem(System):
                 sections.append(fitted)
                 room -= section_tokens(self.counter, fitted, self.model)
         window = history[-self.history_window :] if self.history_window else ()
-        start = fitting_tail(self.counter, window, room, model=self.model)
+        sizes = [message_tokens(self.counter, m, self.model) for m in window]
+        start = tail_start(window, sizes, room)
         if start:
             _log.info("context.history_cut", session_id=ctx.session.id, dropped=start, kept=len(window) - start)
+        if stored:
+            ctx.set(UnsummarisedHistory(len(window), sum(sizes), complete=len(window) < self.history_window))
         ctx.set(PromptContext(self.system_prompt, (*window[start:], current), tuple(sections)))
+
+    async def stored_history(self, ctx: AgentContext, sessions: SessionStore) -> tuple[tuple[ChatMessage, ...], PromptSection | None]:
+        """The session's summary and the history after it, at most `history_window` messages."""
+        scope = history_scope(ctx.session, self.company_id)
+        latest = await self.summaries.latest(scope) if self.summaries is not None else None
+        if latest is None:
+            return await sessions.recent(scope, self.history_window), None
+        limit = min(self.history_window, await sessions.count(scope) - latest.covered)
+        history = await sessions.recent(scope, limit) if limit > 0 else ()
+        return history, PromptSection(SUMMARY_TITLE, latest.text, "summary")
 
     def fixed_tokens(self, current: ChatMessage) -> int:
         """What every prompt sends whatever the budget: the system message, the tool specs, the user's message."""
         return (
             MESSAGE_OVERHEAD + self.counter.count(self.system_prompt, self.model)
-            + tool_tokens(self.counter, self.tools, self.model) + message_tokens(self.counter, current, self.model)
+            + texts_tokens(self.counter, self._tool_texts, self.model) + message_tokens(self.counter, current, self.model)
         )
 
     async def retrieve(self, ctx: AgentContext, sanitized: SanitizedInput) -> tuple[PromptSection, ...]:

@@ -83,9 +83,7 @@ class MemoryPersistSystem(System):
         inbox = ctx.get(InboxTurn)
         history = history_scope(ctx.session, self.company_id)
         if self.sessions is not None:
-            messages = [ChatMessage.user(user_text)]
-            if assistant_text:
-                messages.append(ChatMessage.assistant(assistant_text))
+            messages = exchange_messages(user_text, assistant_text)
             await self.sessions.append(history, messages, key=None if inbox is None else inbox.message_id)
             ctx.set(attrs.evolve(outcome, raw_history_written=True))
         if self.memory is not None and assistant_text:
@@ -95,6 +93,11 @@ class MemoryPersistSystem(System):
                 ),
                 key=None if inbox is None else memory_key(history, inbox.message_id),
             )
+
+
+def exchange_messages(user_text: str, assistant_text: str | None) -> list[ChatMessage]:
+    """What a turn adds to its history: the user's message, and the answer when there is one."""
+    return [ChatMessage.user(user_text)] + ([ChatMessage.assistant(assistant_text)] if assistant_text else [])
 
 
 def memory_key(history: Scope, message_id: str) -> str:

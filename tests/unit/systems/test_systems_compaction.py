@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentloop import (
-    ChatMessage, ContextBudget, EstimatedTokens, IncomingMessage, LlmRequest, PromptContext, SanitizedInput, Session, history_scope,
+    AgentContext, ChatMessage, ContextBudget, EstimatedTokens, IncomingMessage, LlmRequest, PromptContext, SanitizedInput, Session, history_scope,
 )
 from agentloop.adapters import InMemorySummaryStore, open_stores
 from agentloop.compaction import SUMMARY_INSTRUCTIONS
@@ -21,6 +21,7 @@ from agentloop.scopes import Scope
 from agentloop.testing import RecordingChannel, ScriptedLLM, make_context, run_system_sync
 from agentloop.tokens import prompt_tokens, request_tokens
 from systems import ContextBuildingSystem
+from systems.compaction import CompactionSystem
 from systems.standard import StandardOptions, standard_pipeline
 
 FACT = re.compile(r"FACT: [^\n.]*")
@@ -112,3 +113,59 @@ def test_the_built_prompt_never_exceeds_its_budget_and_keeps_the_system_prompt_a
     prompt = ctx.require(PromptContext)
     assert prompt_tokens(counter, prompt) <= budget.prompt - budget.share(budget.notes)
     assert prompt.system_prompt == system_prompt and prompt.messages[-1] == ChatMessage.user("m" * current)
+
+
+class Counted:
+    """A store whose every call is counted (`calls`) and passed on to `inner`."""
+
+    def __init__(self, inner: object) -> None:
+        self.inner, self.calls = inner, 0
+
+    def __getattr__(self, name: str) -> object:
+        self.calls += 1
+        return getattr(self.inner, name)
+
+
+def test_a_turn_whose_history_fits_reads_no_store_for_compaction(tmp_path: Path) -> None:
+    """Context building says what it read after the summary; compaction adds the turn's exchange and, while
+    that fits, asks neither the history nor the summaries (and fails no turn)."""
+    options = StandardOptions(history_window=20, memory_limit=0, rag_k=0)
+    with open_stores(tmp_path) as stores, standard_pipeline(ScriptedLLM(lambda request: "Fine."), RecordingChannel(), stores=stores, options=options) as pipeline:
+        (compaction,) = [s for s in pipeline.systems if isinstance(s, CompactionSystem)]
+        compaction.sessions, compaction.summaries = Counted(stores.sessions), Counted(stores.summaries)  # type: ignore[assignment]
+        loop = pipeline.build()
+        for turn in range(10):  # 20 messages: within the window of 20
+            assert not loop.run_turn_sync(Session("s", user_id="ada"), IncomingMessage(f"turn {turn}")).failures
+        assert compaction.sessions.calls == compaction.summaries.calls == 0  # type: ignore[attr-defined]
+        loop.run_turn_sync(Session("s", user_id="ada"), IncomingMessage("turn 10 outgrows the window"))
+        assert compaction.summaries.calls > 0  # type: ignore[attr-defined]
+        (summary,) = asyncio.run(stores.summaries.versions(history_scope(Session("s", user_id="ada"))))
+    assert summary.covered > 0
+
+
+class AlwaysReading(CompactionSystem):
+    """Compaction that measures from the stores every turn, as without context building's read."""
+
+    def fits_as_read(self, ctx: AgentContext) -> bool:
+        return False
+
+
+def test_compaction_folds_the_same_turns_from_context_buildings_read_as_from_the_stores(tmp_path: Path) -> None:
+    """Measuring what context building read plus the turn's exchange decides exactly as reading the stores:
+    the same summaries (versions and what they cover) and the same prompts, turn after turn."""
+    runs = []
+    for name, kind in (("read", CompactionSystem), ("stores", AlwaysReading)):
+        counter = EstimatedTokens()
+        bot = ForgetfulBot(counter)
+        options = StandardOptions(context_budget=BUDGET, token_counter=counter, history_window=24, memory_limit=0, rag_k=0)
+        session = Session("equal", user_id="ada")
+        with open_stores(tmp_path / name) as stores, standard_pipeline(ScriptedLLM(bot.reply), RecordingChannel(), stores=stores, options=options) as pipeline:
+            (compaction,) = [s for s in pipeline.systems if isinstance(s, CompactionSystem)]
+            compaction.__class__ = kind
+            loop = pipeline.build()
+            for turn in range(150):
+                text = f"Turn {turn}: " + "words about the garden " * ((turn * 7) % 23)
+                assert not loop.run_turn_sync(session, IncomingMessage(text)).failures
+            versions = asyncio.run(stores.summaries.versions(history_scope(session)))
+        runs.append(([(v.version, v.covered) for v in versions], bot.sizes))
+    assert runs[0] == runs[1] and len(runs[0][0]) > 5
