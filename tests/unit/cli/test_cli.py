@@ -180,6 +180,7 @@ STANDARD_ORDER = [
     ("60", "ResponseRoutingSystem"),
     ("70", "MemoryPersistSystem"),
     ("72", "UsageRecordingSystem"),
+    ("74", "CompactionSystem"),
     ("75", "RagIndexingSystem"),
     ("80", "TrajectoryCaptureSystem"),
 ]
