@@ -9,6 +9,10 @@ from typing import TextIO
 from agentloop.cli._options import EXIT_STATUS, MODEL_EPILOG, Commands, CliError, SharedOptions, add_mid_turn, bot_settings, model_settings, seconds
 
 
+PROTOCOLS = {"openai": "the OpenAI API", "a2a": "A2A", "agui": "AG-UI", "mcp": "MCP"}
+"""The standard protocols served beside the native API, each switched off by `--no-NAME`."""
+
+
 def register(commands: Commands, options: SharedOptions) -> None:
     """The `serve` command; `_serve` reads every option it declares."""
     serve = commands.add_parser(
@@ -44,6 +48,8 @@ def register(commands: Commands, options: SharedOptions) -> None:
         help="run at most N turns here at once, the others waiting their turn (default: no bound)",
     )
     add_mid_turn(serve)
+    for name, protocol in PROTOCOLS.items():
+        serve.add_argument(f"--no-{name}", dest=f"no_{name}", action="store_true", help=f"do not serve {protocol} (served by default)")
     serve.add_argument("--otel", action="store_true", help="export traces and metrics with OpenTelemetry, configured by the OTEL_* variables")
     serve.set_defaults(handler=_serve)
 
@@ -70,5 +76,6 @@ def _serve(args: argparse.Namespace, out: TextIO) -> int:
         idle_timeout=args.idle_timeout,
         max_concurrent_turns=args.max_concurrent_turns,
         mid_turn=args.mid_turn,
+        protocols=frozenset(name for name in PROTOCOLS if not getattr(args, f"no_{name}")),
     )
     return serve(options, out)

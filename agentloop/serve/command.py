@@ -17,7 +17,7 @@ from agentloop.mid_turn import MidTurnPolicy
 from agentloop.serve.app import create_app
 from agentloop.serve.auth import load_tokens
 from agentloop.serve.errors import TokenFileError
-from agentloop.serve.settings import ServeSettings
+from agentloop.serve.settings import PROTOCOL_NAMES, ServeSettings
 
 _log = get_logger("agentloop.serve")
 
@@ -43,6 +43,7 @@ class ServeOptions:
     idle_timeout: float = 1800.0
     max_concurrent_turns: int | None = None
     mid_turn: str = "queue"
+    protocols: frozenset[str] = frozenset(PROTOCOL_NAMES)
 
 
 def serve(options: ServeOptions, out: TextIO) -> int:
@@ -68,6 +69,7 @@ def serve(options: ServeOptions, out: TextIO) -> int:
             idle_timeout=options.idle_timeout,
             max_concurrent_turns=options.max_concurrent_turns,
             mid_turn=MidTurnPolicy(options.mid_turn),
+            protocols=options.protocols,
         )
         app = create_app(settings)
     except ValueError as error:

@@ -24,6 +24,16 @@ def _positive_whole(instance: object, attribute: attrs.Attribute[Any], value: An
         raise ValueError(f"{attribute.name} must be a whole number of at least 1, got {value!r}")
 
 
+PROTOCOL_NAMES = ("openai", "a2a", "agui", "mcp")
+"""The standard protocols `agentloop serve` can speak beside its native API: the OpenAI API, A2A, AG-UI and MCP."""
+
+
+def _known_protocols(instance: object, attribute: attrs.Attribute[Any], value: frozenset[str]) -> None:
+    unknown = sorted(value - set(PROTOCOL_NAMES))
+    if unknown:
+        raise ValueError(f"protocols {', '.join(unknown)} are not served; the protocols are {', '.join(PROTOCOL_NAMES)}")
+
+
 @attrs.frozen
 class ServeSettings:
     """How `create_app` serves a bot.
@@ -36,6 +46,7 @@ class ServeSettings:
     `max_concurrent_turns`, at most that many turns run here at once; the others wait their turn
     (`AgentLoop`'s bound), so an overloaded server answers later rather than starving its loop.
     `mid_turn` is what a message gets while a turn of its session runs (under reject, a 409).
+    `protocols` names the standard protocols served beside the native API (all of `PROTOCOL_NAMES` by default).
     """
 
     tokens: str | os.PathLike[str] | Tokens
@@ -53,6 +64,7 @@ class ServeSettings:
     idle_timeout: float = attrs.field(default=1800.0, validator=_positive)
     max_concurrent_turns: int | None = attrs.field(default=None, validator=_positive_whole)
     mid_turn: MidTurnPolicy = attrs.field(default=MidTurnPolicy.QUEUE, converter=MidTurnPolicy)
+    protocols: frozenset[str] = attrs.field(default=frozenset(PROTOCOL_NAMES), validator=_known_protocols)
 
     @property
     def uses_inbox(self) -> bool:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import agentloop.bots
-import agentloop.serve.app
+import agentloop.serve.server
 from agentloop.adapters import Stores
 from agentloop.errors import StoreUnavailableError
 from serve_kit import ALICE, auth, client, new_session, settings
@@ -23,13 +23,13 @@ async def _unreachable(*args: Any, **kwargs: Any) -> Any:
 def opened(monkeypatch: pytest.MonkeyPatch) -> list[Stores]:
     """The stores the server opens, as it opens them (so a test can make their reads fail)."""
     seen: list[Stores] = []
-    real = agentloop.serve.app.open_stores
+    real = agentloop.serve.server.open_stores
 
     def recording(*args: Any, **kwargs: Any) -> Stores:
         seen.append(real(*args, **kwargs))
         return seen[-1]
 
-    for opener in (agentloop.serve.app, agentloop.bots):
+    for opener in (agentloop.serve.server, agentloop.bots):
         monkeypatch.setattr(opener, "open_stores", recording)
     return seen
 
