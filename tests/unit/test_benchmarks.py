@@ -161,9 +161,11 @@ def test_turn_flat_prints_the_ratio_by_session_length_and_by_store_size(capsys: 
     lines = capsys.readouterr().out.splitlines()
     row = rf"{MS_3}\s+\S+ rows {MS_3}\s+\d+\.\d\dx\s+<= 1\.2x\s+(ok|MISSED)$"
     assert re.match(rf"per-turn time by session length\s+turn ~100 {MS_3}\s+turn 6\+ {MS_3}\s+\d+\.\d\dx\s+<= 1\.2x\s+(ok|MISSED)$", lines[1])
-    assert lines[2].startswith("store size: 5 vs 50 history and memory rows of 1,000 other users")
-    assert re.match(rf"per-turn time, a user with few rows\s+5 rows {row}", lines[3])
-    assert re.match(rf"per-turn time, a session in the shared project\s+5 rows {row}", lines[4])
+    assert re.match(r"prompt size by session length \(tokens\)\s+turn ~100 median \d+ max \d+\s+turn 6\+ median \d+ max \d+\s+"
+                    r"budget \d+\s+(ok|MISSED)$", lines[2])
+    assert lines[3].startswith("store size: 5 vs 50 history and memory rows of 1,000 other users")
+    assert re.match(rf"per-turn time, a user with few rows\s+5 rows {row}", lines[4])
+    assert re.match(rf"per-turn time, a session in the shared project\s+5 rows {row}", lines[5])
 
 
 def test_notes_prints_what_capture_adds_to_a_tool_call_and_the_batch_write_rate_next_to_their_targets(
