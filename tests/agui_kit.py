@@ -78,6 +78,13 @@ def run(url: str, token: str | None, body: dict[str, Any]) -> tuple[httpx.Respon
     return response, events
 
 
+def events_of(stream: str) -> list[BaseEvent]:
+    """Each event of a whole run's SSE body, validated and checked in order."""
+    events = [_event(line.removeprefix("data: ")) for line in stream.splitlines() if line.startswith("data: ")]
+    check_order(events)
+    return events
+
+
 def _event(data: str) -> BaseEvent:
     event: BaseEvent = EVENT.validate_json(data)
     assert not event.model_extra, f"fields AG-UI does not define: {event.model_extra}"
