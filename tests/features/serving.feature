@@ -64,3 +64,15 @@ Feature: Serving a bot over HTTP
     Then nothing is deleted
     And the answer says "Understood, I left a.txt alone."
     And the model was told the call was denied
+
+  Scenario: An AG-UI client runs the bot, answers its interrupt on the same thread, and another tenant cannot join
+    Given the bot's tool delete_file runs only with the user's approval
+    And the model asks to delete "a.txt" and then says "a.txt is gone."
+    When alice runs "please delete a.txt" over AG-UI in the thread "chat-1"
+    Then the AG-UI run ends with an interrupt for delete_file
+    And nothing is deleted
+    When alice resumes the thread "chat-1" over AG-UI approving the call
+    Then the AG-UI run shows the tool's result "deleted a.txt" and then says "a.txt is gone."
+    And "a.txt" is deleted
+    When bob runs "let me in" over AG-UI in alice's session
+    Then the answer is 404 with the code "not_found"
