@@ -64,3 +64,11 @@ Feature: Serving a bot over HTTP
     Then nothing is deleted
     And the answer says "Understood, I left a.txt alone."
     And the model was told the call was denied
+
+  Scenario: An OpenAI client's conversation is a session its tenant alone continues
+    When alice asks through the OpenAI API "one"
+    And alice asks through the OpenAI API "two" in the same session
+    Then the OpenAI answer is "echo: two"
+    And the session's history through the native API is "one", "echo: one", "two", "echo: two"
+    When bob asks through the OpenAI API "what was said?" in alice's session
+    Then the OpenAI API answers 404 with the code "not_found"

@@ -19,6 +19,8 @@ import serve_kit
 from agentloop.testing import ScriptedLLM
 from serve_kit import ALICE, BOB, GatedLLM, auth, seed_note, settings, usefulness
 
+from serving_openai_steps import *  # noqa: E402, F403  (the OpenAI API's steps)
+
 scenarios("serving.feature")
 
 
@@ -35,6 +37,7 @@ class Served:
     stream: list[str] = attrs.Factory(list)
     note: int | None = None
     approval: str | None = None
+    openai: Any = None
 
     def client(self) -> httpx.Client:
         if self.http is None:
