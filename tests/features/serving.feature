@@ -76,3 +76,11 @@ Feature: Serving a bot over HTTP
     And "a.txt" is deleted
     When bob runs "let me in" over AG-UI in alice's session
     Then the answer is 404 with the code "not_found"
+
+  Scenario: An OpenAI client's conversation is a session its tenant alone continues
+    When alice asks through the OpenAI API "one"
+    And alice asks through the OpenAI API "two" in the same session
+    Then the OpenAI answer is "echo: two"
+    And the session's history through the native API is "one", "echo: one", "two", "echo: two"
+    When bob asks through the OpenAI API "what was said?" in alice's session
+    Then the OpenAI API answers 404 with the code "not_found"

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 PROTOCOLS: dict[str, str] = {
     "agui": "agentloop.serve.protocols.agui:mount",
+    "openai": "agentloop.serve.protocols.openai:mount",
 }
 """Each protocol served beside the native API: its name → "module:function" making its `Mounted` from the `Server`."""
 
