@@ -157,16 +157,19 @@ def test_a_decision_over_budget_leaves_its_approval_pending(tmp_path: Path) -> N
         """Delete a file."""
         return f"deleted {name}"
 
-    script = ScriptedLLM([attrs.evolve(ScriptedLLM.tool_call("delete", {"name": "a"}), usage=Usage(1000, 0), model="m"), "gone"])
-    budgets = Budgets(limits=(BudgetLimit(BudgetScope.SESSION, Period.DAY, tokens=1000),), output_reserve=0)
+    ask = attrs.evolve(ScriptedLLM.tool_call("delete", {"name": "a"}), usage=Usage(4000, 0), model="m")
+    script = ScriptedLLM([ask, LlmReply("hello", usage=Usage(2000, 0), model="m"), "gone"])
+    budgets = Budgets(limits=(BudgetLimit(BudgetScope.TENANT, Period.DAY, tokens=5000),), output_reserve=0)
     opts = StandardOptions(budgets=budgets, prices=PRICES, compaction=False)
     with standard_pipeline(script, RecordingChannel(), data_dir=tmp_path, tools=[delete], options=opts) as pipeline:
         loop = pipeline.build()
         asked = loop.run_turn_sync(ADA, IncomingMessage("delete a"))
         request = asked.turn_outcome.approval
-        decided = loop.run_turn_sync(ADA, IncomingMessage.approval(request.id, approved=True))
+        meanwhile = loop.run_turn_sync(BOB, IncomingMessage("hi"))  # another user of the tenant uses up its budget
+        decided = loop.run_turn_sync(ADA, IncomingMessage.approval(request.approval_id, approved=True))
         pending = asyncio.run(pipeline.stores.approvals.pending(approval_scope(ADA, DEFAULT_COMPANY), ADA.id))
     assert asked.turn_outcome.finish_reason is FinishReason.AWAITING_APPROVAL
+    assert meanwhile.turn_outcome.finish_reason is FinishReason.SUCCESS
     assert decided.turn_outcome.finish_reason is FinishReason.BUDGET_EXCEEDED
-    assert [p.request.id for p in pending] == [request.id]
+    assert [p.request.approval_id for p in pending] == [request.approval_id]
     assert script.remaining == 1  # the model was not asked again
