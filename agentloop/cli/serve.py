@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import TextIO
 
-from agentloop.cli._options import EXIT_STATUS, MODEL_EPILOG, Commands, CliError, SharedOptions, add_mid_turn, bot_settings, model_settings, seconds
+from agentloop.cli._options import EXIT_STATUS, MODEL_EPILOG, Commands, CliError, SharedOptions, add_budgets, add_mid_turn, bot_settings, budgets_of, model_settings, seconds
 
 
 def register(commands: Commands, options: SharedOptions) -> None:
@@ -44,6 +44,7 @@ def register(commands: Commands, options: SharedOptions) -> None:
         help="run at most N turns here at once, the others waiting their turn (default: no bound)",
     )
     add_mid_turn(serve)
+    add_budgets(serve)
     serve.add_argument("--otel", action="store_true", help="export traces and metrics with OpenTelemetry, configured by the OTEL_* variables")
     serve.set_defaults(handler=_serve)
 
@@ -70,5 +71,6 @@ def _serve(args: argparse.Namespace, out: TextIO) -> int:
         idle_timeout=args.idle_timeout,
         max_concurrent_turns=args.max_concurrent_turns,
         mid_turn=args.mid_turn,
+        budgets=budgets_of(args),
     )
     return serve(options, out)

@@ -23,7 +23,7 @@ from agentloop._names import MESSAGE_ID_RULE, is_message_id, new_id
 from agentloop._text import storable
 from agentloop.adapters import Stores, open_note_taking, open_stores
 from agentloop.adapters.stores import open_replies
-from agentloop.bots import BotError, built_pipeline, open_bot, pipeline_note_taking
+from agentloop.bots import BotError, apply_budgets, built_pipeline, open_bot, pipeline_note_taking
 from agentloop.context import IncomingMessage, Session
 from agentloop.errors import StoreUnavailableError, TurnInProgressError
 from agentloop.loop import AgentLoop
@@ -174,6 +174,7 @@ async def _open(server: _Server) -> AsyncIterator[_Bot]:
             bot.loop.max_concurrent_turns = settings.max_concurrent_turns
         if bot.loop is not None:
             bot.loop.mid_turn = settings.mid_turn
+            apply_budgets(bot.loop, settings.budgets)
             bot.replies = await closing.enter_async_context(open_replies(bot.stores.url, bot=settings.bot))
         bot.idle = await closing.enter_async_context(IdleSessions(bot.note_taking, idle_after=settings.idle_timeout))
         _log.info("serve.started", bot=settings.bot, inbox=bot.inbox is not None)
