@@ -60,6 +60,7 @@ from agentloop import (
     OutputValidationError,
     PendingApproval,
     PlanProposal,
+    Prices,
     PromptContext,
     SanitizedInput,
     StreamedText,
@@ -71,6 +72,7 @@ from agentloop import (
     ToolExecution,
     ToolExecutions,
     ToolLoopStop,
+    TokenCounter,
     ToolRegistry,
     TurnUsage,
     VoiceReply,
@@ -88,8 +90,6 @@ from agentloop._containment import passes_through, running_task
 from agentloop._log import get_logger
 from agentloop._text import cap_bytes
 from agentloop.ports import LLM, ApprovalStore, Channel, Metrics, StreamingChannel, UsageStore
-from agentloop.pricing import Prices
-from agentloop.tokens import TokenCounter
 
 from systems.budgets import BudgetGuard
 
