@@ -38,7 +38,7 @@ from pathlib import Path
 from time import perf_counter
 from typing import IO, Any
 
-from agentloop import IncomingMessage, LlmReply, LlmRequest, Session
+from agentloop import IncomingMessage, LlmReply, LlmRequest, Session, Usage
 from agentloop.logging import configure_logging
 from agentloop.testing import RecordingChannel, Sent
 from systems import standard_pipeline
@@ -53,8 +53,13 @@ QUESTION = "What time does the office open on Mondays?"
 ANSWER = "The office opens at eight on Mondays."
 
 
+USAGE = Usage(1200, 40, 1024)
+"""What a model server reports for a turn of a chat with history: most of the prompt read from its cache."""
+
+
 class TimedLLM:
-    """A model answering instantly (a distinct text each turn) that adds up its own time."""
+    """A model answering instantly (a distinct text each turn, with the `USAGE` a real server
+    reports, so usage accounting runs) that adds up its own time."""
 
     def __init__(self) -> None:
         self.seconds = 0.0
@@ -63,7 +68,7 @@ class TimedLLM:
     async def complete(self, request: LlmRequest) -> LlmReply:
         t0 = perf_counter()
         self.calls += 1
-        reply = LlmReply(f"{ANSWER} (answer {self.calls})", model="bench")
+        reply = LlmReply(f"{ANSWER} (answer {self.calls})", model="gpt-4o", usage=USAGE)
         self.seconds += perf_counter() - t0
         return reply
 

@@ -58,7 +58,6 @@ from agentloop.components import ToolExecution
 from agentloop.context import IncomingMessage, Session
 from agentloop.scopes import approval_scope
 from agentloop.serve.auth import Caller
-from agentloop.serve.channel import Event
 from agentloop.serve.errors import ApiError
 from agentloop.serve.protocols import Mounted
 from agentloop.serve.requests import api, api_error, message_text, read_body
