@@ -36,7 +36,9 @@ from starlette.routing import BaseRoute
 if TYPE_CHECKING:
     from agentloop.serve.server import Server
 
-PROTOCOLS: dict[str, str] = {}
+PROTOCOLS: dict[str, str] = {
+    "a2a": "agentloop.serve.protocols.a2a:mount",
+}
 """Each protocol served beside the native API: its name → "module:function" making its `Mounted` from the `Server`."""
 
 
