@@ -49,8 +49,7 @@ async def _send(client: Client, message: Message) -> list[StreamResponse]:
 
 
 def _text(text: str, *, context_id: str = "", task_id: str = "") -> Message:
-    message = new_text_message(text, context_id=context_id or None, task_id=task_id or None, role=Role.ROLE_USER)
-    return message
+    return new_text_message(text, context_id=context_id or None, task_id=task_id or None, role=Role.ROLE_USER)
 
 
 def _decision(approve: bool, task: Task) -> Message:

@@ -183,7 +183,7 @@ class A2aHandler(RequestHandler):
             raise InvalidParamsError("this task awaits the user's decision: answer approve or deny (text, or a data part {\"approve\": true})")
         session = caller.session(record.task.context_id)
         pending = await self.server.running.stores.approvals.pending(approval_scope(session), session.id)
-        if all(waiting.request.approval_id != record.approval_id for waiting in pending) or record.approval_id is None:
+        if record.approval_id is None or all(waiting.request.approval_id != record.approval_id for waiting in pending):
             raise InvalidParamsError(f"no tool call awaits approval in task {record.task.id!r}; it may have been decided already")
         approved, note = chosen
         return IncomingMessage.approval(record.approval_id, approved=approved, note=note)
