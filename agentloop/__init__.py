@@ -72,6 +72,7 @@ from agentloop.outcome import (
     resolve_finish_reason,
     visible_text,
 )
+from agentloop.budgets import BudgetLimit, BudgetScope, Budgets, BudgetSpecError
 from agentloop.pricing import ModelPrice, Prices
 from agentloop.scopes import DEFAULT_COMPANY, Scope, approval_scope, history_scope, knowledge_scope, memory_scope
 from agentloop.streaming import collect, events_of, reply_events
@@ -92,6 +93,10 @@ __all__ = [
     "ApprovalPolicy",
     "ApprovalRequest",
     "Attachment",
+    "BudgetLimit",
+    "BudgetScope",
+    "BudgetSpecError",
+    "Budgets",
     "CallUsage",
     "ChatMessage",
     "ContextBudget",

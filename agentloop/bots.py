@@ -26,6 +26,7 @@ from agentloop.adapters import open_note_taking, open_stores
 from agentloop.adapters.errors import StoreUrlError
 from agentloop.adapters.stores import DEFAULT_STORES_URL
 from agentloop.adapters.urls import shown_url
+from agentloop.budgets import Budgets
 from agentloop.errors import AgentloopError, ApiKeyRefusedError, ApiPathError, EndpointUnreachableError, UnknownModelError
 from agentloop.loop import AgentLoop
 from agentloop.notes import NoteTaking
@@ -33,6 +34,7 @@ from agentloop.ports import LLM, Channel, CheckableLLM, Clock
 from agentloop.system import System
 from agentloop.tools import Tool
 from systems import StandardPipeline, TrajectoryCaptureSystem, add_note_taking, standard_pipeline
+from systems.tool_loop import ToolLoopSystem
 
 DEFAULT_BASE_URL = "http://localhost:11434/v1"
 API_KEY_VARIABLES = ("AGENTLOOP_API_KEY", "OPENAI_API_KEY")
@@ -112,6 +114,19 @@ def open_bot(
             raise BotError(f"cannot open the bot {bot!r} in {shown_url(os.fspath(stores))}: {error}") from error
         add_note_taking(pipeline, note_taking)
         yield Bot(pipeline, pipeline.build(inputs=inputs), note_taking)
+
+
+def apply_budgets(loop: AgentLoop, budgets: Budgets) -> None:
+    """Give each tool loop of `loop` the `budgets` (the `--budget` options); a tool loop made
+    without a usage store cannot keep session or tenant limits, and says so as a BotError."""
+    if not budgets.configured:
+        return
+    for system in loop.systems:
+        if isinstance(system, ToolLoopSystem):
+            try:
+                system.settings = attrs.evolve(system.settings, budgets=budgets)
+            except ValueError as error:
+                raise BotError(f"{system.name}: {error}") from error
 
 
 def load_factory(target: str) -> Callable[..., Any]:

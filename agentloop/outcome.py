@@ -24,6 +24,8 @@ class FinishReason(enum.Enum):
     AWAITING_APPROVAL = "awaiting_approval"
     INTERRUPTED = "interrupted"
     """A newer message of the session stopped the turn at a safe point (the `interrupt` mid-turn policy)."""
+    BUDGET_EXCEEDED = "budget_exceeded"
+    """A token or cost budget (the turn's, the session's or the tenant's) would be passed by the next model call or is used up."""
 
 
 class FailureSource(enum.Enum):
@@ -44,9 +46,10 @@ class FailureKind(enum.Enum):
     UNKNOWN = "unknown"
 
 
-# I8: most severe first (docs/adr/0003-finish-reason-priority.md).
+# I8: most severe first (docs/adr/0003-finish-reason-priority.md, docs/adr/0025-budgets.md).
 FINISH_REASON_PRIORITY: tuple[FinishReason, ...] = (
     FinishReason.DEADLINE,
+    FinishReason.BUDGET_EXCEEDED,
     FinishReason.ITERATION_LIMIT,
     FinishReason.POLICY_DENIED,
     FinishReason.AWAITING_APPROVAL,
@@ -61,7 +64,7 @@ _RANK = {reason: rank for rank, reason in enumerate(FINISH_REASON_PRIORITY)}
 def resolve_finish_reason(reasons: Iterable[FinishReason]) -> FinishReason:
     """The one finish reason of a turn given every reason observed in it (I8).
 
-    DEADLINE > ITERATION_LIMIT > POLICY_DENIED > AWAITING_APPROVAL > ERROR > INTERRUPTED > PLAN_MODE
+    DEADLINE > BUDGET_EXCEEDED > ITERATION_LIMIT > POLICY_DENIED > AWAITING_APPROVAL > ERROR > INTERRUPTED > PLAN_MODE
     > SUCCESS; no reason at all means SUCCESS.
     """
     return min(reasons, key=_RANK.__getitem__, default=FinishReason.SUCCESS)

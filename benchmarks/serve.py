@@ -1,5 +1,6 @@
 """Requests/s and latency of streamed (SSE) turns against one `agentloop serve` process at
-1, 50 and 500 concurrent clients, each figure next to a bare Starlette floor as a ratio.
+1, 50 and 500 concurrent clients, each figure next to a bare Starlette floor as a ratio, and
+the same turns through its OpenAI API (streamed chat completions) next to its native API.
 
 The bot is the standard pipeline on SQLite stores with a model double that awaits
 `--model-delay` seconds (50 ms) and then streams a short answer in small pieces. The floor
@@ -14,7 +15,9 @@ level's time is up. Latency is request start to the outcome event; "first delta"
 request start to the first piece of the answer. Requests/s counts the outcomes received
 in the `--duration` window after `--warmup`; latencies are of the requests started in it.
 Errors (HTTP status, transport error, or a finish reason other than success) are counted,
-never timed. The figures depend on the machine; nothing is asserted.
+never timed. Through the OpenAI API a client's first message starts its session (no history
+sent) and the others name it in `metadata.session_id`; latency is to the chunk that finishes
+the answer. The figures depend on the machine; nothing is asserted.
 
     python benchmarks/serve.py [--clients 1,50,500] [--duration 10] [--warmup 2]
                                [--model-delay 0.05] [--quick]
@@ -232,15 +235,65 @@ async def client(http: httpx.AsyncClient, base: str, token: str, turns_per_sessi
             await asyncio.sleep(0.1)
 
 
-async def run_level(server: Server, clients: int, token: str, args: argparse.Namespace) -> tuple[Level, float | None]:
-    """`clients` users against `server` for the warm-up and the window; the level's figures and
-    the server's CPU seconds spent in the window."""
+
+async def openai_turn(http: httpx.AsyncClient, base: str, headers: dict[str, str], session: str | None, level: Level) -> str | None:
+    """One message as a streamed chat completion, read to `[DONE]`; timed to its finishing chunk. Its session."""
+    body: dict[str, object] = {"model": "bot", "stream": True, "messages": [{"role": "user", "content": "When does the office open?"}]}
+    if session is not None:
+        body["metadata"] = {"session_id": session}
+    started = time.perf_counter()
+    first: float | None = None
+    ended: float | None = None
+    finish = "no finishing chunk"
+    async with http.stream("POST", f"{base}/openai/v1/chat/completions", json=body, headers=headers) as response:
+        if response.status_code != 200:
+            await response.aread()
+            level.errors[f"HTTP {response.status_code}"] += 1
+            return session
+        session = response.headers.get("X-Agentloop-Session", session)
+        async for line in response.aiter_lines():
+            if not line.startswith("data: {"):
+                continue
+            chunk = json.loads(line[6:])
+            choice = (chunk.get("choices") or [{}])[0]
+            if choice.get("delta", {}).get("content") and first is None:
+                first = time.perf_counter()
+            if choice.get("finish_reason"):
+                ended, finish = time.perf_counter(), chunk["metadata"]["finish_reason"]
+    if ended is None or finish != "success":
+        level.errors[finish] += 1
+        return session
+    level.record(started, first, ended)
+    return session
+
+
+async def openai_client(http: httpx.AsyncClient, base: str, token: str, turns_per_session: int, level: Level) -> None:
+    """`client` through the OpenAI API: each session started by its first message."""
+    headers = {"Authorization": f"Bearer {token}"}
+    while time.perf_counter() < level.stop:
+        try:
+            session = None
+            for _ in range(turns_per_session):
+                if time.perf_counter() >= level.stop:
+                    return
+                session = await openai_turn(http, base, headers, session, level)
+        except httpx.HTTPError as error:
+            level.errors[type(error).__name__] += 1
+            await asyncio.sleep(0.1)
+
+
+async def run_level(
+    server: Server, clients: int, token: str, args: argparse.Namespace, *, openai: bool = False
+) -> tuple[Level, float | None]:
+    """`clients` users against `server` (through its OpenAI API if `openai`) for the warm-up and the window;
+    the level's figures and the server's CPU seconds spent in the window."""
     tls = ssl.create_default_context()  # one context for every client: httpx makes one per client otherwise
     https = [httpx.AsyncClient(timeout=httpx.Timeout(120.0), verify=tls) for _ in range(clients)]
     try:
         now = time.perf_counter()
         level = Level(now + args.warmup, now + args.warmup + args.duration)
-        users = [asyncio.create_task(client(http, server.url, token, args.turns_per_session, level)) for http in https]
+        user = openai_client if openai else client
+        users = [asyncio.create_task(user(http, server.url, token, args.turns_per_session, level)) for http in https]
         await asyncio.sleep(max(0.0, level.measure_from - time.perf_counter()))
         cpu_before, client_before = server.cpu_seconds(), time.process_time()
         await asyncio.sleep(max(0.0, level.stop - time.perf_counter()))
@@ -328,6 +381,15 @@ def report(args: argparse.Namespace, setup: str, limit: str, results: dict[int, 
             base = floor[name]
             ratio = "-" if value is None or not base else f"{value / base:.2f}x"
             print(f"{clients:>7}  {name:<28} {shown(value):>10} {shown(base):>10} {ratio:>16}")
+    print(f"{'clients':>7}  {'figure':<35} {'openai':>10} {'agentloop':>10} {'openai/agentloop':>16}")
+    for clients, measured in results.items():
+        through = figures(*measured["openai"], args.duration)
+        native = figures(*measured["agentloop"], args.duration)
+        for name, value in through.items():
+            base = native[name]
+            ratio = "-" if value is None or not base else f"{value / base:.2f}x"
+            print(f"{clients:>7}  {'openai ' + name:<35} {shown(value):>10} {shown(base):>10} {ratio:>16}")
+    for clients, measured in results.items():
         for label, (level, _) in measured.items():
             if level.errors:
                 listed = ", ".join(f"{count} {kind}" for kind, count in level.errors.most_common())
@@ -359,6 +421,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             servers(args, Path(scratch)) as (ours, floor, token, setup):
         for clients in levels:
             results[clients] = {server.label: asyncio.run(run_level(server, clients, token, args)) for server in (ours, floor)}
+            results[clients]["openai"] = asyncio.run(run_level(ours, clients, token, args, openai=True))
     report(args, setup, limit, results)
 
 

@@ -92,7 +92,9 @@ class CompactionSystem(System):
         self.company_id = company_id
 
     def should_process(self, ctx: AgentContext) -> bool:
-        return ctx.turn_outcome is not None and TurnPolicy.of(ctx).persist
+        """A turn that answered: a fallback adds no exchange worth folding (and may have met an outage)."""
+        outcome = ctx.turn_outcome
+        return outcome is not None and not outcome.fallback and TurnPolicy.of(ctx).persist
 
     @property
     def room(self) -> int:

@@ -35,6 +35,7 @@ DEFAULT_STOP_TEXTS: Mapping[FinishReason, str] = {
     FinishReason.AWAITING_APPROVAL: "Before I run {detail}, I need your approval: approve or deny it.",
     FinishReason.ERROR: "Sorry, {detail}.",
     FinishReason.INTERRUPTED: "I stopped this answer to read your newer message.",
+    FinishReason.BUDGET_EXCEEDED: "I stopped because the usage budget for this conversation is used up. Please try again later.",
 }
 
 

@@ -14,6 +14,7 @@ from agentloop import (
     AgentContext,
     AgentLoop,
     ApprovalPolicy,
+    Budgets,
     ContextBudget,
     EstimatedTokens,
     PipelineDescription,
@@ -87,6 +88,8 @@ class StandardOptions:
     """The model name asked for summaries (a cheaper one on the same server; default: `model`)."""
     prices: Prices = Prices()
     """What each model's tokens cost: your own prices first, then the genai-prices table."""
+    budgets: Budgets = Budgets()
+    """Token and cost limits per turn, session and tenant chain per day or month (none by default)."""
 
     def tool_loop_settings(self, approval: ApprovalPolicy | None = None) -> ToolLoopSettings:
         """The tool loop's share of these options, with the `approval` hook `standard_pipeline` was given."""
@@ -103,6 +106,7 @@ class StandardOptions:
             output_type=self.output_type,
             approval=approval,
             company_id=self.company_id,
+            budgets=self.budgets,
         )
 
 
@@ -275,8 +279,11 @@ def _standard(
     approval: ApprovalPolicy | None,
 ) -> StandardPipeline:
     opts = options or StandardOptions()
-    tool_loop = ToolLoopSystem(llm, tools, opts.tool_loop_settings(approval), channel=channel, metrics=metrics, approvals=stores.approvals)
     counter = opts.token_counter or EstimatedTokens()
+    tool_loop = ToolLoopSystem(
+        llm, tools, opts.tool_loop_settings(approval), channel=channel, metrics=metrics, approvals=stores.approvals,
+        usage=stores.usage, prices=opts.prices, tokens=counter,
+    )
     specs = tool_loop.tools.specs
     systems: list[System] = [
         InputSanitizationSystem(max_chars=opts.max_input_chars),

@@ -14,6 +14,10 @@ Interruption: under the `interrupt` mid-turn policy, a newer message of the sess
 turn at its next safe point, before a model call or a tool step (never inside a tool): it ends
 INTERRUPTED, and routing withdraws what it streamed.
 
+Budgets: with `ToolLoopSettings.budgets` set, each model call first reserves its estimate on the
+usage store's ledger and each tool step first checks no budget is used up (`systems.budgets`); a
+budget in the way ends the turn BUDGET_EXCEEDED, as a deadline does.
+
 Approval: a call that needs the user's approval (`@tool(requires_approval=True)`, or the
 `approval` hook) is not run; the turn ends AWAITING_APPROVAL with an `ApprovalRequest`,
 and the conversation so far is stored as a `PendingApproval`. The turn of the user's
@@ -56,6 +60,7 @@ from agentloop import (
     OutputValidationError,
     PendingApproval,
     PlanProposal,
+    Prices,
     PromptContext,
     SanitizedInput,
     StreamedText,
@@ -67,6 +72,7 @@ from agentloop import (
     ToolExecution,
     ToolExecutions,
     ToolLoopStop,
+    TokenCounter,
     ToolRegistry,
     TurnUsage,
     VoiceReply,
@@ -83,7 +89,9 @@ from agentloop import (
 from agentloop._containment import passes_through, running_task
 from agentloop._log import get_logger
 from agentloop._text import cap_bytes
-from agentloop.ports import LLM, ApprovalStore, Channel, Metrics, StreamingChannel
+from agentloop.ports import LLM, ApprovalStore, Channel, Metrics, StreamingChannel, UsageStore
+
+from systems.budgets import BudgetGuard
 
 from systems.input import turn_user_text
 from systems.outcome import render_call
@@ -176,6 +184,9 @@ class ToolLoopSystem(System):
         channel: Channel | None = None,
         metrics: Metrics | None = None,
         approvals: ApprovalStore | None = None,
+        usage: UsageStore | None = None,
+        prices: Prices | None = None,
+        tokens: TokenCounter | None = None,
         **deprecated: Unpack[SettingsKeywords],
     ) -> None:
         if deprecated:
@@ -197,6 +208,7 @@ class ToolLoopSystem(System):
             )
         if settings.voice and self.tools.get(send_voice.name) is None:
             self.tools.add(send_voice)
+        self.usage, self.prices, self.tokens = usage, prices or Prices(), tokens
         self.settings = settings
         self.channel = channel
         self._stream_to = channel if isinstance(channel, StreamingChannel) else None
@@ -212,6 +224,10 @@ class ToolLoopSystem(System):
         """New settings (a hook chained on, say); the answer's type is read once, here."""
         self._settings = settings
         self.output: OutputType[Any] | None = OutputType(settings.output_type) if settings.output_type is not None else None
+        self.budget = (
+            BudgetGuard(settings.budgets, self.usage, prices=self.prices, company_id=settings.company_id, tokens=self.tokens)
+            if settings.budgets.configured else None
+        )
 
     def should_process(self, ctx: AgentContext) -> bool:
         return not ctx.has(LlmResponse)
@@ -226,8 +242,8 @@ class ToolLoopSystem(System):
         plan_mode = self._in_plan_mode(ctx)
         specs = self.tools.specs
         cache_key = prompt_cache_key(ctx, self.settings.company_id)
-        if ctx.incoming.decision is not None and not await self._resume(turn, ctx.incoming.decision):
-            return
+        if ctx.incoming.decision is not None and (await self._over_budget(turn) or not await self._resume(turn, ctx.incoming.decision)):
+            return  # over budget, the approval stays pending: the user may decide again later
         while True:
             if ctx.deadline_passed():
                 turn.stop(FinishReason.DEADLINE, "the turn deadline passed before the model finished")
@@ -237,13 +253,14 @@ class ToolLoopSystem(System):
             if turn.llm_calls >= self.settings.max_llm_calls:
                 turn.stop(FinishReason.ITERATION_LIMIT, f"the model was called {turn.llm_calls} times without finishing")
                 return
-            turn.llm_calls += 1
             request = LlmRequest(
                 tuple(turn.messages), specs, self.settings.model, self.settings.temperature, time_left=ctx.time_left(),
                 response_schema=schema, cache_key=cache_key,
             )
             try:
-                reply = await self._call(turn, request)
+                reply = await self._budgeted_call(turn, request)
+                if reply is None:
+                    return
             except LlmCallError as exc:
                 self._llm_failed(turn, exc.kind, str(exc))
                 return
@@ -265,7 +282,7 @@ class ToolLoopSystem(System):
                 turn.stop(FinishReason.PLAN_MODE, f"plan mode: {len(reply.tool_calls)} tool call(s) proposed, none run")
                 return
             turn.messages.append(ChatMessage.assistant(content, reply.tool_calls))
-            if await self._interrupted(turn):
+            if await self._interrupted(turn) or await self._over_budget(turn):
                 return
             admitted, stop = self._admit(turn, reply.tool_calls)
             for ran in await self._run_step(turn, admitted):
@@ -283,6 +300,37 @@ class ToolLoopSystem(System):
             return False
         turn.stop(FinishReason.INTERRUPTED, "a newer message of this session arrived")
         return True
+
+    async def _over_budget(self, turn: ToolTurn) -> bool:
+        """Before a tool step: a budget used up stops the turn here."""
+        refusal = None if self.budget is None else await self.budget.before_tools(turn.ctx, turn.usage.total)
+        if refusal is not None:
+            turn.stop(FinishReason.BUDGET_EXCEEDED, refusal)
+        return refusal is not None
+
+    async def _budgeted_call(self, turn: ToolTurn, request: LlmRequest) -> LlmReply | None:
+        """`_call` with its budget reservation made before and settled after; None when a budget stops the turn instead."""
+        if self.budget is None:
+            turn.llm_calls += 1
+            return await self._call(turn, request)
+        asked = self._asked()
+        checked = await self.budget.before_call(turn.ctx, turn.usage.total, request, asked)
+        if isinstance(checked, str):
+            turn.stop(FinishReason.BUDGET_EXCEEDED, checked)
+            return None
+        turn.llm_calls += 1
+        reply: LlmReply | None = None
+        try:
+            reply = await self._call(turn, request)
+        finally:
+            used, model = (None, asked) if reply is None else (reply.usage, reply.model or asked)
+            await self.budget.settle(turn.ctx, checked, used, model)
+        return reply
+
+    def _asked(self) -> str | None:
+        """The model the loop asks for: the settings' or the adapter's."""
+        asked = self.settings.model or getattr(self.llm, "model", None)
+        return asked if isinstance(asked, str) else None
 
     def _admit(self, turn: ToolTurn, calls: Iterable[ToolCall]) -> tuple[list[ToolCall], tuple[FinishReason, str] | None]:
         """The calls of one model step that may run, in order, and why the loop stops after them, if it does
@@ -387,8 +435,7 @@ class ToolLoopSystem(System):
 
     async def _call(self, turn: ToolTurn, request: LlmRequest) -> LlmReply:
         """Ask the model, streaming its text to the user as it comes; its reply once it finished."""
-        asked = self.settings.model or getattr(self.llm, "model", None)
-        asked = asked if isinstance(asked, str) else None
+        asked = self._asked()
         attributes = {"gen_ai.operation.name": "chat"} | ({"gen_ai.request.model": asked} if asked else {})
         with TELEMETRY.span(f"chat {asked}" if asked else "chat", attributes) as span:
             t0 = perf_counter()

@@ -7,7 +7,7 @@ from typing import Any, TypedDict
 
 import attrs
 
-from agentloop import DEFAULT_COMPANY, AgentContext, ApprovalPolicy, ToolCall, ToolExecution
+from agentloop import DEFAULT_COMPANY, AgentContext, ApprovalPolicy, Budgets, ToolCall, ToolExecution
 
 __all__ = [
     "DEFAULT_MAX_TOOL_OUTPUT_BYTES",
@@ -54,6 +54,8 @@ class ToolLoopSettings:
     """Validate the final answer into this type; `StructuredOutput` holds it."""
     approval: ApprovalPolicy | None = None
     company_id: str = DEFAULT_COMPANY
+    budgets: Budgets = Budgets()
+    """Token and cost limits per turn, session and tenant chain; the loop stops a turn BUDGET_EXCEEDED before passing one."""
 
 
 class SettingsKeywords(TypedDict, total=False):

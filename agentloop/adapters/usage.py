@@ -4,12 +4,13 @@ one: for tests, and for a bot that counts usage without keeping it."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from agentloop.adapters.rows import SCOPE_COLUMNS
 from agentloop.messages import Usage
-from agentloop.ports.usage import MISSING, RecordedCall, UsageFilter, UsageGroup, UsageLine, UsageRecord, UsageTotal
+from agentloop.ports.usage import MISSING, Charge, RecordedCall, Spent, UsageFilter, UsageGroup, UsageLine, UsageRecord, UsageTotal
 from agentloop.scopes import Scope
 
 
@@ -64,12 +65,37 @@ def call_total(call: RecordedCall) -> UsageTotal:
     return UsageTotal(call.usage, 1, call.cost or 0.0, int(call.cost is None))
 
 
+def fits(charge: Charge, tokens: int, cost: float) -> bool:
+    """Whether `charge` may go on a line holding `tokens` and `cost`: below each limit now, and within it after."""
+    if charge.token_limit is not None and not (tokens < charge.token_limit and tokens + charge.tokens <= charge.token_limit):
+        return False
+    return charge.cost_limit is None or (cost < charge.cost_limit and cost + charge.cost <= charge.cost_limit)
+
+
+def fits_sql(charge: Charge, mark: str) -> tuple[str, list[Any]]:
+    """`fits` as the WHERE of a ledger UPDATE, with `mark` for a parameter (a backend spells its own), and its parameters."""
+    conditions, params = ["1 = 1"], list[Any]()
+    if charge.token_limit is not None:
+        conditions.append(f"tokens < {mark} AND tokens + {mark} <= {mark}")
+        params += [charge.token_limit, charge.tokens, charge.token_limit]
+    if charge.cost_limit is not None:
+        conditions.append(f"cost < {mark} AND cost + {mark} <= {mark}")
+        params += [charge.cost_limit, charge.cost, charge.cost_limit]
+    return " AND ".join(conditions), params
+
+
+def in_key_order(charges: Sequence[Charge]) -> list[Charge]:
+    """The charges in the order their lines are locked: every writer takes the same order, so none waits on another in a circle."""
+    return sorted(charges, key=lambda charge: charge.key)
+
+
 class MemoryUsageStore:
     """Usage in a list guarded by a lock; gone when the process ends."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._records: dict[str, UsageRecord] = {}
+        self._ledger: dict[str, Spent] = {}
 
     async def record(self, record: UsageRecord) -> bool:
         with self._lock:
@@ -96,3 +122,25 @@ class MemoryUsageStore:
     def _covered(self, where: UsageFilter) -> list[UsageRecord]:
         with self._lock:
             return [record for record in self._records.values() if where.matches(record.scope, record.at)]
+
+    async def reserve(self, charges: Sequence[Charge]) -> Charge | None:
+        with self._lock:
+            for charge in charges:
+                line = self._ledger.get(charge.key, Spent())
+                if not fits(charge, line.tokens, line.cost):
+                    return charge
+            self._add(charges)
+            return None
+
+    async def spend(self, charges: Sequence[Charge]) -> None:
+        with self._lock:
+            self._add(charges)
+
+    async def spent(self, key: str) -> Spent:
+        with self._lock:
+            return self._ledger.get(key, Spent())
+
+    def _add(self, charges: Sequence[Charge]) -> None:
+        for charge in charges:
+            line = self._ledger.get(charge.key, Spent())
+            self._ledger[charge.key] = Spent(line.tokens + charge.tokens, line.cost + charge.cost)

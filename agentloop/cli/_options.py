@@ -13,6 +13,7 @@ import attrs
 
 from agentloop.bots import DEFAULT_BASE_URL, BotSettings, ModelSettings, start_otel
 from agentloop.errors import AgentloopError
+from agentloop.budgets import Budgets
 from agentloop.mid_turn import MidTurnPolicy
 from agentloop.scopes import DEFAULT_COMPANY
 
@@ -134,6 +135,24 @@ def seconds(text: str) -> float:
     if not seconds > 0:
         raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
     return seconds
+
+
+def add_budgets(parser: argparse.ArgumentParser) -> None:
+    """The `--budget NAME=AMOUNT` option, given once per limit."""
+    parser.add_argument(
+        "--budget", action="append", default=[], metavar="NAME=AMOUNT",
+        help="a limit, once per limit: turn-tokens=N, or SCOPE-PERIOD-KIND=AMOUNT with SCOPE session or tenant, "
+        "PERIOD daily or monthly, KIND tokens or cost in US dollars (tenant-daily-cost=5.00); a turn that would "
+        "pass one ends with finish reason budget_exceeded",
+    )
+
+
+def budgets_of(args: argparse.Namespace) -> Budgets:
+    """The `--budget` options as `Budgets`; a value that does not read is a CliError."""
+    try:
+        return Budgets.parse(args.budget)
+    except ValueError as error:
+        raise CliError(str(error)) from error
 
 
 def add_mid_turn(parser: argparse.ArgumentParser) -> None:

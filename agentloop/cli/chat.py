@@ -15,9 +15,9 @@ from structlog.typing import EventDict
 from agentloop.adapters import ConsoleChannel, Stores, open_note_taking, open_stores
 from agentloop.adapters.errors import StoreUrlError
 from agentloop.adapters.urls import shown_url
-from agentloop.bots import BotSettings, built_pipeline, open_bot, pipeline_note_taking, user_tools
+from agentloop.bots import BotSettings, apply_budgets, built_pipeline, open_bot, pipeline_note_taking, user_tools
 from agentloop.cli._options import (
-    MODEL_EPILOG, Commands, CliError, SharedOptions, add_mid_turn, bot_settings, model_settings, otel_from_environment, seconds,
+    MODEL_EPILOG, Commands, CliError, SharedOptions, add_budgets, add_mid_turn, budgets_of, bot_settings, model_settings, otel_from_environment, seconds,
 )
 from agentloop.cli.repl import Chat, LogAboveSpinner, Spinner, converse
 from agentloop.context import Session
@@ -54,6 +54,7 @@ def register(commands: Commands, options: SharedOptions) -> None:
         help="log a tool's or system's failure with its traceback on stderr, besides its line in the conversation",
     )
     add_mid_turn(chat)
+    add_budgets(chat)
     chat.set_defaults(handler=_chat)
 
 
@@ -74,6 +75,7 @@ def _chat(args: argparse.Namespace, out: TextIO) -> int:
         if args.timeout is not None:
             loop.turn_timeout = args.timeout
         loop.mid_turn = MidTurnPolicy(args.mid_turn)
+        apply_budgets(loop, budgets_of(args))
         session = Session(args.session, user_id=args.user)
         chat = Chat(loop, note_taking, session, spinner, approvals=None if stores is None else stores.approvals)
         status = converse(chat, sys.stdin)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import TextIO
 
-from agentloop.cli._options import EXIT_STATUS, MODEL_EPILOG, Commands, CliError, SharedOptions, add_mid_turn, bot_settings, model_settings, seconds
+from agentloop.cli._options import EXIT_STATUS, MODEL_EPILOG, Commands, CliError, SharedOptions, add_budgets, add_mid_turn, bot_settings, budgets_of, model_settings, seconds
 
 
 PROTOCOLS = {"openai": "the OpenAI API", "a2a": "A2A", "agui": "AG-UI", "mcp": "MCP"}
@@ -50,6 +50,7 @@ def register(commands: Commands, options: SharedOptions) -> None:
     add_mid_turn(serve)
     for name, protocol in PROTOCOLS.items():
         serve.add_argument(f"--no-{name}", dest=f"no_{name}", action="store_true", help=f"do not serve {protocol} (served by default)")
+    add_budgets(serve)
     serve.add_argument("--otel", action="store_true", help="export traces and metrics with OpenTelemetry, configured by the OTEL_* variables")
     serve.set_defaults(handler=_serve)
 
@@ -77,5 +78,6 @@ def _serve(args: argparse.Namespace, out: TextIO) -> int:
         max_concurrent_turns=args.max_concurrent_turns,
         mid_turn=args.mid_turn,
         protocols=frozenset(name for name in PROTOCOLS if not getattr(args, f"no_{name}")),
+        budgets=budgets_of(args),
     )
     return serve(options, out)

@@ -10,8 +10,8 @@ from typing import Any, TextIO
 
 from agentloop.adapters import open_stores
 from agentloop.adapters.urls import is_postgres_url, shown_url
-from agentloop.bots import built_pipeline, check_models, pipeline_note_taking
-from agentloop.cli._options import EXIT_STATUS, Commands, CliError, SharedOptions, add_mid_turn, bot_settings, otel_from_environment
+from agentloop.bots import apply_budgets, built_pipeline, check_models, pipeline_note_taking
+from agentloop.cli._options import EXIT_STATUS, Commands, CliError, SharedOptions, add_budgets, add_mid_turn, bot_settings, budgets_of, otel_from_environment
 from agentloop.loop import AgentLoop
 from agentloop.notes import IdleSessions
 
@@ -39,6 +39,7 @@ def register(commands: Commands, options: SharedOptions) -> None:
         "needs a pipeline with note-taking (default: sessions are not ended)",
     )
     add_mid_turn(worker)
+    add_budgets(worker)
     worker.set_defaults(handler=_worker)
 
 
@@ -71,6 +72,7 @@ def _worker(args: argparse.Namespace, out: TextIO) -> int:
         built_pipeline(args.pipeline, {"stores": lambda: opened}) as loop,
     ):
         check_models(loop)
+        apply_budgets(loop, budgets_of(args))
         idle = None if args.idle_end is None else _idle_sessions(args.pipeline, loop, args.idle_end)
         asyncio.run(_work(workers, inbox_url, where.bot, loop, settings, shown_url(stores), out, idle, args.mid_turn))
     return 0

@@ -13,7 +13,7 @@ from agentloop.ports.summaries import SessionSummary, SummaryStore
 from agentloop.ports.tasks import TaskRecord, TaskState, TaskStore
 from agentloop.ports.telemetry import AttributeValue, Span, Tracer
 from agentloop.ports.trajectories import TrajectoryStore
-from agentloop.ports.usage import Period, RecordedCall, UsageFilter, UsageGroup, UsageLine, UsageRecord, UsageStore, UsageTotal, period_start
+from agentloop.ports.usage import Charge, Period, RecordedCall, Spent, UsageFilter, UsageGroup, UsageLine, UsageRecord, UsageStore, UsageTotal, period_start
 from agentloop.ports.vectors import Embedder, VectorIndex, Vectors
 from agentloop.retrieval import HybridWeights
 
@@ -23,6 +23,7 @@ __all__ = [
     "AttemptNotesStore",
     "AttributeValue",
     "Channel",
+    "Charge",
     "CheckableLLM",
     "Clock",
     "DeliveryLedger",
@@ -41,6 +42,7 @@ __all__ = [
     "SessionStore",
     "SessionSummary",
     "Span",
+    "Spent",
     "Stores",
     "StreamingChannel",
     "StreamingLLM",

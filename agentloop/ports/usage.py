@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import enum
 from datetime import UTC, datetime
+from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 import attrs
@@ -13,7 +14,7 @@ from agentloop.messages import Usage
 from agentloop.scopes import Scope
 
 __all__ = [
-    "Period", "RecordedCall", "UsageFilter", "UsageGroup", "UsageLine", "UsageRecord", "UsageStore", "UsageTotal",
+    "Charge", "Period", "RecordedCall", "Spent", "UsageFilter", "UsageGroup", "UsageLine", "UsageRecord", "UsageStore", "UsageTotal",
     "period_start",
 ]
 
@@ -132,6 +133,27 @@ class UsageLine:
     total: UsageTotal
 
 
+@attrs.frozen
+class Charge:
+    """Tokens and US dollars put on one budget's ledger line `key` (its scope and period), and the
+    limits the line may not pass (None: no limit of that kind). Amounts may be negative: a call's
+    actual usage settling what was reserved for it."""
+
+    key: str
+    tokens: int
+    cost: float = 0.0
+    token_limit: int | None = None
+    cost_limit: float | None = None
+
+
+@attrs.frozen
+class Spent:
+    """What a ledger line holds: tokens and dollars reserved or spent."""
+
+    tokens: int = 0
+    cost: float = 0.0
+
+
 @runtime_checkable
 class UsageStore(Protocol):
     """Model calls per turn; every call is a coroutine. The sums read an index, so a budget can
@@ -148,4 +170,18 @@ class UsageStore(Protocol):
 
     async def report(self, where: UsageFilter, by: UsageGroup) -> list[UsageLine]:
         """The calls `where` covers, summed per key of `by`, in key order."""
+        ...
+
+    async def reserve(self, charges: Sequence[Charge]) -> Charge | None:
+        """Add every charge to its ledger line, atomically across processes, only if each line stays
+        within its limits (and was below them before: a charge of nothing checks a line is not used up);
+        None when added, else the first charge that did not fit, and nothing is added."""
+        ...
+
+    async def spend(self, charges: Sequence[Charge]) -> None:
+        """Add every charge to its line whatever the limits: a call's usage less what it reserved."""
+        ...
+
+    async def spent(self, key: str) -> Spent:
+        """What ledger line `key` holds (nothing for a line never charged)."""
         ...

@@ -59,6 +59,12 @@ class Tokens:
         nonce = secrets.token_hex(12)
         return f"{nonce}.{self._mac(nonce, caller)}"
 
+    def named_session_id(self, caller: Caller, name: str) -> str:
+        """The session id a client's own name for a conversation stands for: the same name gives the same
+        session to this caller's user and chain only (another caller's same name is another session)."""
+        nonce = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:24]
+        return f"{nonce}.{self._mac(nonce, caller)}"
+
     def owns(self, caller: Caller, session_id: str) -> bool:
         """True when `session_id` was made by `new_session_id` for this user and chain."""
         nonce, dot, mac = session_id.partition(".")

@@ -13,6 +13,7 @@ import uvicorn
 from agentloop._log import get_logger
 from agentloop.adapters.urls import shown_url
 from agentloop.bots import BotError, BotSettings, ModelSettings, start_otel
+from agentloop.budgets import Budgets
 from agentloop.mid_turn import MidTurnPolicy
 from agentloop.serve.app import create_app
 from agentloop.serve.auth import load_tokens
@@ -44,6 +45,7 @@ class ServeOptions:
     max_concurrent_turns: int | None = None
     mid_turn: str = "queue"
     protocols: frozenset[str] = frozenset(PROTOCOL_NAMES)
+    budgets: Budgets = Budgets()
 
 
 def serve(options: ServeOptions, out: TextIO) -> int:
@@ -70,6 +72,7 @@ def serve(options: ServeOptions, out: TextIO) -> int:
             max_concurrent_turns=options.max_concurrent_turns,
             mid_turn=MidTurnPolicy(options.mid_turn),
             protocols=options.protocols,
+            budgets=options.budgets,
         )
         app = create_app(settings)
     except ValueError as error:

@@ -71,6 +71,11 @@ OPENAPI: dict[str, Any] = {
                         "type": ["object", "null"],
                         "properties": {"approval_id": {"type": "string"}, "tool": {"type": "string"}, "arguments": {"type": "object"}},
                     },
+                    "usage": {
+                        "type": "object",
+                        "description": "the model's tokens over the turn; present only when the model reported them",
+                        "properties": {k: {"type": "integer"} for k in ("input_tokens", "output_tokens", "cache_read_tokens")},
+                    },
                 },
             },
         },

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentloop.messages import Usage
 from agentloop.outcome import FailureEvent, FailureKind, FailureSource, FinishReason, TurnOutcome
 
 _KIND_PHRASES = {
@@ -31,11 +32,15 @@ def user_safe(failure: FailureEvent) -> str:
     return f"{_SOURCE_PHRASES[failure.source].format(failure.component)} {_KIND_PHRASES[failure.kind]}"
 
 
-def outcome_json(turn_id: str, message_id: str, outcome: TurnOutcome | None) -> dict[str, Any]:
-    """The Outcome object of a finished turn; a turn whose pipeline wrote no outcome is an error without text."""
+def outcome_json(turn_id: str, message_id: str, outcome: TurnOutcome | None, usage: Usage | None = None) -> dict[str, Any]:
+    """The Outcome object of a finished turn; a turn whose pipeline wrote no outcome is an error without text.
+    The model's token `usage` over the turn is its `usage` key, present only when the model reported it."""
     if outcome is None:
         return error_outcome(message_id, "the bot finished this message without an answer", turn_id=turn_id)
     response = outcome.outgoing_response
+    reported = {} if usage is None else {"usage": {
+        "input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens, "cache_read_tokens": usage.cache_read_tokens,
+    }}
     return {
         "turn_id": turn_id,
         "message_id": message_id,
@@ -46,6 +51,7 @@ def outcome_json(turn_id: str, message_id: str, outcome: TurnOutcome | None) -> 
         "approval": None if outcome.approval is None else {
             "approval_id": outcome.approval.approval_id, "tool": outcome.approval.tool, "arguments": outcome.approval.arguments,
         },
+        **reported,
     }
 
 

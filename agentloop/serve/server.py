@@ -12,7 +12,7 @@ import attrs
 from agentloop._log import get_logger
 from agentloop.adapters import Stores, open_note_taking, open_stores
 from agentloop.adapters.stores import open_replies
-from agentloop.bots import BotError, built_pipeline, open_bot, pipeline_note_taking
+from agentloop.bots import BotError, apply_budgets, built_pipeline, open_bot, pipeline_note_taking
 from agentloop.loop import AgentLoop
 from agentloop.notes import IdleSessions, NoteTaking
 from agentloop.ports.replies import Replies
@@ -111,6 +111,7 @@ async def _open(server: Server) -> AsyncIterator[Bot]:
             bot.loop.max_concurrent_turns = settings.max_concurrent_turns
         if bot.loop is not None:
             bot.loop.mid_turn = settings.mid_turn
+            apply_budgets(bot.loop, settings.budgets)
             bot.replies = await closing.enter_async_context(open_replies(bot.stores.url, bot=settings.bot))
         bot.idle = await closing.enter_async_context(IdleSessions(bot.note_taking, idle_after=settings.idle_timeout))
         _log.info("serve.started", bot=settings.bot, inbox=bot.inbox is not None)

@@ -9,6 +9,7 @@ import attrs
 
 from agentloop.adapters.stores import DEFAULT_STORES_URL
 from agentloop.adapters.urls import is_postgres_url
+from agentloop.budgets import Budgets
 from agentloop.mid_turn import MidTurnPolicy
 from agentloop.ports import LLM
 from agentloop.serve.auth import Tokens
@@ -65,6 +66,8 @@ class ServeSettings:
     max_concurrent_turns: int | None = attrs.field(default=None, validator=_positive_whole)
     mid_turn: MidTurnPolicy = attrs.field(default=MidTurnPolicy.QUEUE, converter=MidTurnPolicy)
     protocols: frozenset[str] = attrs.field(default=frozenset(PROTOCOL_NAMES), validator=_known_protocols)
+    budgets: Budgets = Budgets()
+    """The `--budget` limits, given to the bot's tool loops (turns run by workers keep the workers' own)."""
 
     @property
     def uses_inbox(self) -> bool:

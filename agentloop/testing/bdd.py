@@ -52,7 +52,7 @@ Steps (quoted parts, capitals and numbers are parameters):
     Then the streamed message was closed with "TEXT"
     Then the streamed message was withdrawn
     Then nothing was streamed
-    Then the finish reason is SUCCESS|ERROR|ITERATION_LIMIT|DEADLINE|POLICY_DENIED|PLAN_MODE|AWAITING_APPROVAL|INTERRUPTED
+    Then the finish reason is SUCCESS|ERROR|ITERATION_LIMIT|DEADLINE|POLICY_DENIED|PLAN_MODE|AWAITING_APPROVAL|INTERRUPTED|BUDGET_EXCEEDED
     Then the user is asked to approve the tool "NAME" with {"json": "arguments"}
     Then a failure from LLM|TOOL|SYSTEM|TRANSPORT of kind KIND is recorded
     Then a failure from the system "NAME" is recorded

@@ -29,3 +29,20 @@ Feature: A conversation under control
     And what "first" streamed was withdrawn, never sent as an answer
     And the answer to "second" is "answering first + second"
     And history holds "first", "second" and "answering first + second", in that order
+
+  # ---- Budgets ----
+  # Every model call of this bot uses 1,000 tokens and costs $0.10.
+
+  Scenario: A budget stops a tool loop mid-turn
+    Given a bot with a budget of 2000 tokens a turn, whose model asks for a lookup on every call
+    When the user asks "look it up"
+    Then the turn finishes with BUDGET_EXCEEDED after 2 model calls and 1 lookup
+    And the user is told the budget is used up
+    And history holds "look it up" with no answer
+
+  Scenario: A tenant's daily cost cap is reached across two workers
+    Given two workers of one bot on PostgreSQL, with a daily cost cap of $0.25 a tenant
+    When users of one tenant send 6 messages, each to the other worker than the last
+    Then 3 turns are answered and 3 finish with BUDGET_EXCEEDED
+    And the tenant spent at most one call beyond its cap
+    And a user of another tenant is still answered

@@ -75,3 +75,23 @@ Feature: Serving a bot over HTTP
     Then the A2A task is completed with the answer "a.txt is gone."
     And "a.txt" is deleted once
     And bob's A2A client does not find that task
+
+  Scenario: An AG-UI client runs the bot, answers its interrupt on the same thread, and another tenant cannot join
+    Given the bot's tool delete_file runs only with the user's approval
+    And the model asks to delete "a.txt" and then says "a.txt is gone."
+    When alice runs "please delete a.txt" over AG-UI in the thread "chat-1"
+    Then the AG-UI run ends with an interrupt for delete_file
+    And nothing is deleted
+    When alice resumes the thread "chat-1" over AG-UI approving the call
+    Then the AG-UI run shows the tool's result "deleted a.txt" and then says "a.txt is gone."
+    And "a.txt" is deleted
+    When bob runs "let me in" over AG-UI in alice's session
+    Then the answer is 404 with the code "not_found"
+
+  Scenario: An OpenAI client's conversation is a session its tenant alone continues
+    When alice asks through the OpenAI API "one"
+    And alice asks through the OpenAI API "two" in the same session
+    Then the OpenAI answer is "echo: two"
+    And the session's history through the native API is "one", "echo: one", "two", "echo: two"
+    When bob asks through the OpenAI API "what was said?" in alice's session
+    Then the OpenAI API answers 404 with the code "not_found"

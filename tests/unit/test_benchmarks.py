@@ -100,7 +100,7 @@ def test_embedders_prints_a_row_per_way_of_embedding(capsys: pytest.CaptureFixtu
     assert all(len(re.findall(r"\d+\.\d+ ms", line)) == 2 for line in lines[1:])
 
 
-def test_serve_prints_each_sse_figure_of_agentloop_serve_next_to_the_bare_starlette_floor(capsys: pytest.CaptureFixture[str]) -> None:
+def test_serve_prints_each_sse_figure_of_agentloop_serve_next_to_the_bare_starlette_floor_and_of_its_openai_api_next_to_it(capsys: pytest.CaptureFixture[str]) -> None:
     run_main("serve", "--quick")
     lines = capsys.readouterr().out.splitlines()
     assert "tokens: one token shared by every client, --rate-limit" in lines[1]
@@ -108,6 +108,7 @@ def test_serve_prints_each_sse_figure_of_agentloop_serve_next_to_the_bare_starle
     for clients in ("1", "5"):
         for figure in ("requests/s", "latency p50 (ms)", "latency p99 (ms)", "first delta p50 (ms)"):
             assert any(re.match(rf"\s*{clients}\s+{re.escape(figure)}\s+{number}\s+{number}\s+{number}x$", line) for line in lines)
+            assert any(re.match(rf"\s*{clients}\s+openai {re.escape(figure)}\s+{number}\s+{number}\s+{number}x$", line) for line in lines)
     assert not any("errors" in line for line in lines)
 
 
@@ -161,9 +162,11 @@ def test_turn_flat_prints_the_ratio_by_session_length_and_by_store_size(capsys: 
     lines = capsys.readouterr().out.splitlines()
     row = rf"{MS_3}\s+\S+ rows {MS_3}\s+\d+\.\d\dx\s+<= 1\.2x\s+(ok|MISSED)$"
     assert re.match(rf"per-turn time by session length\s+turn ~100 {MS_3}\s+turn 6\+ {MS_3}\s+\d+\.\d\dx\s+<= 1\.2x\s+(ok|MISSED)$", lines[1])
-    assert lines[2].startswith("store size: 5 vs 50 history and memory rows of 1,000 other users")
-    assert re.match(rf"per-turn time, a user with few rows\s+5 rows {row}", lines[3])
-    assert re.match(rf"per-turn time, a session in the shared project\s+5 rows {row}", lines[4])
+    assert re.match(r"prompt size by session length \(tokens\)\s+turn ~100 median \d+ max \d+\s+turn 6\+ median \d+ max \d+\s+"
+                    r"budget \d+\s+(ok|MISSED)$", lines[2])
+    assert lines[3].startswith("store size: 5 vs 50 history and memory rows of 1,000 other users")
+    assert re.match(rf"per-turn time, a user with few rows\s+5 rows {row}", lines[4])
+    assert re.match(rf"per-turn time, a session in the shared project\s+5 rows {row}", lines[5])
 
 
 def test_notes_prints_what_capture_adds_to_a_tool_call_and_the_batch_write_rate_next_to_their_targets(

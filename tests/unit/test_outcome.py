@@ -94,6 +94,7 @@ def test_delivered_means_something_went_out(routing: RoutingOutcome, delivered: 
 def test_priority_order_is_the_documented_one() -> None:
     assert FINISH_REASON_PRIORITY == (
         FinishReason.DEADLINE,
+        FinishReason.BUDGET_EXCEEDED,
         FinishReason.ITERATION_LIMIT,
         FinishReason.POLICY_DENIED,
         FinishReason.AWAITING_APPROVAL,

@@ -54,7 +54,7 @@ def test_the_standard_order(tmp_path: Path) -> None:
         (10, "InputSanitizationSystem", False), (20, "ContextBuildingSystem", False), (30, "ToolLoopSystem", False),
         (57, "TurnOutcomeFinalizationSystem", False), (59, "FeedbackGuaranteeSystem", True),
         (60, "ResponseRoutingSystem", True), (70, "MemoryPersistSystem", False), (72, "UsageRecordingSystem", True),
-        (75, "RagIndexingSystem", False),
+        (74, "CompactionSystem", False), (75, "RagIndexingSystem", False),
     ]
     assert (tmp_path / "bot.sqlite3").exists()
 

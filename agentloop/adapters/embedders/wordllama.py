@@ -48,6 +48,9 @@ class _Model:
 
 
 _MODELS: dict[int, _Model] = {}
+_REMEMBERED = 256
+"""Single texts whose vectors are kept, oldest dropped first."""
+_REMEMBERED_ROWS: dict[tuple[int, str], Vectors] = {}
 _LOADING = threading.Lock()
 
 
@@ -112,7 +115,24 @@ class WordLlamaEmbedder:
         _model(self._dim)
 
     def embed(self, texts: Sequence[str]) -> Vectors:
-        """One L2-normalised float32 row per text, shape (len(texts), dim)."""
+        """One L2-normalised float32 row per text, shape (len(texts), dim). A single text is
+        remembered (the last `_REMEMBERED` of them): a turn embeds its question for RAG and for
+        notes alike."""
+        if len(texts) == 1:
+            return self._one(texts[0])
+        return self._embed(texts)
+
+    def _one(self, text: str) -> Vectors:
+        remembered = _REMEMBERED_ROWS.get((self._dim, text))
+        if remembered is None:
+            remembered = self._embed((text,))
+            remembered.flags.writeable = False
+            if len(_REMEMBERED_ROWS) >= _REMEMBERED:
+                del _REMEMBERED_ROWS[next(iter(_REMEMBERED_ROWS))]
+            _REMEMBERED_ROWS[(self._dim, text)] = remembered
+        return remembered.copy()  # the caller's to change
+
+    def _embed(self, texts: Sequence[str]) -> Vectors:
         model = _model(self._dim)
         out = np.zeros((len(texts), self._dim), dtype=np.float32)
         if not texts:

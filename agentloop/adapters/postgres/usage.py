@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
+
+import psycopg
 
 from agentloop.adapters.postgres.database import Database, on_database
 from agentloop.adapters.postgres.schema import Schema, Step
 from agentloop.adapters.postgres.scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQL, SCOPE_MARKS
 from agentloop.adapters.rows import SCOPE_COLUMNS, scope_values
-from agentloop.adapters.usage import KEYS, SUMS, summed, utc_text
-from agentloop.ports.usage import UsageFilter, UsageGroup, UsageLine, UsageRecord, UsageTotal
+from agentloop.adapters.usage import KEYS, SUMS, fits_sql, in_key_order, summed, utc_text
+from agentloop.ports.usage import Charge, Spent, UsageFilter, UsageGroup, UsageLine, UsageRecord, UsageTotal
 
 SCHEMA = Schema(
     "usage",
@@ -35,6 +38,10 @@ SCHEMA = Schema(
                 "CREATE INDEX usage_calls_by_user ON usage_calls (scope_company, scope_user, at)",
                 "CREATE INDEX usage_calls_by_session ON usage_calls (scope_session, at)",
             ),
+        ),
+        Step(
+            "a ledger line per budget and period: the tokens and dollars reserved or spent",
+            ("CREATE TABLE budget_ledger (key text PRIMARY KEY, tokens bigint NOT NULL, cost double precision NOT NULL)",),
         ),
     ),
 )
@@ -100,3 +107,47 @@ class PostgresUsageStore:
             )
             rows: list[tuple[Any, ...]] = await cursor.fetchall()
         return [UsageLine(str(row[0]), summed(row[1:])) for row in rows]
+
+    @on_database
+    async def reserve(self, charges: Sequence[Charge]) -> Charge | None:
+        async with self._db.pool.connection() as conn:
+            try:
+                async with conn.transaction():  # each line's row stays locked until all fit, or none is charged
+                    for charge in in_key_order(charges):
+                        if not await _charge(conn, charge, checked=True):
+                            raise _Refused(charge)
+            except _Refused as refused:
+                return refused.charge
+        return None
+
+    @on_database
+    async def spend(self, charges: Sequence[Charge]) -> None:
+        async with self._db.pool.connection() as conn, conn.transaction():
+            for charge in in_key_order(charges):
+                await _charge(conn, charge, checked=False)
+
+    @on_database(retry=True)
+    async def spent(self, key: str) -> Spent:
+        async with self._db.pool.connection() as conn:
+            row = await (await conn.execute("SELECT tokens, cost FROM budget_ledger WHERE key = %s", (key,))).fetchone()
+        return Spent() if row is None else Spent(int(row[0]), float(row[1]))
+
+
+async def _charge(conn: psycopg.AsyncConnection[Any], charge: Charge, *, checked: bool) -> bool:
+    """Add `charge` to its line, creating it; an UPDATE's WHERE decides on the row it locked, so
+    concurrent reservations of one line are taken one after another."""
+    await conn.execute("INSERT INTO budget_ledger (key, tokens, cost) VALUES (%s, 0, 0) ON CONFLICT (key) DO NOTHING", (charge.key,))
+    condition, params = fits_sql(charge, "%s") if checked else ("true", [])
+    cursor = await conn.execute(
+        f"UPDATE budget_ledger SET tokens = tokens + %s, cost = cost + %s WHERE key = %s AND {condition} RETURNING tokens",
+        [charge.tokens, charge.cost, charge.key, *params],
+    )
+    return await cursor.fetchone() is not None
+
+
+class _Refused(Exception):
+    """A charge that does not fit: the reservation's transaction rolls back."""
+
+    def __init__(self, charge: Charge) -> None:
+        super().__init__(charge.key)
+        self.charge = charge

@@ -5,15 +5,16 @@ from __future__ import annotations
 import sqlite3
 import threading
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 from agentloop.adapters.rows import SCOPE_COLUMNS, scope_values
-from agentloop.adapters.sqlite.connection import closing_on_error, connect
+from agentloop.adapters.sqlite.connection import closing_on_error, connect, transaction
 from agentloop.adapters.sqlite.schema import Schema, Step, has_table, migrate
 from agentloop.adapters.sqlite.scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQL
 from agentloop.adapters.sqlite.thread import OnItsThread
-from agentloop.adapters.usage import KEYS, SUMS, summed, utc_text
-from agentloop.ports.usage import UsageFilter, UsageGroup, UsageLine, UsageRecord, UsageTotal
+from agentloop.adapters.usage import KEYS, SUMS, fits_sql, in_key_order, summed, utc_text
+from agentloop.ports.usage import Charge, Spent, UsageFilter, UsageGroup, UsageLine, UsageRecord, UsageTotal
 
 SCHEMA = Schema(
     "usage",
@@ -40,6 +41,10 @@ SCHEMA = Schema(
                 "CREATE INDEX IF NOT EXISTS usage_calls_by_user ON usage_calls (scope_company, scope_user, at)",
                 "CREATE INDEX IF NOT EXISTS usage_calls_by_session ON usage_calls (scope_session, at)",
             ),
+        ),
+        Step(
+            "a ledger line per budget and period: the tokens and dollars reserved or spent",
+            ("CREATE TABLE IF NOT EXISTS budget_ledger (key TEXT PRIMARY KEY, tokens INTEGER NOT NULL, cost REAL NOT NULL)",),
         ),
     ),
     has_table("usage_calls"),
@@ -108,8 +113,46 @@ class SqliteUsageStore:
             ).fetchall()
         return [UsageLine(str(row[0]), summed(row[1:])) for row in rows]
 
+    def reserve(self, charges: Sequence[Charge]) -> Charge | None:
+        with self._lock:
+            try:
+                with transaction(self._conn):  # BEGIN IMMEDIATE: no other process writes the ledger meanwhile
+                    for charge in in_key_order(charges):
+                        if not self._charge(charge, checked=True):
+                            raise _Refused(charge)
+            except _Refused as refused:
+                return refused.charge
+        return None
+
+    def spend(self, charges: Sequence[Charge]) -> None:
+        with self._lock, transaction(self._conn):
+            for charge in in_key_order(charges):
+                self._charge(charge, checked=False)
+
+    def spent(self, key: str) -> Spent:
+        with self._lock:
+            row = self._conn.execute("SELECT tokens, cost FROM budget_ledger WHERE key = ?", (key,)).fetchone()
+        return Spent() if row is None else Spent(int(row[0]), float(row[1]))
+
+    def _charge(self, charge: Charge, *, checked: bool) -> bool:
+        self._conn.execute("INSERT OR IGNORE INTO budget_ledger (key, tokens, cost) VALUES (?, 0, 0)", (charge.key,))
+        condition, params = fits_sql(charge, "?") if checked else ("1 = 1", [])
+        cursor = self._conn.execute(
+            f"UPDATE budget_ledger SET tokens = tokens + ?, cost = cost + ? WHERE key = ? AND {condition}",
+            [charge.tokens, charge.cost, charge.key, *params],
+        )
+        return cursor.rowcount > 0
+
     def close(self) -> None:
         self._conn.close()
+
+
+class _Refused(Exception):
+    """A charge that does not fit: the reservation's transaction rolls back."""
+
+    def __init__(self, charge: Charge) -> None:
+        super().__init__(charge.key)
+        self.charge = charge
 
 
 class AsyncSqliteUsageStore(OnItsThread[SqliteUsageStore]):
@@ -123,3 +166,12 @@ class AsyncSqliteUsageStore(OnItsThread[SqliteUsageStore]):
 
     async def report(self, where: UsageFilter, by: UsageGroup) -> list[UsageLine]:
         return await self._thread.read(self.engine.report, where, by)
+
+    async def reserve(self, charges: Sequence[Charge]) -> Charge | None:
+        return await self._thread.write(self.engine.reserve, charges)
+
+    async def spend(self, charges: Sequence[Charge]) -> None:
+        await self._thread.write(self.engine.spend, charges)
+
+    async def spent(self, key: str) -> Spent:
+        return await self._thread.read(self.engine.spent, key)

@@ -38,6 +38,8 @@ if TYPE_CHECKING:
 
 PROTOCOLS: dict[str, str] = {
     "a2a": "agentloop.serve.protocols.a2a:mount",
+    "agui": "agentloop.serve.protocols.agui:mount",
+    "openai": "agentloop.serve.protocols.openai:mount",
 }
 """Each protocol served beside the native API: its name → "module:function" making its `Mounted` from the `Server`."""
 

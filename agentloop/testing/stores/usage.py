@@ -11,7 +11,9 @@ import attrs
 from agentloop.messages import Usage
 from agentloop.ports.stores import Stores
 from agentloop.ports.usage import (
+    Charge,
     Period,
+    Spent,
     RecordedCall,
     UsageFilter,
     UsageGroup,
@@ -122,3 +124,32 @@ class UsageStoreTests(Backend):
             total = run(again.usage.total(UsageFilter(company_id="acme")))
             assert (total.calls, total.unpriced_calls) == (2, 1)
             assert run(again.usage.record(turn("t1"))) is False
+
+    def test_a_reservation_is_added_whole_or_not_at_all(self, stores: Stores) -> None:
+        usage = stores.usage
+        tenant, session = Charge("tenant/day", 60, 0.5, 100, 1.0), Charge("session/day", 60, 0.5, 1000)
+        assert run(usage.reserve([tenant, session])) is None
+        assert run(usage.reserve([session, tenant])) == tenant  # 120 tokens would pass the tenant's 100
+        assert run(usage.spent("tenant/day")) == Spent(60, 0.5)
+        assert run(usage.spent("session/day")) == Spent(60, 0.5)
+        assert run(usage.reserve([Charge("tenant/day", 10, 0.6, cost_limit=1.0)])) is not None  # $1.10 > $1
+        assert run(usage.spent("never charged")) == Spent()
+
+    def test_a_used_up_line_refuses_even_a_charge_of_nothing(self, stores: Stores) -> None:
+        usage = stores.usage
+        assert run(usage.reserve([Charge("k", 100, 0.0, 100)])) is None
+        assert run(usage.reserve([Charge("k", 0, 0.0, 100)])) is not None
+        assert run(usage.reserve([Charge("k", 0, 0.0, 101)])) is None
+
+    def test_spending_settles_a_reservation_whatever_the_limits(self, stores: Stores) -> None:
+        usage = stores.usage
+        run(usage.reserve([Charge("k", 50, 0.25, 100)]))
+        run(usage.spend([Charge("k", -20, -0.125)]))  # the call used less than it reserved
+        run(usage.spend([Charge("k", 500, 1.0)]))
+        assert run(usage.spent("k")) == Spent(530, 1.125)
+
+    def test_of_reservations_made_at_once_none_passes_the_limit(self, stores: Stores) -> None:
+        """I16: concurrent reservations of one line take it to its limit and never beyond."""
+        taken = at_once(lambda _: stores.usage.reserve([Charge("tenant/day", 7, 0.0, 100)]), range(40))
+        assert taken.count(None) == 14
+        assert run(stores.usage.spent("tenant/day")) == Spent(98, 0.0)

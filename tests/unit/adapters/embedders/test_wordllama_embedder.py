@@ -160,3 +160,12 @@ def test_old_hashing_sqlite_stores_keep_opening_with_it_until_reembedded(tmp_pat
 
 def test_old_hashing_postgres_stores_keep_opening_with_it_until_reembedded(postgres_url: str) -> None:
     check_hashing_stores_keep_opening_until_reembedded(postgres_url)
+
+
+def test_a_single_text_embedded_again_gives_the_same_row_as_a_new_array() -> None:
+    embedder = WordLlamaEmbedder()
+    first = embedder.embed(["restart the payment service"])
+    first[0, 0] = 42.0  # the caller's own array
+    again = embedder.embed(["restart the payment service"])
+    assert again[0, 0] != 42.0
+    assert np.array_equal(again, embedder.embed(["restart the payment service", "x"])[:1])

@@ -1,0 +1,175 @@
+"""Budgets through the standard pipeline: each limit stops a turn BUDGET_EXCEEDED with the stop
+text, before the model call or tool step that would pass it; no budget, no store read."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+from structlog.testing import capture_logs
+
+from agentloop import (
+    DEFAULT_COMPANY,
+    BudgetLimit,
+    Budgets,
+    BudgetScope,
+    FinishReason,
+    IncomingMessage,
+    LlmReply,
+    LlmRequest,
+    ModelPrice,
+    Prices,
+    Session,
+    ToolExecutions,
+    ToolLoopStop,
+    Usage,
+    approval_scope,
+    history_scope,
+    tool,
+)
+from agentloop.adapters.llm.scripted import ScriptedLLM
+from agentloop.adapters.usage import MemoryUsageStore
+from agentloop.ports import Charge, Period, Spent
+from agentloop.testing import RecordingChannel
+from systems import StandardOptions, standard_pipeline
+from systems.outcome import DEFAULT_STOP_TEXTS
+from systems.tool_loop import ToolLoopSystem
+
+ADA = Session("s1", user_id="ada", project_id="p1", team_id="t1", org_id="o1")
+BOB = Session("s2", user_id="bob", project_id="p1", team_id="t1", org_id="o1")
+OTHER_TEAM = Session("s3", user_id="cy", project_id="p1", team_id="t2", org_id="o1")
+PRICES = Prices({"m": ModelPrice(input=100.0, output=0.0)})
+"""$0.10 for a call of 1,000 input tokens."""
+
+
+@tool
+def lookup(query: str) -> str:
+    """Look something up."""
+    return f"found {query}"
+
+
+def always_looking(request: LlmRequest) -> LlmReply:
+    """A model that asks for a lookup on every call, 1,000 tokens in and 50 out each."""
+    return attrs.evolve(ScriptedLLM.tool_call("lookup", {"query": "x"}), usage=Usage(1000, 50), model="m")
+
+
+def answering(request: LlmRequest) -> LlmReply:
+    return LlmReply("done", usage=Usage(1000, 0), model="m")
+
+
+def _run(tmp_path: Path, llm: ScriptedLLM, budgets: Budgets, *sessions: Session, **options: Any) -> tuple[list[Any], Spent]:
+    """The turns of `sessions`, one after another, and what the ledger line of the first limit holds for ADA."""
+    opts = StandardOptions(budgets=budgets, prices=options.pop("prices", PRICES), compaction=False, **options)
+    with standard_pipeline(llm, RecordingChannel(), data_dir=tmp_path, tools=[lookup], options=opts) as pipeline:
+        loop = pipeline.build()
+        results = [loop.run_turn_sync(session, IncomingMessage("look it up")) for session in sessions]
+        spent = Spent()
+        if budgets.limits:
+            key = budgets.limits[0].key(history_scope(ADA, DEFAULT_COMPANY), results[0].clock.now())
+            spent = asyncio.run(pipeline.stores.usage.spent(key))
+    return results, spent
+
+
+def test_a_turn_token_budget_stops_the_tool_loop_before_the_step_that_would_pass_it(tmp_path: Path) -> None:
+    llm = ScriptedLLM(always_looking)
+    (ctx,), _ = _run(tmp_path, llm, Budgets(turn_tokens=2000, output_reserve=100), ADA)
+    outcome = ctx.turn_outcome
+    assert outcome.finish_reason is FinishReason.BUDGET_EXCEEDED
+    assert outcome.outgoing_response.text == DEFAULT_STOP_TEXTS[FinishReason.BUDGET_EXCEEDED] and outcome.fallback
+    assert len(llm.requests) == 2 and len(ctx.require(ToolExecutions).executions) == 1
+    assert outcome.assistant_text is None  # nothing half-done is stored as the answer
+
+
+def test_a_turn_token_budget_refuses_a_model_call_whose_estimate_would_pass_it(tmp_path: Path) -> None:
+    llm = ScriptedLLM(answering)
+    (ctx,), _ = _run(tmp_path, llm, Budgets(turn_tokens=500, output_reserve=1024), ADA)
+    assert ctx.turn_outcome.finish_reason is FinishReason.BUDGET_EXCEEDED and llm.requests == []
+
+
+def test_a_tenant_daily_cost_budget_counts_every_session_of_the_tenant_and_no_other(tmp_path: Path) -> None:
+    """Three turns of $0.10 fit under $0.25 by their estimates; the fourth, of another user of the tenant, is refused."""
+    budgets = Budgets(limits=(BudgetLimit(BudgetScope.TENANT, Period.DAY, cost=0.25),), output_reserve=0)
+    results, spent = _run(tmp_path, ScriptedLLM(answering, model="m"), budgets, ADA, BOB, ADA, BOB, OTHER_TEAM)
+    reasons = [ctx.turn_outcome.finish_reason for ctx in results]
+    assert reasons == [FinishReason.SUCCESS] * 3 + [FinishReason.BUDGET_EXCEEDED, FinishReason.SUCCESS]
+    assert results[3].require(ToolLoopStop).detail == "the tenant's daily budget ($0.25) is used up"
+    assert spent.tokens == 3000 and spent.cost == pytest.approx(0.30)  # over by less than one call's worth
+
+
+def test_a_session_monthly_token_budget_stops_that_session_only(tmp_path: Path) -> None:
+    budgets = Budgets(limits=(BudgetLimit(BudgetScope.SESSION, Period.MONTH, tokens=1500),), output_reserve=0)
+    results, _ = _run(tmp_path, ScriptedLLM(answering), budgets, ADA, ADA, ADA, BOB)
+    reasons = [ctx.turn_outcome.finish_reason for ctx in results]
+    assert reasons == [FinishReason.SUCCESS, FinishReason.SUCCESS, FinishReason.BUDGET_EXCEEDED, FinishReason.SUCCESS]
+
+
+def test_an_unknown_price_under_a_cost_budget_counts_tokens_and_says_the_cost_is_unknown(tmp_path: Path) -> None:
+    budgets = Budgets(limits=(BudgetLimit(BudgetScope.TENANT, Period.DAY, tokens=100_000, cost=1.0),), output_reserve=0)
+    llm = ScriptedLLM(lambda request: LlmReply("done", usage=Usage(1000, 0), model="private-model"))
+    with capture_logs() as logs:
+        (ctx,), spent = _run(tmp_path, llm, budgets, ADA, prices=Prices(use_table=False))
+    assert ctx.turn_outcome.finish_reason is FinishReason.SUCCESS
+    assert any(log["event"] == "budget.cost_unknown" and log["model"] == "private-model" for log in logs)
+    assert spent == Spent(1000, 0.0)
+
+
+class CountingUsage(MemoryUsageStore):
+    """A usage store that counts the ledger calls made on it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ledger_calls = 0
+
+    async def reserve(self, charges: Any) -> Charge | None:
+        self.ledger_calls += 1
+        return await super().reserve(charges)
+
+    async def spend(self, charges: Any) -> None:
+        self.ledger_calls += 1
+        await super().spend(charges)
+
+
+def _counted(tmp_path: Path, budgets: Budgets) -> int:
+    usage = CountingUsage()
+    opts = StandardOptions(budgets=budgets, prices=PRICES, compaction=False, max_llm_calls=3)
+    with standard_pipeline(ScriptedLLM(always_looking), RecordingChannel(), data_dir=tmp_path, tools=[lookup], options=opts) as pipeline:
+        tool_loop = pipeline.get(ToolLoopSystem)
+        if tool_loop.budget is not None:
+            tool_loop.budget.usage = usage
+        pipeline.build().run_turn_sync(ADA, IncomingMessage("look it up"))
+    return usage.ledger_calls
+
+
+def test_without_a_budget_no_check_touches_the_store_and_with_one_each_check_is_one_call(tmp_path: Path) -> None:
+    assert _counted(tmp_path / "none", Budgets()) == 0
+    assert _counted(tmp_path / "turn", Budgets(turn_tokens=1_000_000)) == 0  # a turn's budget is counted in memory
+    daily = Budgets(limits=(BudgetLimit(BudgetScope.TENANT, Period.DAY, tokens=1_000_000),))
+    # three model calls (a reservation and a settlement each) and their three tool steps (one check each)
+    assert _counted(tmp_path / "daily", daily) == 3 * 2 + 3
+
+
+def test_a_decision_over_budget_leaves_its_approval_pending(tmp_path: Path) -> None:
+    @tool(requires_approval=True)
+    def delete(name: str) -> str:
+        """Delete a file."""
+        return f"deleted {name}"
+
+    ask = attrs.evolve(ScriptedLLM.tool_call("delete", {"name": "a"}), usage=Usage(4000, 0), model="m")
+    script = ScriptedLLM([ask, LlmReply("hello", usage=Usage(2000, 0), model="m"), "gone"])
+    budgets = Budgets(limits=(BudgetLimit(BudgetScope.TENANT, Period.DAY, tokens=5000),), output_reserve=0)
+    opts = StandardOptions(budgets=budgets, prices=PRICES, compaction=False)
+    with standard_pipeline(script, RecordingChannel(), data_dir=tmp_path, tools=[delete], options=opts) as pipeline:
+        loop = pipeline.build()
+        asked = loop.run_turn_sync(ADA, IncomingMessage("delete a"))
+        request = asked.turn_outcome.approval
+        meanwhile = loop.run_turn_sync(BOB, IncomingMessage("hi"))  # another user of the tenant uses up its budget
+        decided = loop.run_turn_sync(ADA, IncomingMessage.approval(request.approval_id, approved=True))
+        pending = asyncio.run(pipeline.stores.approvals.pending(approval_scope(ADA, DEFAULT_COMPANY), ADA.id))
+    assert asked.turn_outcome.finish_reason is FinishReason.AWAITING_APPROVAL
+    assert meanwhile.turn_outcome.finish_reason is FinishReason.SUCCESS
+    assert decided.turn_outcome.finish_reason is FinishReason.BUDGET_EXCEEDED
+    assert [p.request.approval_id for p in pending] == [request.approval_id]
+    assert script.remaining == 1  # the model was not asked again
