@@ -65,6 +65,17 @@ Feature: Serving a bot over HTTP
     And the answer says "Understood, I left a.txt alone."
     And the model was told the call was denied
 
+  Scenario: An A2A agent's task waits for the user's approval and resumes with it
+    Given the bot's tool delete_file runs only with the user's approval
+    And the model asks to delete "a.txt" and then says "a.txt is gone."
+    When an A2A client with alice's token sends "please delete a.txt"
+    Then the A2A task is input-required for delete_file
+    And nothing is deleted
+    When the A2A client answers the task with "approve"
+    Then the A2A task is completed with the answer "a.txt is gone."
+    And "a.txt" is deleted once
+    And bob's A2A client does not find that task
+
   Scenario: An AG-UI client runs the bot, answers its interrupt on the same thread, and another tenant cannot join
     Given the bot's tool delete_file runs only with the user's approval
     And the model asks to delete "a.txt" and then says "a.txt is gone."

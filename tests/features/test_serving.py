@@ -18,6 +18,7 @@ from agentloop.testing.serve import served
 import serve_kit
 from agentloop.testing import ScriptedLLM
 from serve_kit import ALICE, BOB, GatedLLM, auth, seed_note, settings, usefulness
+from a2a_steps import *  # noqa: F403  (the A2A scenario's steps)
 from agui_steps import *  # noqa: F403  (the AG-UI scenario's steps)
 
 from serving_openai_steps import *  # noqa: E402, F403  (the OpenAI API's steps)

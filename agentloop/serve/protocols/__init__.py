@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from agentloop.serve.server import Server
 
 PROTOCOLS: dict[str, str] = {
+    "a2a": "agentloop.serve.protocols.a2a:mount",
     "agui": "agentloop.serve.protocols.agui:mount",
     "openai": "agentloop.serve.protocols.openai:mount",
 }
