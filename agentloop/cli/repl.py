@@ -194,7 +194,7 @@ class _Typing:
                 raise line
             text = (line or "").strip()
             if line is None or text in _QUITS:
-                if line is None:
+                if line is None and not self.commands:  # Ctrl-D at the prompt: the session's last line on a line of its own
                     print(file=sys.stderr)
                 break
             if text:
@@ -238,7 +238,8 @@ class _Typing:
     def _ended(self, task: asyncio.Task[None]) -> None:
         self.commands.discard(task)
         if task.cancelled():
-            print("\nagentloop: turn cancelled", file=sys.stderr)
+            if not self.commands:  # Ctrl-C cancels them all: one line once the last has ended
+                print("\nagentloop: turn cancelled", file=sys.stderr)
         elif (error := task.exception()) is not None:
             self.typed.put_nowait(error)
             return
@@ -278,7 +279,8 @@ async def _turn(chat: Chat, incoming: IncomingMessage) -> None:
         chat.running -= 1
         if chat.spinner is not None and not (refused and chat.running):
             chat.spinner.stop()
-            if chat.running:
+            current = asyncio.current_task()
+            if chat.running and not (current is not None and current.cancelling()):  # Ctrl-C cancels the others too
                 chat.spinner.start()
     chat.last_turn = ctx.turn_id
     for failure in ctx.failures:
