@@ -35,7 +35,8 @@ def register(commands: Commands, options: SharedOptions) -> None:
         description="An interactive console bot: one turn per line of standard input (piped input works), "
         "replies streamed to standard output, history and memory kept in the data directory. /good or /bad rate "
         "the last answer; /bye, /quit, end of input (Ctrl-D) or Ctrl-C at the prompt end the session, which is then distilled. "
-        "Ctrl-C during a turn cancels that turn.",
+        "Ctrl-C during a turn cancels that turn. At a terminal a line typed during a turn is sent at once, "
+        "and --mid-turn decides what it gets.",
         epilog=f"{MODEL_EPILOG} exit status: 0 the session ended; 1 an error, explained in one line on stderr; "
         "2 a usage error; 130 Ctrl-C at the prompt.",
     )

@@ -4,8 +4,11 @@ slash commands (/good, /bad, /approve, /deny, /bye)."""
 from __future__ import annotations
 
 import asyncio
+import codecs
 import io
 import itertools
+import os
+import signal
 import sys
 import threading
 from typing import TextIO
@@ -100,6 +103,8 @@ class Chat:
     """The id of the last turn answered: what /good and /bad rate."""
     satisfied: bool = True
     approvals: ApprovalStore | None = None
+    running: int = 0
+    """Turns started and not ended: when one ends, the spinner turns again for the next."""
 
 
 def converse(chat: Chat, lines: TextIO) -> int:
@@ -108,10 +113,17 @@ def converse(chat: Chat, lines: TextIO) -> int:
     after Ctrl-C at the prompt, else 0. `/approve` and `/deny [note]` answer the session's
     oldest tool call awaiting approval.
 
-    The prompt is read outside the event loop, so Ctrl-C there stops at once; Ctrl-C during
-    a turn cancels that turn and the prompt comes back.
+    At a terminal a line typed while a turn runs is sent at once, and the loop's mid-turn
+    policy decides what it gets (`_Typing`); other input waits for each turn to end. Ctrl-C
+    at the prompt stops at once; Ctrl-C during a turn cancels it and the prompt comes back.
     """
     interactive = lines.isatty()
+    if interactive and sys.platform != "win32":  # a terminal's input is watched by the event loop there
+        with asyncio.Runner() as runner:
+            try:
+                return runner.run(_Typing(chat, lines).run())
+            finally:
+                runner.run(_leave(chat, report=True))
     report = interactive
     status = 0
     with asyncio.Runner() as runner:
@@ -126,20 +138,14 @@ def converse(chat: Chat, lines: TextIO) -> int:
                     print(file=sys.stderr)
                     break
                 text = line.strip()
-                if not line or text in ("/quit", "/exit", "/bye"):
+                if not line or text in _QUITS:
                     if not line and interactive:
                         print(file=sys.stderr)
                     report = report or text == "/bye"
                     break
-                command, _, note = text.partition(" ")
-                if text in ("/good", "/bad"):
-                    runner.run(_feedback(chat, positive=text == "/good"))
-                elif text:
+                if text:
                     try:
-                        if command in ("/approve", "/deny"):
-                            runner.run(_decide(chat, approved=command == "/approve", note=note.strip() or None))
-                        else:
-                            runner.run(_turn(chat, IncomingMessage(text)))
+                        runner.run(_command(chat, text))
                     except KeyboardInterrupt:
                         print("\nagentloop: turn cancelled", file=sys.stderr)
         finally:
@@ -147,19 +153,135 @@ def converse(chat: Chat, lines: TextIO) -> int:
     return status
 
 
+_QUITS = ("/quit", "/exit", "/bye")
+
+
+class _Typing:
+    """A chat at a terminal: the event loop watches standard input, so a line typed while a
+    turn runs is sent at once and the loop's mid-turn policy decides what it gets. The prompt
+    shows when no turn runs; Ctrl-C cancels the running turns, or at the prompt ends the chat."""
+
+    def __init__(self, chat: Chat, lines: TextIO) -> None:
+        self.chat = chat
+        self.fd = lines.fileno()
+        self.decoder = codecs.getincrementaldecoder(lines.encoding or "utf-8")(errors="replace")
+        self.partial = ""
+        """What was typed of a line not yet ended."""
+        self.typed: asyncio.Queue[str | BaseException | None] = asyncio.Queue()
+        """Lines typed, then None at end of input; KeyboardInterrupt for Ctrl-C at the prompt, or a command's failure."""
+        self.commands: set[asyncio.Task[None]] = set()
+        self.leaving = False
+
+    async def run(self) -> int:
+        """Serve the typed lines until the chat ends; returns its exit status."""
+        loop = asyncio.get_running_loop()
+        loop.add_reader(self.fd, self._read)
+        loop.add_signal_handler(signal.SIGINT, self._ctrl_c)
+        try:
+            return await self._serve()
+        finally:
+            loop.remove_signal_handler(signal.SIGINT)
+            loop.remove_reader(self.fd)
+
+    async def _serve(self) -> int:
+        self._prompt()
+        while True:
+            line = await self.typed.get()
+            if isinstance(line, KeyboardInterrupt):
+                print(file=sys.stderr)
+                return 130
+            if isinstance(line, BaseException):
+                raise line
+            text = (line or "").strip()
+            if line is None or text in _QUITS:
+                if line is None and not self.commands:  # Ctrl-D at the prompt: the session's last line on a line of its own
+                    print(file=sys.stderr)
+                break
+            if text:
+                task = asyncio.get_running_loop().create_task(_command(self.chat, text))
+                self.commands.add(task)
+                task.add_done_callback(self._ended)
+            else:
+                self._prompt()
+        self.leaving = True  # the running turns end first
+        running = set(self.commands)
+        if running:
+            await asyncio.wait(running)
+        failed = [error for task in running if not task.cancelled() and (error := task.exception()) is not None]
+        if failed:
+            raise failed[0]
+        return 0
+
+    def _read(self) -> None:
+        """Standard input is readable: queue each line it ends, and None at its end."""
+        try:
+            data = os.read(self.fd, 4096)
+        except OSError:  # the terminal went away
+            data = b""
+        if data:
+            *lines, self.partial = (self.partial + self.decoder.decode(data)).split("\n")
+            for line in lines:
+                self.typed.put_nowait(f"{line}\n")
+            return
+        asyncio.get_running_loop().remove_reader(self.fd)
+        rest = self.partial + self.decoder.decode(b"", final=True)
+        if rest:
+            self.typed.put_nowait(rest)
+        self.typed.put_nowait(None)
+
+    def _ctrl_c(self) -> None:
+        if not self.commands:
+            self.typed.put_nowait(KeyboardInterrupt())
+        for task in self.commands:
+            task.cancel()
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        self.commands.discard(task)
+        if task.cancelled():
+            if not self.commands:  # Ctrl-C cancels them all: one line once the last has ended
+                print("\nagentloop: turn cancelled", file=sys.stderr)
+        elif (error := task.exception()) is not None:
+            self.typed.put_nowait(error)
+            return
+        self._prompt()
+
+    def _prompt(self) -> None:
+        if not self.commands and not self.leaving:
+            print("you> ", end="", file=sys.stderr, flush=True)
+
+
+async def _command(chat: Chat, text: str) -> None:
+    """What one non-empty line asks: a rating, an answer to a tool call awaiting approval, or a turn."""
+    command, _, note = text.partition(" ")
+    if text in ("/good", "/bad"):
+        await _feedback(chat, positive=text == "/good")
+    elif command in ("/approve", "/deny"):
+        await _decide(chat, approved=command == "/approve", note=note.strip() or None)
+    else:
+        await _turn(chat, IncomingMessage(text))
+
+
 async def _turn(chat: Chat, incoming: IncomingMessage) -> None:
-    """Run one turn, the spinner turning until the answer starts; failures go to stderr."""
-    if chat.spinner is not None:
+    """Run one turn, the spinner turning until an answer starts (a turn waiting behind another
+    gets it when that one ends; a refused one leaves it alone); failures go to stderr."""
+    chat.running += 1
+    if chat.spinner is not None and chat.running == 1:
         chat.spinner.start()
+    refused = False
     try:
         ctx = await chat.loop.run_turn(chat.session, incoming)
     except TurnInProgressError:
+        refused = True
         print("agentloop: a turn of this session is still running, so this message was not sent (--mid-turn reject); "
               "send it again once the answer is in", file=sys.stderr)
         return
     finally:
-        if chat.spinner is not None:
+        chat.running -= 1
+        if chat.spinner is not None and not (refused and chat.running):
             chat.spinner.stop()
+            current = asyncio.current_task()
+            if chat.running and not (current is not None and current.cancelling()):  # Ctrl-C cancels the others too
+                chat.spinner.start()
     chat.last_turn = ctx.turn_id
     for failure in ctx.failures:
         print(terminal_line(f"agentloop: {failure.source.value} {failure.component} failed: {failure.message}"), file=sys.stderr)
