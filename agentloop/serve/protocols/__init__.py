@@ -36,7 +36,9 @@ from starlette.routing import BaseRoute
 if TYPE_CHECKING:
     from agentloop.serve.server import Server
 
-PROTOCOLS: dict[str, str] = {}
+PROTOCOLS: dict[str, str] = {
+    "mcp": "agentloop.serve.protocols.mcp:mount",
+}
 """Each protocol served beside the native API: its name → "module:function" making its `Mounted` from the `Server`."""
 
 
