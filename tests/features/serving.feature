@@ -64,3 +64,11 @@ Feature: Serving a bot over HTTP
     Then nothing is deleted
     And the answer says "Understood, I left a.txt alone."
     And the model was told the call was denied
+
+  Scenario: An MCP client asks the bot through the ask tool, in a session only its tenant sees
+    When alice asks "hello" through MCP
+    And alice asks "again" through MCP in the same session
+    Then the MCP answer says "echo: again"
+    And alice's session holds both exchanges over the native API
+    When bob asks "what did alice say?" through MCP in alice's session
+    Then the MCP answer is an error saying there is no such session

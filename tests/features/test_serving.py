@@ -18,6 +18,7 @@ from agentloop.testing.serve import served
 import serve_kit
 from agentloop.testing import ScriptedLLM
 from serve_kit import ALICE, BOB, GatedLLM, auth, seed_note, settings, usefulness
+from mcp_steps import *  # noqa: F403  (the steps spoken through MCP)
 
 scenarios("serving.feature")
 
