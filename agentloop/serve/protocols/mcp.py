@@ -11,7 +11,8 @@ tenant's or an unknown one), a blank message or a refused turn is a tool error (
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from typing import Any
 
@@ -166,15 +167,29 @@ def _said(result: Mapping[str, Any]) -> str:
 
 
 def mount(server: Server) -> Mounted:
-    """MCP over streamable HTTP at `MCP_PATH`, each request behind the bearer token and its rate limit."""
-    manager = StreamableHTTPSessionManager(mcp_server(server, _CALLER.get), max_request_body_size=server.settings.max_body_bytes)
+    """MCP over streamable HTTP at `MCP_PATH`, each request behind the bearer token and its rate limit.
+
+    The SDK's session manager runs once: each start of the app (its lifespan) makes a new one."""
+    mcp = mcp_server(server, _CALLER.get)
+    managers: list[StreamableHTTPSessionManager] = []
+
+    @asynccontextmanager
+    async def running() -> AsyncIterator[None]:
+        manager = StreamableHTTPSessionManager(mcp, max_request_body_size=server.settings.max_body_bytes)
+        async with manager.run():
+            managers.append(manager)
+            try:
+                yield
+            finally:
+                managers.remove(manager)
 
     async def relay(server: Server, request: Request, caller: Caller) -> Response:
-        return _Relayed(manager, caller, request.headers.get("authorization", ""))
+        if not managers:
+            raise ApiError(503, "starting", "the server is starting or stopping; try again in a moment", headers={"Retry-After": "1"})
+        return _Relayed(managers[-1], caller, request.headers.get("authorization", ""))
 
     endpoint = api(server, relay, render=_unauthorised_with_challenge)
-    route = Route(MCP_PATH, endpoint, methods=["GET", "POST", "DELETE"])
-    return Mounted([route], _OPENAPI, manager.run)
+    return Mounted([Route(MCP_PATH, endpoint, methods=["GET", "POST", "DELETE"])], _OPENAPI, running)
 
 
 class _Relayed(Response):
