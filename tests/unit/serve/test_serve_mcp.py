@@ -15,6 +15,8 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from agentloop.serve import Caller, Tokens
+from agentloop.serve.auth import SECRET_VARIABLE
 from agentloop.testing.http import ScriptedServer
 from mcp_kit import mcp_client
 from serve_kit import ALICE, BOB, CAROL, ServeRun, auth, serve_command
@@ -145,21 +147,31 @@ def test_a_message_id_sent_again_gets_the_same_reply_not_a_second_turn(served: S
     assert [message["text"] for message in history] == ["once", "echo: once"]
 
 
-def test_an_mcp_client_over_stdio_asks_twice_in_one_session_as_the_local_caller(tmp_path: Path) -> None:
-    async def body(model: str) -> list[tuple[bool, str, Any]]:
+def test_an_mcp_client_over_stdio_asks_in_one_session_as_the_caller_its_flags_name_across_runs(tmp_path: Path) -> None:
+    secret = "a-stdio-secret-of-enough-length"
+
+    async def run(model: str, session_id: str | None, *messages: str) -> list[tuple[bool, str, Any]]:
+        """One run of `agentloop mcp`: each message asked in turn, in `session_id` or the session the first ask starts."""
         command = [
             "-m", "agentloop.cli", "mcp", "--pipeline", "mcp_kit:echo_or_delete_bot", "--data-dir", str(tmp_path / "data"),
             "--base-url", model, "--model", "tiny", "--user", "dana", "--org", "acme",
         ]
-        async with Client(stdio_client(StdioServerParameters(command=sys.executable, args=command, env=_ENV, cwd=tmp_path))) as client:
-            first = _result(await client.call_tool("ask", {"message": "hello"}))
-            assert first[2] is not None
-            second = _result(await client.call_tool("ask", {"message": "again", "session_id": first[2]["session_id"]}))
-            unknown = _result(await client.call_tool("ask", {"message": "hi", "session_id": "0123.abcd"}))
-            return [first, second, unknown]
+        env = {**_ENV, SECRET_VARIABLE: secret}
+        results = []
+        async with Client(stdio_client(StdioServerParameters(command=sys.executable, args=command, env=env, cwd=tmp_path))) as client:
+            for message in messages:
+                arguments = {"message": message} if session_id is None else {"message": message, "session_id": session_id}
+                results.append(_result(await client.call_tool("ask", arguments)))
+                session_id = session_id or results[0][2]["session_id"]
+            results.append(_result(await client.call_tool("ask", {"message": "hi", "session_id": "0123.abcd"})))
+        return results
 
     with ScriptedServer() as model:
-        first, second, unknown = asyncio.run(body(model.url))
-    assert first[:2] == (False, "echo: hello") and second[:2] == (False, "echo: again")
-    assert second[2]["session_id"] == first[2]["session_id"]
+        first, second, unknown = asyncio.run(run(model.url, None, "hello", "again"))
+        session_id = first[2]["session_id"]
+        later, _ = asyncio.run(run(model.url, session_id, "still there?"))
+    assert first[:2] == (False, "echo: hello") and second[:2] == (False, "echo: again") and second[2]["session_id"] == session_id
     assert unknown[:2] == (True, "there is no session '0123.abcd' for you; call ask without a session_id to start one")
+    assert later[:2] == (False, "echo: still there?") and later[2]["session_id"] == session_id
+    signer = Tokens({}, secret.encode())
+    assert signer.owns(Caller("dana", "acme"), session_id) and not signer.owns(Caller("local"), session_id)
