@@ -95,3 +95,11 @@ Feature: Serving a bot over HTTP
     And the session's history through the native API is "one", "echo: one", "two", "echo: two"
     When bob asks through the OpenAI API "what was said?" in alice's session
     Then the OpenAI API answers 404 with the code "not_found"
+
+  Scenario: An MCP client asks the bot through the ask tool, in a session only its tenant sees
+    When alice asks "hello" through MCP
+    And alice asks "again" through MCP in the same session
+    Then the MCP answer says "echo: again"
+    And alice's session holds both exchanges over the native API
+    When bob asks "what did alice say?" through MCP in alice's session
+    Then the MCP answer is an error saying there is no such session

@@ -22,6 +22,7 @@ from a2a_steps import *  # noqa: F403  (the A2A scenario's steps)
 from agui_steps import *  # noqa: F403  (the AG-UI scenario's steps)
 
 from serving_openai_steps import *  # noqa: E402, F403  (the OpenAI API's steps)
+from mcp_steps import *  # noqa: F403  (the steps spoken through MCP)
 
 scenarios("serving.feature")
 

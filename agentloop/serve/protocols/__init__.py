@@ -40,6 +40,7 @@ PROTOCOLS: dict[str, str] = {
     "a2a": "agentloop.serve.protocols.a2a:mount",
     "agui": "agentloop.serve.protocols.agui:mount",
     "openai": "agentloop.serve.protocols.openai:mount",
+    "mcp": "agentloop.serve.protocols.mcp:mount",
 }
 """Each protocol served beside the native API: its name → "module:function" making its `Mounted` from the `Server`."""
 
