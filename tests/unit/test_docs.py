@@ -109,6 +109,7 @@ def run_guide(guide: Path, directory: Path, monkeypatch: pytest.MonkeyPatch) -> 
     for module in modules:  # the guide's own file, not a same-named module imported earlier
         monkeypatch.delitem(sys.modules, module, raising=False)
     logging_config, configured = structlog.get_config(), structlog.is_configured()
+    structlog.reset_defaults()  # a guide runs as in a fresh program, whatever an earlier test configured
     namespace: dict[str, object] = {"__name__": f"docs_{guide.stem}"}
     printed = io.StringIO()
     try:
@@ -118,7 +119,7 @@ def run_guide(guide: Path, directory: Path, monkeypatch: pytest.MonkeyPatch) -> 
                     exec(compile(block.text, f"{guide.name} code block {index + 1}", "exec", dont_inherit=True), namespace)
                 elif block.lang == "console":
                     run_console(block.text, directory)
-    finally:  # a guide that configures logging leaves the next one as it found it
+    finally:  # the next test finds logging as this one did
         if configured:
             structlog.configure(**logging_config)
         else:
