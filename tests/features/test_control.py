@@ -36,6 +36,8 @@ from systems.outcome import DEFAULT_STOP_TEXTS
 
 from mid_turn_kit import HeldModel, lookup_tool
 
+from control_model_steps import *  # noqa: F403  (the steps of a model that fails and of a long session)
+
 scenarios("control.feature")
 
 SESSION = Session("control", user_id="u1")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -12,41 +11,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentloop import (
-    AgentContext, ChatMessage, ContextBudget, EstimatedTokens, IncomingMessage, LlmRequest, PromptContext, SanitizedInput, Session, history_scope,
+    AgentContext, ChatMessage, ContextBudget, EstimatedTokens, IncomingMessage, PromptContext, SanitizedInput, Session, history_scope,
 )
 from agentloop.adapters import InMemorySummaryStore, open_stores
-from agentloop.compaction import SUMMARY_INSTRUCTIONS
 from agentloop.ports import SessionSummary
 from agentloop.scopes import Scope
 from agentloop.testing import RecordingChannel, ScriptedLLM, make_context, run_system_sync
-from agentloop.tokens import prompt_tokens, request_tokens
+from agentloop.tokens import prompt_tokens
 from systems import ContextBuildingSystem
 from systems.compaction import CompactionSystem
 from systems.standard import StandardOptions, standard_pipeline
 
-FACT = re.compile(r"FACT: [^\n.]*")
-BUDGET = ContextBudget(window=2_000, answer_reserve=200)
-
-
-class ForgetfulBot:
-    """A scripted model that answers only from what its prompt shows, and a summariser that carries
-    every `FACT: ...` of the previous summary and the folded turns forward; it records each prompt's size."""
-
-    def __init__(self, counter: EstimatedTokens) -> None:
-        self.counter = counter
-        self.sizes: list[int] = []
-        self.summaries = 0
-
-    def reply(self, request: LlmRequest) -> str:
-        if request.messages[0].content == SUMMARY_INSTRUCTIONS:
-            self.summaries += 1
-            return "\n".join(dict.fromkeys(FACT.findall(request.messages[1].content or "")))
-        self.sizes.append(request_tokens(self.counter, request.messages, request.tools))
-        shown = "\n".join(m.content or "" for m in request.messages)
-        if "cat" in (request.messages[-1].content or ""):
-            found = re.search(r"FACT: my cat is called (\w+)", shown)
-            return f"Your cat is called {found.group(1)}." if found else "I do not know."
-        return "Noted, " + "and so on " * (len(self.sizes) % 7)
+from compaction_kit import BUDGET, ForgetfulBot
 
 
 def test_a_2000_turn_session_stays_within_its_budget_and_still_knows_what_turn_3_said(tmp_path: Path) -> None:
