@@ -53,14 +53,16 @@ async def native(url: str, token: str, text: str, session_id: str | None) -> Ans
 
 
 async def openai_chat(url: str, token: str, text: str, session_id: str | None) -> Answered | NotFound:
-    client = openai.AsyncOpenAI(base_url=f"{url}/openai/v1", api_key=token, max_retries=0)
+    """A chat completion to the one model the server lists, in the session `session_id` (a new one when None)."""
     metadata = {} if session_id is None else {"metadata": {"session_id": session_id}}
-    try:
-        completion = await client.chat.completions.create(model="bot", messages=[{"role": "user", "content": text}], **metadata)
-    except openai.NotFoundError as refused:
-        return NotFound(f"{refused.status_code} {refused.body['code']}")  # type: ignore[index]
-    finally:
-        await client.close()
+    async with openai.AsyncOpenAI(base_url=f"{url}/openai/v1", api_key=token, max_retries=0) as client:
+        [model] = [model.id async for model in client.models.list()]
+        try:
+            completion = await client.chat.completions.create(model=model, messages=[{"role": "user", "content": text}], **metadata)
+        except openai.NotFoundError as refused:
+            if refused.body["code"] != "not_found":  # type: ignore[index]
+                raise
+            return NotFound(f"{refused.status_code} {refused.body['code']}")  # type: ignore[index]
     return Answered(completion.metadata["session_id"], completion.choices[0].message.content or "")  # type: ignore[attr-defined]
 
 
