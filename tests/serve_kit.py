@@ -70,14 +70,15 @@ class ServeRun:
 
 @contextmanager
 def serve_command(tmp_path: Path, *options: str, env: Mapping[str, str]) -> Iterator[ServeRun]:
-    """`agentloop serve OPTIONS` in `tmp_path` on a free port, with the token file, data in data/
-    and a model server answering `HELLO`; healthy when yielded, stopped with SIGTERM after."""
+    """`agentloop serve OPTIONS` in `tmp_path` on a free port, with the token file, data in data/ (unless OPTIONS
+    name --stores) and a model server answering `HELLO`; healthy when yielded, stopped with SIGTERM after."""
     (tmp_path / "tokens.toml").write_text(TOKENS)
     port = free_port()
     with ScriptedServer() as model:
         model.reply(body=completion(HELLO))
         process = subprocess.Popen(
-            [*AGENTLOOP, "serve", *options, "--tokens", "tokens.toml", "--data-dir", "data", "--base-url", model.url,
+            [*AGENTLOOP, "serve", *options, "--tokens", "tokens.toml", *(() if "--stores" in options else ("--data-dir", "data")),
+             "--base-url", model.url,
              "--model", "tiny", "--port", str(port)],
             cwd=tmp_path, env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )

@@ -1,16 +1,20 @@
-"""`agentloop serve` with postgresql stores: two servers submit to one inbox and a worker runs the turns."""
+"""`agentloop serve` with postgresql stores: two servers submit to one inbox and a worker runs the turns, whichever
+protocol the message came by."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from agentloop.testing import RecordingChannel
+from agentloop import Role
+from agentloop.testing import RecordingChannel, ScriptedLLM
 from agentloop.workers import Inbox
-from serve_kit import ALICE, BOB, auth, client, new_session, settings
+from protocols_kit import PROTOCOLS, Answered, NotFound
+from serve_kit import ALICE, BOB, auth, client, new_session, serve_command, settings
 from worker_kit import with_worker
 
 
@@ -79,3 +83,33 @@ def test_inbox_mode_answers_input_with_nul_or_lone_surrogates_and_refuses_a_12_k
     assert replaced.status_code == 200 and replaced.json()["text"] == "echo: a\ufffdb\ufffdc"
     assert [answer.status_code for answer in (surrogate_id, nul_id, long_id)] == [422, 422, 422]
     assert [message["text"] for message in history.json()["messages"]] == ["a\ufffdb\ufffdc", "echo: a\ufffdb\ufffdc"]
+
+
+
+def test_two_serve_processes_on_one_inbox_answer_a_message_through_each_protocol_exactly_once(tmp_path: Path, postgres_url: str) -> None:
+    """One session goes on through every protocol, alternating between two `agentloop serve` processes: each message
+    is one model call by the worker and one reply, in the order sent (a server's own model would say HELLO)."""
+    llm = ScriptedLLM(lambda request: f"turn {sum(m.role is Role.USER for m in request.messages)}: {request.messages[-1].content}")
+    sends = [("native", 0), ("openai", 1), ("a2a", 0), ("agui", 1), ("mcp", 0), ("native", 1)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[3]), os.environ.get("PYTHONPATH", "")])}
+
+    async def body(urls: tuple[str, str]) -> tuple[list[Answered | NotFound], list[str]]:
+        started = await PROTOCOLS["native"](urls[0], ALICE, "m0", None)
+        assert isinstance(started, Answered)
+        answers: list[Answered | NotFound] = [started]
+        for number, (protocol, server) in enumerate(sends[1:], start=1):
+            answers.append(await PROTOCOLS[protocol](urls[server], ALICE, f"m{number}", started.session_id))
+        async with httpx.AsyncClient(base_url=urls[1], headers=auth(ALICE)) as http:
+            history = (await http.get(f"/v1/sessions/{started.session_id}/messages")).json()["messages"]
+        return answers, [message["text"] for message in history]
+
+    options = ("--stores", postgres_url, "--bot", "helper", "--burst", "100")
+    for place in ("one", "two"):
+        (tmp_path / place).mkdir()
+    with serve_command(tmp_path / "one", *options, env=env) as one, serve_command(tmp_path / "two", *options, env=env) as two:
+        answers, history = asyncio.run(with_worker(postgres_url, lambda inbox, channel: body((one.url, two.url)), llm=llm))
+    session = answers[0].session_id  # type: ignore[union-attr]
+    assert answers == [Answered(session, f"turn {number + 1}: m{number}") for number in range(len(sends))]
+    assert history == [text for number in range(len(sends)) for text in (f"m{number}", f"turn {number + 1}: m{number}")]
+    assert len(llm.requests) == len(sends)
+    assert one.returncode == two.returncode == 0, one.stderr + two.stderr
