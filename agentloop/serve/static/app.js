@@ -185,21 +185,25 @@
     return FENCE.test(line) || HEADING.test(line) || BULLET.test(line) || NUMBERED.test(line) || QUOTE.test(line);
   }
 
-  /** The list starting at `lines[start]` appended to `out`; a line indented under an item continues it. Returns the next line. */
+  /** The list starting at `lines[start]` appended to `out`; a line indented under an item continues it (a nested
+   * list too). Returns the next line. */
   function list(lines, start, out) {
     const numbered = NUMBERED.test(lines[start]);
     const shape = numbered ? NUMBERED : BULLET;
     const node = element(numbered ? "ol" : "ul");
     if (numbered) node.start = Number(NUMBERED.exec(lines[start])[1]);
+    const indent = lines[start].search(/\S/);
     let i = start;
     let item = null;
     for (; i < lines.length; i += 1) {
-      const match = shape.exec(lines[i]);
+      const line = lines[i];
+      const under = item && line.trim() && line.search(/\S/) >= indent + 2;
+      const match = !under && shape.exec(line);
       if (match) {
         item = [numbered ? match[2] : match[1]];
         node.append(element("li"));
-      } else if (lines[i].trim() && /^\s/.test(lines[i]) && item) {
-        item.push(lines[i].trim());
+      } else if (under) {
+        item.push(line.slice(indent + 2));
       } else {
         break;
       }
