@@ -71,6 +71,18 @@ OPENAPI: dict[str, Any] = {
                         "type": ["object", "null"],
                         "properties": {"approval_id": {"type": "string"}, "tool": {"type": "string"}, "arguments": {"type": "object"}},
                     },
+                    "tools": {
+                        "type": "array",
+                        "description": "the tools the turn ran, in order (empty for a turn a worker ran); a failed one has no result",
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "name": {"type": "string"}, "arguments": {"type": "object"},
+                                "result": {"type": ["string", "null"], "description": "cut to its first 2000 characters"},
+                                "failed": {"type": "boolean"},
+                            },
+                        },
+                    },
                     "usage": {
                         "type": "object",
                         "description": "the model's tokens over the turn; present only when the model reported them",

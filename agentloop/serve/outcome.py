@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+from agentloop.components import ToolExecution
 from agentloop.messages import Usage
 from agentloop.outcome import FailureEvent, FailureKind, FailureSource, FinishReason, TurnOutcome
 
@@ -25,6 +27,9 @@ _SOURCE_PHRASES = {
     FailureSource.TRANSPORT: "sending the answer",
 }
 
+RESULT_SHOWN = 2000
+"""How many characters of a tool's result a tool step shows; a longer one is cut, ending in "…"."""
+
 
 def user_safe(failure: FailureEvent) -> str:
     """What went wrong, said without the exception text (which may hold internals): where and what kind,
@@ -32,9 +37,22 @@ def user_safe(failure: FailureEvent) -> str:
     return f"{_SOURCE_PHRASES[failure.source].format(failure.component)} {_KIND_PHRASES[failure.kind]}"
 
 
-def outcome_json(turn_id: str, message_id: str, outcome: TurnOutcome | None, usage: Usage | None = None) -> dict[str, Any]:
+def tool_step(execution: ToolExecution) -> dict[str, Any]:
+    """One tool the turn ran, for the user who asked: its name, arguments and result (cut to `RESULT_SHOWN`
+    characters); a failed call says only that it failed, since its error text may hold internals."""
+    result = execution.result
+    if result is not None and len(result) > RESULT_SHOWN:
+        result = result[: RESULT_SHOWN - 1] + "…"
+    failed = execution.error is not None
+    return {"name": execution.tool_name, "arguments": execution.arguments, "result": None if failed else result, "failed": failed}
+
+
+def outcome_json(
+    turn_id: str, message_id: str, outcome: TurnOutcome | None, usage: Usage | None = None, tools: Sequence[ToolExecution] = ()
+) -> dict[str, Any]:
     """The Outcome object of a finished turn; a turn whose pipeline wrote no outcome is an error without text.
-    The model's token `usage` over the turn is its `usage` key, present only when the model reported it."""
+    The model's token `usage` over the turn is its `usage` key, present only when the model reported it; `tools`
+    are the tool steps the turn ran, in order (none known for a turn a worker ran)."""
     if outcome is None:
         return error_outcome(message_id, "the bot finished this message without an answer", turn_id=turn_id)
     response = outcome.outgoing_response
@@ -51,6 +69,7 @@ def outcome_json(turn_id: str, message_id: str, outcome: TurnOutcome | None, usa
         "approval": None if outcome.approval is None else {
             "approval_id": outcome.approval.approval_id, "tool": outcome.approval.tool, "arguments": outcome.approval.arguments,
         },
+        "tools": [tool_step(execution) for execution in tools],
         **reported,
     }
 
@@ -74,4 +93,5 @@ def _without_answer(reason: FinishReason, message_id: str, failure: str, turn_id
         "fallback": False,
         "failures": [failure],
         "approval": None,
+        "tools": [],
     }

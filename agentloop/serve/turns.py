@@ -11,7 +11,7 @@ import attrs
 from starlette.responses import StreamingResponse
 
 from agentloop._log import get_logger
-from agentloop.components import TurnUsage
+from agentloop.components import ToolExecutions, TurnUsage
 from agentloop.context import IncomingMessage, Session
 from agentloop.errors import StoreUnavailableError, TurnInProgressError
 from agentloop.loop import AgentLoop
@@ -124,8 +124,11 @@ async def _direct_turn(
     interruption: Interruption | None = None,
 ) -> dict[str, Any]:
     ctx = await loop.run_turn(session, incoming, interruption=interruption)
-    usage = ctx.get(TurnUsage)
-    outcome = outcome_json(ctx.turn_id, message_id, ctx.turn_outcome, usage.total if usage is not None and usage.calls else None)
+    usage, executions = ctx.get(TurnUsage), ctx.get(ToolExecutions)
+    outcome = outcome_json(
+        ctx.turn_id, message_id, ctx.turn_outcome, usage.total if usage is not None and usage.calls else None,
+        executions.executions if executions is not None else (),
+    )
     if replies is not None:
         await replies.keep(message_scope(session), message_id, Reply(session.id, message_digest(incoming), outcome))
     return outcome

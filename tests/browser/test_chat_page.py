@@ -25,6 +25,21 @@ from agentloop.testing.serve import served
 
 T = TypeVar("T")
 ANSWER = "Paris is the capital of France, and has been for a very long time."
+MARKDOWN = """Here is how:
+
+```python
+print("<b>hi</b>")
+```
+
+It is **bold**, *leaning* and `inline`; see [the docs](https://example.com/docs).
+
+- one
+- two"""
+HOSTILE = """<script>window.__pwned = "script"</script>
+
+<img src="x" onerror="window.__pwned = 'onerror'">
+
+[click me](javascript:window.__pwned='link') and [me too](JaVaScRiPt:alert(1))"""
 TOKEN = "page-test-token-0123456789"
 TOKENS = f"""
 secret = "a-page-test-secret-of-enough-length"
@@ -48,6 +63,10 @@ def reply(request: LlmRequest) -> str | LlmReply | StreamCut:
         return ScriptedLLM.tool_call("delete_file", {"path": "notes.txt"})
     if "weather" in (last.content or ""):
         return ScriptedLLM.cut("It is sunny in Oslo today.", after=3)
+    if "example" in (last.content or ""):
+        return MARKDOWN
+    if "trick" in (last.content or ""):
+        return HOSTILE
     return ANSWER
 
 
@@ -103,13 +122,16 @@ def test_a_streamed_answer_grows_thumbs_up_credits_its_note_the_session_ends_and
     note_id = run_async(_seed_note(served_settings.stores))
     with served(create_app(served_settings)) as url:
         page.goto(url)
+        expect(page.get_by_text("agentloop serve --tokens FILE")).to_be_visible()
         page.get_by_label("Access token").fill("not-a-token")
         page.get_by_role("button", name="Log in").click()
         expect(page.get_by_role("alert")).to_contain_text("token")
         expect(page.get_by_label("Access token")).to_be_visible()
 
         log_in(page, url)
+        expect(page.get_by_text("Ask the assistant anything")).to_be_visible()
         send(page, "What is the capital of France?")
+        expect(page.get_by_text("Ask the assistant anything")).to_be_hidden()
         answer = page.locator(".message.assistant .text").last
         expect(answer).to_contain_text("Paris is")
         partial = answer.inner_text()
@@ -117,11 +139,11 @@ def test_a_streamed_answer_grows_thumbs_up_credits_its_note_the_session_ends_and
         expect(answer).to_have_text(ANSWER)
 
         page.get_by_role("button", name="Good answer").click()
-        expect(page.get_by_text("Thanks for your feedback (credited 1 note).")).to_be_visible()
+        expect(page.get_by_text("Thanks! What helped with this answer will be used more often.")).to_be_visible()
         expect(page.get_by_role("button", name="Good answer")).to_have_attribute("aria-pressed", "true")
 
         page.get_by_role("button", name="End session").click()
-        expect(page.get_by_text(re.compile(r"^Session ended; learning from it: \w+"))).to_be_visible()
+        expect(page.get_by_text("Conversation ended. Your next message starts a new one.")).to_be_visible()
     assert run_async(_usefulness(served_settings.stores, note_id)) == 1
 
     send(page, "Are you still there?")
@@ -135,13 +157,61 @@ def test_a_tool_call_awaiting_approval_runs_once_approved_on_the_page_and_a_fail
         log_in(page, url)
         send(page, "Please delete notes.txt")
         request = page.get_by_role("group", name="Tool call awaiting approval")
-        expect(request).to_contain_text("delete_file")
-        expect(request).to_contain_text("notes.txt")
+        expect(request.locator(".tool")).to_have_text("delete_file")
+        expect(request.locator(".arguments")).to_contain_text('"path": "notes.txt"')
         request.get_by_role("button", name="Approve").click()
         expect(page.get_by_text("You approved delete_file.")).to_be_visible()
-        expect(page.locator(".message.assistant .text").last).to_have_text("Done: deleted notes.txt.")
+        answer = page.locator(".message.assistant").last
+        expect(answer.locator(".text")).to_have_text("Done: deleted notes.txt.")
+
+        steps = answer.locator("details.tools")
+        expect(steps.locator("summary")).to_have_text("Used 1 tool: delete_file")
+        result = steps.locator(".step .result")
+        expect(result).to_be_hidden()
+        steps.locator("summary").click()
+        expect(steps.locator(".step .tool")).to_have_text("delete_file")
+        expect(steps.locator(".step .arguments")).to_contain_text('"path": "notes.txt"')
+        expect(result).to_have_text("deleted notes.txt")
+        steps.locator("summary").click()
+        expect(result).to_be_hidden()
 
         send(page, "How is the weather?")
         broken = page.locator(".message.assistant").last
         expect(broken.locator(".text")).to_have_text(re.compile("cut off"))
-        expect(broken.locator(".reason")).to_have_text(re.compile(r"^This turn ended with “error” \(.+\)\.$"))
+        expect(broken.locator(".reason")).to_have_text(re.compile(r"^Something went wrong while answering: .+\.$"))
+
+
+def test_an_answer_in_markdown_shows_its_code_block_emphasis_list_and_web_link(page: Page, tmp_path: Path) -> None:
+    with served(create_app(settings(tmp_path))) as url:
+        log_in(page, url)
+        send(page, "Show me an example")
+        answer = page.locator(".message.assistant .text").last
+        expect(answer.locator("ul > li")).to_have_text(["one", "two"])
+        expect(answer.locator("pre > code")).to_have_text('print("<b>hi</b>")')
+        expect(answer.locator("pre > code")).to_have_class("language-python")
+        expect(answer.locator("strong")).to_have_text("bold")
+        expect(answer.locator("em")).to_have_text("leaning")
+        expect(answer.locator("p > code")).to_have_text("inline")
+        expect(answer.get_by_role("link", name="the docs")).to_have_attribute("href", "https://example.com/docs")
+        expect(answer.locator("b")).to_have_count(0)
+
+
+def test_a_hostile_markdown_answer_renders_inert_its_html_shown_as_text_and_its_javascript_links_unlinked(
+    page: Page, tmp_path: Path
+) -> None:
+    with served(create_app(settings(tmp_path))) as url:
+        log_in(page, url)
+        send(page, "Play a trick on me")
+        answer = page.locator(".message.assistant .text").last
+        expect(answer).to_contain_text("me too")
+        expect(answer).to_contain_text("""<script>window.__pwned = "script"</script>""")
+        expect(answer).to_contain_text("""<img src="x" onerror="window.__pwned = 'onerror'">""")
+        assert page.locator("#transcript script, #transcript img, #transcript [onerror]").count() == 0
+        assert page.locator("#transcript a").count() == 0
+        unlinked = answer.locator(".unsafe-link")
+        expect(unlinked).to_have_text(["click me", "me too"])
+        unlinked.first.click()
+        assert page.evaluate("typeof window.__pwned") == "undefined"
+        assert page.evaluate("Array.from(document.querySelectorAll('[href]'), e => e.getAttribute('href'))") == [
+            "data:,", "/static/style.css"
+        ], "an element other than the page's own links has an href"

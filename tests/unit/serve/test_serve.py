@@ -612,3 +612,27 @@ def test_a_message_sent_while_a_turn_of_its_session_runs_gets_409_under_the_reje
     error = refused.json()["error"]
     assert error["code"] == "turn_in_progress" and "still running" in error["message"] and "\n" not in error["message"]
     assert answered.status_code == 200 and later.status_code == 200
+
+
+def test_the_outcome_lists_the_tool_steps_of_its_turn_and_a_failed_one_without_its_error_text(tmp_path: Path) -> None:
+    async def body() -> tuple[dict[str, object], dict[str, object]]:
+        async with client(settings(tmp_path, pipeline="serve_kit:argparse_tool_bot")) as http:
+            session = await new_session(http)
+            ran = await http.post(f"/v1/sessions/{session}/messages", json={"text": "report --days 3"}, headers=auth(ALICE))
+            failed = await http.post(f"/v1/sessions/{session}/messages", json={"text": "report --weeks 3"}, headers=auth(ALICE))
+            return ran.json(), failed.json()
+
+    ran, failed = asyncio.run(body())
+    assert ran["tools"] == [{"name": "report", "arguments": {"options": "--days 3"}, "result": "report over 3 days", "failed": False}]
+    assert failed["tools"] == [{"name": "report", "arguments": {"options": "--weeks 3"}, "result": None, "failed": True}]
+
+
+def test_a_tool_steps_long_result_is_cut_to_what_the_page_shows() -> None:
+    from datetime import UTC, datetime
+
+    from agentloop import ToolExecution
+    from agentloop.serve.outcome import RESULT_SHOWN, tool_step
+
+    execution = ToolExecution("call-1", "dump", {}, datetime.now(UTC), 1.0, "s", result="x" * (RESULT_SHOWN + 10))
+    shown = tool_step(execution)["result"]
+    assert len(shown) == RESULT_SHOWN and shown.endswith("…")
