@@ -16,6 +16,8 @@ _ALPHANUMERIC = re.compile(r"[^\W_]")
 _IDENTIFIER = re.compile(r"\d|[^\W_][-._:/@#][^\W_]|.[A-Z]")
 """What marks a word as an identifier: a digit, letters or digits joined by `-._:/@#`, or a
 capital after its first letter (ORD-48213, db-07.eu-west.internal, E1042, PgBouncer, NGINX)."""
+_MAYBE_IDENTIFIER = re.compile(r"\d|[^\W_][-._:/@#][^\W_]|\S[A-Z]")
+"""`_IDENTIFIER` over a whole text: no match there (and no NUL), no word of it is an identifier."""
 _EDGE = "\"'()[]{}<>,;:!?.`"
 MAX_QUERY_WORDS = 32
 """Words of a query sent to the keyword index; a pasted page costs no more than a question."""
@@ -56,9 +58,12 @@ def fuse(
     for ranking, weight in ((vector, weights.vector), (keyword, weights.keyword)):
         rank, previous = 0, None
         for position, (id_, score) in enumerate(ranking, 1):
-            if round(score, 9) != previous:
-                rank, previous = position, round(score, 9)
+            rounded = round(score, 9)
+            if rounded != previous:
+                rank, previous = position, rounded
             scores[id_] = scores.get(id_, 0.0) + weight / (weights.rrf_k + rank)
+    if not (vector and keyword) and len(scores) == len(vector) + len(keyword):
+        return list(scores.items())  # one side, each id once: its fused scores never rise, already best first
     order = {id_: position for position, id_ in enumerate(scores)}
     return sorted(scores.items(), key=lambda scored: (-scored[1], order[scored[0]]))
 
@@ -70,6 +75,8 @@ def query_words(text: str) -> list[str]:
     An identifier such as `db-07.eu-west.internal` stays one word; each backend quotes it for its
     own syntax. Plain words are left to the vectors, which weigh meaning better: sent to the
     keyword index, the common words of a paraphrased question pull up the wrong texts."""
+    if "\x00" not in text and not _MAYBE_IDENTIFIER.search(text):
+        return []
     words: dict[str, str] = {}
     for match in _WORD.finditer(text):
         word = match.group(0).replace("\x00", "").strip(_EDGE)

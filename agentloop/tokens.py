@@ -60,7 +60,7 @@ class EstimatedTokens:
         return self._ratios.get(model, 1.0)
 
     def count(self, text: str, model: str | None = None) -> int:
-        return math.ceil(len(text) * self.ratio(model) / self.chars_per_token)
+        return math.ceil(len(text) * self._ratios.get(model, 1.0) / self.chars_per_token)  # `ratio`, inline: counted per message
 
     def learn(self, model: str | None, estimated: int, reported: int) -> None:
         """Move `model`'s ratio toward `reported / estimated` (a prompt this counter estimated)."""

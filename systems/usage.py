@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from typing import ClassVar
 
-from agentloop import DEFAULT_COMPANY, AgentContext, Prices, System, TurnUsage, Usage, history_scope
+from agentloop import DEFAULT_COMPANY, AgentContext, Prices, Session, System, TurnUsage, Usage, history_scope
 from agentloop.ports import Metrics, RecordedCall, UsageRecord, UsageStore
+
+CACHE_KEYS_KEPT = 4096
+"""Sessions whose prompt cache key is remembered, the most recently asked: each turn asks its session's."""
 
 
 class UsageRecordingSystem(System):
@@ -41,7 +45,12 @@ class UsageRecordingSystem(System):
 def prompt_cache_key(ctx: AgentContext, company_id: str) -> str:
     """The key a session's model requests share (`LlmRequest.cache_key`): a digest of its history
     scope, so the turns of one session meet one prompt cache and no id is sent to the provider."""
-    return hashlib.sha256(history_scope(ctx.session, company_id).key.encode()).hexdigest()[:32]
+    return _session_digest(ctx.session, company_id)
+
+
+@functools.lru_cache(maxsize=CACHE_KEYS_KEPT)
+def _session_digest(session: Session, company_id: str) -> str:
+    return hashlib.sha256(history_scope(session, company_id).key.encode()).hexdigest()[:32]
 
 
 def usage_attributes(usage: Usage) -> dict[str, int]:

@@ -6,6 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import re
+
 from agentloop.retrieval import MAX_QUERY_WORDS, HybridWeights, fuse, query_words
 
 
@@ -46,3 +48,47 @@ def test_query_words_are_few_nonblank_and_free_of_nul(text: str) -> None:
     words = query_words(text)
     assert len(words) <= MAX_QUERY_WORDS and all(word.strip() and "\x00" not in word for word in words)
     assert len({word.casefold() for word in words}) == len(words)
+
+
+def _each_word_checked(text: str) -> list[str]:
+    """query_words as its docstring reads, word by word, without the whole-text check first."""
+    words: dict[str, str] = {}
+    for raw in text.split():
+        word = raw.replace("\x00", "").strip("\"'()[]{}<>,;:!?.`")
+        if re.search(r"[^\W_]", word) and re.search(r"\d|[^\W_][-._:/@#][^\W_]|.[A-Z]", word):
+            words.setdefault(word.casefold(), word)
+    return list(words.values())[:MAX_QUERY_WORDS]
+
+
+@given(st.text(alphabet=st.sampled_from("aZ1-._:/@# \x00\n(?!é_Ω")) | st.text())
+def test_query_words_skipping_a_text_without_identifiers_finds_what_checking_each_word_finds(text: str) -> None:
+    assert query_words(text) == _each_word_checked(text)
+
+
+def _fused_and_sorted(
+    vector: list[tuple[int, float]], keyword: list[tuple[int, float]], weights: HybridWeights
+) -> list[tuple[int, float]]:
+    """Reciprocal rank fusion as its docstring reads: every id's summed score, sorted best first, ties in first-seen order."""
+    scores: dict[int, float] = {}
+    for ranking, weight in ((vector, weights.vector), (keyword, weights.keyword)):
+        rank, previous = 0, None
+        for position, (id_, score) in enumerate(ranking, 1):
+            if round(score, 9) != previous:
+                rank, previous = position, round(score, 9)
+            scores[id_] = scores.get(id_, 0.0) + weight / (weights.rrf_k + rank)
+    return sorted(scores.items(), key=lambda scored: -scored[1])
+
+
+_RANKING = st.lists(st.tuples(st.integers(0, 30), st.sampled_from([0.1, 0.5, 0.5000000001, 0.9, 2.0])), max_size=12)
+
+
+@given(_RANKING, _RANKING, st.sampled_from([0.0, 1.0, 2.0]), st.sampled_from([0.0, 1.0]))
+def test_fusing_one_side_or_both_gives_the_fused_scores_sorted(
+    vector: list[tuple[int, float]], keyword: list[tuple[int, float]], vector_weight: float, keyword_weight: float
+) -> None:
+    """The shortcut for one side (its order kept) answers what sorting the fused scores answers."""
+    vector.sort(key=lambda hit: -hit[1])
+    keyword.sort(key=lambda hit: -hit[1])
+    weights = HybridWeights(vector=vector_weight, keyword=keyword_weight)
+    for sides in ((vector, keyword), (vector, []), ([], keyword)):
+        assert fuse(*sides, weights) == _fused_and_sorted(*sides, weights)

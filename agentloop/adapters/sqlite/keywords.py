@@ -47,8 +47,11 @@ def distinctive_query(conn: sqlite3.Connection, words_table: str, text: str, com
     """`fts5_query(text)` without its words more than `COMMON_WORD_TEXTS` texts hold, so a
     query costs what its rare words match. `common` holds the words (case-folded) found
     common so far; texts are only ever added, so a common word stays common and is counted once."""
+    words = query_words(text)
+    if not words:
+        return ""
     leave_out = set()
-    for word in query_words(text):
+    for word in words:
         folded = word.casefold()
         if folded not in common:
             (held,) = conn.execute(

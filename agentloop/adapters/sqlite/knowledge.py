@@ -22,6 +22,7 @@ from agentloop.adapters.sqlite.embedders import check_embedder, record_step
 from agentloop.adapters.sqlite.keywords import distinctive_query, keyword_step
 from agentloop.adapters.sqlite.schema import Schema, Step, add_missing_columns, columns, has_table, migrate, rebuild
 from agentloop.notes.errors import UnknownNoteError
+from agentloop.retrieval import query_words
 from agentloop.notes.models import (
     KnowledgeItem,
     Layer,
@@ -517,6 +518,8 @@ class AsyncSqliteKnowledgeRepository(OnItsThread[SqliteKnowledgeRepository]):
     async def keyword_search(
         self, text: str, k: int, *, caller: LayerIds, layer: Layer, statuses: Collection[NoteStatus]
     ) -> list[tuple[KnowledgeItem, float]]:
+        if not query_words(text):  # no word to look up: the engine would find none (most questions)
+            return []
         return await self._thread.read(self.engine.keyword_search, text, k, caller=caller, layer=layer, statuses=statuses)
 
     async def record_retrievals(

@@ -219,7 +219,8 @@ class SqliteRagStore:
         with self._lock:
             words = distinctive_query(self._conn, "rag_documents_words", query, self._common_words) if self.hybrid.keyword > 0 else ""
             keyword = self._conn.execute(_KEYWORD_HITS, (words, *chain, per_side)).fetchall() if words else []
-            fused = [id_ for id_, _ in fuse(list(nearest.items()), keyword, self.hybrid)[:k]]
+            # Without keyword hits the fusion keeps the vector side's order: no need to score it.
+            fused = [id_ for id_, _ in fuse(list(nearest.items()), keyword, self.hybrid)[:k]] if keyword else list(nearest)[:k]
             if not fused:
                 return []
             rows = self._conn.execute(
@@ -228,12 +229,11 @@ class SqliteRagStore:
             ).fetchall()
         # The rows themselves, not only the in-memory keys, must be in the scope (I11).
         found = {id_: (text, blob) for id_, text, blob, *row_chain in rows if tuple(row_chain) == chain}
-        query_unit = unit_rows(vector)[0]
-        return [
-            RagHit(id_, found[id_][0], nearest[id_] if id_ in nearest else _cosine(found[id_][1], query_unit), scope)
-            for id_ in fused
-            if id_ in found
-        ]
+        keyword_only = [id_ for id_ in found if id_ not in nearest]
+        if keyword_only:  # their similarity, which the vector side did not give
+            query_unit = unit_rows(vector)[0]
+            nearest.update((id_, _cosine(found[id_][1], query_unit)) for id_ in keyword_only)
+        return [RagHit(id_, found[id_][0], nearest[id_], scope) for id_ in fused if id_ in found]
 
     def texts(self, scope: Scope) -> list[str]:
         """Every text stored in `scope`, oldest first."""

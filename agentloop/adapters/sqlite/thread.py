@@ -94,8 +94,12 @@ class StoreThread:
         """`call(*args, **kwargs)` inline if the thread has nothing to do, else there."""
         self._caller = asyncio.current_task()
         if self._pending == 0:
-            with self._failures():
+            try:  # `_failures` inline: most turns' store calls come here
                 return call(*args, **kwargs)
+            except sqlite3.ProgrammingError:
+                raise
+            except sqlite3.DatabaseError as error:
+                raise self._store_error(error) from error
         return await self.run(call, *args, **kwargs)
 
     @contextmanager
@@ -107,7 +111,10 @@ class StoreThread:
         except sqlite3.ProgrammingError:
             raise
         except sqlite3.DatabaseError as error:
-            raise StoreError(f"the SQLite store {self._name}", str(error)) from error
+            raise self._store_error(error) from error
+
+    def _store_error(self, error: sqlite3.DatabaseError) -> StoreError:
+        return StoreError(f"the SQLite store {self._name}", str(error))
 
     async def write(self, call: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         """`call(*args, **kwargs)` inline like a read while one task has the file to itself
