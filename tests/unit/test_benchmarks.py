@@ -286,3 +286,11 @@ def test_the_embedded_corpus_is_read_from_the_cache_on_a_rerun(tmp_path: Path, m
     assert texts == again == [f"Function number {i} does its own thing well." for i in range(4)]
     assert vectors.shape == (4, 32) and np.array_equal(vectors, cached)
     assert calls == [4]
+
+
+def test_control_cost_prints_what_usage_recording_and_budgets_add_next_to_the_target(capsys: pytest.CaptureFixture[str]) -> None:
+    run_main("control_cost", "--turns", "4", "--rounds", "2", "--warmup", "2")
+    lines = capsys.readouterr().out.splitlines()
+    assert re.match(rf"without usage recording\s+{MS_3}$", lines[-3])
+    for line, label in zip(lines[-2:], ("with usage recording \\(as shipped\\)", "with usage recording and two budgets"), strict=True):
+        assert re.match(rf"{label}\s+{MS_3}\s+\d+\.\d\dx\s+<= 1\.10x\s+(ok|MISSED)$", line)

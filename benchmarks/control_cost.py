@@ -1,0 +1,92 @@
+"""What usage accounting and budget checks add to the standard turn, in one run.
+
+Three bots of this checkout take turns in alternating rounds, each on its own SQLite stores
+with note-taking, the model reporting usage on every call (as turn_latency.py's does):
+without usage recording, with it (the standard pipeline), and with it plus a tenant's daily
+cost budget and a session's daily token budget (a reservation before each model call).
+The medians of framework time and the ratios to the first are printed beside the target
+(usage accounting and budget checks add <= 10%). Times are printed, never asserted.
+
+    python benchmarks/control_cost.py [--turns 600] [--rounds 6] [--warmup 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+from contextlib import ExitStack
+from pathlib import Path
+from time import perf_counter
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from turn_latency import QUESTION, TimedChannel, TimedLLM  # noqa: E402
+
+from agentloop import IncomingMessage, Session  # noqa: E402
+from agentloop.budgets import Budgets  # noqa: E402
+from agentloop.logging import configure_logging  # noqa: E402
+from systems import standard_pipeline  # noqa: E402
+from systems.notes import add_note_taking  # noqa: E402
+from systems.standard import StandardOptions  # noqa: E402
+from systems.usage import UsageRecordingSystem  # noqa: E402
+
+TARGET = 1.10
+BUDGETS = ("tenant-daily-cost=1000", "session-daily-tokens=100000000")
+
+
+def bot(stack: ExitStack, name: str) -> tuple[Any, TimedLLM]:
+    """A standard bot with note-taking: "none" without usage recording, "usage" as shipped, "budgets" with limits."""
+    from agentloop.adapters import open_note_taking
+
+    llm = TimedLLM()
+    options = StandardOptions(budgets=Budgets.parse(BUDGETS)) if name == "budgets" else None
+    directory = stack.enter_context(tempfile.TemporaryDirectory())
+    pipeline = stack.enter_context(standard_pipeline(llm, TimedChannel(), data_dir=directory, options=options))
+    assert pipeline.stores is not None
+    add_note_taking(pipeline, stack.enter_context(open_note_taking(pipeline.stores, llm)))
+    if name == "none":
+        pipeline.remove(UsageRecordingSystem)
+    return pipeline.build(), llm
+
+
+async def turns(loop: Any, llm: TimedLLM, session: Session, count: int, into: list[float] | None) -> None:
+    for _ in range(count):
+        llm.seconds = 0.0
+        started = perf_counter()
+        await loop.run_turn(session, IncomingMessage(QUESTION))
+        if into is not None:
+            into.append((perf_counter() - started - llm.seconds) * 1000.0)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--turns", type=int, default=600)
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--warmup", type=int, default=100)
+    args = parser.parse_args(argv)
+    configure_logging("WARNING")
+    names = ("none", "usage", "budgets")
+    times: dict[str, list[float]] = {name: [] for name in names}
+    with ExitStack() as stack:
+        bots = {name: bot(stack, name) for name in names}
+        session = Session("bench", user_id="bench-user", org_id="acme")
+        for loop, llm in bots.values():
+            asyncio.run(turns(loop, llm, session, args.warmup, None))
+        for _ in range(args.rounds):
+            for name, (loop, llm) in bots.items():
+                asyncio.run(turns(loop, llm, session, max(1, args.turns // args.rounds), times[name]))
+    base = statistics.median(times["none"])
+    print(f"framework time of the standard turn with note-taking, {args.turns} turns each in {args.rounds} alternating rounds")
+    print(f"{'without usage recording':<44} {base:8.3f} ms")
+    for name, label in (("usage", "with usage recording (as shipped)"), ("budgets", "with usage recording and two budgets")):
+        median = statistics.median(times[name])
+        ratio = median / base
+        print(f"{label:<44} {median:8.3f} ms  {ratio:5.2f}x  <= {TARGET:.2f}x  {'ok' if ratio <= TARGET else 'MISSED'}")
+
+
+if __name__ == "__main__":
+    main()
