@@ -43,7 +43,8 @@ def bot(stack: ExitStack, name: str) -> tuple[Any, TimedLLM]:
     from agentloop.adapters import open_note_taking
 
     llm = TimedLLM()
-    options = StandardOptions(budgets=Budgets.parse(BUDGETS)) if name == "budgets" else None
+    budgets = Budgets.parse(BUDGETS) if name == "budgets" else Budgets()
+    options = StandardOptions(model="gpt-4o", budgets=budgets)  # a model with a price, as the usage it reports says
     directory = stack.enter_context(tempfile.TemporaryDirectory())
     pipeline = stack.enter_context(standard_pipeline(llm, TimedChannel(), data_dir=directory, options=options))
     assert pipeline.stores is not None
