@@ -117,7 +117,10 @@ class _Turns:
                 raise TurnNotStoredError(message_id, "; ".join(failed))
         except Exception as error:
             text = f"{type(error).__name__}: {error}"
-            log.error("worker.turn_failed", exc_info=error)
+            if isinstance(error, TurnNotStoredError):  # expected while a store is away: said in one line, run again
+                log.warning("worker.turn_not_stored", error=str(error))
+            else:
+                log.error("worker.turn_failed", exc_info=error)
             if context.job.attempts >= MAX_RUNS - 1:
                 await self.inbox.finish_turn(message_id, outcome, error=text)
             else:
@@ -383,12 +386,17 @@ def _stop_on_signals(stop: asyncio.Event) -> Iterator[None]:
 
 class _ConnectionLossFilter(logging.Filter):
     """Drops the records of errors caused by a lost database, and the pool's warnings of failed
-    connection attempts: the worker says what happens in one line per change."""
+    connection attempts: the worker says what happens in one line per change. A turn whose
+    writes did not land keeps procrastinate's line of its retry, without the traceback (the
+    worker has said why)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.name == "psycopg.pool":
             return record.levelno > logging.WARNING
         error = record.exc_info[1] if record.exc_info else None
+        if isinstance(error, TurnNotStoredError):
+            record.exc_info, record.exc_text = None, None
+            return True
         return error is None or not is_connection_loss(error)
 
 

@@ -4,6 +4,7 @@ again, writing history once and sending its reply at most once, and the re-run s
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 import psycopg
@@ -15,6 +16,7 @@ from agentloop.adapters import Stores, open_stores
 from agentloop.testing import RecordingChannel, ScriptedLLM
 from agentloop.testing.stores import Fault, StoreFaults, failing_stores
 from agentloop.workers import Inbox, MessageResult, WorkerSettings, open_inbox, queue_name, reclaim_stalled, run_worker, worker
+from agentloop.workers.errors import TurnNotStoredError
 from agentloop.workers.inbox import MAX_RUNS
 from systems import standard_pipeline
 from worker_kit import with_worker
@@ -96,14 +98,20 @@ async def answered_by_a_worker_on(stores: Stores, url: str, text: str) -> tuple[
                 await asyncio.gather(worker, return_exceptions=True)
 
 
-def test_a_turn_whose_history_write_failed_is_run_again_storing_its_exchange_once_and_replying_once(postgres_url: str) -> None:
+def test_a_turn_whose_history_write_failed_is_run_again_storing_its_exchange_once_and_replying_once(
+    postgres_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
     """I15 in a worker: the history write landed but reported a failure; the run is not finished, its
-    retry's keyed append adds nothing, and the reply already sent is not sent again."""
+    retry's keyed append adds nothing, and the reply already sent is not sent again. The expected
+    failure is one warning line, with no traceback from the worker or from procrastinate."""
+    caplog.set_level(logging.DEBUG)
     faults = StoreFaults.first("sessions.append", Fault.AFTER)
     with open_stores(postgres_url, bot="helper") as stores:
         result, texts = asyncio.run(answered_by_a_worker_on(failing_stores(stores, faults), postgres_url, "hello"))
         history = asyncio.run(stores.sessions.recent(history_scope(SESSION), 10))
     assert faults.failed == [("sessions.append", Fault.AFTER)]
+    assert [r.levelno for r in caplog.records if r.getMessage().startswith("worker.turn_not_stored")] == [logging.WARNING]
+    assert not [r for r in caplog.records if r.exc_info and isinstance(r.exc_info[1], TurnNotStoredError)]
     assert result.runs == 2 and result.finish_reason is FinishReason.SUCCESS and texts == ["echo: hello"]
     assert [f.component for f in result.outcome.failures] == ["inbox"]  # the re-run, and nothing of the first run
     assert history == (ChatMessage.user("hello"), ChatMessage.assistant("echo: hello"))
