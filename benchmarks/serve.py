@@ -1,6 +1,8 @@
 """Requests/s and latency of streamed (SSE) turns against one `agentloop serve` process at
 1, 50 and 500 concurrent clients, each figure next to a bare Starlette floor as a ratio, and
-the same turns through its OpenAI API (streamed chat completions) next to its native API.
+the same turns through each standard protocol it speaks (OpenAI streamed chat completions,
+A2A `SendStreamingMessage`, AG-UI runs, MCP `ask` calls) next to its native API, beside the
+target of at most 1.2x the native latency.
 
 The bot is the standard pipeline on SQLite stores with a model double that awaits
 `--model-delay` seconds (50 ms) and then streams a short answer in small pieces. The floor
@@ -15,18 +17,26 @@ level's time is up. Latency is request start to the outcome event; "first delta"
 request start to the first piece of the answer. Requests/s counts the outcomes received
 in the `--duration` window after `--warmup`; latencies are of the requests started in it.
 Errors (HTTP status, transport error, or a finish reason other than success) are counted,
-never timed. Through the OpenAI API a client's first message starts its session (no history
-sent) and the others name it in `metadata.session_id`; latency is to the chunk that finishes
-the answer. The figures depend on the machine; nothing is asserted.
+never timed. Through a protocol a client's first message starts its session and the others
+name it (OpenAI `metadata.session_id`, A2A `contextId`, AG-UI `threadId`, MCP `session_id`);
+latency is to the protocol's end of the answer (the finishing chunk, the completed status, the
+`RUN_FINISHED` event, the tool result: MCP's result is not streamed, so it has no first delta).
+An MCP client initialises its MCP session once, untimed. The protocols' clients are plain
+httpx speaking each wire format, as the native client is, so client-side costs are alike.
+A native message carries a `message_id`, as an A2A or AG-UI message does and an MCP `ask` may
+(the server keeps the reply under it, for exactly-once delivery), so both sides do that work;
+an OpenAI chat completion carries none.
+The figures depend on the machine; nothing is asserted.
 
     python benchmarks/serve.py [--clients 1,50,500] [--duration 10] [--warmup 2]
-                               [--model-delay 0.05] [--quick]
+                               [--model-delay 0.05] [--protocols openai,a2a,agui,mcp] [--quick]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import resource
@@ -39,7 +49,7 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
@@ -56,11 +66,14 @@ from agentloop.testing import ScriptedLLM
 from systems import StandardPipeline, standard_pipeline
 
 HERE = Path(__file__).resolve().parent
+QUESTION = "When does the office open?"
 ANSWER = "The office opens at eight on Mondays and closes at six."
 CHUNK = 8
 MODEL_DELAY_VARIABLE = "AGENTLOOP_BENCH_MODEL_DELAY"
 SERVER_START_SECONDS = 60.0
 RATE_PER_MINUTE = 1_000_000_000
+PROTOCOL_TARGET = 1.2
+"""A protocol's latency beside the native API's, at most."""
 BURST = 1_000_000
 
 
@@ -194,7 +207,7 @@ async def turn(http: httpx.AsyncClient, url: str, headers: dict[str, str], level
     first: float | None = None
     ended: float | None = None
     finish = "no outcome event"
-    async with http.stream("POST", url, json={"text": "When does the office open?"},
+    async with http.stream("POST", url, json={"text": QUESTION, "message_id": uuid.uuid4().hex},
                            headers={**headers, "Accept": "text/event-stream"}) as response:
         if response.status_code != 200:
             await response.aread()
@@ -238,7 +251,7 @@ async def client(http: httpx.AsyncClient, base: str, token: str, turns_per_sessi
 
 async def openai_turn(http: httpx.AsyncClient, base: str, headers: dict[str, str], session: str | None, level: Level) -> str | None:
     """One message as a streamed chat completion, read to `[DONE]`; timed to its finishing chunk. Its session."""
-    body: dict[str, object] = {"model": "bot", "stream": True, "messages": [{"role": "user", "content": "When does the office open?"}]}
+    body: dict[str, object] = {"model": "bot", "stream": True, "messages": [{"role": "user", "content": QUESTION}]}
     if session is not None:
         body["metadata"] = {"session_id": session}
     started = time.perf_counter()
@@ -267,32 +280,183 @@ async def openai_turn(http: httpx.AsyncClient, base: str, headers: dict[str, str
     return session
 
 
-async def openai_client(http: httpx.AsyncClient, base: str, token: str, turns_per_session: int, level: Level) -> None:
-    """`client` through the OpenAI API: each session started by its first message."""
-    headers = {"Authorization": f"Bearer {token}"}
+async def a2a_turn(http: httpx.AsyncClient, base: str, headers: dict[str, str], session: str | None, level: Level) -> str | None:
+    """One message as a streamed A2A `SendStreamingMessage`, read to its end; timed to the final status update
+    (the task completed). Its context, the session."""
+    message: dict[str, object] = {"messageId": uuid.uuid4().hex, "role": "ROLE_USER", "parts": [{"text": QUESTION}]}
+    if session is not None:
+        message["contextId"] = session
+    body = {"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": {"message": message}}
+    started = time.perf_counter()
+    first: float | None = None
+    ended: float | None = None
+    finish = "no final status"
+    async with http.stream("POST", f"{base}/a2a", json=body, headers={**headers, "A2A-Version": "1.0"}) as response:
+        if response.status_code != 200:
+            await response.aread()
+            level.errors[f"HTTP {response.status_code}"] += 1
+            return session
+        async for line in response.aiter_lines():
+            if not line.startswith("data:"):
+                continue
+            data = json.loads(line[5:])
+            if "error" in data:
+                finish = f"JSON-RPC {data['error'].get('code')}"
+                continue
+            result = data["result"]
+            if "task" in result:
+                session = result["task"]["contextId"]
+            elif "artifactUpdate" in result and first is None:
+                first = time.perf_counter()
+            elif "statusUpdate" in result:
+                state = result["statusUpdate"]["status"]["state"]
+                if state in ("TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_INPUT_REQUIRED", "TASK_STATE_CANCELED"):
+                    ended, finish = time.perf_counter(), "success" if state == "TASK_STATE_COMPLETED" else state
+    if ended is None or finish != "success":
+        level.errors[finish] += 1
+        return session
+    level.record(started, first, ended)
+    return session
+
+
+async def agui_turn(http: httpx.AsyncClient, base: str, headers: dict[str, str], session: str | None, level: Level) -> str | None:
+    """One AG-UI run with the message, read to its end; timed to `RUN_FINISHED`. A new thread's session id is
+    taken from the run's first event, and later runs name it as their thread."""
+    thread = session or f"bench-{uuid.uuid4().hex}"
+    body = {"threadId": thread, "runId": uuid.uuid4().hex, "state": {}, "tools": [], "context": [], "forwardedProps": {},
+            "messages": [{"id": uuid.uuid4().hex, "role": "user", "content": QUESTION}]}
+    started = time.perf_counter()
+    first: float | None = None
+    ended: float | None = None
+    finish = "no RUN_FINISHED"
+    async with http.stream("POST", f"{base}/agui/run", json=body, headers={**headers, "Accept": "text/event-stream"}) as response:
+        if response.status_code != 200:
+            await response.aread()
+            level.errors[f"HTTP {response.status_code}"] += 1
+            return session
+        async for line in response.aiter_lines():
+            if not line.startswith("data:"):
+                continue
+            event = json.loads(line[5:])
+            kind = event["type"]
+            if kind == "RUN_STARTED":
+                session = event["metadata"]["agentloop"]["sessionId"]
+            elif kind == "TEXT_MESSAGE_CONTENT" and first is None:
+                first = time.perf_counter()
+            elif kind == "RUN_FINISHED":
+                ended, finish = time.perf_counter(), event["result"]["finishReason"]
+            elif kind == "RUN_ERROR":
+                finish = f"RUN_ERROR {event.get('code')}"
+    if ended is None or finish != "success":
+        level.errors[finish] += 1
+        return session
+    level.record(started, first, ended)
+    return session
+
+
+class McpSession:
+    """An MCP session over streamable HTTP as a client holds one: initialised once (not timed), then tool calls."""
+
+    def __init__(self, http: httpx.AsyncClient, base: str, token: str) -> None:
+        self.http, self.url = http, f"{base}/mcp"
+        self.headers = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"}
+        self.calls = itertools.count(1)
+
+    async def open(self) -> None:
+        hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}
+        answer = await self.http.post(self.url, json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": hello}, headers=self.headers)
+        answer.raise_for_status()
+        self.headers["Mcp-Session-Id"] = answer.headers["mcp-session-id"]
+        self.headers["MCP-Protocol-Version"] = json.loads(_sse_data(answer.text))["result"]["protocolVersion"]
+        done = await self.http.post(self.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=self.headers)
+        done.raise_for_status()
+
+    async def close(self) -> None:
+        await self.http.delete(self.url, headers=self.headers)
+
+
+def _sse_data(body: str) -> str:
+    """The data of a one-message SSE body (or the body itself when the server answered with plain JSON)."""
+    return next((line[5:] for line in body.splitlines() if line.startswith("data:")), body)
+
+
+async def mcp_turn(mcp: McpSession, session: str | None, level: Level) -> str | None:
+    """One call of the `ask` tool, timed to its result (MCP's tool result is not streamed). Its session."""
+    arguments = {"message": QUESTION, "message_id": uuid.uuid4().hex, **({} if session is None else {"session_id": session})}
+    body = {"jsonrpc": "2.0", "id": next(mcp.calls), "method": "tools/call", "params": {"name": "ask", "arguments": arguments}}
+    started = time.perf_counter()
+    response = await mcp.http.post(mcp.url, json=body, headers=mcp.headers)
+    ended = time.perf_counter()
+    if response.status_code != 200:
+        level.errors[f"HTTP {response.status_code}"] += 1
+        return session
+    result = json.loads(_sse_data(response.text)).get("result") or {}
+    outcome = result.get("structuredContent") or {}
+    finish = "tool error" if result.get("isError") else outcome.get("finish_reason", "no result")
+    if finish != "success":
+        level.errors[finish] += 1
+        return outcome.get("session_id", session)
+    level.record(started, None, ended)
+    return str(outcome["session_id"])
+
+
+async def mcp_client(http: httpx.AsyncClient, base: str, token: str, turns_per_session: int, level: Level) -> None:
+    """`client` through MCP: one MCP session per client, each conversation started by its first `ask`."""
+    mcp = McpSession(http, base, token)
+    try:
+        await mcp.open()
+    except (httpx.HTTPError, KeyError, ValueError) as error:
+        level.errors[f"MCP initialize: {type(error).__name__}"] += 1
+        return
+    try:
+        await sessions_of(http, base, {}, turns_per_session, level, lambda _h, _b, _hd, session, lvl: mcp_turn(mcp, session, lvl))
+    finally:
+        await mcp.close()
+
+
+Turn = Callable[[httpx.AsyncClient, str, dict[str, str], "str | None", Level], Awaitable["str | None"]]
+"""`(http, base url, headers, session or None for a new one, level)` -> the session the turn ran in."""
+
+
+async def sessions_of(http: httpx.AsyncClient, base: str, headers: dict[str, str], turns_per_session: int, level: Level,
+                      one: Turn) -> None:
+    """Conversations of `turns_per_session` turns by `one`, each started by its first message, until the level stops."""
     while time.perf_counter() < level.stop:
         try:
             session = None
             for _ in range(turns_per_session):
                 if time.perf_counter() >= level.stop:
                     return
-                session = await openai_turn(http, base, headers, session, level)
+                session = await one(http, base, headers, session, level)
         except httpx.HTTPError as error:
             level.errors[type(error).__name__] += 1
             await asyncio.sleep(0.1)
 
 
+def protocol_client(one: Turn) -> Callable[[httpx.AsyncClient, str, str, int, Level], Awaitable[None]]:
+    """A client whose turns are `one`, with the token as a bearer header."""
+
+    async def user(http: httpx.AsyncClient, base: str, token: str, turns_per_session: int, level: Level) -> None:
+        await sessions_of(http, base, {"Authorization": f"Bearer {token}"}, turns_per_session, level, one)
+
+    return user
+
+
+PROTOCOL_CLIENTS = {"openai": protocol_client(openai_turn), "a2a": protocol_client(a2a_turn), "agui": protocol_client(agui_turn), "mcp": mcp_client}
+"""The standard protocols `agentloop serve` speaks, each as a client of this benchmark, beside the native API."""
+
+
 async def run_level(
-    server: Server, clients: int, token: str, args: argparse.Namespace, *, openai: bool = False
+    server: Server, clients: int, token: str, args: argparse.Namespace, *, protocol: str | None = None
 ) -> tuple[Level, float | None]:
-    """`clients` users against `server` (through its OpenAI API if `openai`) for the warm-up and the window;
+    """`clients` users against `server` (through `protocol`, else its native API) for the warm-up and the window;
     the level's figures and the server's CPU seconds spent in the window."""
     tls = ssl.create_default_context()  # one context for every client: httpx makes one per client otherwise
     https = [httpx.AsyncClient(timeout=httpx.Timeout(120.0), verify=tls) for _ in range(clients)]
     try:
         now = time.perf_counter()
         level = Level(now + args.warmup, now + args.warmup + args.duration)
-        user = openai_client if openai else client
+        user = client if protocol is None else PROTOCOL_CLIENTS[protocol]
         users = [asyncio.create_task(user(http, server.url, token, args.turns_per_session, level)) for http in https]
         await asyncio.sleep(max(0.0, level.measure_from - time.perf_counter()))
         cpu_before, client_before = server.cpu_seconds(), time.process_time()
@@ -353,12 +517,11 @@ def quantile(values: list[float], q: int) -> float:
 
 def figures(level: Level, cpu: float | None, duration: float) -> dict[str, float | None]:
     times = level.latencies or [float("nan")]
-    firsts = level.first_deltas or [float("nan")]
     return {
         "requests/s": level.completed / duration,
         "latency p50 (ms)": quantile(times, 50),
         "latency p99 (ms)": quantile(times, 99),
-        "first delta p50 (ms)": quantile(firsts, 50),
+        "first delta p50 (ms)": quantile(level.first_deltas, 50) if level.first_deltas else None,
         "server CPU per request (ms)": None if cpu is None or not level.completed else cpu * 1000.0 / level.completed,
         "client CPU per request (ms)": level.client_cpu * 1000.0 / level.completed if level.completed else None,
     }
@@ -381,14 +544,16 @@ def report(args: argparse.Namespace, setup: str, limit: str, results: dict[int, 
             base = floor[name]
             ratio = "-" if value is None or not base else f"{value / base:.2f}x"
             print(f"{clients:>7}  {name:<28} {shown(value):>10} {shown(base):>10} {ratio:>16}")
-    print(f"{'clients':>7}  {'figure':<35} {'openai':>10} {'agentloop':>10} {'openai/agentloop':>16}")
+    protocols = [label for label in PROTOCOL_CLIENTS if label in next(iter(results.values()))]
+    print(f"{'clients':>7}  {'protocol':<8} {'figure':<28} {'protocol':>10} {'native':>10} {'protocol/native':>16}  (target <= {PROTOCOL_TARGET:.2f}x latency)")
     for clients, measured in results.items():
-        through = figures(*measured["openai"], args.duration)
         native = figures(*measured["agentloop"], args.duration)
-        for name, value in through.items():
-            base = native[name]
-            ratio = "-" if value is None or not base else f"{value / base:.2f}x"
-            print(f"{clients:>7}  {'openai ' + name:<35} {shown(value):>10} {shown(base):>10} {ratio:>16}")
+        for label in protocols:
+            through = figures(*measured[label], args.duration)
+            for name, value in through.items():
+                base = native[name]
+                ratio = "-" if value is None or not base else f"{value / base:.2f}x"
+                print(f"{clients:>7}  {label:<8} {name:<28} {shown(value):>10} {shown(base):>10} {ratio:>16}")
     for clients, measured in results.items():
         for label, (level, _) in measured.items():
             if level.errors:
@@ -403,6 +568,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--warmup", type=float, default=2.0, help="seconds per level and server before measuring")
     parser.add_argument("--turns-per-session", type=int, default=5, help="messages a client sends in one session")
     parser.add_argument("--model-delay", type=float, default=0.05, help="seconds the model double awaits")
+    parser.add_argument("--protocols", default=",".join(PROTOCOL_CLIENTS),
+                        help=f"protocols to measure beside the native API, comma-separated, of {', '.join(PROTOCOL_CLIENTS)}")
     parser.add_argument("--quick", action="store_true", help="a smoke run: 1 and 5 clients, 1 s per level")
     parser.add_argument("--floor", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
@@ -415,13 +582,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.quick:
         args.clients, args.duration, args.warmup = "1,5", 1.0, 0.3
     levels = [int(n) for n in args.clients.split(",")]
+    unknown = set(args.protocols.split(",")) - set(PROTOCOL_CLIENTS)
+    if unknown:
+        parser.error(f"unknown protocol(s) {', '.join(sorted(unknown))}; choose from {', '.join(PROTOCOL_CLIENTS)}")
     limit = raise_open_files_limit(2 * max(levels) + 256)
     results: dict[int, dict[str, tuple[Level, float | None]]] = {}
     with tempfile.TemporaryDirectory(prefix="agentloop-bench-serve-") as scratch, \
             servers(args, Path(scratch)) as (ours, floor, token, setup):
         for clients in levels:
             results[clients] = {server.label: asyncio.run(run_level(server, clients, token, args)) for server in (ours, floor)}
-            results[clients]["openai"] = asyncio.run(run_level(ours, clients, token, args, openai=True))
+            for protocol in args.protocols.split(","):
+                results[clients][protocol] = asyncio.run(run_level(ours, clients, token, args, protocol=protocol))
     report(args, setup, limit, results)
 
 

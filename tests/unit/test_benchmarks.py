@@ -100,15 +100,20 @@ def test_embedders_prints_a_row_per_way_of_embedding(capsys: pytest.CaptureFixtu
     assert all(len(re.findall(r"\d+\.\d+ ms", line)) == 2 for line in lines[1:])
 
 
-def test_serve_prints_each_sse_figure_of_agentloop_serve_next_to_the_bare_starlette_floor_and_of_its_openai_api_next_to_it(capsys: pytest.CaptureFixture[str]) -> None:
+def test_serve_prints_each_sse_figure_of_agentloop_serve_next_to_the_floor_and_each_protocols_next_to_native(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     run_main("serve", "--quick")
     lines = capsys.readouterr().out.splitlines()
     assert "tokens: one token shared by every client, --rate-limit" in lines[1]
+    assert any("(target <= 1.20x latency)" in line for line in lines)
     number = r"\d+\.\d\d"
     for clients in ("1", "5"):
         for figure in ("requests/s", "latency p50 (ms)", "latency p99 (ms)", "first delta p50 (ms)"):
             assert any(re.match(rf"\s*{clients}\s+{re.escape(figure)}\s+{number}\s+{number}\s+{number}x$", line) for line in lines)
-            assert any(re.match(rf"\s*{clients}\s+openai {re.escape(figure)}\s+{number}\s+{number}\s+{number}x$", line) for line in lines)
+            for protocol in ("openai", "a2a", "agui", "mcp"):
+                shown = r"-\s+" + number + r"\s+-" if protocol == "mcp" and figure.startswith("first") else rf"{number}\s+{number}\s+{number}x"
+                assert any(re.match(rf"\s*{clients}\s+{protocol}\s+{re.escape(figure)}\s+{shown}$", line) for line in lines), (protocol, figure)
     assert not any("errors" in line for line in lines)
 
 

@@ -80,20 +80,31 @@ class Record:
 
 @attrs.define
 class Tasks:
-    """The tasks of this server by id, at most `MAX_TASKS` (the oldest finished one goes first)."""
+    """The tasks of this server by id, at most `MAX_TASKS` (the oldest finished one goes first), and the ids of
+    each context's tasks in order, so finding the one awaiting a decision reads one context's, not all."""
 
     records: OrderedDict[str, Record] = attrs.Factory(OrderedDict)
+    contexts: dict[str, list[str]] = attrs.Factory(dict)
 
     def add(self, record: Record) -> None:
         self.records[record.task.id] = record
+        self.contexts.setdefault(record.task.context_id, []).append(record.task.id)
         while len(self.records) > MAX_TASKS:
             done = next((key for key, kept in self.records.items() if kept.state in TERMINAL), None)
-            self.records.pop(done if done is not None else next(iter(self.records)))
+            self._forget(self.records.pop(done if done is not None else next(iter(self.records))))
+
+    def _forget(self, record: Record) -> None:
+        ids = self.contexts[record.task.context_id]
+        ids.remove(record.task.id)
+        if not ids:
+            del self.contexts[record.task.context_id]
 
     def waiting(self, context_id: str) -> Record | None:
         """The newest task of the context that awaits the user's decision."""
-        found = [kept for kept in self.records.values() if kept.task.context_id == context_id and kept.state == TaskState.TASK_STATE_INPUT_REQUIRED]
-        return found[-1] if found else None
+        for task_id in reversed(self.contexts.get(context_id, ())):
+            if self.records[task_id].state == TaskState.TASK_STATE_INPUT_REQUIRED:
+                return self.records[task_id]
+        return None
 
 
 class A2aHandler(RequestHandler):
