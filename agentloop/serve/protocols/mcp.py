@@ -6,6 +6,8 @@ result) and answers with the turn's Outcome as structured content and its text a
 waits for the user's approval ends the turn with `finish_reason` "awaiting_approval" and the approval's id; `decide`
 (the session, the approval id, approve true or false) resumes it. A session id that is not the caller's (another
 tenant's or an unknown one), a blank message or a refused turn is a tool error (`isError`) saying why.
+Over HTTP each call is answered as one JSON body: the tools stream nothing, and an event stream per
+request costs the server more than the turn's own routing.
 """
 
 from __future__ import annotations
@@ -175,7 +177,7 @@ def mount(server: Server) -> Mounted:
 
     @asynccontextmanager
     async def running() -> AsyncIterator[None]:
-        manager = StreamableHTTPSessionManager(mcp, max_request_body_size=server.settings.max_body_bytes)
+        manager = StreamableHTTPSessionManager(mcp, json_response=True, max_request_body_size=server.settings.max_body_bytes)
         async with manager.run():
             managers.append(manager)
             try:

@@ -175,3 +175,21 @@ def test_an_mcp_client_over_stdio_asks_in_one_session_as_the_caller_its_flags_na
     assert later[:2] == (False, "echo: still there?") and later[2]["session_id"] == session_id
     signer = Tokens({}, secret.encode())
     assert signer.owns(Caller("dana", "acme"), session_id) and not signer.owns(Caller("local"), session_id)
+
+
+def test_a_tool_call_over_http_is_answered_as_one_json_body_not_an_event_stream(served: ServeRun) -> None:
+    """`ask` sends no progress, so the server answers each call with its JSON-RPC result alone (cheaper than an
+    SSE stream per request); the client still gets the session it opened."""
+    headers = {**auth(ALICE), "Accept": "application/json, text/event-stream"}
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}
+    with httpx.Client(base_url=served.url, headers=headers, timeout=30) as http:
+        opened = http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello})
+        session = {"Mcp-Session-Id": opened.headers["mcp-session-id"], "MCP-Protocol-Version": opened.json()["result"]["protocolVersion"]}
+        http.post("/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session).raise_for_status()
+        called = http.post("/mcp", headers=session, json={
+            "jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "ask", "arguments": {"message": "hello"}},
+        })
+    assert opened.headers["content-type"].startswith("application/json")
+    assert called.status_code == 200 and called.headers["content-type"].startswith("application/json")
+    result = called.json()["result"]
+    assert not result["isError"] and result["structuredContent"]["finish_reason"] == "success"
