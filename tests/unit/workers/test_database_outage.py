@@ -243,8 +243,11 @@ def _run_outage(deployment: Deployment, outage: str, down_for: float) -> tuple[T
     sending.start()
     polling.start()
     try:
-        time.sleep(2.0)  # messages flowing
+        flowing = time.monotonic() + 60  # on a busy machine the first answers can take a while
+        while not traffic.answers and time.monotonic() < flowing:
+            time.sleep(0.1)
         assert traffic.answers, f"no answer before the outage: {traffic.unexpected[:3]}"
+        time.sleep(1.0)  # messages flowing
         if outage == "kill":
             deployment.database.kill_postmaster()
         else:
