@@ -15,12 +15,9 @@ from typing import Any, TextIO
 
 from agentloop.adapters import open_stores
 from agentloop.adapters.channels.recording import RecordingChannel
-from agentloop.bots import ModelSettings, built_pipeline, check_models
+from agentloop.bots import ModelSettings, built_pipeline, check_models, open_bot
 from agentloop.cli._options import EXIT_STATUS, MODEL_EPILOG, Commands, CliError, SharedOptions, model_settings, otel_from_environment, seconds
 from agentloop.ports.llm import LLM
-
-STANDARD_PIPELINE = "systems:standard_pipeline"
-
 
 def register(commands: Commands, options: SharedOptions) -> None:
     """The `eval` command."""
@@ -36,8 +33,8 @@ def register(commands: Commands, options: SharedOptions) -> None:
     command.add_argument("dataset", nargs="?", metavar="DATASET", help="the dataset file (see --schema)")
     command.add_argument("--schema", action="store_true", help="print the JSON schema of a dataset file and exit")
     command.add_argument(
-        "--pipeline", default=STANDARD_PIPELINE, metavar="MODULE:FACTORY",
-        help=f"the bot: a factory taking llm, channel and stores by name, or nothing (default: {STANDARD_PIPELINE})",
+        "--pipeline", metavar="MODULE:FACTORY",
+        help="the bot: a factory taking llm, channel and stores by name, or nothing (default: the standard bot with note-taking)",
     )
     command.add_argument(
         "--stores", metavar="URL", help="the bot's stores (default: a fresh temporary directory, removed afterwards)",
@@ -91,9 +88,13 @@ def _eval(args: argparse.Namespace, out: TextIO) -> int:
     with ExitStack() as stack:
         stack.enter_context(otel_from_environment(args.otel, "agentloop-eval"))
         where = args.stores or stack.enter_context(tempfile.TemporaryDirectory(prefix="agentloop-eval-"))
-        stores = stack.enter_context(open_stores(where, bot=args.bot))
-        offered: dict[str, Callable[[], Any]] = {"llm": model, "channel": RecordingChannel, "stores": lambda: stores}
-        loop = stack.enter_context(built_pipeline(args.pipeline, offered))
+        if args.pipeline is None:
+            bot = stack.enter_context(open_bot(where, model(), RecordingChannel(), bot=args.bot))
+            loop, stores = bot.loop, bot.pipeline.stores
+        else:
+            stores = stack.enter_context(open_stores(where, bot=args.bot))
+            offered: dict[str, Callable[[], Any]] = {"llm": model, "channel": RecordingChannel, "stores": lambda: stores}
+            loop = stack.enter_context(built_pipeline(args.pipeline, offered))
         check_models(loop)
         loop.turn_timeout = args.timeout
         progress = out.isatty() and not args.no_progress
