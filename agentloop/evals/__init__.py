@@ -1,0 +1,1 @@
+"""Evaluating a bot: `learning` measures the learning curve of note-taking."""
