@@ -122,8 +122,10 @@ class LearningDataset:
     @classmethod
     def from_yaml(cls, text: str, *, name: str = "learning") -> LearningDataset:
         """Parse the YAML format of docs/evals-learning.md; a wrong entry is a `LearningDatasetError`."""
-        import yaml
-
+        try:
+            import yaml
+        except ImportError as error:
+            raise ModuleNotFoundError("reading a learning dataset needs PyYAML: pip install 'agentloop-ecs[evals]'", name="yaml") from error
         try:
             raw = yaml.safe_load(text)
         except yaml.YAMLError as error:
