@@ -287,7 +287,8 @@ async def run_learning(
     fresh stores in a temporary directory; a family's sessions share the project named after it.
 
     `pipeline` is a factory (or `module:factory`) taking `llm`, `channel` and `stores` by name;
-    its bot must have note-taking (`add_note_taking`). `llm`, when given, is what it is offered.
+    its bot must have note-taking (`add_note_taking`), which is closed when its run ends. `llm`,
+    when given, is what the factory is offered.
     """
     sessions: list[SessionRun] = []
     for note_taking in (True, False):
@@ -311,6 +312,7 @@ async def _run_all(
                 "the pipeline has no note-taking, so nothing can be learned; add it with "
                 "systems.add_note_taking(pipeline, open_note_taking(stores, llm))"
             )
+        stack.callback(notes.close)  # drains capture before the stores close
         runs = []
         for family in dataset.families:
             for index, planned in enumerate(family.sessions, start=1):

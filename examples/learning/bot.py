@@ -17,11 +17,11 @@ import re
 
 import attrs
 
-from agentloop import AgentLoop, tool
+from agentloop import tool
 from agentloop.adapters import Stores, open_note_taking
 from agentloop.adapters.llm.scripted import ScriptedLLM
 from agentloop.messages import LlmReply, LlmRequest, Role, ToolCall, Usage
-from agentloop.notes import DistillationSettings, NoteTaking
+from agentloop.notes import DistillationSettings
 from agentloop.ports import Channel
 from systems import StandardPipeline, add_note_taking, standard_pipeline
 
@@ -139,29 +139,14 @@ def reply(request: LlmRequest) -> LlmReply:
     return LlmReply(tool_calls=(call,), model=MODEL, usage=_usage(request, str(arguments)))
 
 
-class LearningBot:
-    """The standard pipeline with the example's tools and note-taking; closing it drains capture."""
-
-    def __init__(self, pipeline: StandardPipeline, note_taking: NoteTaking) -> None:
-        self.pipeline = pipeline
-        self.note_taking = note_taking
-
-    def build(self) -> AgentLoop:
-        return self.pipeline.build()
-
-    def close(self) -> None:
-        self.note_taking.close()
-        self.pipeline.close()
-
-
-def learning_bot(channel: Channel, stores: Stores) -> LearningBot:
+def learning_bot(channel: Channel, stores: Stores) -> StandardPipeline:
     """The factory the learning run builds each time: `--pipeline examples.learning.bot:learning_bot`.
 
-    Its sessions take no time on a real clock, so note-taking distils sessions of any length.
+    Its sessions take no time on a real clock, so note-taking distils sessions of any length;
+    the learning run closes the note-taking when it ends.
     """
     model = ScriptedLLM(reply, model=MODEL)
     note_taking = open_note_taking(stores, model, distillation=DistillationSettings(min_duration_s=0))
     note_taking.recorder.start()
-    pipeline = standard_pipeline(model, channel, stores=stores, tools=TOOLS)
-    return LearningBot(add_note_taking(pipeline, note_taking), note_taking)
+    return add_note_taking(standard_pipeline(model, channel, stores=stores, tools=TOOLS), note_taking)
 
