@@ -282,22 +282,24 @@ async def run_learning(
     llm: LLM | None = None,
     prices: Prices | None = None,
     org: str = "learning",
+    on_session: Callable[[SessionRun], None] | None = None,
 ) -> LearningReport:
     """Run every family's sessions in order with note-taking, then again without, each run on
     fresh stores in a temporary directory; a family's sessions share the project named after it.
 
     `pipeline` is a factory (or `module:factory`) taking `llm`, `channel` and `stores` by name;
     its bot must have note-taking (`add_note_taking`), which is closed when its run ends. `llm`,
-    when given, is what the factory is offered.
+    when given, is what the factory is offered. `on_session` is told of each session as it ends.
     """
     sessions: list[SessionRun] = []
     for note_taking in (True, False):
-        sessions += await _run_all(dataset, pipeline, llm, prices or Prices(), org, note_taking=note_taking)
+        sessions += await _run_all(dataset, pipeline, llm, prices or Prices(), org, on_session, note_taking=note_taking)
     return LearningReport(dataset.name, tuple(sessions))
 
 
 async def _run_all(
-    dataset: LearningDataset, pipeline: PipelineFactory | str, llm: LLM | None, prices: Prices, org: str, *, note_taking: bool
+    dataset: LearningDataset, pipeline: PipelineFactory | str, llm: LLM | None, prices: Prices, org: str,
+    on_session: Callable[[SessionRun], None] | None, *, note_taking: bool,
 ) -> list[SessionRun]:
     async with AsyncExitStack() as stack:
         directory = stack.enter_context(tempfile.TemporaryDirectory(prefix="agentloop-learning-"))
@@ -322,6 +324,8 @@ async def _run_all(
                     result = await notes.end_session(session, success=run.success)
                     run = attrs.evolve(run, distillation=result.status.value)
                 runs.append(run)
+                if on_session is not None:
+                    on_session(run)
         return runs
 
 
@@ -359,12 +363,8 @@ def _price(text: str) -> tuple[str, ModelPrice]:
         raise argparse.ArgumentTypeError(f"expected MODEL=INPUT,OUTPUT in dollars per million tokens, got {text!r}") from error
 
 
-def learning_main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
-    """`agentloop eval --learning`: run a learning dataset, print both curves, write the report files."""
-    parser = argparse.ArgumentParser(
-        prog="agentloop eval --learning", description="Measure the learning curve of note-taking: the dataset's "
-        "task families run in order with note-taking and without, on fresh stores each.",
-    )
+def learning_options(parser: argparse.ArgumentParser) -> None:
+    """Add the learning run's arguments: dataset, --pipeline, --out, --model, --provider, --base-url, --price."""
     parser.add_argument("dataset", help="the learning dataset (YAML)")
     parser.add_argument("--pipeline", required=True, metavar="MODULE:FACTORY", help="the bot, with note-taking")
     parser.add_argument("--out", default="learning-report", metavar="DIR", help="where learning.json, .png and .html go")
@@ -373,19 +373,39 @@ def learning_main(argv: Sequence[str] | None = None, out: TextIO | None = None) 
     parser.add_argument("--base-url", help="the model endpoint (default: the provider's)")
     parser.add_argument("--price", type=_price, action="append", default=[], metavar="MODEL=INPUT,OUTPUT",
                         help="a model's dollars per million input and output tokens, when the price table lacks it")
-    args = parser.parse_args(argv)
-    out = out or sys.stdout
-    configure_logging("WARNING")
+
+
+def learning_command(args: argparse.Namespace, out: TextIO, progress: TextIO) -> int:
+    """Run the learning dataset `args` name (as `learning_options` parses them): a line on `progress`
+    per session, both curves on `out`, the report files in `args.out`; 1 with one line on `progress` on an error."""
+    def told(run: SessionRun) -> None:
+        arm = "with notes" if run.note_taking else "without notes"
+        outcome = "success" if run.success else "failure"
+        progress.write(f"{run.family} {run.index} {arm}: {outcome}, {run.llm_calls} LLM calls, {run.tool_calls} tool calls\n")
+
     try:
         dataset = LearningDataset.load(args.dataset)
         llm = None if args.model is None else ModelSettings(args.model, args.provider, args.base_url).llm()
-        report = asyncio.run(run_learning(dataset, args.pipeline, llm=llm, prices=Prices(dict(args.price))))
+        prices = Prices(dict(args.price))
+        report = asyncio.run(run_learning(dataset, args.pipeline, llm=llm, prices=prices, on_session=told))
         paths = report.write(args.out)
     except (AgentloopError, OSError) as error:
-        sys.stderr.write(f"error: {error}\n")
+        progress.write(f"error: {error}\n")
         return 1
     out.write(report.table() + "\n" + "".join(f"wrote {path}\n" for path in paths))
     return 0
+
+
+def learning_main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    """`python -m agentloop.evals.learning`: run a learning dataset, print both curves, write the report files."""
+    parser = argparse.ArgumentParser(
+        prog="python -m agentloop.evals.learning", description="Measure the learning curve of note-taking: the "
+        "dataset's task families run in order with note-taking and without, on fresh stores each.",
+    )
+    learning_options(parser)
+    args = parser.parse_args(argv)
+    configure_logging("WARNING")
+    return learning_command(args, out or sys.stdout, sys.stderr)
 
 
 if __name__ == "__main__":

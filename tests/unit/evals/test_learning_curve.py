@@ -100,6 +100,8 @@ def test_the_command_prints_both_curves_and_writes_json_png_and_html(tmp_path: P
     written = LearningReport.from_json((out / "learning.json").read_text())
     rows = [line.split() for line in result.stdout.splitlines() if re.match(r"\s+\d+\s", line)]
     assert [row[0] for row in rows] == [str(p.index) for p in written.curve(note_taking=True)]
+    told = result.stderr.splitlines()
+    assert len(told) == len(written.sessions) and told[0].startswith("exports 1 with notes: success")
     assert (out / "learning.png").read_bytes().startswith(PNG_SIGNATURE)
     assert "data:image/png;base64," in (out / "learning.html").read_text()
 
