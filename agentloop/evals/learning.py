@@ -252,7 +252,7 @@ class LearningReport:
         return LearningReport(raw["dataset"], _converter.structure(raw["sessions"], tuple[SessionRun, ...]))
 
     def table(self) -> str:
-        """Both curves side by side, one row per session index, as plain text."""
+        """Both curves side by side, one row per session index, then the notes each session was shown, as plain text."""
         return report_table(self)
 
     def png(self) -> bytes:
@@ -357,6 +357,8 @@ async def _run_session(
 def _price(text: str) -> tuple[str, ModelPrice]:
     model, _, rates = text.rpartition("=")
     try:
+        if not model:
+            raise ValueError("no model named")
         given, taken = rates.split(",")
         return model, ModelPrice(float(given), float(taken))
     except ValueError as error:

@@ -43,7 +43,8 @@ def _rows(report: LearningReport) -> list[list[str]]:
 
 
 def report_table(report: LearningReport) -> str:
-    """Both curves side by side as aligned plain text, with a line saying what each half is."""
+    """Both curves side by side as aligned plain text, with a line saying what each half is, then
+    the notes each session of the run with note-taking was shown."""
     header = ["session", *HEADERS, *HEADERS]
     rows = [header, *_rows(report)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
@@ -51,7 +52,11 @@ def report_table(report: LearningReport) -> str:
     half = sum(widths[1:7]) + 2 * 6
     title = f"learning curve of {report.dataset}: per session index, mean over the task families"
     halves = " " * (widths[0] + 2) + "with note-taking".ljust(half) + "without note-taking"
-    return "\n".join([title, halves.rstrip(), *lines])
+    shown = [
+        f"  {s.family} {s.index}: " + ("; ".join(s.notes_shown) or "none")
+        for s in report.runs(note_taking=True)
+    ]
+    return "\n".join([title, halves.rstrip(), *lines, "notes each session was shown, with note-taking:", *shown])
 
 
 def report_png(report: LearningReport) -> bytes:
