@@ -17,11 +17,15 @@ import pytest
 from matplotlib import image
 
 from agentloop import AgentLoop
+from agentloop.adapters import Stores, open_note_taking
 from agentloop.adapters.llm.scripted import ScriptedLLM
 from agentloop.evals.learning import (
     LearningDataset, LearningDatasetError, LearningReport, LearningRunError, SuccessCriteria, learning_main, run_learning,
 )
+from agentloop.notes import DistillationSettings
+from agentloop.ports import LLM, Channel
 from agentloop.pricing import ModelPrice, Prices
+from systems import StandardPipeline, add_note_taking, standard_pipeline
 
 ROOT = Path(__file__).resolve().parents[3]
 DATASET = ROOT / "examples" / "learning" / "dataset.yaml"
@@ -65,6 +69,24 @@ def test_every_session_records_its_calls_tokens_and_priced_cost(report: Learning
         assert session.llm_calls == session.tool_calls + 1  # the example answers after its last tool call
         assert session.input_tokens > 0 and session.output_tokens > 0
         assert session.cost is not None and session.cost > 0
+
+
+def test_the_factory_is_offered_the_model_given_and_every_call_of_it_is_counted() -> None:
+    sys.path.insert(0, str(ROOT))
+    try:
+        from examples.learning import bot
+    finally:
+        sys.path.remove(str(ROOT))
+    model = ScriptedLLM(bot.reply, model=bot.MODEL)
+
+    def factory(llm: LLM, channel: Channel, stores: Stores) -> StandardPipeline:
+        notes = open_note_taking(stores, llm, distillation=DistillationSettings(min_duration_s=0))
+        return add_note_taking(standard_pipeline(llm, channel, stores=stores, tools=bot.TOOLS), notes)
+
+    dataset = LearningDataset.from_yaml("families: [{name: exports, sessions: [Export the orders table, Export the orders table]}]")
+    report = asyncio.run(run_learning(dataset, factory, llm=model))
+    distilled = sum(s.distillation in ("stored", "duplicate") for s in report.sessions)
+    assert distilled >= 1 and len(model.requests) == sum(s.llm_calls for s in report.sessions) + distilled
 
 
 def test_the_report_round_trips_through_json(report: LearningReport) -> None:
