@@ -399,16 +399,17 @@ def learning_command(args: argparse.Namespace, out: TextIO, progress: TextIO) ->
 
 
 def learning_main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
-    """`python -m agentloop.evals.learning`: run a learning dataset, print both curves, write the report files."""
+    """`python -m agentloop.evals.learning`: run a learning dataset, print both curves, write the report files
+    (logging is the caller's to configure: run as a module, warnings go to stderr)."""
     parser = argparse.ArgumentParser(
         prog="python -m agentloop.evals.learning", description="Measure the learning curve of note-taking: the "
         "dataset's task families run in order with note-taking and without, on fresh stores each.",
     )
     learning_options(parser)
     args = parser.parse_args(argv)
-    configure_logging("WARNING")
     return learning_command(args, out or sys.stdout, sys.stderr)
 
 
 if __name__ == "__main__":
+    configure_logging("WARNING")
     sys.exit(learning_main())
