@@ -176,17 +176,20 @@ def factory_arguments(target: str, factory: Callable[..., Any], offered: Mapping
 
 
 @contextmanager
-def built_pipeline(target: str, offered: Mapping[str, Callable[[], Any]] | None = None) -> Iterator[AgentLoop]:
-    """The AgentLoop that `module:factory` builds, called with what it names of `offered`
-    (`llm`, `channel`, `stores`: parameter name to a function making the argument).
+def built_pipeline(
+    target: str | Callable[..., Any], offered: Mapping[str, Callable[[], Any]] | None = None
+) -> Iterator[AgentLoop]:
+    """The AgentLoop that `module:factory` (or the factory itself) builds, called with what it names
+    of `offered` (`llm`, `channel`, `stores`: parameter name to a function making the argument).
 
     The factory may return an AgentLoop, a sequence of systems, or a builder with a
     `build()` method (closed on exit if it has `close()`, as a `StandardPipeline` does).
     Any error the factory raises is one BotError line.
     """
-    factory = load_factory(target)
+    factory = load_factory(target) if isinstance(target, str) else target
+    name = target if isinstance(target, str) else getattr(target, "__qualname__", repr(target))
     with ExitStack() as stack:
-        arguments = factory_arguments(target, factory, offered or {})
+        arguments = factory_arguments(name, factory, offered or {})
         try:
             built = factory(**arguments)
             if callable(getattr(built, "close", None)):
@@ -196,10 +199,10 @@ def built_pipeline(target: str, offered: Mapping[str, Callable[[], Any]] | None 
             if isinstance(built, Sequence) and all(isinstance(s, System) for s in built):
                 built = AgentLoop(built)
         except Exception as error:
-            raise BotError(f"{target} does not build: {error}") from error
+            raise BotError(f"{name} does not build: {error}") from error
         if not isinstance(built, AgentLoop):
             raise BotError(
-                f"{target} returned {type(built).__name__}; expected an AgentLoop, a list of systems or a builder"
+                f"{name} returned {type(built).__name__}; expected an AgentLoop, a list of systems or a builder"
             )
         yield built
 

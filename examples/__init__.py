@@ -1,0 +1,1 @@
+"""Runnable examples that live beside the package, run from the checkout's root."""
