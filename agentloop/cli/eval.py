@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import functools
 import json
+import sys
 import tempfile
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -52,6 +53,15 @@ def register(commands: Commands, options: SharedOptions) -> None:
         help="exit status 1 when the pass rate is below RATE, 0 to 1 (default: 0, failing cases alone do not fail the command)",
     )
     command.add_argument("--no-progress", action="store_true", help="no progress bar (it shows only on a terminal)")
+    learning = command.add_argument_group("the learning curve")
+    learning.add_argument(
+        "--learning", action="store_true",
+        help="DATASET is a learning dataset: run its task families' sessions in order with note-taking and without, "
+        "on fresh stores each, and report both curves (needs --pipeline, a bot with note-taking)",
+    )
+    learning.add_argument("--out", default="learning-report", metavar="DIR", help="where learning.json, .png and .html go")
+    learning.add_argument("--price", action="append", default=[], metavar="MODEL=INPUT,OUTPUT",
+                          help="a model's dollars per million input and output tokens, when the price table lacks it")
     command.set_defaults(handler=_eval)
 
 
@@ -80,6 +90,8 @@ def _eval(args: argparse.Namespace, out: TextIO) -> int:
         return 0
     if args.dataset is None:
         raise CliError("give the DATASET to evaluate (or --schema for the format of one)")
+    if args.learning:
+        return _learning(args, out)
     dataset = evals.load_dataset(args.dataset)
     baseline = None if args.baseline is None else evals.read_report(args.baseline)
     settings = model_settings(args)
@@ -103,6 +115,19 @@ def _eval(args: argparse.Namespace, out: TextIO) -> int:
             repeat=args.repeat, progress=progress, model=settings.model,
         ))
     return _report(evals, evaluation, baseline, args, out)
+
+
+def _learning(args: argparse.Namespace, out: TextIO) -> int:
+    """`--learning`: the learning curve of the bot `--pipeline` builds, offered the model the options name."""
+    from agentloop.evals import learning
+
+    if args.pipeline is None:
+        raise CliError("--learning needs --pipeline MODULE:FACTORY, a bot with note-taking")
+    try:
+        args.price = [learning.parse_price(given) for given in args.price]
+    except argparse.ArgumentTypeError as error:
+        raise CliError(str(error)) from error
+    return learning.learning_command(args, out, sys.stderr)
 
 
 def _judge(settings: ModelSettings, name: str | None, model: Callable[[], LLM]) -> Callable[[], LLM]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import re
 import sys
@@ -18,7 +19,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 import attrs
 import cattrs
@@ -279,7 +280,7 @@ async def run_learning(
     dataset: LearningDataset,
     pipeline: PipelineFactory | str,
     *,
-    llm: LLM | None = None,
+    llm: LLM | Callable[[], LLM] | None = None,
     prices: Prices | None = None,
     org: str = "learning",
     on_session: Callable[[SessionRun], None] | None = None,
@@ -289,7 +290,8 @@ async def run_learning(
 
     `pipeline` is a factory (or `module:factory`) taking `llm`, `channel` and `stores` by name;
     its bot must have note-taking (`add_note_taking`), which is closed when its run ends. `llm`,
-    when given, is what the factory is offered. `on_session` is told of each session as it ends.
+    when given, is what the factory is offered: a model, or a function making it (called only when
+    the factory takes `llm`). `on_session` is told of each session as it ends.
     """
     sessions: list[SessionRun] = []
     for note_taking in (True, False):
@@ -298,7 +300,7 @@ async def run_learning(
 
 
 async def _run_all(
-    dataset: LearningDataset, pipeline: PipelineFactory | str, llm: LLM | None, prices: Prices, org: str,
+    dataset: LearningDataset, pipeline: PipelineFactory | str, llm: LLM | Callable[[], LLM] | None, prices: Prices, org: str,
     on_session: Callable[[SessionRun], None] | None, *, note_taking: bool,
 ) -> list[SessionRun]:
     async with AsyncExitStack() as stack:
@@ -306,7 +308,7 @@ async def _run_all(
         stores = stack.enter_context(open_stores(directory))
         offered: dict[str, Callable[[], Any]] = {"channel": RecordingChannel, "stores": lambda: stores}
         if llm is not None:
-            offered["llm"] = lambda: llm
+            offered["llm"] = cast("Callable[[], LLM]", llm) if _is_maker(llm) else (lambda: llm)
         loop = stack.enter_context(built_pipeline(pipeline, offered))
         notes = pipeline_note_taking(loop)
         if notes is None:
@@ -354,7 +356,13 @@ async def _run_session(
     )
 
 
-def _price(text: str) -> tuple[str, ModelPrice]:
+def _is_maker(llm: LLM | Callable[[], LLM]) -> bool:
+    """True for a function making the model rather than the model (a model has `complete`)."""
+    return callable(llm) and not hasattr(llm, "complete")
+
+
+def parse_price(text: str) -> tuple[str, ModelPrice]:
+    """`MODEL=INPUT,OUTPUT` (dollars per million tokens) as the model and its price; the `--price` option's type."""
     model, _, rates = text.rpartition("=")
     try:
         if not model:
@@ -373,7 +381,7 @@ def learning_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", help="the model the factory is offered as llm (none: the factory brings its own)")
     parser.add_argument("--provider", default="openai", choices=("openai", "anthropic"), help="the API the endpoint speaks")
     parser.add_argument("--base-url", help="the model endpoint (default: the provider's)")
-    parser.add_argument("--price", type=_price, action="append", default=[], metavar="MODEL=INPUT,OUTPUT",
+    parser.add_argument("--price", type=parse_price, action="append", default=[], metavar="MODEL=INPUT,OUTPUT",
                         help="a model's dollars per million input and output tokens, when the price table lacks it")
 
 
@@ -387,7 +395,7 @@ def learning_command(args: argparse.Namespace, out: TextIO, progress: TextIO) ->
 
     try:
         dataset = LearningDataset.load(args.dataset)
-        llm = None if args.model is None else ModelSettings(args.model, args.provider, args.base_url).llm()
+        llm = None if args.model is None else functools.cache(ModelSettings(args.model, args.provider, args.base_url).llm)
         prices = Prices(dict(args.price))
         report = asyncio.run(run_learning(dataset, args.pipeline, llm=llm, prices=prices, on_session=told))
         paths = report.write(args.out)

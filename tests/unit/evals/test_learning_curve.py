@@ -110,10 +110,10 @@ def test_the_html_fragment_inlines_the_plot_and_tabulates_each_session_index_and
     assert len(fragment.xpath("//table[@class='learning-sessions']//tr[td]")) == len(report.sessions)
 
 
-def test_the_command_prints_both_curves_and_writes_json_png_and_html(tmp_path: Path) -> None:
+def test_agentloop_eval_learning_prints_both_curves_and_writes_json_png_and_html(tmp_path: Path) -> None:
     out = tmp_path / "report"
     result = subprocess.run(
-        [sys.executable, "-m", "agentloop.evals.learning", str(DATASET), "--pipeline", EXAMPLE, "--out", str(out),
+        [sys.executable, "-m", "agentloop.cli", "eval", "--learning", str(DATASET), "--pipeline", EXAMPLE, "--out", str(out),
          "--price", "scripted-learner=0.15,0.6"],
         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=300,
     )
@@ -189,3 +189,11 @@ def test_success_needs_every_criterion_given_and_says_which_failed() -> None:
         "the answer does not contain 'Exported'", "the answer does not match '\\\\d+ rows'", "export_table was not called",
     )
     assert SuccessCriteria().unmet("", []) == ()
+
+
+def test_agentloop_eval_learning_without_a_pipeline_says_what_it_needs(capsys: pytest.CaptureFixture[str]) -> None:
+    from agentloop.cli import main
+
+    status = main(["eval", "--learning", str(DATASET)])
+    errors = capsys.readouterr().err
+    assert status == 1 and "--learning needs --pipeline MODULE:FACTORY" in errors and errors.count("\n") == 1
