@@ -24,7 +24,11 @@ T = TypeVar("T")
 
 @attrs.frozen
 class Session:
-    """Who a turn belongs to. `id` serialises turns; the other ids scope data."""
+    """Who a turn belongs to. `id` serialises turns; the other ids scope data.
+
+    `parent_id` links a child session to the session it was derived from (a bot asked as a
+    tool by another runs in a child session of the asking bot's; see `agentloop.agents`).
+    """
 
     id: str
     user_id: str | None = None
@@ -32,6 +36,7 @@ class Session:
     team_id: str | None = None
     org_id: str | None = None
     channel: str | None = None
+    parent_id: str | None = None
 
 
 @attrs.frozen
