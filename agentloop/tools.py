@@ -62,6 +62,11 @@ class EnclosingTurn(Protocol):
         """The enclosing turn's session."""
         ...
 
+    @property
+    def turn_id(self) -> str:
+        """The enclosing turn's id."""
+        ...
+
     def capture(self, execution: ToolExecution) -> None:
         """Capture an inner turn's tool execution in this turn's trajectory (and the turns enclosing it)."""
         ...

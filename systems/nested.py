@@ -58,6 +58,10 @@ class NestedTurn:
         return self.turn.ctx.session
 
     @property
+    def turn_id(self) -> str:
+        return self.turn.ctx.turn_id
+
+    @property
     def decision(self) -> ApprovalDecision | None:
         return self._decision
 
