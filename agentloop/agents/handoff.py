@@ -1,8 +1,8 @@
 """Handoff: several bots share one conversation, each session held by one of them at a time.
 
-    desk = Handoffs({"triage": triage_loop, "billing": billing_loop}, first="triage", sessions=stores.sessions)
-    triage tools: desk.transfer_tool("billing", "Invoices, charges and refunds.")
-    billing tools: desk.hand_back_tool()
+    desk = Handoffs(["triage", "billing"], first="triage", sessions=stores.sessions)
+    desk.add("triage", triage_loop)    # its tools include desk.transfer_tool("billing", "Invoices and refunds.")
+    desk.add("billing", billing_loop)  # its tools include desk.hand_back_tool()
     ctx = await desk.run_turn(session, IncomingMessage("Why was I charged twice?"))
 
 The bot holding the session runs the whole turn, so the user gets its one answer (its routing and
@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextvars import ContextVar
 
 import attrs
@@ -62,7 +62,7 @@ class _Switch:
 
 
 class Handoffs:
-    """Bots (`bots`, by name) that hand one conversation to each other; a session starts with `first`.
+    """The bots `names` that hand one conversation to each other (each built with `add`); a session starts with `first`.
 
     `sessions` keeps each session's history (the stores the bots share), where transfers are recorded;
     `history_filter` decides what the holding bot is shown of the history (default: all of it, as its
@@ -71,26 +71,34 @@ class Handoffs:
 
     def __init__(
         self,
-        bots: Mapping[str, AgentLoop],
+        names: Iterable[str],
         *,
         first: str,
         sessions: SessionStore,
         company_id: str = DEFAULT_COMPANY,
         history_filter: HistoryFilter | None = None,
     ) -> None:
-        if first not in bots:
-            raise PipelineError(f"the first bot {first!r} is not one of the bots ({', '.join(bots)})")
-        self.bots = dict(bots)
+        self.names = tuple(names)
+        if first not in self.names:
+            raise PipelineError(f"the first bot {first!r} is not one of the bots ({', '.join(self.names)})")
+        self.bots: dict[str, AgentLoop] = {}
         self.first = first
         self.sessions = sessions
         self.company_id = company_id
         self.history_filter = history_filter
         self._holders: OrderedDict[Session, str] = OrderedDict()
 
+    def add(self, name: str, loop: AgentLoop) -> Handoffs:
+        """Give the bot `name` its built pipeline (after its tools were made); returns self."""
+        if name not in self.names:
+            raise PipelineError(f"{name!r} is not one of the bots ({', '.join(self.names)})")
+        self.bots[name] = loop
+        return self
+
     def transfer_tool(self, target: str, description: str | None = None) -> Tool:
         """A tool `transfer_to_<target>` that passes the session to the bot `target` after this turn's answer."""
-        if target not in self.bots:
-            raise PipelineError(f"cannot transfer to {target!r}: it is not one of the bots ({', '.join(self.bots)})")
+        if target not in self.names:
+            raise PipelineError(f"cannot transfer to {target!r}: it is not one of the bots ({', '.join(self.names)})")
         about = f" ({description})" if description else ""
 
         def transfer(reason: str) -> str:
@@ -136,7 +144,7 @@ class Handoffs:
         history = await self.sessions.recent(history_scope(session, self.company_id), HISTORY_SCANNED)
         for message in reversed(history):
             matched = _LINE.match(message.content or "") if message.role is Role.ASSISTANT else None
-            if matched is not None and matched["target"] in self.bots:
+            if matched is not None and matched["target"] in self.names:
                 found = matched["target"]
                 break
         self._remember(session, found)
@@ -151,6 +159,9 @@ class Handoffs:
     async def run_turn(self, session: Session, incoming: IncomingMessage, *, components: Iterable[object] = ()) -> AgentContext:
         """Run the turn on the bot holding `session`; a transfer it asked for is recorded after it."""
         name = await self.holder(session)
+        loop = self.bots.get(name)
+        if loop is None:
+            raise PipelineError(f"the bot {name!r} holds session {session.id!r} but was never added; call add({name!r}, loop)")
         history: Sequence[ChatMessage] = ()
         if self.history_filter is not None:
             stored = await self.sessions.recent(history_scope(session, self.company_id), HISTORY_SCANNED)
@@ -158,7 +169,7 @@ class Handoffs:
         switch = _Switch(name)
         token = _SWITCH.set(switch)
         try:
-            ctx = await self.bots[name].run_turn(session, incoming, history=history, components=components)
+            ctx = await loop.run_turn(session, incoming, history=history, components=components)
         finally:
             _SWITCH.reset(token)
         if switch.target is not None:
