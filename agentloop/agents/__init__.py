@@ -7,6 +7,7 @@ from agentloop.agents.tool import (
     DEFAULT_MAX_DEPTH,
     AgentToolError,
     BotSource,
+    Builder,
     agent_tool,
     child_session,
 )
@@ -17,6 +18,7 @@ __all__ = [
     "HISTORY_SCANNED",
     "AgentToolError",
     "BotSource",
+    "Builder",
     "HandoffError",
     "Handoffs",
     "HistoryFilter",

@@ -16,7 +16,7 @@ import contextlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
@@ -28,7 +28,7 @@ from agentloop.loop import AgentLoop
 from agentloop.system import System
 from agentloop.tools import Tool, enclosing_turn, tool
 
-__all__ = ["DEFAULT_MAX_CALLS", "DEFAULT_MAX_DEPTH", "AgentToolError", "BotSource", "agent_tool", "child_session"]
+__all__ = ["DEFAULT_MAX_CALLS", "DEFAULT_MAX_DEPTH", "AgentToolError", "BotSource", "Builder", "agent_tool", "child_session"]
 
 DEFAULT_MAX_DEPTH = 3
 """How many bots deep below the first a chain of agent tools may reach."""
@@ -37,9 +37,22 @@ DEFAULT_MAX_CALLS = 4
 TURNS_REMEMBERED = 1024
 """The parent turns whose calls an agent tool counts (the most recent): enough for the turns in flight."""
 
-BotSource = AgentLoop | Callable[[], Any]
-"""A built bot, or a function without arguments that builds one: it returns an `AgentLoop`, a
-sequence of systems or a builder with `build()` (a `StandardPipeline`)."""
+
+
+class Builder(Protocol):
+    """A bot not built yet (a `StandardPipeline`): `build()` makes its `AgentLoop`."""
+
+    def build(self) -> AgentLoop: ...
+
+
+@runtime_checkable
+class _Buildable(Protocol):
+    def build(self) -> Any: ...
+
+
+BotSource = AgentLoop | Builder | Callable[[], Any]
+"""A built bot, a builder (`build()`), or a function without arguments that builds one: it returns
+an `AgentLoop`, a sequence of systems or a builder."""
 
 _BUILDING: ContextVar[tuple[tuple[str, object], ...]] = ContextVar("agentloop_agents_building", default=())
 _DEPTH: ContextVar[int] = ContextVar("agentloop_agent_depth", default=0)
@@ -83,8 +96,8 @@ def _build(name: str, source: BotSource, max_depth: int) -> AgentLoop:
     if isinstance(source, AgentLoop):
         return source
     with _building(name, source, max_depth):
-        built = source()
-        if callable(getattr(built, "build", None)):
+        built: Any = source.build() if isinstance(source, _Buildable) else source()
+        if isinstance(built, _Buildable):
             built = built.build()
     if isinstance(built, Sequence) and all(isinstance(s, System) for s in built):
         built = AgentLoop(built)
@@ -168,7 +181,7 @@ def agent_tool(
     max_depth: int = DEFAULT_MAX_DEPTH,
     max_calls: int = DEFAULT_MAX_CALLS,
 ) -> Tool:
-    """A tool that asks the bot `bot` (built, or a function that builds it, called now) one question.
+    """A tool that asks the bot `bot` (built, a builder or a function that builds it, built now) one question.
 
     Each call runs one turn of the child in `child_session` (its own history, pipeline, model,
     tools and limits); its structured output or final text is the tool's result, and a turn that
