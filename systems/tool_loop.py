@@ -23,6 +23,12 @@ Approval: a call that needs the user's approval (`@tool(requires_approval=True)`
 and the conversation so far is stored as a `PendingApproval`. The turn of the user's
 decision (`IncomingMessage.approval`) takes it once, runs the call or tells the model it
 was denied, and lets the model continue from there.
+
+A turn run inside a tool (a bot asked as a tool, `agentloop.agents`): each tool runs with this
+turn as its `EnclosingTurn` (`systems.nested`), so the inner turn's executions reach this loop's
+`on_tool_execution` under this session, its model calls join this turn's `TurnUsage` and budgets,
+and a call it holds back for approval ends this turn awaiting the user's decision, which the
+tool (its `nested_approval`) gets back, approved or denied.
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
+from agentloop._names import new_id
 from agentloop.approvals import ApprovalRequest
 from agentloop.components import LlmResponse, StructuredOutput, TurnUsage
 from agentloop.context import AgentContext, IncomingMessage, Session
@@ -134,7 +135,7 @@ class _Agent:
         if depth > self.max_depth:
             raise AgentToolError(f"the agent {self.name!r} would run {depth} bots deep, more than max_depth={self.max_depth}")
         if parent is None:
-            session, incoming = Session(f"agent/{self.name}"), IncomingMessage(question, auto_mode=True)
+            session, incoming = Session(f"agent/{self.name}/{new_id()}"), IncomingMessage(question, auto_mode=True)
         else:
             self.count(parent.turn_id)
             session = child_session(parent.session, self.name)

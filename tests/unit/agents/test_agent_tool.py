@@ -157,3 +157,20 @@ def test_child_sessions_keep_the_tenant_chain_and_link_to_the_parent() -> None:
     child = child_session(parent, "billing")
     assert child == Session("s1/billing", user_id="ada", project_id="p", team_id="t", org_id="o", channel="http", parent_id="s1")
     assert child_session(parent, "billing") == child
+
+
+def test_a_childs_approval_fails_the_call_when_the_parent_keeps_no_approvals(stores: Stores) -> None:
+    refunded: list[int] = []
+
+    @tool(requires_approval=True)
+    def refund(order: int) -> None:
+        """Refund an order."""
+        refunded.append(order)
+
+    child_llm = ScriptedLLM([ScriptedLLM.tool_call("refund", {"order": 7})])
+    child = AgentLoop([InputSanitizationSystem(), PromptWriter(), ToolLoopSystem(child_llm, [refund], approvals=stores.approvals)])
+    parent_llm = ScriptedLLM([ScriptedLLM.tool_call("billing", {"question": "refund 7"}), "I cannot refund it from here."])
+    ctx = bare(parent_llm, agent_tool("billing", "Refunds.", child)).run_turn_sync(Session("s"), IncomingMessage("refund 7"))
+    told = [m.content for m in parent_llm.requests[-1].messages if m.tool_call_id is not None]
+    assert told == ["error: it asked for the user's approval, but this bot keeps no approvals (pass approvals=...)"]
+    assert ctx.require(LlmResponse).text == "I cannot refund it from here." and refunded == []
