@@ -313,11 +313,12 @@ class ToolLoopSystem(System):
         run inside it holds back for approval: its result comes with the user's decision."""
         for ran in runs:
             told = self._record(turn, ran)
-            if turn.nested is not None and self.approvals is None:
+            held = turn.nested is not None and ran.call.id == turn.nested.call.id
+            if held and self.approvals is None:
                 told = f"error: {NO_APPROVALS_FOR_NESTED}"
                 turn.fail(FailureSource.TOOL, ran.call.name, FailureKind.POLICY, f"tool {ran.call.name!r}: {NO_APPROVALS_FOR_NESTED}")
-                turn.nested = None
-            if turn.nested is None or ran.call.id != turn.nested.call.id:
+                turn.nested, held = None, False
+            if not held:
                 turn.messages.append(ChatMessage.tool(ran.call.id, ran.call.name, told))
 
     @staticmethod

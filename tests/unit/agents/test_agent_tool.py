@@ -174,3 +174,27 @@ def test_a_childs_approval_fails_the_call_when_the_parent_keeps_no_approvals(sto
     told = [m.content for m in parent_llm.requests[-1].messages if m.tool_call_id is not None]
     assert told == ["error: it asked for the user's approval, but this bot keeps no approvals (pass approvals=...)"]
     assert ctx.require(LlmResponse).text == "I cannot refund it from here." and refunded == []
+
+
+def test_a_call_beside_the_one_a_child_holds_back_keeps_its_result_across_the_approval(stores: Stores) -> None:
+    @tool(requires_approval=True)
+    def refund(order: int) -> str:
+        """Refund an order."""
+        return f"order {order} refunded"
+
+    child_llm = ScriptedLLM([ScriptedLLM.tool_call("refund", {"order": 7}), "Order 7 is refunded."])
+    child = standard_pipeline(child_llm, RecordingChannel(), stores=stores, tools=[refund], options=OPTIONS)
+    both = LlmReply(tool_calls=(
+        *ScriptedLLM.tool_call("lookup_invoice", {"number": 7}).tool_calls,
+        *ScriptedLLM.tool_call("billing", {"question": "refund order 7"}).tool_calls,
+    ))
+    parent_llm = ScriptedLLM([both, "Refunded order 7 (40 euros)."])
+    tools = [lookup_invoice, agent_tool("billing", "Refunds.", child)]
+    loop = standard_pipeline(parent_llm, RecordingChannel(), stores=stores, tools=tools, options=OPTIONS).build()
+    session = Session("s", user_id="ada")
+    asked = loop.run_turn_sync(session, IncomingMessage("refund order 7")).require(TurnOutcome).approval
+    assert asked is not None and (asked.tool, asked.arguments, asked.session_id) == ("refund", {"order": 7}, "s")
+    answered = loop.run_turn_sync(session, IncomingMessage.approval(asked.approval_id, approved=True))
+    told = [m.content for m in parent_llm.requests[-1].messages if m.tool_call_id is not None]
+    assert told == ["invoice 7: 40 euros", "Order 7 is refunded."]
+    assert answered.require(TurnOutcome).assistant_text == "Refunded order 7 (40 euros)."
