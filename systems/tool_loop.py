@@ -387,13 +387,13 @@ class ToolLoopSystem(System):
     async def _suspend(self, turn: ToolTurn, call: ToolCall, step: Iterable[ToolCall], shown: ApprovalRequest | None = None) -> None:
         """Store `call` as awaiting approval, with the conversation so far (the step's calls not run
         answered as such), and put its `ApprovalRequest` on the turn: `shown`, the call a turn run
-        inside `call` holds back, when there is one, under its id and `/` and the tool's name (`_resume` takes it off)."""
+        inside `call` holds back, when there is one, under its id, a dot and the tool's name (an id a URL path holds; `_resume` takes the name off)."""
         assert self.approvals is not None  # __init__ refuses approval without a store, _told a nested one
         ctx = turn.ctx
         answered = {m.tool_call_id for m in turn.messages}
         later = [c for c in step if c.id != call.id and c.id not in answered]
         messages = (*turn.messages, *(ChatMessage.tool(c.id, c.name, NOT_RUN_BEHIND_APPROVAL) for c in later))
-        approval_id = new_id() if shown is None else f"{shown.approval_id}/{call.name}"
+        approval_id = new_id() if shown is None else f"{shown.approval_id}.{call.name}"
         request = ApprovalRequest(approval_id, call.name, dict(call.arguments), ctx.session.id, ctx.turn_id, ctx.clock.now())
         await self.approvals.add(PendingApproval(request, approval_scope(ctx.session, self.settings.company_id), call.id, messages))
         ctx.set(request if shown is None else attrs.evolve(shown, approval_id=approval_id, session_id=ctx.session.id, turn_id=ctx.turn_id))
@@ -422,7 +422,7 @@ class ToolLoopSystem(System):
         call = taken.call
         found = self.tools.get(call.name)
         if decision.approved or (found is not None and found.nested_approval):
-            turn.resumes = attrs.evolve(decision, approval_id=decision.approval_id.removesuffix(f"/{call.name}"))
+            turn.resumes = attrs.evolve(decision, approval_id=decision.approval_id.removesuffix(f".{call.name}"))
             try:
                 runs = await self._run_step(turn, [call])
             finally:
