@@ -7,13 +7,14 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 import attrs
+from cattrs.gen import make_dict_unstructure_fn, override
 
 from agentloop._names import new_id
 from agentloop.approvals import ApprovalDecision
 from agentloop.errors import MissingComponentError, UndeclaredAccessError
 from agentloop.messages import ChatMessage
 from agentloop.mid_turn import Interruption
-from agentloop.outcome import Attachment, FailureEvent, TurnOutcome, copy_str_dict
+from agentloop.outcome import Attachment, FailureEvent, TurnOutcome, converter, copy_str_dict
 from agentloop.ports.clock import Clock, SystemClock
 
 if TYPE_CHECKING:
@@ -37,6 +38,13 @@ class Session:
     org_id: str | None = None
     channel: str | None = None
     parent_id: str | None = None
+
+
+# A session's JSON (the inbox stores it and compares a resubmit with it) names `parent_id` only when
+# it is set, so a session stored before sessions had one reads as the same session.
+converter.register_unstructure_hook(
+    Session, make_dict_unstructure_fn(Session, converter, parent_id=override(omit_if_default=True))
+)
 
 
 @attrs.frozen
