@@ -80,7 +80,16 @@ from agentloop.structured import OutputType, OutputValidationError
 from agentloop.system import System
 from agentloop.telemetry import TELEMETRY, Telemetry
 from agentloop.tokens import EstimatedTokens, TokenCounter, TokenizerTokens
-from agentloop.tools import Tool, ToolRegistry, VoiceReply, current_execution_id, running_execution, tool
+from agentloop.tools import (
+    EnclosingTurn,
+    Tool,
+    ToolRegistry,
+    VoiceReply,
+    current_execution_id,
+    enclosing_turn,
+    running_execution,
+    tool,
+)
 
 __all__ = [
     "DEFAULT_COMPANY",
@@ -100,6 +109,7 @@ __all__ = [
     "CallUsage",
     "ChatMessage",
     "ContextBudget",
+    "EnclosingTurn",
     "EstimatedTokens",
     "FailureEvent",
     "FailureKind",
@@ -165,6 +175,7 @@ __all__ = [
     "collect",
     "converter",
     "current_execution_id",
+    "enclosing_turn",
     "events_of",
     "history_scope",
     "knowledge_scope",

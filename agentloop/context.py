@@ -7,13 +7,14 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 import attrs
+from cattrs.gen import make_dict_unstructure_fn, override
 
 from agentloop._names import new_id
 from agentloop.approvals import ApprovalDecision
 from agentloop.errors import MissingComponentError, UndeclaredAccessError
 from agentloop.messages import ChatMessage
 from agentloop.mid_turn import Interruption
-from agentloop.outcome import Attachment, FailureEvent, TurnOutcome, copy_str_dict
+from agentloop.outcome import Attachment, FailureEvent, TurnOutcome, converter, copy_str_dict
 from agentloop.ports.clock import Clock, SystemClock
 
 if TYPE_CHECKING:
@@ -24,7 +25,11 @@ T = TypeVar("T")
 
 @attrs.frozen
 class Session:
-    """Who a turn belongs to. `id` serialises turns; the other ids scope data."""
+    """Who a turn belongs to. `id` serialises turns; the other ids scope data.
+
+    `parent_id` links a child session to the session it was derived from (a bot asked as a
+    tool by another runs in a child session of the asking bot's; see `agentloop.agents`).
+    """
 
     id: str
     user_id: str | None = None
@@ -32,6 +37,14 @@ class Session:
     team_id: str | None = None
     org_id: str | None = None
     channel: str | None = None
+    parent_id: str | None = None
+
+
+# A session's JSON (the inbox stores it and compares a resubmit with it) names `parent_id` only when
+# it is set, so a session stored before sessions had one reads as the same session.
+converter.register_unstructure_hook(
+    Session, make_dict_unstructure_fn(Session, converter, parent_id=override(omit_if_default=True))
+)
 
 
 @attrs.frozen

@@ -27,7 +27,7 @@ from concurrent.futures import Future
 from contextlib import contextmanager
 from contextvars import ContextVar
 from queue import SimpleQueue
-from typing import Any, TypeVar, get_type_hints, overload
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, get_type_hints, overload
 
 import attrs
 import pydantic
@@ -38,6 +38,11 @@ from agentloop._schemas import FieldSpec, adapter, error_lines, json_schema, obj
 from agentloop.errors import ToolArgumentError, ToolDefinitionError
 from agentloop.messages import ToolSpec
 
+if TYPE_CHECKING:
+    from agentloop.approvals import ApprovalDecision, ApprovalRequest
+    from agentloop.components import CallUsage, ToolExecution
+    from agentloop.context import Session
+
 T = TypeVar("T")
 
 TOOL_THREADS_VARIABLE = "AGENTLOOP_TOOL_THREADS"
@@ -45,6 +50,39 @@ TOOL_THREADS_VARIABLE = "AGENTLOOP_TOOL_THREADS"
 DEFAULT_TOOL_THREADS = 32
 
 _CURRENT_EXECUTION: ContextVar[str | None] = ContextVar("agentloop_current_execution", default=None)
+_ENCLOSING_TURN: ContextVar[EnclosingTurn | None] = ContextVar("agentloop_enclosing_turn", default=None)
+
+
+class EnclosingTurn(Protocol):
+    """The turn whose tool is running now, as a turn run inside that tool (a bot asked as a
+    tool) reaches it: to be captured in its trajectory, spend from its budgets and ask its user."""
+
+    @property
+    def session(self) -> Session:
+        """The enclosing turn's session."""
+        ...
+
+    @property
+    def turn_id(self) -> str:
+        """The enclosing turn's id."""
+        ...
+
+    def capture(self, execution: ToolExecution) -> None:
+        """Capture an inner turn's tool execution in this turn's trajectory (and the turns enclosing it)."""
+        ...
+
+    async def spend(self, calls: tuple[CallUsage, ...]) -> None:
+        """Count an inner turn's model calls as this turn's: its usage and its budgets."""
+        ...
+
+    def await_approval(self, request: ApprovalRequest) -> None:
+        """End this turn awaiting the user's decision on `request`, a call the inner turn holds back."""
+        ...
+
+    @property
+    def decision(self) -> ApprovalDecision | None:
+        """The user's decision this run of the tool resumes (its tool asked for one earlier), or None."""
+        ...
 
 
 def current_execution_id() -> str | None:
@@ -53,13 +91,21 @@ def current_execution_id() -> str | None:
     return _CURRENT_EXECUTION.get()
 
 
+def enclosing_turn() -> EnclosingTurn | None:
+    """The turn whose tool is running now (in this task or thread), if the tool loop running it offers one."""
+    return _ENCLOSING_TURN.get()
+
+
 @contextmanager
-def running_execution(execution_id: str) -> Iterator[None]:
-    """Mark `execution_id` as the execution running inside this block (see `current_execution_id`)."""
+def running_execution(execution_id: str, turn: EnclosingTurn | None = None) -> Iterator[None]:
+    """Mark `execution_id` as the execution running inside this block (see `current_execution_id`),
+    run for `turn` when given (see `enclosing_turn`)."""
     token = _CURRENT_EXECUTION.set(execution_id)
+    enclosing = _ENCLOSING_TURN.set(turn)
     try:
         yield
     finally:
+        _ENCLOSING_TURN.reset(enclosing)
         _CURRENT_EXECUTION.reset(token)
 
 
@@ -69,12 +115,15 @@ class Tool:
 
     `arguments` validates what the model sent (None for a tool whose subclass validates itself).
     `requires_approval`: the user approves each call before it runs (the tool loop's default).
+    `nested_approval`: the tool runs a turn that may itself wait for the user's approval (a bot
+    asked as a tool): the user's decision goes back to the tool, approved or denied (`EnclosingTurn.decision`).
     """
 
     spec: ToolSpec
     function: Callable[..., Any]
     arguments: TypeAdapter[Any] | None = attrs.field(default=None, repr=False, eq=False)
     requires_approval: bool = False
+    nested_approval: bool = False
 
     @property
     def name(self) -> str:

@@ -4,9 +4,11 @@ while no budget is used up (docs/adr/0025-budgets.md)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import attrs
 
-from agentloop import AgentContext, Budgets, LlmRequest, Prices, Usage, history_scope
+from agentloop import AgentContext, Budgets, CallUsage, LlmRequest, Prices, Usage, history_scope
 from agentloop._log import get_logger
 from agentloop.ports import Charge, UsageStore
 from agentloop.tokens import EstimatedTokens, TokenCounter, request_tokens
@@ -83,6 +85,15 @@ class BudgetGuard:
         tokens = 0 if usage is None else usage.input_tokens + usage.output_tokens
         cost = 0.0 if usage is None else self._cost(model, usage, ctx)
         await self.usage.spend([attrs.evolve(c, tokens=tokens - c.tokens, cost=cost - c.cost) for c in reservation.charges])
+
+    async def charge(self, ctx: AgentContext, calls: Iterable[CallUsage]) -> None:
+        """Put model calls made for this turn elsewhere (by a bot it asked) on its ledger lines, whatever the limits."""
+        if not self.budgets.limits or self.usage is None:
+            return
+        calls = tuple(calls)
+        tokens = sum(call.usage.input_tokens + call.usage.output_tokens for call in calls)
+        cost = sum(self._cost(call.model, call.usage, ctx) for call in calls)
+        await self.usage.spend(self._charges(ctx, tokens, cost))
 
     async def before_tools(self, ctx: AgentContext, used: Usage) -> str | None:
         """Why a tool step may not run (a budget used up), or None."""

@@ -23,6 +23,12 @@ Approval: a call that needs the user's approval (`@tool(requires_approval=True)`
 and the conversation so far is stored as a `PendingApproval`. The turn of the user's
 decision (`IncomingMessage.approval`) takes it once, runs the call or tells the model it
 was denied, and lets the model continue from there.
+
+A turn run inside a tool (a bot asked as a tool, `agentloop.agents`): each tool runs with this
+turn as its `EnclosingTurn` (`systems.nested`), so the inner turn's executions reach this loop's
+`on_tool_execution` under this session, its model calls join this turn's `TurnUsage` and budgets,
+and a call it holds back for approval ends this turn awaiting the user's decision, which the
+tool (its `nested_approval`) gets back, approved or denied.
 """
 
 from __future__ import annotations
@@ -33,7 +39,6 @@ import json
 import warnings
 from collections.abc import Callable, Iterable
 from contextlib import aclosing
-from datetime import datetime
 from time import perf_counter
 from typing import Any, ClassVar, Unpack
 
@@ -80,6 +85,7 @@ from agentloop import (
     collect,
     converter,
     current_execution_id,
+    enclosing_turn,
     events_of,
     new_id,
     running_execution,
@@ -93,7 +99,7 @@ from agentloop.ports import LLM, ApprovalStore, Channel, Metrics, StreamingChann
 
 from systems.budgets import BudgetGuard
 
-from systems.input import turn_user_text
+from systems.nested import NestedTurn
 from systems.outcome import render_call
 from systems.tool_loop_settings import DEFAULT_MAX_TOOL_OUTPUT_BYTES as DEFAULT_MAX_TOOL_OUTPUT_BYTES
 from systems.tool_loop_settings import SettingsKeywords
@@ -101,12 +107,13 @@ from systems.tool_loop_settings import ToolExecutionHook as ToolExecutionHook
 from systems.tool_loop_settings import ToolLoopSettings as ToolLoopSettings
 from systems.tool_loop_settings import ToolPolicy as ToolPolicy
 from systems.tool_loop_settings import plan_mode_requested as plan_mode_requested
-from systems.tool_turn import RanCall, ToolTurn
+from systems.tool_turn import RanCall, ToolTurn, execution_of
 from systems.usage import count_tokens, prompt_cache_key, usage_attributes
 
 _log = get_logger("agentloop.tool_loop")
 
 UNKNOWN_APPROVAL = "that approval was already answered or does not exist"
+NO_APPROVALS_FOR_NESTED = "it asked for the user's approval, but this bot keeps no approvals (pass approvals=...)"
 NOT_RUN_BEHIND_APPROVAL = "not run: it came after a call that awaits the user's approval; call it again if you still need it"
 
 
@@ -281,17 +288,38 @@ class ToolLoopSystem(System):
                 ctx.set(PlanProposal(content, reply.tool_calls))
                 turn.stop(FinishReason.PLAN_MODE, f"plan mode: {len(reply.tool_calls)} tool call(s) proposed, none run")
                 return
-            turn.messages.append(ChatMessage.assistant(content, reply.tool_calls))
-            if await self._interrupted(turn) or await self._over_budget(turn):
+            if not await self._tool_step(turn, content, reply.tool_calls):
                 return
-            admitted, stop = self._admit(turn, reply.tool_calls)
-            for ran in await self._run_step(turn, admitted):
-                turn.messages.append(ChatMessage.tool(ran.call.id, ran.call.name, self._record(turn, ran)))
-            if turn.awaiting is not None:
-                await self._suspend(turn, turn.awaiting, reply.tool_calls)
-            if stop is not None:
-                turn.stop(*stop)
-                return
+
+    async def _tool_step(self, turn: ToolTurn, content: str | None, calls: tuple[ToolCall, ...]) -> bool:
+        """Run the tool calls of one model reply; False when the turn ends after them."""
+        turn.messages.append(ChatMessage.assistant(content, calls))
+        if await self._interrupted(turn) or await self._over_budget(turn):
+            return False
+        admitted, stop = self._admit(turn, calls)
+        self._told(turn, await self._run_step(turn, admitted))
+        if turn.nested is not None:
+            await self._suspend_nested(turn, calls)
+            return False
+        if turn.awaiting is not None:
+            await self._suspend(turn, turn.awaiting, calls)
+        if stop is not None:
+            turn.stop(*stop)
+            return False
+        return True
+
+    def _told(self, turn: ToolTurn, runs: Iterable[RanCall]) -> None:
+        """Put the step's runs on the turn and tell the model their results, but for a call a turn
+        run inside it holds back for approval: its result comes with the user's decision."""
+        for ran in runs:
+            told = self._record(turn, ran)
+            held = turn.nested is not None and ran.call.id == turn.nested.call.id
+            if held and self.approvals is None:
+                told = f"error: {NO_APPROVALS_FOR_NESTED}"
+                turn.fail(FailureSource.TOOL, ran.call.name, FailureKind.POLICY, f"tool {ran.call.name!r}: {NO_APPROVALS_FOR_NESTED}")
+                turn.nested, held = None, False
+            if not held:
+                turn.messages.append(ChatMessage.tool(ran.call.id, ran.call.name, told))
 
     @staticmethod
     async def _interrupted(turn: ToolTurn) -> bool:
@@ -356,17 +384,26 @@ class ToolLoopSystem(System):
         found = self.tools.get(call.name)
         return found is not None and found.requires_approval
 
-    async def _suspend(self, turn: ToolTurn, call: ToolCall, step: Iterable[ToolCall]) -> None:
-        """Store `call` as awaiting approval, with the conversation so far (the step's later calls
-        answered as not run), and put its `ApprovalRequest` on the turn."""
-        assert self.approvals is not None  # __init__ refuses approval without a store
+    async def _suspend(self, turn: ToolTurn, call: ToolCall, step: Iterable[ToolCall], shown: ApprovalRequest | None = None) -> None:
+        """Store `call` as awaiting approval, with the conversation so far (the step's calls not run
+        answered as such), and put its `ApprovalRequest` on the turn: `shown`, the call a turn run
+        inside `call` holds back, when there is one, under its id, a dot and the tool's name (an id a URL path holds; `_resume` takes the name off)."""
+        assert self.approvals is not None  # __init__ refuses approval without a store, _told a nested one
         ctx = turn.ctx
-        calls = list(step)
-        later = calls[calls.index(call) + 1 :]
+        answered = {m.tool_call_id for m in turn.messages}
+        later = [c for c in step if c.id != call.id and c.id not in answered]
         messages = (*turn.messages, *(ChatMessage.tool(c.id, c.name, NOT_RUN_BEHIND_APPROVAL) for c in later))
-        request = ApprovalRequest(new_id(), call.name, dict(call.arguments), ctx.session.id, ctx.turn_id, ctx.clock.now())
+        approval_id = new_id() if shown is None else f"{shown.approval_id}.{call.name}"
+        request = ApprovalRequest(approval_id, call.name, dict(call.arguments), ctx.session.id, ctx.turn_id, ctx.clock.now())
         await self.approvals.add(PendingApproval(request, approval_scope(ctx.session, self.settings.company_id), call.id, messages))
-        ctx.set(request)
+        ctx.set(request if shown is None else attrs.evolve(shown, approval_id=approval_id, session_id=ctx.session.id, turn_id=ctx.turn_id))
+
+    async def _suspend_nested(self, turn: ToolTurn, step: Iterable[ToolCall]) -> None:
+        """End the turn awaiting the user's decision on the call a turn run inside one of its tools holds back."""
+        assert turn.nested is not None
+        request = turn.nested.request
+        await self._suspend(turn, turn.nested.call, step, request)
+        turn.stop(FinishReason.AWAITING_APPROVAL, render_call(request.tool, request.arguments))
 
     async def _resume(self, turn: ToolTurn, decision: ApprovalDecision) -> bool:
         """Take the decided call (once) and continue its conversation: the call's result when approved,
@@ -383,11 +420,19 @@ class ToolLoopSystem(System):
             return False
         turn.messages = list(taken.messages)
         call = taken.call
-        if decision.approved:
-            (ran,) = await self._run_step(turn, [call])
-            result = self._record(turn, ran)
-        else:
-            result = "the user denied this call" + (f": {decision.note}" if decision.note else "")
+        found = self.tools.get(call.name)
+        if decision.approved or (found is not None and found.nested_approval):
+            turn.resumes = attrs.evolve(decision, approval_id=decision.approval_id.removesuffix(f".{call.name}"))
+            try:
+                runs = await self._run_step(turn, [call])
+            finally:
+                turn.resumes = None
+            self._told(turn, runs)
+            if turn.nested is not None:  # the turn inside it holds back another call
+                await self._suspend_nested(turn, [call])
+                return False
+            return True
+        result = "the user denied this call" + (f": {decision.note}" if decision.note else "")
         turn.messages.append(ChatMessage.tool(call.id, call.name, result))
         return True
 
@@ -505,7 +550,7 @@ class ToolLoopSystem(System):
         started_at = ctx.clock.now()
         t0 = perf_counter()
         execution_id = new_id()
-        parent_id = current_execution_id()
+        parent_id, outer = current_execution_id(), enclosing_turn()
         found = self.tools.get(call.name)
         result: Any = None
         result_text: str | None = None
@@ -520,7 +565,8 @@ class ToolLoopSystem(System):
         else:
             task = running_task()
             try:
-                with running_execution(execution_id):
+                nested = NestedTurn(turn, call, lambda: self.settings.on_tool_execution, self.budget, outer, turn.resumes)
+                with running_execution(execution_id, nested):
                     if serial is None or not found.runs_on_thread:
                         result = await found.invoke(call.arguments)
                     else:
@@ -540,7 +586,9 @@ class ToolLoopSystem(System):
                 result_text = storable(cap_bytes(rendered, self.settings.max_tool_output_bytes))
         if error is not None:
             error = storable(cap_bytes(error, self.settings.max_tool_output_bytes))
-        execution = _record(ctx, call, step_id, execution_id, parent_id, started_at, (perf_counter() - t0) * 1000.0, result_text, error)
+        execution = execution_of(ctx, call, step_id, execution_id, parent_id, started_at, (perf_counter() - t0) * 1000.0, result_text, error)
+        if outer is not None:  # a turn run inside a tool: its executions join the enclosing turn's trajectory
+            outer.capture(execution)
         if self.settings.on_tool_execution is not None:
             try:
                 self.settings.on_tool_execution(execution)
@@ -548,30 +596,3 @@ class ToolLoopSystem(System):
                 _log.error("tool.hook_failed", tool=call.name, turn_id=ctx.turn_id, exc_info=exc)
         return RanCall(call, execution, result, failure)
 
-
-def _record(
-    ctx: AgentContext, call: ToolCall, step_id: str, execution_id: str, parent_id: str | None,
-    started_at: datetime, duration_ms: float, result: str | None, error: str | None,
-) -> ToolExecution:
-    """What a tool call did, as note-taking captures it: the tenant chain, the turn and its outcome."""
-    session = ctx.session
-    return ToolExecution(
-        id=execution_id,
-        tool_name=storable(call.name),
-        arguments=dict(call.arguments),
-        started_at=started_at,
-        duration_ms=duration_ms,
-        session_id=session.id,
-        result=result,
-        error=error,
-        parent_id=parent_id,
-        user_id=session.user_id,
-        project_id=session.project_id,
-        context_snapshot={
-            "turn_id": ctx.turn_id,
-            "user_message": turn_user_text(ctx)[:500],
-        },
-        org_id=session.org_id,
-        team_id=session.team_id,
-        step_id=step_id,
-    )

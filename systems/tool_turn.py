@@ -3,12 +3,14 @@ the usage spent, and the user's message the answer streams into."""
 
 from __future__ import annotations
 
-from typing import Any
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from agentloop import (
     AgentContext,
+    ApprovalDecision,
     Attachment,
     CallUsage,
     ChatMessage,
@@ -26,10 +28,15 @@ from agentloop import (
     TransportError,
     TurnUsage,
     new_id,
+    storable,
 )
 from agentloop._log import get_logger
 from agentloop.ports import MessageStream, StreamingChannel
+from systems.input import turn_user_text
 from systems.routing import UNDELIVERED_TEXT
+
+if TYPE_CHECKING:
+    from systems.nested import NestedApproval
 
 _log = get_logger("agentloop.tool_loop")
 
@@ -63,6 +70,10 @@ class ToolTurn:
         self.repaired = False
         self.awaiting: ToolCall | None = None
         """The call of this model step that needs the user's approval, once `_admit` met one."""
+        self.nested: NestedApproval | None = None
+        """A call that a turn run inside one of this step's tools holds back for the user's approval."""
+        self.resumes: ApprovalDecision | None = None
+        """The user's decision the call being run again (by `_resume`) answers."""
 
     def fail(self, source: FailureSource, component: str, kind: FailureKind, message: str) -> None:
         self.ctx.add_failure(FailureEvent(source, component, kind, message, self.ctx.clock.now()))
@@ -119,3 +130,31 @@ class ToolTurn:
 
     def stop(self, reason: FinishReason, detail: str) -> None:
         self.ctx.set(ToolLoopStop(reason, detail, self.llm_calls, len(self.executions)))
+
+
+def execution_of(
+    ctx: AgentContext, call: ToolCall, step_id: str, execution_id: str, parent_id: str | None,
+    started_at: datetime, duration_ms: float, result: str | None, error: str | None,
+) -> ToolExecution:
+    """What a tool call did, as note-taking captures it: the tenant chain, the turn and its outcome."""
+    session = ctx.session
+    return ToolExecution(
+        id=execution_id,
+        tool_name=storable(call.name),
+        arguments=dict(call.arguments),
+        started_at=started_at,
+        duration_ms=duration_ms,
+        session_id=session.id,
+        result=result,
+        error=error,
+        parent_id=parent_id,
+        user_id=session.user_id,
+        project_id=session.project_id,
+        context_snapshot={
+            "turn_id": ctx.turn_id,
+            "user_message": turn_user_text(ctx)[:500],
+        },
+        org_id=session.org_id,
+        team_id=session.team_id,
+        step_id=step_id,
+    )

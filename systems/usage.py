@@ -19,7 +19,8 @@ class UsageRecordingSystem(System):
     within `company_id`, keyed by the turn id so a write tried again records the turn once.
 
     It runs for every turn that called the model: answered or not, a task step, a turn past
-    its deadline; the tokens were spent all the same.
+    its deadline; the tokens were spent all the same. A child session's turn (a bot asked as a
+    tool, `Session.parent_id`) is not recorded here: its calls join the asking turn's `TurnUsage`.
     """
 
     order: ClassVar[int] = 72
@@ -33,7 +34,7 @@ class UsageRecordingSystem(System):
 
     def should_process(self, ctx: AgentContext) -> bool:
         turn = ctx.get(TurnUsage)
-        return turn is not None and bool(turn.calls)
+        return turn is not None and bool(turn.calls) and ctx.session.parent_id is None
 
     async def process(self, ctx: AgentContext) -> None:
         turn = ctx.require(TurnUsage)

@@ -15,6 +15,7 @@ PUBLIC_PACKAGES = [
     "agentloop.adapters",
     "agentloop.adapters.postgres",
     "agentloop.adapters.sqlite",
+    "agentloop.agents",
     "agentloop.cli",
     "agentloop.notes",
     "agentloop.ports",

@@ -17,7 +17,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import agentloop.tools
-from agentloop import Tool, ToolArgumentError, ToolDefinitionError, ToolRegistry, current_execution_id, running_execution, tool
+from agentloop import (
+    Tool,
+    ToolArgumentError,
+    ToolDefinitionError,
+    ToolRegistry,
+    current_execution_id,
+    enclosing_turn,
+    running_execution,
+    tool,
+)
 from agentloop.tools import TOOL_THREADS_VARIABLE, ToolThreads, tool_threads
 
 
@@ -277,3 +286,16 @@ def test_agentloop_tool_threads_sets_the_bound(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv(TOOL_THREADS_VARIABLE, "3")
     monkeypatch.setattr(agentloop.tools, "_POOL", agentloop.tools._ProcessPool())
     assert tool_threads().size == 3
+
+
+def test_the_enclosing_turn_is_the_one_given_to_the_innermost_running_execution_and_none_outside() -> None:
+    outer, inner = object(), object()
+    assert enclosing_turn() is None
+    with running_execution("e1", outer):  # type: ignore[arg-type]
+        assert enclosing_turn() is outer
+        with running_execution("e2"):
+            assert enclosing_turn() is None and current_execution_id() == "e2"
+        with running_execution("e3", inner):  # type: ignore[arg-type]
+            assert enclosing_turn() is inner
+        assert enclosing_turn() is outer and current_execution_id() == "e1"
+    assert enclosing_turn() is None and current_execution_id() is None
