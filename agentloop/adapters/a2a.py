@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import ssl
 from collections.abc import AsyncIterator, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Annotated, Any
@@ -137,6 +138,7 @@ class _Agent:
 
     def __init__(self, card: AgentCard, headers: Mapping[str, str], timeout: float | None, connect_timeout: float) -> None:
         self.card, self.headers, self.timeout, self.connect_timeout = card, dict(headers), timeout, connect_timeout
+        self.tls = httpx.create_ssl_context()  # made once: making one is most of what opening an HTTP client costs
         self.contexts: dict[str, str] = {}
         self.waiting: dict[str, _Waiting] = {}
 
@@ -181,7 +183,8 @@ class _Agent:
         """Send `outgoing` and follow its task until it ends or asks for input; cancel it if this call is cut short."""
         progress = _Progress()
         limits = httpx.Timeout(self.connect_timeout, read=None)
-        async with httpx.AsyncClient(headers=self.headers, timeout=limits, transport=_ZonedTimestamps()) as http:
+        transport = _ZonedTimestamps(self.tls)
+        async with httpx.AsyncClient(headers=self.headers, timeout=limits, verify=self.tls, transport=transport) as http:
             client = await create_client(self.card, ClientConfig(streaming=self.card.capabilities.streaming, httpx_client=http))
             try:
                 async with asyncio.timeout(self.timeout):
@@ -302,8 +305,8 @@ class _ZonedTimestamps(httpx.AsyncBaseTransport):
     This is the one difference from the protocol these tools tolerate (docs/adr/0028-remote-agents-over-a2a.md).
     """
 
-    def __init__(self) -> None:
-        self._http = httpx.AsyncHTTPTransport()
+    def __init__(self, tls: ssl.SSLContext) -> None:
+        self._http = httpx.AsyncHTTPTransport(verify=tls)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         response = await self._http.handle_async_request(request)
