@@ -8,7 +8,7 @@ A call sends the model's `message` to the agent, with the official a2a-sdk clien
 remote context is kept per session of the calling bot, so a second call continues the same conversation.
 When the calling turn is cut short (its deadline, an interruption) or `timeout` passes, the remote task is
 cancelled. A task that asks for input (`input-required`) ends the calling turn awaiting the user's approval;
-the user's decision goes back to that same task (docs/adr/0028-remote-agents-over-a2a.md).
+the user's decision goes back to that same task (docs/adr/0030-remote-agents-over-a2a.md).
 """
 
 from __future__ import annotations
@@ -302,7 +302,7 @@ class _ZonedTimestamps(httpx.AsyncBaseTransport):
 
     Some servers (fasta2a's in-memory storage) write task timestamps without a zone, which the a2a-sdk client
     refuses; each line of an answer (a JSON body, or one event of a stream) gets the local offset added.
-    This is the one difference from the protocol these tools tolerate (docs/adr/0028-remote-agents-over-a2a.md).
+    This is the one difference from the protocol these tools tolerate (docs/adr/0030-remote-agents-over-a2a.md).
     """
 
     def __init__(self, tls: ssl.SSLContext) -> None:
