@@ -166,7 +166,13 @@ class _Agent:
         """The answer of a completed task; an input-required one awaits the user's approval; any other state raises."""
         if progress.state == TaskState.TASK_STATE_COMPLETED:
             return progress.answer
-        if progress.state == TaskState.TASK_STATE_INPUT_REQUIRED and turn is not None:
+        if progress.state == TaskState.TASK_STATE_INPUT_REQUIRED and turn is None:
+            raise A2aAgentError(
+                f"the agent {self.card.name!r} asks for input ({progress.said_text}), and this call runs outside a "
+                f"bot's turn, whose user could answer; call the tool from a bot's tool loop"
+            )
+        if progress.state == TaskState.TASK_STATE_INPUT_REQUIRED:
+            assert turn is not None
             approval_id = new_id()
             self.waiting[approval_id] = _Waiting(progress.task_id, progress.context_id)
             asked = progress.asked

@@ -13,7 +13,7 @@ import pytest
 from a2a.client import ClientConfig, create_client
 from a2a.types.a2a_pb2 import GetTaskRequest, Task, TaskState
 from fasta2a.pydantic_ai import agent_to_a2a
-from fasta2a.schema import Skill
+from fasta2a.schema import AgentCapabilities, Skill
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
@@ -68,14 +68,17 @@ class Calculator:
             yield word + " "
 
 
-@pytest.fixture
-def calculator() -> Iterator[tuple[str, Calculator]]:
-    """A pydantic-ai agent served over A2A with fasta2a (pydantic-ai's own A2A server) on a loopback port."""
+@pytest.fixture(params=["streaming", "polling"])
+def calculator(request: pytest.FixtureRequest) -> Iterator[tuple[str, Calculator]]:
+    """A pydantic-ai agent served over A2A with fasta2a (pydantic-ai's own A2A server) on a loopback port; its card
+    says it streams, or (polling) that it does not, so a call asks for the task until it ends."""
     model = Calculator()
     agent = Agent(FunctionModel(model.answer, stream_function=model.stream), name="calculator")
     skill = Skill(id="arithmetic", name="arithmetic", description="Adds and multiplies numbers.", tags=["math"],
                   input_modes=["text/plain"], output_modes=["text/plain"])
     app = agent_to_a2a(agent, name="calculator", skills=[skill])
+    if request.param == "polling":
+        app._capabilities = lambda: AgentCapabilities(streaming=False, push_notifications=False)  # type: ignore[method-assign]
     with served(app) as url:
         app.url = url + "/"  # the card names the JSON-RPC endpoint, which is on the port just taken
         yield url, model
@@ -160,7 +163,7 @@ def test_when_the_calling_turns_deadline_passes_the_remote_task_is_cancelled(tmp
         try:
             with capture_logs() as logs:
                 [ctx] = run(tools, tmp_path, ScriptedLLM(asks("chat")), IncomingMessage("take your time"),
-                            options=StandardOptions(turn_timeout=1.0))
+                            options=StandardOptions(turn_timeout=2.0))
         finally:
             remote.release.set()
         [cancelled] = [log for log in logs if log["event"] == "a2a.task_cancelled"]
