@@ -76,6 +76,7 @@ SYSTEMS_INTERNAL_IMPORTS = {
     ("systems/context.py", "agentloop._log"): "the built-in systems log where the framework does",
     ("systems/compaction.py", "agentloop._log"): "the built-in systems log where the framework does",
     ("systems/budgets.py", "agentloop._log"): "the built-in systems log where the framework does",
+    ("systems/nested.py", "agentloop._log"): "the built-in systems log where the framework does",
 }
 """Internal helpers the built-in tool loop shares with the framework, each with its reason."""
 
