@@ -166,24 +166,28 @@ class _Agent:
         """The answer of a completed task; an input-required one awaits the user's approval; any other state raises."""
         if progress.state == TaskState.TASK_STATE_COMPLETED:
             return progress.answer
-        if progress.state == TaskState.TASK_STATE_INPUT_REQUIRED and turn is None:
-            raise A2aAgentError(
-                f"the agent {self.card.name!r} asks for input ({progress.said_text}), and this call runs outside a "
-                f"bot's turn, whose user could answer; call the tool from a bot's tool loop"
-            )
         if progress.state == TaskState.TASK_STATE_INPUT_REQUIRED:
-            assert turn is not None
-            approval_id = new_id()
-            self.waiting[approval_id] = _Waiting(progress.task_id, progress.context_id)
-            asked = progress.asked
-            shown = asked.get("arguments")
-            arguments = shown if isinstance(shown, dict) else {"question": progress.said_text}
-            name = asked.get("tool") if isinstance(asked.get("tool"), str) else tool
-            turn.await_approval(ApprovalRequest(approval_id, str(name), arguments, turn.session.id, "", datetime.now(UTC)))
-            return f"the agent {self.card.name!r} asks the user: {progress.said_text}"
+            if turn is None:
+                raise A2aAgentError(
+                    f"the agent {self.card.name!r} asks for input ({progress.said_text}), and this call runs outside a "
+                    f"bot's turn, whose user could answer; call the tool from a bot's tool loop"
+                )
+            return self._ask_user(tool, progress, turn)
         state = TaskState.Name(progress.state).removeprefix("TASK_STATE_").lower().replace("_", "-")
         said = f": {progress.said_text}" if progress.said_text else ""
         raise A2aAgentError(f"the agent {self.card.name!r} ended its task {state}{said}")
+
+    def _ask_user(self, tool: str, progress: _Progress, turn: EnclosingTurn) -> str:
+        """End the calling turn awaiting its user's decision on what the task asks: the remote call (`tool` and
+        `arguments` of the agent's data part) or its question; the task is kept under the approval's id."""
+        approval_id = new_id()
+        self.waiting[approval_id] = _Waiting(progress.task_id, progress.context_id)
+        asked = progress.asked
+        shown = asked.get("arguments")
+        arguments = shown if isinstance(shown, dict) else {"question": progress.said_text}
+        name = asked.get("tool") if isinstance(asked.get("tool"), str) else tool
+        turn.await_approval(ApprovalRequest(approval_id, str(name), arguments, turn.session.id, "", datetime.now(UTC)))
+        return f"the agent {self.card.name!r} asks the user: {progress.said_text}"
 
     async def _follow(self, outgoing: Message) -> _Progress:
         """Send `outgoing` and follow its task until it ends or asks for input; cancel it if this call is cut short."""
