@@ -4,7 +4,8 @@ the chat file, and `running_bot`, which answers a `FakeBotApi`'s chats by long p
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,16 @@ def make_report() -> Attachment:
     return Attachment("report.csv", "text/csv", b"day,sales\nmon,3\n")
 
 
+@tool
+def draw_chart() -> Attachment:
+    """Draw the sales chart."""
+    return Attachment("chart.png", "image/png", PNG)
+
+
+PNG = bytes.fromhex("89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c4890000000d49444154789c6360000002000105fe02fea7d5ee0000000049454e44ae426082")
+"""A one-pixel PNG image."""
+
+
 def answer(request: LlmRequest) -> LlmReply | str:
     """Echoes the user; `speak X`, `delete X` and `report` call tools, `long` answers at length."""
     last = request.messages[-1]
@@ -57,29 +68,30 @@ def answer(request: LlmRequest) -> LlmReply | str:
     for verb, name, key in (("speak ", "send_voice", "text"), ("delete ", "delete_file", "path")):
         if text.startswith(verb):
             return ScriptedLLM.tool_call(name, {key: text.removeprefix(verb)})
-    if text == "report":
-        return ScriptedLLM.tool_call("make_report", {})
+    if text in ("report", "chart"):
+        return ScriptedLLM.tool_call("make_report" if text == "report" else "draw_chart", {})
     return LONG_ANSWER if text == "long" else f"echo: {text}"
 
 
 def telegram_pipeline(channel: Channel, stores: Stores) -> StandardPipeline:
     """The standard bot on the scripted model, with a tool needing approval and one returning a file."""
-    return standard_pipeline(ScriptedLLM(answer), channel, stores=stores, tools=[delete_file, make_report])
+    return standard_pipeline(ScriptedLLM(answer), channel, stores=stores, tools=[delete_file, make_report, draw_chart])
 
 
 @asynccontextmanager
 async def running_bot(
     api: FakeBotApi, data: Path, *, llm: Any = None, synthesizer: Synthesizer | None = None,
     transcriber: Transcriber | None = None, edit_interval: float = 0.0, webhook: Webhook | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> AsyncIterator[TelegramBot]:
     """The test bot answering `api`'s chats (the chat file `CHATS`) until the block ends, its stores in `data`."""
     (data.parent / "chats.toml").write_text(CHATS)
     application = telegram_application(api.token, base_url=api.base_url, base_file_url=api.base_file_url)
-    channel = TelegramChannel(application.bot, synthesizer=synthesizer, edit_interval=edit_interval)
+    channel = TelegramChannel(application.bot, synthesizer=synthesizer, edit_interval=edit_interval, clock=clock)
     model = llm if llm is not None else ScriptedLLM(answer)
     async with AsyncExitStack() as stack:
         stores = stack.enter_context(open_stores(str(data), bot="bot"))
-        pipeline = stack.enter_context(standard_pipeline(model, channel, stores=stores, tools=[delete_file, make_report]))
+        pipeline = stack.enter_context(standard_pipeline(model, channel, stores=stores, tools=[delete_file, make_report, draw_chart]))
         note_taking = stack.enter_context(open_note_taking(stores, model))
         add_note_taking(pipeline, note_taking)
         bot = TelegramBot(application, channel, load_chats(data.parent / "chats.toml"), direct_turns(pipeline.build()),

@@ -1,1 +1,1 @@
-"""Speech adapters: the embedded synthesizer on Debian's espeak-ng, and the OGG/Opus encoding voice messages take."""
+"""Speech adapters: the embedded `Synthesizer` on Debian's espeak-ng."""

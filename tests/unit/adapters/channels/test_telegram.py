@@ -11,9 +11,10 @@ import soundfile
 
 from agentloop.adapters.channels.telegram import split_message
 from agentloop.adapters.speech.espeak import EspeakSynthesizer
-from agentloop.adapters.speech.opus import ogg_opus
+from agentloop.adapters.channels.telegram.voice import ogg_opus
 from agentloop.testing.telegram_server import FakeBotApi
-from telegram_kit import ALICE_CHAT, LONG_ANSWER, STRANGER_CHAT, KnownWords, deleted, running_bot
+from agentloop.testing import ScriptedLLM
+from telegram_kit import ALICE_CHAT, LONG_ANSWER, PNG, STRANGER_CHAT, KnownWords, answer, deleted, running_bot
 
 
 def test_a_listed_chat_gets_the_answer_to_its_message(tmp_path: Path) -> None:
@@ -180,3 +181,41 @@ def test_a_file_a_tool_returns_is_sent_as_a_document(tmp_path: Path) -> None:
         asyncio.run(scenario(api))
         document = next(m for m in api.chat(ALICE_CHAT) if m.kind == "document")
         assert (document.file_name, document.data) == ("report.csv", b"day,sales\nmon,3\n")
+
+
+def test_an_image_a_tool_returns_is_sent_as_a_photo(tmp_path: Path) -> None:
+    async def scenario(api: FakeBotApi) -> None:
+        async with running_bot(api, tmp_path / "data"):
+            api.user_says(ALICE_CHAT, "chart")
+            await api.until(lambda: any(m.kind == "photo" for m in api.chat(ALICE_CHAT)))
+
+    with FakeBotApi() as api:
+        asyncio.run(scenario(api))
+        photo = next(m for m in api.chat(ALICE_CHAT) if m.kind == "photo")
+        assert photo.data == PNG
+
+
+def test_a_streamed_answer_is_one_message_edited_as_it_grows(tmp_path: Path) -> None:
+    async def scenario(api: FakeBotApi) -> None:
+        async with running_bot(api, tmp_path / "data", llm=ScriptedLLM(answer, chunk=4, pace=0.02)):
+            api.user_says(ALICE_CHAT, "a streamed answer grows")
+            await api.until(lambda: api.texts(ALICE_CHAT) == ["echo: a streamed answer grows"])
+
+    with FakeBotApi() as api:
+        asyncio.run(scenario(api))
+        [message] = api.chat(ALICE_CHAT)
+        assert message.edits >= 2
+        assert api.calls.count("sendMessage") == 1
+
+
+def test_edits_are_rate_limited_so_with_no_time_passing_the_message_is_edited_once_to_its_final_text(tmp_path: Path) -> None:
+    async def scenario(api: FakeBotApi) -> None:
+        async with running_bot(api, tmp_path / "data", llm=ScriptedLLM(answer, chunk=4), edit_interval=1.0, clock=lambda: 0.0):
+            api.user_says(ALICE_CHAT, "a streamed answer grows")
+            await api.until(lambda: api.texts(ALICE_CHAT) == ["echo: a streamed answer grows"])
+
+    with FakeBotApi() as api:
+        asyncio.run(scenario(api))
+        [message] = api.chat(ALICE_CHAT)
+        assert message.edits == 1
+        assert api.calls.count("editMessageText") == 1

@@ -1,4 +1,4 @@
-"""WAV to OGG/Opus, the format Telegram's voice messages take, with soundfile (libsndfile, Opus bundled in its wheel)."""
+"""WAV to OGG/Opus, the format Telegram's `sendVoice` takes, with soundfile (libsndfile, Opus bundled in its wheel)."""
 
 from __future__ import annotations
 
