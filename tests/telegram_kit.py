@@ -4,11 +4,16 @@ the chat file, and `running_bot`, which answers a `FakeBotApi`'s chats by long p
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import subprocess
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
+
+import attrs
 
 from agentloop import Attachment, tool
 from agentloop.adapters import open_note_taking, open_stores
@@ -20,6 +25,7 @@ from agentloop.ports import Channel, Stores, Synthesizer, Transcriber
 from agentloop.messages import LlmReply, LlmRequest
 from agentloop.testing import ScriptedLLM
 from agentloop.testing.telegram_server import FakeBotApi
+from serve_kit import AGENTLOOP
 from systems import StandardPipeline, add_note_taking, standard_pipeline
 
 ALICE_CHAT = 1001
@@ -115,3 +121,37 @@ class KnownWords:
     async def transcribe(self, audio: bytes, media_type: str) -> str:
         self.heard.append(audio)
         return self.words
+
+
+@attrs.define
+class CommandRun:
+    """`agentloop telegram` run by `telegram_command`: its first line while it runs, its exit status and output once stopped."""
+
+    first_line: str
+    returncode: int | None = None
+    stdout: str = ""
+    stderr: str = ""
+
+
+@contextmanager
+def telegram_command(api: FakeBotApi, cwd: Path, *options: str, env: dict[str, str] | None = None) -> Iterator[CommandRun]:
+    """`agentloop telegram OPTIONS` in `cwd` on `api`'s Bot API with the pipeline `telegram_pipeline` and the chat
+    file `CHATS` (data in data/ unless OPTIONS name --stores); stopped with SIGTERM after the block."""
+    (cwd / "chats.toml").write_text(CHATS)
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "TELEGRAM_BOT_TOKEN": api.token, **(env or {}),
+           "PYTHONPATH": os.pathsep.join([str(root), str(root / "tests"), os.environ.get("PYTHONPATH", "")])}
+    process = subprocess.Popen(
+        [*AGENTLOOP, "telegram", "--pipeline", "telegram_kit:telegram_pipeline", "--chats", "chats.toml",
+         "--api-url", api.base_url, "--file-url", api.base_file_url, *options,
+         *(() if "--stores" in options else ("--data-dir", "data"))],
+        cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    assert process.stdout is not None
+    run = CommandRun(process.stdout.readline())
+    try:
+        yield run
+    finally:
+        process.send_signal(signal.SIGTERM)
+        run.stdout, run.stderr = process.communicate(timeout=60)
+        run.returncode = process.returncode
