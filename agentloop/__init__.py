@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from agentloop._deprecated import renamed_names
 from agentloop._names import new_id
 from agentloop._text import storable
-from agentloop.approvals import ApprovalDecision, ApprovalPolicy, ApprovalRequest, PendingApproval
+from agentloop.approvals import APPROVAL_HINT, ApprovalDecision, ApprovalPolicy, ApprovalRequest, PendingApproval
 from agentloop.compaction import ContextBudget
 from agentloop.components import (
     CallUsage,
@@ -83,6 +83,7 @@ from agentloop.tokens import EstimatedTokens, TokenCounter, TokenizerTokens
 from agentloop.tools import Tool, ToolRegistry, VoiceReply, current_execution_id, running_execution, tool
 
 __all__ = [
+    "APPROVAL_HINT",
     "DEFAULT_COMPANY",
     "FINISH_REASON_PRIORITY",
     "TELEMETRY",

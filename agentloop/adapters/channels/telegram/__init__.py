@@ -2,9 +2,9 @@
 response to a chat, `TelegramBot` makes a bot's updates into turns for the chats the chat file lists."""
 
 from agentloop.adapters.channels.telegram.bot import (
-    COMMANDS, RanTurn, TelegramBot, TurnRunner, Webhook, direct_turns, inbox_turns, run_until, telegram_application,
+    COMMANDS, TelegramBot, TurnRunner, Webhook, direct_turns, inbox_turns, run_until, telegram_application,
 )
-from agentloop.adapters.channels.telegram.channel import MESSAGE_LIMIT, TelegramChannel, split_message
+from agentloop.adapters.channels.telegram.channel import MESSAGE_LIMIT, TelegramChannel, approval_buttons, split_message
 from agentloop.adapters.channels.telegram.chats import ChatFileError, ChatOwner, Chats, chat_of, load_chats
 
 __all__ = [
@@ -13,11 +13,11 @@ __all__ = [
     "ChatFileError",
     "ChatOwner",
     "Chats",
-    "RanTurn",
     "TelegramBot",
     "TelegramChannel",
     "TurnRunner",
     "Webhook",
+    "approval_buttons",
     "chat_of",
     "direct_turns",
     "inbox_turns",

@@ -24,7 +24,6 @@ from agentloop.context import IncomingMessage, Session
 from agentloop.errors import TransportError, TurnInProgressError
 from agentloop.loop import AgentLoop
 from agentloop.notes import NoteTaking
-from agentloop.outcome import TurnOutcome
 from agentloop.ports import ApprovalStore
 from agentloop.ports.speech import Transcriber
 from agentloop.scopes import approval_scope
@@ -35,24 +34,17 @@ NO_VOICE = "I cannot understand voice messages here; please type your message."
 BUSY = "I am still answering your last message; send this one again once the answer is in."
 _log = get_logger("agentloop.telegram")
 
-TurnRunner = Callable[[Session, IncomingMessage, str], Awaitable["RanTurn"]]
-"""Runs (or has a worker run) the turn of a message, given its session and a message id unique to the update."""
-
-
-@attrs.frozen
-class RanTurn:
-    """A turn run for a message: its id (what `/good` and `/bad` rate) and its outcome, when it has one."""
-
-    turn_id: str
-    outcome: TurnOutcome | None
+TurnRunner = Callable[[Session, IncomingMessage, str], Awaitable[str]]
+"""Runs (or has a worker run) the turn of a message, given its session and a message id unique to the update;
+returns the turn's id (what `/good` and `/bad` rate)."""
 
 
 def direct_turns(loop: AgentLoop) -> TurnRunner:
     """Run each turn here, with `loop`."""
 
-    async def run(session: Session, incoming: IncomingMessage, message_id: str) -> RanTurn:
+    async def run(session: Session, incoming: IncomingMessage, message_id: str) -> str:
         ctx = await loop.run_turn(session, incoming)
-        return RanTurn(ctx.turn_id, ctx.turn_outcome)
+        return ctx.turn_id
 
     return run
 
@@ -61,10 +53,10 @@ def inbox_turns(inbox: Any, *, timeout: float = 150.0) -> TurnRunner:
     """Submit each turn to the workers' inbox (`agentloop.workers.Inbox`) under the update's message id, and wait
     for its outcome: an update two runners receive is one message, answered once."""
 
-    async def run(session: Session, incoming: IncomingMessage, message_id: str) -> RanTurn:
+    async def run(session: Session, incoming: IncomingMessage, message_id: str) -> str:
         key: str = await inbox.submit(session, incoming, message_id=message_id)
-        result = await inbox.wait(key, timeout=timeout)
-        return RanTurn(key, result.outcome)
+        await inbox.wait(key, timeout=timeout)
+        return key  # a worker names the turn by the message's key
 
     return run
 
@@ -180,14 +172,11 @@ class TelegramBot:
 
     async def _turn(self, chat_id: int, session: Session, state: _ChatState, incoming: IncomingMessage, message_id: str) -> None:
         try:
-            ran = await self.run(session, incoming, f"telegram:{message_id}")
+            turn_id = await self.run(session, incoming, f"telegram:{message_id}")
         except TurnInProgressError:
             await self.channel.say(chat_id, BUSY)
             return
-        state.last_turn = ran.turn_id
-        request = ran.outcome.approval if ran.outcome is not None else None
-        if request is not None:
-            await self.channel.offer_approval(chat_id, request)
+        state.last_turn = turn_id
 
     async def _decide(
         self, chat_id: int, session: Session, state: _ChatState, approval_id: str | None, *, approved: bool, note: str | None,

@@ -12,7 +12,7 @@ from telegram.error import TelegramError
 
 from agentloop.adapters.channels.telegram.chats import chat_of
 from agentloop.adapters.channels.telegram.voice import ogg_opus
-from agentloop.approvals import ApprovalRequest
+from agentloop.approvals import APPROVAL_HINT
 from agentloop.context import Session
 from agentloop.errors import TransportError
 from agentloop.outcome import Attachment
@@ -25,6 +25,14 @@ CUT_OFF_MARK = " [cut off]"
 APPROVE, DENY = "approve", "deny"
 """The callback data of an approval keyboard's buttons is `approve:ID` or `deny:ID`."""
 T = TypeVar("T")
+
+
+def approval_buttons(approval_id: str) -> InlineKeyboardMarkup:
+    """Approve and Deny, under a message asking the user to decide on the tool call `approval_id`."""
+    return InlineKeyboardMarkup([[
+        InlineKeyboardButton("Approve", callback_data=f"{APPROVE}:{approval_id}"),
+        InlineKeyboardButton("Deny", callback_data=f"{DENY}:{approval_id}"),
+    ]])
 
 
 def split_message(text: str, limit: int = MESSAGE_LIMIT) -> list[str]:
@@ -57,6 +65,7 @@ class TelegramChannel:
     spoken by `synthesizer` and sent as a voice message (OGG/Opus), or sent as text when there is
     none. Images go as photos, other files as documents. A streamed answer is one message edited
     as it grows, at most once every `edit_interval` seconds, and last to the canonical text.
+    A message asking for the user's approval (`APPROVAL_HINT`) comes with Approve and Deny buttons.
     """
 
     def __init__(
@@ -69,12 +78,14 @@ class TelegramChannel:
         self.clock = clock
 
     async def send_text(self, session: Session, text: str, hints: dict[str, str]) -> None:
-        await self.say(chat_of(session), text)
+        approval_id = hints.get(APPROVAL_HINT)
+        await self.say(chat_of(session), text, buttons=None if approval_id is None else approval_buttons(approval_id))
 
-    async def say(self, chat_id: int, text: str) -> None:
-        """Send `text` to the chat, in as many messages as its length takes."""
-        for part in split_message(text):
-            await delivered(self.bot.send_message(chat_id, part))
+    async def say(self, chat_id: int, text: str, *, buttons: InlineKeyboardMarkup | None = None) -> None:
+        """Send `text` to the chat, in as many messages as its length takes; `buttons` go under the last."""
+        parts = split_message(text)
+        for number, part in enumerate(parts, 1):
+            await delivered(self.bot.send_message(chat_id, part, reply_markup=buttons if number == len(parts) else None))
 
     async def send_voice(self, session: Session, text: str) -> None:
         if self.synthesizer is None:
@@ -94,16 +105,6 @@ class TelegramChannel:
 
     async def open_stream(self, session: Session, hints: dict[str, str]) -> _StreamedMessage:
         return _StreamedMessage(self, chat_of(session))
-
-    async def offer_approval(self, chat_id: int, request: ApprovalRequest) -> None:
-        """Ask in the chat for a decision on the tool call `request`, with Approve and Deny buttons."""
-        shown = ", ".join(f"{name}={value!r}" for name, value in request.arguments.items())
-        buttons = InlineKeyboardMarkup([[
-            InlineKeyboardButton("Approve", callback_data=f"{APPROVE}:{request.approval_id}"),
-            InlineKeyboardButton("Deny", callback_data=f"{DENY}:{request.approval_id}"),
-        ]])
-        text = f"Run {request.tool}({shown})?"[:MESSAGE_LIMIT]
-        await delivered(self.bot.send_message(chat_id, text, reply_markup=buttons))
 
 
 class _StreamedMessage:

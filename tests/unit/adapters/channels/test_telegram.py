@@ -98,8 +98,8 @@ def test_an_approval_request_comes_with_buttons_and_a_press_runs_the_call(tmp_pa
         asyncio.run(scenario(api))
         assert deleted == ["notes.txt"]
         assert len(api.answered_callbacks) == 1
-        asked = next(m for m in api.chat(ALICE_CHAT) if m.text and m.text.startswith("Run delete_file"))
-        assert asked.buttons == [] and asked.text.endswith("Approved")
+        asked = next(m for m in api.chat(ALICE_CHAT) if m.text and m.text.startswith("Before I run delete_file(path='notes.txt')"))
+        assert asked.buttons == [] and asked.text.endswith("\nApproved")
 
 
 def test_deny_as_a_command_answers_the_waiting_call_without_running_it(tmp_path: Path) -> None:
