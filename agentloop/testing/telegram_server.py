@@ -54,8 +54,11 @@ class Shown:
 class FakeBotApi:
     """The Bot API on a loopback port: the updates a test queues, and the chats as the bot's calls leave them."""
 
-    def __init__(self, token: str = "123456:TEST-TOKEN") -> None:
+    def __init__(self, token: str = "123456:TEST-TOKEN", *, every_webhook: bool = False) -> None:
         self.token = token
+        self.every_webhook = every_webhook
+        """Post each update to every webhook ever set, as Telegram's redelivery can reach another runner behind a balancer."""
+        self.webhooks: list[str] = []
         self.calls: list[str] = []
         """Each Bot API method called, in order."""
         self.answered_callbacks: list[str] = []
@@ -128,6 +131,10 @@ class FakeBotApi:
     def texts(self, chat_id: int) -> list[str]:
         return [m.text for m in self.chat(chat_id) if m.text is not None and m.kind == "text"]
 
+    def pending(self) -> int:
+        """How many updates the bot (every webhook, with `every_webhook`) has not taken yet."""
+        return len(self._take(0))
+
     def wait_for(self, condition: Callable[[], bool], timeout: float = 30.0) -> None:
         """Return once `condition()` holds; `TimeoutError` after `timeout` seconds (what the chat shows in its message)."""
         deadline = time.monotonic() + timeout
@@ -169,20 +176,31 @@ class FakeBotApi:
         pusher.cancel()
 
     async def _push(self) -> None:
-        """Post queued updates to the webhook, once one is set (as Telegram does, again until it is taken)."""
+        """Post queued updates to the webhook, once one is set (as Telegram does, again until it is taken);
+        with `every_webhook`, to every webhook set so far, each update taken once all have taken it."""
         async with httpx.AsyncClient() as client:
             while True:
                 await asyncio.sleep(_POLL_STEP)
-                if self.webhook is None:
+                targets = list(self.webhooks) if self.every_webhook else [self.webhook] if self.webhook else []
+                if targets:
+                    await self._post_all(client, targets)
+
+    async def _post_all(self, client: httpx.AsyncClient, targets: list[str]) -> None:
+        headers = {"X-Telegram-Bot-Api-Secret-Token": self.webhook_secret} if self.webhook_secret else {}
+        for update in self._take(0):
+            taken = update.setdefault("_taken_by", set())
+            for target in targets:
+                if target in taken:
                     continue
-                for update in self._take(0):
-                    headers = {"X-Telegram-Bot-Api-Secret-Token": self.webhook_secret} if self.webhook_secret else {}
-                    try:
-                        response = await client.post(self.webhook, json=update, headers=headers)
-                    except httpx.HTTPError:
-                        break
-                    if response.status_code == 200:
-                        self._take(update["update_id"] + 1)
+                body = {key: value for key, value in update.items() if key != "_taken_by"}
+                try:
+                    response = await client.post(target, json=body, headers=headers)
+                except httpx.HTTPError:
+                    return
+                if response.status_code == 200:
+                    taken.add(target)
+            if not set(targets) - taken:
+                self._take(update["update_id"] + 1)
 
     async def _method(self, request: Request) -> Response:
         if request.path_params["token"] != self.token:
@@ -220,6 +238,7 @@ class FakeBotApi:
 
     async def _setWebhook(self, params: dict[str, Any]) -> Any:
         self.webhook, self.webhook_secret = params["url"], params.get("secret_token")
+        self.webhooks.append(params["url"])
         return True
 
     async def _deleteWebhook(self, params: dict[str, Any]) -> Any:

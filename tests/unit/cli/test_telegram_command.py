@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 from pathlib import Path
 
@@ -10,6 +11,9 @@ import soundfile
 
 from agentloop.testing.http import free_port
 from agentloop.testing.telegram_server import FakeBotApi
+from agentloop.adapters import open_stores
+from agentloop.adapters.channels.telegram import load_chats
+from agentloop.scopes import history_scope
 from telegram_kit import ALICE_CHAT, STRANGER_CHAT, telegram_command
 
 
@@ -51,3 +55,29 @@ def test_the_command_takes_updates_at_its_webhook_with_the_secret_telegram_sends
         assert run.first_line.endswith(f"answering by webhook {url}; SIGTERM stops it\n")
         assert run.returncode == 0, run.stderr
         assert "getUpdates" not in api.calls
+
+
+def test_two_runners_given_the_same_updates_answer_each_message_once_and_write_its_history_once(tmp_path: Path, postgres_url: str) -> None:
+    """I9: one reply per message; I13: history written once; across two runners on one inbox that both receive every update."""
+    ports = [free_port(), free_port()]
+    urls = [f"http://127.0.0.1:{port}/updates" for port in ports]
+    said = ["one", "two", "three"]
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+    with FakeBotApi(every_webhook=True) as api:
+        with (
+            telegram_command(api, tmp_path / "a", "--stores", postgres_url, "--webhook", urls[0], "--port", str(ports[0])) as first,
+            telegram_command(api, tmp_path / "b", "--stores", postgres_url, "--webhook", urls[1], "--port", str(ports[1])) as second,
+        ):
+            api.wait_for(lambda: sorted(api.webhooks) == sorted(urls))
+            for text in said:
+                api.user_says(ALICE_CHAT, text)
+            api.wait_for(lambda: api.pending() == 0 and len(api.texts(ALICE_CHAT)) == len(said), timeout=60)
+        assert (first.returncode, second.returncode) == (0, 0), first.stderr + second.stderr
+        assert "through the inbox" in first.first_line
+        assert api.texts(ALICE_CHAT) == [f"echo: {text}" for text in said]
+        session = load_chats(tmp_path / "a" / "chats.toml").session(ALICE_CHAT, ALICE_CHAT)
+        assert session is not None
+        with open_stores(postgres_url, bot="bot") as stores:
+            history = asyncio.run(stores.sessions.recent(history_scope(session), 100))
+        assert [message.content for message in history] == [part for text in said for part in (text, f"echo: {text}")]

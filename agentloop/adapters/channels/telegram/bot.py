@@ -50,11 +50,17 @@ def direct_turns(loop: AgentLoop) -> TurnRunner:
 
 
 def inbox_turns(inbox: Any, *, timeout: float = 150.0) -> TurnRunner:
-    """Submit each turn to the workers' inbox (`agentloop.workers.Inbox`) under the update's message id, and wait
-    for its outcome: an update two runners receive is one message, answered once."""
+    """Submit each turn to the workers' inbox (`agentloop.workers.Inbox`) under the update's message id, a chat's
+    in the order they came, and wait for its outcome: an update two runners receive is one message, answered once."""
+
+    submitting: dict[str, asyncio.Lock] = {}
 
     async def run(session: Session, incoming: IncomingMessage, message_id: str) -> str:
-        key: str = await inbox.submit(session, incoming, message_id=message_id)
+        lock = submitting.setdefault(session.id, asyncio.Lock())
+        async with lock:  # a chat's messages reach the inbox in the order they came
+            key: str = await inbox.submit(session, incoming, message_id=message_id)
+        if not lock.locked():
+            submitting.pop(session.id, None)
         await inbox.wait(key, timeout=timeout)
         return key  # a worker names the turn by the message's key
 
