@@ -113,6 +113,17 @@ class FakeBotApi:
         self._queue({"message": message})
         return int(message["message_id"])
 
+    def user_sends_file(self, chat_id: int, data: bytes, name: str, media_type: str, *, caption: str | None = None,
+                        user_id: int | None = None) -> int:
+        """The user sends a document; returns its message id."""
+        file_id = f"document-{len(self._files)}"
+        with self._lock:
+            self._files[file_id] = data
+        document = {"file_id": file_id, "file_unique_id": file_id, "file_name": name, "mime_type": media_type, "file_size": len(data)}
+        message = self._message(chat_id, user_id, document=document, **({"caption": caption} if caption else {}))
+        self._queue({"message": message})
+        return int(message["message_id"])
+
     def user_presses(self, chat_id: int, message_id: int, data: str, *, user_id: int | None = None) -> None:
         """The user presses the button with callback `data` under the bot's message `message_id`."""
         shown = next(m for m in self.chat(chat_id) if m.message_id == message_id)
@@ -273,7 +284,7 @@ class FakeBotApi:
 
     async def _getFile(self, params: dict[str, Any]) -> Any:
         file_id = params["file_id"]
-        return {"file_id": file_id, "file_unique_id": file_id, "file_size": len(self._files[file_id]), "file_path": f"voice/{file_id}.oga"}
+        return {"file_id": file_id, "file_unique_id": file_id, "file_size": len(self._files[file_id]), "file_path": f"files/{file_id}.bin"}
 
     async def _download(self, request: Request) -> Response:
         file_id = request.path_params["path"].rpartition("/")[2].partition(".")[0]

@@ -1,7 +1,7 @@
 """`TelegramBot`: a Telegram bot's updates made into turns, and its chat commands.
 
 Each update is checked against the chat file first: a chat it does not list is told so and
-nothing runs. Text is a turn; a voice message is transcribed into one (or the user is told voice
+nothing runs. Text is a turn, and so is a document or photo (attached to it); a voice message is transcribed into one (or the user is told voice
 is not understood); `/good` and `/bad` rate the last answer, `/approve` and `/deny` (or the
 buttons under an approval request) answer the oldest tool call awaiting approval, `/end` ends the session.
 """
@@ -23,6 +23,7 @@ from agentloop.adapters.channels.telegram.chats import Chats
 from agentloop.context import IncomingMessage, Session
 from agentloop.errors import TransportError, TurnInProgressError
 from agentloop.loop import AgentLoop
+from agentloop.outcome import Attachment
 from agentloop.notes import NoteTaking
 from agentloop.ports import ApprovalStore
 from agentloop.ports.speech import Transcriber
@@ -53,6 +54,8 @@ def inbox_turns(inbox: Any, *, timeout: float = 150.0) -> TurnRunner:
     """Submit each turn to the workers' inbox (`agentloop.workers.Inbox`) under the update's message id, a chat's
     in the order they came, and wait for its outcome: an update two runners receive is one message, answered once."""
 
+    from agentloop.workers import MessageNotAnsweredError
+
     submitting: dict[str, asyncio.Lock] = {}
 
     async def run(session: Session, incoming: IncomingMessage, message_id: str) -> str:
@@ -61,7 +64,10 @@ def inbox_turns(inbox: Any, *, timeout: float = 150.0) -> TurnRunner:
             key: str = await inbox.submit(session, incoming, message_id=message_id)
         if not lock.locked():
             submitting.pop(session.id, None)
-        await inbox.wait(key, timeout=timeout)
+        try:
+            await inbox.wait(key, timeout=timeout)
+        except MessageNotAnsweredError:  # kept in the inbox: a worker answers it when one is free
+            _log.warning("telegram.answer_pending", session_id=session.id, message_id=message_id, waited=timeout)
         return key  # a worker names the turn by the message's key
 
     return run
@@ -99,6 +105,7 @@ class TelegramBot:
         application.add_handler(CommandHandler(list(COMMANDS), self._on_command, block=False))
         application.add_handler(MessageHandler(filters.VOICE, self._on_voice, block=False))
         application.add_handler(MessageHandler(filters.TEXT & ~filters.COMMAND, self._on_text, block=False))
+        application.add_handler(MessageHandler(filters.Document.ALL | filters.PHOTO, self._on_file, block=False))
         application.add_handler(CallbackQueryHandler(self._on_button, block=False))
         application.add_error_handler(self._on_error)
 
@@ -139,6 +146,26 @@ class TelegramBot:
         audio = bytes(await delivered(voice.download_as_bytearray()))
         text = await self.transcriber.transcribe(audio, message.voice.mime_type or "audio/ogg")
         await self._turn(chat_id, session, state, IncomingMessage(text, metadata={"voice": "true"}), f"{chat_id}:{message.message_id}")
+
+    async def _on_file(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """A document or photo: its bytes go with the turn as an attachment, its caption as the text."""
+        message = update.effective_message
+        chat_id, session, state = self._session(update)
+        if session is None:
+            await self._refused(chat_id)
+            return
+        if message is None:
+            return
+        if message.document is not None:
+            sent: Any = message.document
+            name, media_type = message.document.file_name or "document", message.document.mime_type or "application/octet-stream"
+        elif message.photo:
+            sent, name, media_type = message.photo[-1], "photo.jpg", "image/jpeg"  # the largest size Telegram made
+        else:
+            return
+        data = bytes(await delivered((await delivered(sent.get_file())).download_as_bytearray()))
+        incoming = IncomingMessage(message.caption or "", attachments=(Attachment(name, media_type, data),))
+        await self._turn(chat_id, session, state, incoming, f"{chat_id}:{message.message_id}")
 
     async def _on_command(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         message = update.effective_message

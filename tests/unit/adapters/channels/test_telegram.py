@@ -219,3 +219,14 @@ def test_edits_are_rate_limited_so_with_no_time_passing_the_message_is_edited_on
         [message] = api.chat(ALICE_CHAT)
         assert message.edits == 1
         assert api.calls.count("editMessageText") == 1
+
+
+def test_a_document_the_user_sends_goes_with_the_turn_and_its_caption_is_the_text(tmp_path: Path) -> None:
+    async def scenario(api: FakeBotApi) -> None:
+        async with running_bot(api, tmp_path / "data"):
+            api.user_sends_file(ALICE_CHAT, b"buy milk", "notes.txt", "text/plain", caption="read this")
+            await api.until(lambda: bool(api.texts(ALICE_CHAT)))
+
+    with FakeBotApi() as api:
+        asyncio.run(scenario(api))
+        assert api.texts(ALICE_CHAT) == ["echo: read this\n\n[attached: notes.txt (text/plain)]"]
