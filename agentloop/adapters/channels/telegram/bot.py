@@ -56,14 +56,11 @@ def inbox_turns(inbox: Any, *, timeout: float = 150.0) -> TurnRunner:
 
     from agentloop.workers import MessageNotAnsweredError
 
-    submitting: dict[str, asyncio.Lock] = {}
+    submitting: dict[str, asyncio.Lock] = {}  # one per session of the chat file's chats
 
     async def run(session: Session, incoming: IncomingMessage, message_id: str) -> str:
-        lock = submitting.setdefault(session.id, asyncio.Lock())
-        async with lock:  # a chat's messages reach the inbox in the order they came
+        async with submitting.setdefault(session.id, asyncio.Lock()):  # a chat's messages reach the inbox in the order they came
             key: str = await inbox.submit(session, incoming, message_id=message_id)
-        if not lock.locked():
-            submitting.pop(session.id, None)
         try:
             await inbox.wait(key, timeout=timeout)
         except MessageNotAnsweredError:  # kept in the inbox: a worker answers it when one is free
