@@ -8,7 +8,8 @@
 
 Updates reach the bot by `getUpdates` (long polling), or are posted to the URL `setWebhook` gave. It serves
 getMe, getUpdates, setWebhook, deleteWebhook, sendMessage, editMessageText, sendVoice, sendDocument, sendPhoto,
-answerCallbackQuery, getFile and file downloads. Imported separately: it needs the serve extra (starlette, uvicorn).
+answerCallbackQuery, getFile and file downloads. Imported separately: it needs the serve extra (starlette, uvicorn)
+and the telegram extra (python-telegram-bot, which brings httpx).
 """
 
 from __future__ import annotations
