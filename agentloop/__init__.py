@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from agentloop._deprecated import renamed_names
 from agentloop._names import new_id
 from agentloop._text import storable
-from agentloop.approvals import ApprovalDecision, ApprovalPolicy, ApprovalRequest, PendingApproval
+from agentloop.approvals import APPROVAL_HINT, ApprovalDecision, ApprovalPolicy, ApprovalRequest, PendingApproval
 from agentloop.compaction import ContextBudget
 from agentloop.components import (
     CallUsage,
@@ -92,6 +92,7 @@ from agentloop.tools import (
 )
 
 __all__ = [
+    "APPROVAL_HINT",
     "DEFAULT_COMPANY",
     "FINISH_REASON_PRIORITY",
     "TELEMETRY",

@@ -24,6 +24,10 @@ ApprovalPolicy = Callable[["AgentContext", ToolCall], bool]
 """Decides per call whether `call` needs the user's approval this turn (True: it does)."""
 
 
+APPROVAL_HINT = "approval_id"
+"""The response hint naming the tool call a message asks the user to approve, so a channel can offer buttons for it."""
+
+
 @attrs.frozen
 class ApprovalRequest:
     """A tool call waiting for the user's decision, as the user is shown it."""

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from agentloop import (
+    APPROVAL_HINT,
     AgentContext,
     ApprovalRequest,
     FailureKind,
@@ -67,7 +68,8 @@ class TurnOutcomeFinalizationSystem(System):
     explanatory text marked `fallback=True` and `assistant_text` stays None, so it is
     never stored (I5); when the user had already seen part of an answer that was cut off
     (`StreamedText` not complete), the text says so. A turn that stopped for the user's approval
-    carries its `ApprovalRequest` as `approval`, and its text names the call.
+    carries its `ApprovalRequest` as `approval`, and its text names the call, with the hint
+    `APPROVAL_HINT` giving its approval id (a channel can offer buttons for it).
     Auto-mode turns always get an outcome, with nothing to send.
     With no input at all in a user turn it writes nothing: the feedback guarantee answers.
     An outcome an earlier system wrote (a custom system that answers by itself) is
@@ -118,8 +120,10 @@ class TurnOutcomeFinalizationSystem(System):
             assistant_text = render_plan(plan)
             outgoing = OutgoingResponse.text_only(assistant_text)
         fallback = outgoing is None or outgoing.is_empty
+        approval = ctx.get(ApprovalRequest)
         if fallback:
-            outgoing = OutgoingResponse.text_only(self._explain(error, stop, ctx.get(StreamedText)))
+            hints = {APPROVAL_HINT: approval.approval_id} if approval is not None else {}
+            outgoing = OutgoingResponse(text=self._explain(error, stop, ctx.get(StreamedText)), hints=hints)
         if error is not None:
             model = model or error.model
         ctx.set(
@@ -131,7 +135,7 @@ class TurnOutcomeFinalizationSystem(System):
                 model=model,
                 auto_mode=ctx.auto_mode,
                 fallback=fallback and not ctx.auto_mode,
-                approval=ctx.get(ApprovalRequest),
+                approval=approval,
             )
         )
 

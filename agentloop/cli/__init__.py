@@ -15,7 +15,7 @@ from typing import TextIO
 
 import structlog
 
-from agentloop.cli import chat, demo, eval, mcp, notes, pipeline, serve, stores, tasks, templates, usage, worker
+from agentloop.cli import chat, demo, eval, mcp, notes, pipeline, serve, stores, tasks, telegram, templates, usage, worker
 from agentloop.cli._options import DEFAULT_DATA_DIR, DEFAULT_MODEL, EXIT_STATUS, CliError, SharedOptions
 from agentloop.cli.pipeline import describe_pipeline
 from agentloop.cli.repl import Chat, Spinner, converse
@@ -42,7 +42,7 @@ __all__ = [
     "parse_inputs",
 ]
 
-COMMAND_GROUPS = (demo, chat, pipeline, templates, notes, tasks, stores, usage, worker, serve, mcp, eval)
+COMMAND_GROUPS = (demo, chat, pipeline, templates, notes, tasks, stores, usage, worker, serve, mcp, telegram, eval)
 """Each registers its parser (in this order in `--help`) with its handler as the `handler` default."""
 
 

@@ -9,6 +9,7 @@ from agentloop.ports.knowledge import KnowledgeRepository, MaintainerNotifier
 from agentloop.ports.llm import LLM, CheckableLLM, StreamingLLM
 from agentloop.ports.metrics import Metrics
 from agentloop.ports.stores import MemoryEntry, MemoryStore, RagHit, RagStore, SessionStore, Stores
+from agentloop.ports.speech import Synthesizer, Transcriber
 from agentloop.ports.summaries import SessionSummary, SummaryStore
 from agentloop.ports.tasks import TaskRecord, TaskState, TaskStore
 from agentloop.ports.telemetry import AttributeValue, Span, Tracer
@@ -47,12 +48,14 @@ __all__ = [
     "StreamingChannel",
     "StreamingLLM",
     "SummaryStore",
+    "Synthesizer",
     "SystemClock",
     "TaskRecord",
     "TaskState",
     "TaskStore",
     "Tracer",
     "TrajectoryStore",
+    "Transcriber",
     "UsageFilter",
     "UsageGroup",
     "UsageLine",

@@ -1,0 +1,1 @@
+"""Speech adapters: the embedded `Synthesizer` on Debian's espeak-ng."""
