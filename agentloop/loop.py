@@ -18,7 +18,7 @@ import structlog
 from agentloop._containment import passes_through, running_task
 from agentloop._log import get_logger
 from agentloop.context import ALWAYS_READABLE, Access, AgentContext, IncomingMessage, Session, declared_access
-from agentloop.errors import PipelineError, StoreUnavailableError, TurnInProgressError, UndeclaredAccessError
+from agentloop.errors import MissingComponentError, PipelineError, StoreUnavailableError, TurnInProgressError, UndeclaredAccessError
 from agentloop.messages import ChatMessage
 from agentloop.mid_turn import Interruption, MidTurnPolicy, waiting_behind
 from agentloop.outcome import FailureEvent, FailureKind, FailureSource, FinishReason, resolve_finish_reason
@@ -532,9 +532,12 @@ class AgentLoop:
             else FailureKind.UNAVAILABLE if isinstance(exc, StoreUnavailableError)
             else FailureKind.EXCEPTION
         )
+        earlier = ctx.failures  # before this one: a missing component is then most likely what an earlier failure did not make
         ctx.add_failure(FailureEvent(FailureSource.SYSTEM, step.name, kind, f"{type(exc).__name__}: {exc}", self.clock.now()))
         if isinstance(exc, StoreUnavailableError):  # an outage, not a bug: one line, the turn's failure says the rest
             log.error("system.failed", system=step.name, error=str(exc))
+        elif isinstance(exc, MissingComponentError) and earlier:  # a consequence: the earlier failure was logged
+            log.error("system.failed", system=step.name, error=str(exc), after=earlier[-1].component)
         else:
             log.error("system.failed", system=step.name, exc_info=exc)
         metrics = TELEMETRY.metrics_for(self.metrics)

@@ -264,6 +264,39 @@ def test_a_store_out_of_reach_is_logged_in_one_line_without_a_traceback() -> Non
     assert [f.component for f in ctx.failures] == ["Persist"]
 
 
+def test_a_component_missing_because_an_earlier_system_failed_is_logged_in_one_line_naming_that_system() -> None:
+    """A consequence, not a second bug: the earlier failure was logged; the later one adds a line, no traceback."""
+    from agentloop.errors import StoreUnavailableError
+
+    @attrs.frozen
+    class Built:
+        text: str
+
+    def unreachable(ctx: AgentContext) -> None:
+        raise StoreUnavailableError("the stores at test", "the server is restarting")
+
+    def reader(ctx: AgentContext) -> None:
+        ctx.require(Built)
+
+    with capture_logs() as logs:
+        ctx = run_pipeline([make_system("Builder", 10, unreachable, writes=(Built,)), make_system("Reader", 20, reader, reads=(Built,))])
+    builder, reader_failed = [e for e in logs if e["event"] == "system.failed"]
+    assert builder["system"] == "Builder" and reader_failed["system"] == "Reader"
+    assert "exc_info" not in reader_failed and reader_failed["after"] == "Builder" and "Built" in reader_failed["error"]
+    assert [f.component for f in ctx.failures] == ["Builder", "Reader"]
+
+
+def test_a_missing_component_with_no_earlier_failure_is_logged_with_its_traceback() -> None:
+    @attrs.frozen
+    class Never:
+        text: str
+
+    with capture_logs() as logs:
+        run_pipeline([make_system("Reader", 20, lambda ctx: ctx.require(Never), reads=(Never,))])
+    (event,) = [e for e in logs if e["event"] == "system.failed"]
+    assert isinstance(event["exc_info"], LookupError)
+
+
 def test_one_debug_event_per_system_run_and_one_info_event_per_turn() -> None:
     with capture_logs() as logs:
         ctx = run_pipeline([make_system("A", 10), make_system("B", 20, boom)])
