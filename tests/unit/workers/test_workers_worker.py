@@ -10,6 +10,7 @@ from typing import Any
 import psycopg
 import pytest
 from procrastinate.exceptions import ConnectorException
+from structlog.testing import capture_logs
 
 from agentloop import ChatMessage, FailureKind, FailureSource, FinishReason, IncomingMessage, Session, history_scope, memory_scope
 from agentloop.adapters import Stores, open_stores
@@ -106,11 +107,12 @@ def test_a_turn_whose_history_write_failed_is_run_again_storing_its_exchange_onc
     failure is one warning line, with no traceback from the worker or from procrastinate."""
     caplog.set_level(logging.DEBUG)
     faults = StoreFaults.first("sessions.append", Fault.AFTER)
-    with open_stores(postgres_url, bot="helper") as stores:
+    with open_stores(postgres_url, bot="helper") as stores, capture_logs() as logs:
         result, texts = asyncio.run(answered_by_a_worker_on(failing_stores(stores, faults), postgres_url, "hello"))
         history = asyncio.run(stores.sessions.recent(history_scope(SESSION), 10))
     assert faults.failed == [("sessions.append", Fault.AFTER)]
-    assert [r.levelno for r in caplog.records if r.getMessage().startswith("worker.turn_not_stored")] == [logging.WARNING]
+    said = [e for e in logs if e["event"] in ("worker.turn_not_stored", "worker.turn_failed")]
+    assert [(e["event"], e["log_level"], "exc_info" in e) for e in said] == [("worker.turn_not_stored", "warning", False)]
     assert not [r for r in caplog.records if r.exc_info and isinstance(r.exc_info[1], TurnNotStoredError)]
     assert result.runs == 2 and result.finish_reason is FinishReason.SUCCESS and texts == ["echo: hello"]
     assert [f.component for f in result.outcome.failures] == ["inbox"]  # the re-run, and nothing of the first run
