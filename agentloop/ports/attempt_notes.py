@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from typing import Any
+
+from agentloop.privacy import Subject
+
 from typing import Protocol, runtime_checkable
 
 
@@ -23,4 +28,12 @@ class AttemptNotesStore(Protocol):
 
     async def remove(self, task_id: str) -> bool:
         """Forget the task's text; True if there was any."""
+        ...
+
+    async def erase(self, subject: Subject) -> int:
+        """Remove every row of `subject` (`agentloop.privacy`) in one transaction; how many (0 when run again)."""
+        ...
+
+    def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
+        """Every row kept about `subject`, one JSON-ready record at a time (docs/privacy.md gives each shape)."""
         ...

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from typing import Any
+
+from agentloop.privacy import Subject
+
 import enum
 from datetime import datetime
 from typing import Protocol, runtime_checkable
@@ -81,4 +86,12 @@ class TaskStore(Protocol):
 
     async def in_state(self, state: TaskState, scope: Scope) -> tuple[TaskRecord, ...]:
         """Tasks of `scope` in `state`, oldest first."""
+        ...
+
+    async def erase(self, subject: Subject) -> int:
+        """Remove every row of `subject` (`agentloop.privacy`) in one transaction; how many (0 when run again)."""
+        ...
+
+    def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
+        """Every row kept about `subject`, one JSON-ready record at a time (docs/privacy.md gives each shape)."""
         ...

@@ -3,6 +3,11 @@ session, user, tenant chain and period."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from typing import Any
+
+from agentloop.privacy import Subject
+
 import enum
 from datetime import UTC, datetime
 from collections.abc import Sequence
@@ -184,4 +189,12 @@ class UsageStore(Protocol):
 
     async def spent(self, key: str) -> Spent:
         """What ledger line `key` holds (nothing for a line never charged)."""
+        ...
+
+    async def erase(self, subject: Subject) -> int:
+        """Remove every row of `subject` (`agentloop.privacy`) in one transaction; how many (0 when run again)."""
+        ...
+
+    def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
+        """Every row kept about `subject`, one JSON-ready record at a time (docs/privacy.md gives each shape)."""
         ...
