@@ -153,7 +153,7 @@ _word = st.text("abcdefghij", min_size=4, max_size=6).map(lambda w: f"q{w}z")
 class ErasureProperties(Backend):
     """I11 for erase, as a property over generated tenants, users and sessions."""
 
-    @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.differing_executors])
     @given(
         users=st.lists(st.tuples(st.sampled_from(["o1", "o2"]), st.sampled_from(["ada", "bob", "eve"]), st.sampled_from(["p1", None])),
                        min_size=2, max_size=5, unique=True),
