@@ -63,7 +63,7 @@ async def seen(stores: Stores, history: Scope, word: str) -> dict[str, Any]:
     }
 
 
-def holds(found: dict[str, Any], word: str) -> bool:
+def holds(found: object, word: str) -> bool:
     return word in json.dumps(found, default=str)
 
 
