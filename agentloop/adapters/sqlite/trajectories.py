@@ -124,7 +124,10 @@ SCHEMA = Schema(
                 lambda old: conn.execute(f"INSERT INTO tool_executions (seq, {_COLUMNS}) SELECT seq, {_COLUMNS} FROM {old}"),
             ),
         ),
-        subject_indexes(*TABLES),
+        Step(
+            "executions by user, distilled and quarantined rows by session, so erasing one reads only theirs",
+            subject_indexes(*TABLES[1:]).sql + ("CREATE INDEX tool_executions_by_user ON tool_executions (user_id)",),
+        ),
     ),
     has_table("tool_executions"),
 )
