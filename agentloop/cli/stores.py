@@ -9,7 +9,8 @@ import getpass
 import json
 import os
 import sqlite3
-from typing import TextIO
+from collections.abc import AsyncIterator
+from typing import Any, TextIO
 
 import attrs
 
@@ -166,6 +167,8 @@ def _stores_erase(args: argparse.Namespace, out: TextIO) -> int:
         erased = asyncio.run(stores.erase(subject, actor=_actor(args)))
     for name, count in attrs.asdict(erased).items():
         print(f"{name}: {count}", file=out)
+    if is_postgres_url(args.url):
+        print(f"inbox: {asyncio.run(workers_package().erase_inbox(args.url, args.bot, subject))}", file=out)
     print(f"erased {erased.total} row(s) of {subject.kind.value} {args.user or args.session or 'chain'!r} "
           f"of the bot {args.bot!r} at {shown_url(args.url)}", file=out)
     return 0
@@ -182,7 +185,16 @@ async def _write_export(stores: Stores, subject: Subject, actor: str, out: TextI
     """The records as one JSON array, each written as it is read (a long history never sits in memory whole)."""
     out.write("[")
     separator = "\n"
-    async for record in stores.export(subject, actor=actor):
+    records = stores.export(subject, actor=actor)
+    if is_postgres_url(stores.url):
+        records = _chained(records, workers_package().export_inbox(stores.url, stores.bot, subject))
+    async for record in records:
         out.write(separator + json.dumps(record, default=str, ensure_ascii=False))
         separator = ",\n"
     out.write("\n]\n")
+
+
+async def _chained(*streams: AsyncIterator[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
+    for stream in streams:
+        async for record in stream:
+            yield record
