@@ -10,12 +10,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from psycopg.rows import dict_row
-
 from agentloop.privacy import Subject, SubjectKind
 from agentloop.workers.inbox import _connect
 
 _FINISHED = "bot = %s AND finished_at IS NOT NULL"
+_EXPORTED = ("message_id", "session", "message", "submitted_at", "finished_at", "outcome", "error")
 
 
 def _where(subject: Subject) -> tuple[str, list[Any]]:
@@ -52,13 +51,12 @@ async def erase_inbox(url: str, bot: str, subject: Subject) -> int:
 async def export_inbox(url: str, bot: str, subject: Subject) -> AsyncIterator[dict[str, Any]]:
     """`subject`'s finished messages in `bot`'s inbox, oldest first, as export records."""
     where, params = _where(subject)
-    async with await _connect(url) as conn, conn.cursor(row_factory=dict_row) as cursor:
+    async with await _connect(url) as conn, conn.cursor() as cursor:
         await cursor.execute(
-            "SELECT message_id, session, message, submitted_at, finished_at, outcome, error FROM agentloop_inbox "
-            f"WHERE {_FINISHED} AND {where} ORDER BY submitted_at",
+            f"SELECT {', '.join(_EXPORTED)} FROM agentloop_inbox WHERE {_FINISHED} AND {where} ORDER BY submitted_at",
             [bot, *params],
         )
         async for row in cursor:
             yield {"store": "inbox", "kind": "message"} | {
-                name: value.isoformat() if hasattr(value, "isoformat") else value for name, value in row.items()
+                name: value.isoformat() if hasattr(value, "isoformat") else value for name, value in zip(_EXPORTED, row, strict=True)
             }
