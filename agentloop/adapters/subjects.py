@@ -7,7 +7,6 @@ the table keeps the session apart from its scope (memory, RAG, approvals).
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import attrs
@@ -46,15 +45,19 @@ class Dialect:
     same: str
     postgres: bool
 
-    def member(self, column: str) -> str:
+    def members(self, column: str, values: frozenset[Any]) -> list[tuple[str, list[Any]]]:
+        """Conditions (with parameters) that together hold `column`'s rows with one of `values`: one
+        array on PostgreSQL; on SQLite lists of at most `LISTED` marks, which its planner reads
+        through the column's index (a list it cannot count, such as json_each, it may scan past)."""
+        ordered = sorted(values)
         if self.postgres:
-            return f"{column} = ANY({self.mark})"
-        return f"{column} IN (SELECT value FROM json_each({self.mark}))"
-
-    def listed(self, values: frozenset[Any]) -> Any:
-        return sorted(values) if self.postgres else json.dumps(sorted(values))
+            return [(f"{column} = ANY({self.mark})", [ordered])]
+        chunks = [ordered[start : start + LISTED] for start in range(0, len(ordered), LISTED)]
+        return [(f"{column} IN ({', '.join(self.mark * len(chunk))})", list(chunk)) for chunk in chunks]
 
 
+LISTED = 500
+"""The most values one SQLite IN list holds (its limit on parameters is far above)."""
 SQLITE = Dialect("?", "IS", postgres=False)
 POSTGRES = Dialect("%s", "IS NOT DISTINCT FROM", postgres=True)
 
@@ -67,12 +70,15 @@ def subject_clauses(
     from its sessions (`note_column`). Each reads one index."""
     mark, chain_params = dialect.mark, [subject.company_id, subject.org_id]
     chain = f"{columns.company} = {mark} AND {columns.org} {dialect.same} {mark}"
+    # Where a user or session picks the rows, SQLite must look them up by it: `+` keeps its planner,
+    # which has no statistics, off the chain's indexes (they hold every user of the org).
+    checked = chain if dialect.postgres else f"+{columns.company} = {mark} AND +{columns.org} {dialect.same} {mark}"
     if columns.company is None or columns.org is None:  # the table names sessions only
-        chain, chain_params = "TRUE", []
+        chain, checked, chain_params = "TRUE", "TRUE", []
     clauses: list[tuple[str, list[Any]]] = []
     chained = columns.company is not None
     if chained and (subject.kind is SubjectKind.CHAIN or (subject.kind is SubjectKind.USER and columns.user is not None)):
-        parts, params = [chain], list(chain_params)
+        parts, params = [chain if subject.kind is SubjectKind.CHAIN else checked], list(chain_params)
         if subject.kind is SubjectKind.USER:
             parts.insert(0, f"{columns.user} = {mark}")
             params.insert(0, subject.user_id)
@@ -87,12 +93,14 @@ def subject_clauses(
             params.append(wanted)
         clauses.append((" AND ".join(parts), params))
     # A user's rows that name the user are the clause above's; its sessions' are those that name none.
-    unnamed = f" AND {columns.user} IS NULL" if subject.kind is SubjectKind.USER and columns.user is not None else ""
+    plus = "" if dialect.postgres else "+"
+    unnamed = f" AND {plus}{columns.user} IS NULL" if subject.kind is SubjectKind.USER and columns.user is not None else ""
     for column in (columns.session, session_column):
         if column is not None and subject.sessions:
-            clauses.append((f"{dialect.member(column)} AND {chain}{unnamed}", [dialect.listed(subject.sessions), *chain_params]))
+            for member, values in dialect.members(column, subject.sessions):
+                clauses.append((f"{member} AND {checked}{unnamed}", [*values, *chain_params]))
     if note_column is not None and subject.notes:
-        clauses.append((dialect.member(note_column), [dialect.listed(subject.notes)]))
+        clauses.extend(dialect.members(note_column, subject.notes))
     return clauses
 
 
