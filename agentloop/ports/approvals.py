@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
-
-from agentloop.privacy import Subject
-
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from agentloop.approvals import PendingApproval
+from agentloop.privacy import Subject
 from agentloop.scopes import Scope
 
 

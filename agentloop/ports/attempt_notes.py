@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from agentloop.privacy import Subject
-
-from typing import Protocol, runtime_checkable
 
 
 @runtime_checkable

@@ -12,16 +12,11 @@ the scope it is asked for (`agentloop.scopes` says which scope a session uses).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import Any
-
-from agentloop.privacy import Erased, Subject, erase_subject, export_subject
-
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import ExitStack
 from datetime import datetime
 from types import TracebackType
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
@@ -35,6 +30,7 @@ from agentloop.ports.tasks import TaskStore
 from agentloop.ports.trajectories import TrajectoryStore
 from agentloop.ports.usage import UsageStore
 from agentloop.ports.vectors import Embedder
+from agentloop.privacy import Erased, Subject, erase_subject, export_subject
 from agentloop.retrieval import HybridWeights
 from agentloop.scopes import Scope
 

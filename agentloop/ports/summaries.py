@@ -9,15 +9,12 @@ store one summary and the other learns it lost.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
-
-from agentloop.privacy import Subject
-
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
+from agentloop.privacy import Subject
 from agentloop.scopes import Scope
 
 

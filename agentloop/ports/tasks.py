@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
-
-from agentloop.privacy import Subject
-
 import enum
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
+from agentloop.privacy import Subject
 from agentloop.scopes import Scope
 
 

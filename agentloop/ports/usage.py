@@ -3,19 +3,15 @@ session, user, tenant chain and period."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import Any
-
-from agentloop.privacy import Subject
-
 import enum
 from datetime import UTC, datetime
-from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from collections.abc import AsyncIterator, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
 from agentloop.messages import Usage
+from agentloop.privacy import Subject
 from agentloop.scopes import Scope
 
 __all__ = [

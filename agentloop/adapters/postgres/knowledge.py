@@ -14,7 +14,7 @@ from psycopg.rows import dict_row
 
 from agentloop.adapters.postgres.embedders import KNOWLEDGE
 from agentloop.adapters.postgres.database import Database, on_database
-from agentloop.adapters.postgres.subjects import Table, delete_rows, export_rows, page_rows, subject_indexes
+from agentloop.adapters.postgres.subjects import Table, delete_rows, export_rows, page_rows
 from agentloop.adapters.subjects import NO_CHAIN, SCOPED
 from agentloop.privacy import Subject
 from agentloop.adapters.postgres.keywords import WORDS, keyword_step, websearch_text

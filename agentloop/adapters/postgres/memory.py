@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from datetime import datetime
 from typing import Any
 
 from agentloop.adapters.postgres.database import Database, keyed, on_database

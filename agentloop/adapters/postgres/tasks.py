@@ -12,7 +12,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from agentloop.adapters.postgres.database import Database, on_database
-from agentloop.adapters.postgres.subjects import Table, delete_rows, export_rows, page_rows, subject_indexes
+from agentloop.adapters.postgres.subjects import Table, delete_rows, export_rows, page_rows
 from agentloop.adapters.subjects import Columns
 from agentloop.privacy import Subject
 from agentloop.adapters.postgres.schema import Schema, Step

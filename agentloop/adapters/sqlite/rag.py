@@ -3,8 +3,6 @@ an hnswlib index that is derived from those rows and rebuilt whenever it disagre
 
 from __future__ import annotations
 
-from typing import Any
-
 import functools
 import hashlib
 import json
@@ -13,6 +11,7 @@ import threading
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 

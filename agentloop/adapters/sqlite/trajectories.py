@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import json
 import sqlite3
 import threading
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from agentloop.adapters.rows import json_text, rows
 from agentloop.adapters.sqlite.connection import closing_on_error, connect, transaction
