@@ -19,6 +19,7 @@ from pathlib import Path
 
 from agentloop.adapters import HashingEmbedder, open_stores
 from agentloop.adapters.rows import SCOPE_COLUMNS
+from agentloop.logging import configure_logging
 from agentloop.privacy import Subject
 
 USERS_PER_SESSION = 1
@@ -76,6 +77,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--others", default="10000,100000,1000000", help="rows of other users, comma-separated sizes")
     parser.add_argument("--victim-rows", default="1000,10000", help="rows of the erased user, comma-separated sizes")
     args = parser.parse_args(argv)
+    configure_logging("WARNING")
     sizes = [int(size) for size in args.others.split(",")]
     victims = [int(size) for size in args.victim_rows.split(",")]
     print(f"{'other rows':>12} {'user rows':>10} {'erased':>8} {'erase ms':>10} {'vs first':>9}")
