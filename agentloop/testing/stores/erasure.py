@@ -41,6 +41,19 @@ async def remember(stores: Stores, history: Scope, word: str) -> None:
         company_id=history.company_id, org_id=history.org_id, team_id=history.team_id,
     )
     await stores.trajectories.append([execution])
+    owner, layer = _layer(history)
+    note = await stores.knowledge.add(attrs.evolve(
+        KnowledgeRepositoryTests.note(stores, next(unique)), layer=layer, layer_ids=owner, title=f"{word} lesson",
+        markdown=f"# {word} lesson\n",
+    ))
+    await stores.trajectories.mark_distilled(f"hash-{word}-{next(unique)}", session, note.key, AT)
+
+
+def _layer(history: Scope) -> tuple[LayerIds, Layer]:
+    """The owner and layer of a note distilled from a session of `history`: its project's, else its team's, else its org's."""
+    owner = LayerIds(history.company_id, history.org_id, history.team_id, history.project_id)
+    layer = Layer.PROJECT if history.project_id else Layer.TEAM if history.team_id else Layer.ORG if history.org_id else Layer.COMPANY
+    return owner.truncated(layer), layer
 
 
 async def seen(stores: Stores, history: Scope, word: str) -> dict[str, Any]:
@@ -50,7 +63,10 @@ async def seen(stores: Stores, history: Scope, word: str) -> dict[str, Any]:
     project = Scope(history.company_id, history.org_id, history.team_id, history.project_id)
     ids = UsageFilter(*(history.company_id, history.org_id, history.team_id, history.project_id, history.user_id, session))
     trajectory = await stores.trajectories.load(session, history)
+    owner, layer = _layer(history)
+    notes = await stores.knowledge.keyword_search(word, 10, caller=owner, layer=layer, statuses=list(NoteStatus))
     return {
+        "notes": sorted(note.title for note, _ in notes if word in note.title),
         "history": [m.content for m in await stores.sessions.recent(history, 100)],
         "count": await stores.sessions.count(history),
         "memory": [e.user_text for e in await stores.memory.recent(user_scope, 100)],
