@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import AsyncIterator
+from typing import Any
 
 from agentloop.ports.summaries import SessionSummary
+from agentloop.privacy import Subject, scope_record
 from agentloop.scopes import Scope
 
 
@@ -31,3 +34,15 @@ class InMemorySummaryStore:
     async def versions(self, scope: Scope) -> tuple[SessionSummary, ...]:
         with self._lock:
             return tuple(self._summaries.get(scope, ()))
+
+    async def erase(self, subject: Subject) -> int:
+        with self._lock:
+            gone = [scope for scope in self._summaries if subject.holds(scope)]
+            return sum(len(self._summaries.pop(scope)) for scope in gone)
+
+    async def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
+        with self._lock:
+            found = [summary for scope, kept in self._summaries.items() if subject.holds(scope) for summary in kept]
+        for summary in found:
+            yield {"kind": "summary", "scope": scope_record(summary.scope), "version": summary.version,
+                   "covered": summary.covered, "text": summary.text, "created_at": summary.created_at.isoformat()}

@@ -4,12 +4,13 @@ one: for tests, and for a bot that counts usage without keeping it."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from agentloop.adapters.rows import SCOPE_COLUMNS
 from agentloop.messages import Usage
+from agentloop.privacy import Subject, scope_record
 from agentloop.ports.usage import MISSING, Charge, RecordedCall, Spent, UsageFilter, UsageGroup, UsageLine, UsageRecord, UsageTotal
 from agentloop.scopes import Scope
 
@@ -118,6 +119,22 @@ class MemoryUsageStore:
                 key = line_key(by, record.scope, record.at, call.model)
                 lines[key] = lines.get(key, UsageTotal()) + call_total(call)
         return [UsageLine(key, lines[key]) for key in sorted(lines)]
+
+    async def erase(self, subject: Subject) -> int:
+        with self._lock:
+            gone = [turn for turn, record in self._records.items() if subject.holds(record.scope)]
+            for turn in gone:
+                del self._records[turn]
+        return len(gone)
+
+    async def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
+        with self._lock:
+            found = [record for record in self._records.values() if subject.holds(record.scope)]
+        for record in found:
+            for index, call in enumerate(record.calls):
+                yield {"kind": "call", "scope": scope_record(record.scope), "turn_id": record.turn_id, "call_index": index,
+                       "at": record.at.isoformat(), "model": call.model, "input_tokens": call.usage.input_tokens,
+                       "output_tokens": call.usage.output_tokens, "cost": call.cost}
 
     def _covered(self, where: UsageFilter) -> list[UsageRecord]:
         with self._lock:

@@ -1,14 +1,20 @@
-"""`agentloop stores`: migrate a bot's stores (and its PostgreSQL inbox), or embed them again."""
+"""`agentloop stores`: migrate a bot's stores (and its PostgreSQL inbox), embed them again, or erase or export
+what they keep about a user, a session or a tenant chain."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import getpass
+import json
 import os
 import sqlite3
-from typing import TextIO
+from collections.abc import AsyncIterator
+from typing import Any, TextIO
 
-from agentloop.adapters import HashingEmbedder, WordLlamaEmbedder, default_embedder, open_stores, reembed_stores
+import attrs
+
+from agentloop.adapters import HashingEmbedder, Stores, WordLlamaEmbedder, default_embedder, open_stores, reembed_stores
 from agentloop.adapters.errors import StoreUrlError
 from agentloop.adapters.urls import is_postgres_url, shown_url
 from agentloop.bots import API_KEY_VARIABLES, DEFAULT_BASE_URL
@@ -16,10 +22,12 @@ from agentloop.cli._options import EXIT_STATUS, Commands, CliError, SharedOption
 from agentloop.cli.worker import workers_package
 from agentloop.errors import LlmCallError
 from agentloop.ports import Embedder
+from agentloop.privacy import Subject
+from agentloop.scopes import DEFAULT_COMPANY
 
 
 def register(commands: Commands, options: SharedOptions) -> None:
-    """The `stores` command group: `migrate` and `reembed`."""
+    """The `stores` command group: `migrate`, `reembed`, `erase` and `export`."""
     stores = commands.add_parser("stores", help="manage a bot's stores", epilog=EXIT_STATUS)
     stores_commands = stores.add_subparsers(dest="stores_command", required=True, metavar="ACTION")
     embedding = _embedder_options()
@@ -44,6 +52,51 @@ def register(commands: Commands, options: SharedOptions) -> None:
     reembed.add_argument("--bot", default="bot", help="the bot's name (default: bot)")
     reembed.add_argument("--batch-size", type=int, default=64, metavar="N", help="texts per embedding call (default: 64)")
     reembed.set_defaults(handler=_stores_reembed)
+    subject = _subject_options()
+    erase = stores_commands.add_parser(
+        "erase", parents=[subject], help="remove everything the bot keeps about a user, a session or a tenant chain",
+        description="Remove the rows of the subject from every store of --bot at URL (history, memory, RAG texts, "
+        "notes distilled from its sessions, trajectories, tasks, approvals, usage, summaries), each store in one "
+        "transaction, and record who did it in the audit log. Running it again removes nothing more.",
+        epilog=EXIT_STATUS,
+    )
+    erase.set_defaults(handler=_stores_erase)
+    export = stores_commands.add_parser(
+        "export", parents=[subject], help="write everything the bot keeps about a subject as JSON",
+        description="Write every row the stores of --bot at URL keep about the subject as one JSON array of records "
+        "(each with its store and kind; docs/privacy.md gives their shapes), written as it is read. The export is "
+        "recorded in the audit log.",
+        epilog=EXIT_STATUS,
+    )
+    export.set_defaults(handler=_stores_export)
+
+
+def _subject_options() -> argparse.ArgumentParser:
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument("url", metavar="URL", help="the bot's stores: sqlite:///DIR, a directory path or postgresql://...")
+    options.add_argument("--bot", default="bot", help="the bot's name (default: bot)")
+    options.add_argument("--company", default=DEFAULT_COMPANY, help=f"the company (default: {DEFAULT_COMPANY})")
+    options.add_argument("--org", default=None, help="the org (default: none)")
+    options.add_argument("--team", default=None, help="narrow to one team")
+    options.add_argument("--project", default=None, help="narrow to one project")
+    whose = options.add_mutually_exclusive_group(required=True)
+    whose.add_argument("--user", default=None, help="the user whose data it is")
+    whose.add_argument("--session", default=None, help="the session whose data it is")
+    whose.add_argument("--whole-chain", action="store_true", help="every row of the company, org (and team or project) given")
+    options.add_argument("--actor", default=None, help="who asks, for the audit log (default: cli:<login name>)")
+    return options
+
+
+def _subject(args: argparse.Namespace) -> Subject:
+    if args.session is not None:
+        return Subject.session(args.session, company_id=args.company, org_id=args.org)
+    if args.user is not None:
+        return Subject.user(args.user, company_id=args.company, org_id=args.org, team_id=args.team, project_id=args.project)
+    return Subject.chain(company_id=args.company, org_id=args.org, team_id=args.team, project_id=args.project)
+
+
+def _actor(args: argparse.Namespace) -> str:
+    return str(args.actor or f"cli:{getpass.getuser()}")
 
 
 def _embedder_options() -> argparse.ArgumentParser:
@@ -106,3 +159,42 @@ def _stores_reembed(args: argparse.Namespace, out: TextIO) -> int:
         raise CliError(f"cannot re-embed the bot {args.bot!r} at {args.url}: {error}") from error
     print(f"re-embedded {done.texts} text(s) and {done.notes} note(s) of the bot {args.bot!r} with {embedder.name!r}", file=out)
     return 0
+
+
+def _stores_erase(args: argparse.Namespace, out: TextIO) -> int:
+    subject = _subject(args)
+    with open_stores(args.url, bot=args.bot, create=False) as stores:
+        erased = asyncio.run(stores.erase(subject, actor=_actor(args)))
+    for name, count in attrs.asdict(erased).items():
+        print(f"{name}: {count}", file=out)
+    if is_postgres_url(args.url):
+        print(f"inbox: {asyncio.run(workers_package().erase_inbox(args.url, args.bot, subject))}", file=out)
+    print(f"erased {erased.total} row(s) of {subject.kind.value} {args.user or args.session or 'chain'!r} "
+          f"of the bot {args.bot!r} at {shown_url(args.url)}", file=out)
+    return 0
+
+
+def _stores_export(args: argparse.Namespace, out: TextIO) -> int:
+    subject = _subject(args)
+    with open_stores(args.url, bot=args.bot, create=False) as stores:
+        asyncio.run(_write_export(stores, subject, _actor(args), out))
+    return 0
+
+
+async def _write_export(stores: Stores, subject: Subject, actor: str, out: TextIO) -> None:
+    """The records as one JSON array, each written as it is read (a long history never sits in memory whole)."""
+    out.write("[")
+    separator = "\n"
+    records = stores.export(subject, actor=actor)
+    if is_postgres_url(stores.url):
+        records = _chained(records, workers_package().export_inbox(stores.url, stores.bot, subject))
+    async for record in records:
+        out.write(separator + json.dumps(record, default=str, ensure_ascii=False))
+        separator = ",\n"
+    out.write("\n]\n")
+
+
+async def _chained(*streams: AsyncIterator[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
+    for stream in streams:
+        async for record in stream:
+            yield record

@@ -2,6 +2,7 @@
 
 from agentloop.ports.approvals import ApprovalStore
 from agentloop.ports.attempt_notes import AttemptNotesStore
+from agentloop.ports.audit import AuditLog
 from agentloop.ports.channel import Channel, MessageStream, StreamingChannel
 from agentloop.ports.clock import Clock, SystemClock
 from agentloop.ports.inbox import DeliveryLedger
@@ -23,6 +24,7 @@ __all__ = [
     "ApprovalStore",
     "AttemptNotesStore",
     "AttributeValue",
+    "AuditLog",
     "Channel",
     "Charge",
     "CheckableLLM",

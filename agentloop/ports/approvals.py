@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from collections.abc import AsyncIterator
+from typing import Any, Protocol, runtime_checkable
 
 from agentloop.approvals import PendingApproval
+from agentloop.privacy import Subject
 from agentloop.scopes import Scope
 
 
@@ -26,4 +28,12 @@ class ApprovalStore(Protocol):
         caller (and any caller for an id unknown in `scope`) gets None. A later caller with the
         first one's `key` and decision gets it again: a decision turn run again after a worker
         died (the same message, so the same key) finishes what the first run began."""
+        ...
+
+    async def erase(self, subject: Subject) -> int:
+        """Remove every row of `subject` (`agentloop.privacy`) in one transaction; how many (0 when run again)."""
+        ...
+
+    def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
+        """Every row kept about `subject`, one JSON-ready record at a time (docs/privacy.md gives each shape)."""
         ...

@@ -12,16 +12,17 @@ the scope it is asked for (`agentloop.scopes` says which scope a session uses).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import ExitStack
 from datetime import datetime
 from types import TracebackType
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
 from agentloop.messages import ChatMessage
 from agentloop.ports.approvals import ApprovalStore
+from agentloop.ports.audit import AuditLog
 from agentloop.ports.attempt_notes import AttemptNotesStore
 from agentloop.ports.knowledge import KnowledgeRepository
 from agentloop.ports.summaries import SummaryStore
@@ -29,6 +30,7 @@ from agentloop.ports.tasks import TaskStore
 from agentloop.ports.trajectories import TrajectoryStore
 from agentloop.ports.usage import UsageStore
 from agentloop.ports.vectors import Embedder
+from agentloop.privacy import Erased, Subject, erase_subject, export_subject
 from agentloop.retrieval import HybridWeights
 from agentloop.scopes import Scope
 
@@ -74,6 +76,14 @@ class SessionStore(Protocol):
         """How many messages the history of `scope` holds (a message's position is its place in that count)."""
         ...
 
+    async def erase(self, subject: Subject) -> int:
+        """Remove every row of `subject` (`agentloop.privacy`) in one transaction; how many (0 when run again)."""
+        ...
+
+    def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
+        """Every row kept about `subject`, one JSON-ready record at a time (docs/privacy.md gives each shape)."""
+        ...
+
 
 @runtime_checkable
 class MemoryStore(Protocol):
@@ -88,6 +98,14 @@ class MemoryStore(Protocol):
 
     async def recent(self, scope: Scope, limit: int, *, exclude_session: str | None = None) -> tuple[MemoryEntry, ...]:
         """The last `limit` entries of `scope`, oldest first, optionally without one session's."""
+        ...
+
+    async def erase(self, subject: Subject) -> int:
+        """Remove every row of `subject` (`agentloop.privacy`) in one transaction; how many (0 when run again)."""
+        ...
+
+    def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
+        """Every row kept about `subject`, one JSON-ready record at a time (docs/privacy.md gives each shape)."""
         ...
 
 
@@ -113,6 +131,14 @@ class RagStore(Protocol):
 
     async def count(self) -> int:
         """How many texts are stored, in every scope."""
+        ...
+
+    async def erase(self, subject: Subject) -> int:
+        """Remove every row of `subject` (`agentloop.privacy`) in one transaction; how many (0 when run again)."""
+        ...
+
+    def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
+        """Every row kept about `subject`, one JSON-ready record at a time (docs/privacy.md gives each shape)."""
         ...
 
 
@@ -142,7 +168,19 @@ class Stores:
     """Each session's compacted history (`agentloop.compaction`)."""
     hybrid: HybridWeights = HybridWeights()
     """How the RAG search weighs vectors and keywords, and note search by default (`open_note_taking`)."""
+    audit: AuditLog = attrs.field(kw_only=True)
+    """The record of every erase and export (`agentloop.privacy.AuditRecord`)."""
     _closed: bool = attrs.field(default=False, init=False)
+
+    async def erase(self, subject: Subject, *, actor: str) -> Erased:
+        """Remove every row of `subject` from every store, each store in one transaction, and
+        audit it as done by `actor`; the rows removed per store (`agentloop.privacy.erase_subject`)."""
+        return await erase_subject(self, subject, actor=actor)
+
+    def export(self, subject: Subject, *, actor: str) -> AsyncIterator[dict[str, Any]]:
+        """Every row kept about `subject`, store by store, one record at a time, audited as
+        asked by `actor` (`agentloop.privacy.export_subject`)."""
+        return export_subject(self, subject, actor=actor)
 
     def close(self) -> None:
         """Close every store, last opened first (saving the indexes), even if closing one fails."""

@@ -8,11 +8,13 @@ store one summary and the other learns it lost.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
+from agentloop.privacy import Subject
 from agentloop.scopes import Scope
 
 
@@ -48,4 +50,12 @@ class SummaryStore(Protocol):
 
     async def versions(self, scope: Scope) -> tuple[SessionSummary, ...]:
         """Every summary of `scope`, version 1 first (to review what compaction kept)."""
+        ...
+
+    async def erase(self, subject: Subject) -> int:
+        """Remove every row of `subject` (`agentloop.privacy`) in one transaction; how many (0 when run again)."""
+        ...
+
+    def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
+        """Every row kept about `subject`, one JSON-ready record at a time (docs/privacy.md gives each shape)."""
         ...

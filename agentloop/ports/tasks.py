@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 import enum
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
+from agentloop.privacy import Subject
 from agentloop.scopes import Scope
 
 
@@ -81,4 +83,12 @@ class TaskStore(Protocol):
 
     async def in_state(self, state: TaskState, scope: Scope) -> tuple[TaskRecord, ...]:
         """Tasks of `scope` in `state`, oldest first."""
+        ...
+
+    async def erase(self, subject: Subject) -> int:
+        """Remove every row of `subject` (`agentloop.privacy`) in one transaction; how many (0 when run again)."""
+        ...
+
+    def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
+        """Every row kept about `subject`, one JSON-ready record at a time (docs/privacy.md gives each shape)."""
         ...

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import enum
 from datetime import UTC, datetime
-from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from collections.abc import AsyncIterator, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
 from agentloop.messages import Usage
+from agentloop.privacy import Subject
 from agentloop.scopes import Scope
 
 __all__ = [
@@ -184,4 +185,12 @@ class UsageStore(Protocol):
 
     async def spent(self, key: str) -> Spent:
         """What ledger line `key` holds (nothing for a line never charged)."""
+        ...
+
+    async def erase(self, subject: Subject) -> int:
+        """Remove every row of `subject` (`agentloop.privacy`) in one transaction; how many (0 when run again)."""
+        ...
+
+    def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
+        """Every row kept about `subject`, one JSON-ready record at a time (docs/privacy.md gives each shape)."""
         ...

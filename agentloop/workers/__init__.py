@@ -22,6 +22,7 @@ from agentloop.workers.inbox import (
     queue_name,
     session_lock,
 )
+from agentloop.workers.erasure import erase_inbox, export_inbox
 from agentloop.workers.worker import WorkerSettings, reclaim_stalled, run_worker
 
 __all__ = [
@@ -35,6 +36,8 @@ __all__ = [
     "TurnNotStoredError",
     "UnknownMessageError",
     "WorkerSettings",
+    "erase_inbox",
+    "export_inbox",
     "migrate_inbox",
     "open_inbox",
     "queue_name",

@@ -299,3 +299,13 @@ def test_control_cost_prints_what_usage_recording_and_budgets_add_next_to_the_ta
     assert re.match(rf"without usage recording\s+{MS_3}$", lines[-3])
     for line, label in zip(lines[-2:], ("with usage recording \\(as shipped\\)", "with usage recording and two budgets"), strict=True):
         assert re.match(rf"{label}\s+{MS_3}\s+\d+\.\d\dx\s+<= 1\.10x\s+(ok|MISSED)$", line)
+
+
+def test_erase_prints_the_time_of_each_erase_beside_the_first(capsys: pytest.CaptureFixture[str]) -> None:
+    run_main("erase", "--others", "200,400", "--victim-rows", "40,80")
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["other", "rows", "user", "rows", "erased", "erase", "ms", "vs", "first"]
+    rows = [line.split() for line in lines[1:4]]
+    assert [row[:3] for row in rows] == [["200", "40", "62"], ["400", "40", "62"], ["400", "80", "124"]]
+    assert all(re.match(r"\d+\.\d$", row[3]) and re.match(r"\d+\.\d\dx$", row[4]) for row in rows)
+    assert rows[0][4] == "1.00x" and lines[4].startswith("flat down the first rows")

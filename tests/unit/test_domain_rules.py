@@ -5,7 +5,8 @@ naive in-memory stores below check nothing) cannot forget them."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
+from typing import Any
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -37,6 +38,7 @@ from agentloop.ports.knowledge import KnowledgeRepository
 from agentloop.ports.tasks import TaskRecord, TaskState, TaskStore
 from agentloop.ports.trajectories import TrajectoryStore
 from agentloop.ports.vectors import Vectors
+from agentloop.privacy import Subject
 from agentloop.adapters import FileAttemptNotes
 from agentloop.tasks import AttemptNotes, TaskLifecycle
 from agentloop.testing import FakeClock
@@ -129,6 +131,13 @@ class NaiveKnowledgeRepository:
         self.notes[note_id] = attrs.evolve(item, **{counter: getattr(item, counter) + 1})
         return self.notes[note_id]
 
+    async def erase(self, subject: Subject) -> int:
+        return sum(self.notes.pop(note_id, None) is not None for note_id in subject.notes)
+
+    async def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
+        for note_id in sorted(subject.notes & set(self.notes)):
+            yield {"kind": "note", "id": note_id, "markdown": self.notes[note_id].markdown}
+
 
 class NaiveTrajectoryStore:
     """Executions and distilled keys in memory."""
@@ -157,6 +166,19 @@ class NaiveTrajectoryStore:
 
     async def is_distilled(self, trajectory_hash: str) -> bool:
         return trajectory_hash in self.distilled
+
+    def _held(self, subject: Subject) -> list[ToolExecution]:
+        return [e for e in self.executions.values() if subject.holds(Scope(e.company_id, e.org_id, e.team_id, e.project_id, e.user_id, e.session_id))]
+
+    async def erase(self, subject: Subject) -> int:
+        held = self._held(subject)
+        for execution in held:
+            del self.executions[execution.id]
+        return len(held)
+
+    async def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
+        for execution in self._held(subject):
+            yield {"kind": "execution", "id": execution.id, "session_id": execution.session_id}
 
 
 class NaiveTaskStore:
@@ -193,6 +215,16 @@ class NaiveTaskStore:
 
     async def in_state(self, state: TaskState, scope: Scope) -> tuple[TaskRecord, ...]:
         return tuple(r for r in self.tasks.values() if r.state is state and r.scope == scope)
+
+    async def erase(self, subject: Subject) -> int:
+        held = [task_id for task_id, record in self.tasks.items() if subject.holds(record.chain)]
+        for task_id in held:
+            del self.tasks[task_id]
+        return len(held)
+
+    async def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
+        for record in [r for r in self.tasks.values() if subject.holds(r.chain)]:
+            yield {"kind": "task", "id": record.id}
 
 
 def _cosine(a: Vectors, b: Vectors) -> float:

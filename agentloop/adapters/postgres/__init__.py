@@ -28,6 +28,7 @@ from agentloop.adapters.postgres.summaries import PostgresSummaryStore
 from agentloop.adapters.postgres.tasks import PostgresTaskStore
 from agentloop.adapters.postgres.trajectories import PostgresTrajectoryStore
 from agentloop.adapters.postgres.usage import PostgresUsageStore
+from agentloop.adapters.postgres.audit import SCHEMA as AUDIT_SCHEMA, PostgresAuditLog
 from agentloop.adapters.urls import shown_url
 from agentloop.ports.stores import Stores
 from agentloop.adapters.errors import StoreUrlError
@@ -36,7 +37,7 @@ from agentloop.retrieval import HybridWeights
 
 SCHEMAS = (
     sessions.SCHEMA, memory.SCHEMA, rag.SCHEMA, knowledge.SCHEMA, trajectories.SCHEMA, tasks.SCHEMA, attempt_notes.SCHEMA,
-    approvals.SCHEMA, summaries.SCHEMA, usage.SCHEMA,
+    approvals.SCHEMA, summaries.SCHEMA, usage.SCHEMA, AUDIT_SCHEMA,
 )
 
 __all__ = [
@@ -76,7 +77,7 @@ def open_postgres_stores(
         url, bot, embedder, PostgresSessionStore(db), PostgresMemoryStore(db), PostgresRagStore(db, embedder, hybrid=hybrid),
         PostgresKnowledgeRepository(db, embedder.dim), PostgresTrajectoryStore(db), PostgresTaskStore(db),
         PostgresAttemptNotes(db), PostgresApprovalStore(db), PostgresUsageStore(db), (db.close,),
-        summaries=PostgresSummaryStore(db), hybrid=hybrid or HybridWeights(),
+        summaries=PostgresSummaryStore(db), hybrid=hybrid or HybridWeights(), audit=PostgresAuditLog(db),
     )
 
 

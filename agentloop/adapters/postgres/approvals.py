@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 import json
 from typing import Any
 
 import psycopg
 
 from agentloop.adapters.postgres.database import Database, keyed, on_database
+from agentloop.adapters.postgres.subjects import Table, delete_rows, export_rows, page_rows, subject_indexes
+from agentloop.adapters.subjects import SCOPED
+from agentloop.privacy import Subject
 from agentloop.adapters.postgres.schema import Schema, Step
 from agentloop.adapters.postgres.scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQL, SCOPE_MARKS, scope_match
 from agentloop.adapters.rows import scope_values
@@ -15,6 +20,7 @@ from agentloop.approvals import PendingApproval
 from agentloop.outcome import converter
 from agentloop.scopes import Scope
 
+TABLES = (Table("approval", "pending_approvals", SCOPED, "seq", session_column="session_id"),)
 SCHEMA = Schema(
     "approvals",
     (
@@ -33,6 +39,7 @@ SCHEMA = Schema(
                 f"CREATE INDEX pending_approvals_by_session ON pending_approvals (session_id, {SCOPE_COLUMNS_SQL}, seq)",
             ),
         ),
+        Step("rows by user and by session, so erasing one reads only theirs", subject_indexes(*TABLES)),
     ),
 )
 _DECISIONS = {True: "approved", False: "denied"}
@@ -84,3 +91,17 @@ class PostgresApprovalStore:
             )
             row = await cursor.fetchone()
         return None if row is None else _loaded(row[0])
+
+    @on_database
+    async def erase(self, subject: Subject) -> int:
+        """Delete `subject`'s rows, in one transaction; how many."""
+        async with self._db.pool.connection() as conn, conn.transaction():
+            return await delete_rows(conn, subject, TABLES)
+
+    @on_database(retry=True)
+    async def _export_page(self, subject: Subject, table: Table, after: object) -> list[dict[str, Any]]:
+        async with self._db.pool.connection() as conn:
+            return await page_rows(conn, subject, table, after)
+
+    def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
+        return export_rows(self._export_page, subject, TABLES)

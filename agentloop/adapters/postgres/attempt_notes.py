@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from typing import Any
+
 from agentloop.adapters.postgres.database import Database, on_database
+from agentloop.privacy import Subject
 from agentloop.adapters.postgres.schema import Schema, Step
 from agentloop.adapters.postgres.text import loaded, stored
 
@@ -38,3 +42,22 @@ class PostgresAttemptNotes:
         async with self._db.pool.connection() as conn:
             cursor = await conn.execute("DELETE FROM attempt_notes WHERE task_id = %s", (task_id,))
             return cursor.rowcount > 0
+
+    @on_database
+    async def erase(self, subject: Subject) -> int:
+        """Forget the texts of the subject's tasks (`Subject.tasks`), in one statement; how many."""
+        async with self._db.pool.connection() as conn:
+            cursor = await conn.execute("DELETE FROM attempt_notes WHERE task_id = ANY(%s)", (sorted(subject.tasks),))
+        return max(cursor.rowcount, 0)
+
+    @on_database(retry=True)
+    async def _texts(self, subject: Subject) -> list[tuple[str, str]]:
+        async with self._db.pool.connection() as conn:
+            cursor = await conn.execute(
+                "SELECT task_id, text FROM attempt_notes WHERE task_id = ANY(%s) ORDER BY task_id", (sorted(subject.tasks),)
+            )
+            return [(task_id, loaded(text)) for task_id, text in await cursor.fetchall()]
+
+    async def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
+        for task_id, text in await self._texts(subject):
+            yield {"kind": "attempt_notes", "task_id": task_id, "text": text}

@@ -4,7 +4,7 @@ feedback and merge suggestions, searched through pgvector within the caller's ch
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -14,6 +14,9 @@ from psycopg.rows import dict_row
 
 from agentloop.adapters.postgres.embedders import KNOWLEDGE
 from agentloop.adapters.postgres.database import Database, on_database
+from agentloop.adapters.postgres.subjects import Table, delete_rows, export_rows, page_rows
+from agentloop.adapters.subjects import NO_CHAIN, SCOPED
+from agentloop.privacy import Subject
 from agentloop.adapters.postgres.keywords import WORDS, keyword_step, websearch_text
 from agentloop.adapters.postgres.nearest import nearest
 from agentloop.adapters.postgres.schema import Schema, Step
@@ -27,6 +30,15 @@ from agentloop.ports.vectors import Vectors
 from agentloop.scopes import Scope
 
 _SESSION_DDL = ", ".join(f"{column} text" for column in SCOPE_COLUMNS)  # NULL throughout: no session
+TABLES = (
+    Table("retrieval", "note_retrievals", SCOPED, "seq", note_column="note_id"),
+    Table("feedback", "note_feedback", SCOPED, "ctid", note_column="note_id"),
+    Table("merge_suggestion", "merge_suggestions", NO_CHAIN, "ctid", note_column="first_id"),
+    Table("merge_suggestion", "merge_suggestions", NO_CHAIN, "ctid", note_column="second_id"),
+    Table("note", "knowledge_items", NO_CHAIN, "id", note_column="id"),
+)
+"""What an erase or export of notes covers: the subject's sessions' retrievals (their queries) and
+feedback, and the notes distilled from those sessions with every row about them (docs/adr/0028)."""
 SCHEMA = Schema(
     "knowledge",
     (
@@ -350,6 +362,20 @@ class PostgresKnowledgeRepository:
                 )
             ).fetchall()
         return [MergeSuggestion(*row) for row in rows]
+
+    @on_database
+    async def erase(self, subject: Subject) -> int:
+        """Delete `subject`'s rows, in one transaction; how many."""
+        async with self._db.pool.connection() as conn, conn.transaction():
+            return await delete_rows(conn, subject, TABLES)
+
+    @on_database(retry=True)
+    async def _export_page(self, subject: Subject, table: Table, after: object) -> list[dict[str, Any]]:
+        async with self._db.pool.connection() as conn:
+            return await page_rows(conn, subject, table, after)
+
+    def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
+        return export_rows(self._export_page, subject, (TABLES[0], TABLES[1], TABLES[-1]))
 
 
 async def _get(conn: psycopg.AsyncConnection[Any], note_id: int) -> KnowledgeItem:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from collections.abc import AsyncIterator
+
 from typing import Any
 
 from agentloop.adapters.postgres.database import Database, keyed, on_database
+from agentloop.adapters.postgres.subjects import Table, delete_rows, export_rows, page_rows, subject_indexes
+from agentloop.adapters.subjects import SCOPED
+from agentloop.privacy import Subject
 from agentloop.adapters.postgres.schema import Schema, Step
 from agentloop.adapters.postgres.scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQL, SCOPE_MARKS, scope_match
 from agentloop.adapters.postgres.text import loaded, stored
@@ -13,6 +17,10 @@ from agentloop.adapters.rows import SCOPE_COLUMNS, scope_values
 from agentloop.ports.stores import MemoryEntry
 from agentloop.scopes import Scope
 
+TABLES = (
+    Table("entry", "memory_entries", SCOPED, "id", session_column="session_id"),
+    Table("session", "memory_sessions", SCOPED, "last_id", session_column="session_id"),
+)
 SCHEMA = Schema(
     "memory",
     (
@@ -66,6 +74,7 @@ SCHEMA = Schema(
                 "NULLS NOT DISTINCT WHERE entry_key IS NOT NULL",
             ),
         ),
+        Step("rows by user and by session, so erasing one reads only theirs", subject_indexes(*TABLES)),
     ),
 )
 _ENTRY_COLUMNS = "session_id, user_text, assistant_text, created_at"
@@ -114,3 +123,17 @@ class PostgresMemoryStore:
             MemoryEntry(scope, session_id, loaded(user_text), loaded(assistant_text), created_at)
             for _, session_id, user_text, assistant_text, created_at in reversed(rows)
         )
+
+    @on_database
+    async def erase(self, subject: Subject) -> int:
+        """Delete `subject`'s rows, in one transaction; how many."""
+        async with self._db.pool.connection() as conn, conn.transaction():
+            return await delete_rows(conn, subject, TABLES)
+
+    @on_database(retry=True)
+    async def _export_page(self, subject: Subject, table: Table, after: object) -> list[dict[str, Any]]:
+        async with self._db.pool.connection() as conn:
+            return await page_rows(conn, subject, table, after)
+
+    def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
+        return export_rows(self._export_page, subject, TABLES[:1])

@@ -4,13 +4,16 @@ pgvector HNSW index with the scope filter inside the query."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import psycopg
 
 from agentloop.adapters.postgres.embedders import RAG
 from agentloop.adapters.postgres.database import Database, on_database
+from agentloop.adapters.postgres.subjects import Table, delete_rows, export_rows, page_rows, subject_indexes
+from agentloop.adapters.subjects import SCOPED
+from agentloop.privacy import Subject
 from agentloop.adapters.postgres.keywords import WORDS, keyword_step, websearch_text
 from agentloop.adapters.postgres.nearest import nearest
 from agentloop.adapters.postgres.schema import Schema, Step
@@ -22,6 +25,7 @@ from agentloop.ports.vectors import Embedder, Vectors
 from agentloop.retrieval import HybridWeights, fuse
 from agentloop.scopes import Scope
 
+TABLES = (Table("text", "rag_documents", SCOPED, "id", session_column="session_id"),)
 SCHEMA = Schema(
     "rag",
     (
@@ -43,6 +47,7 @@ SCHEMA = Schema(
         ),
         RAG.record_step(),
         keyword_step("rag_documents", "text"),
+        Step("rows by user and by session, so erasing one reads only theirs", subject_indexes(*TABLES)),
     ),
 )
 
@@ -119,6 +124,20 @@ class PostgresRagStore:
                 await conn.execute(f"SELECT text FROM rag_documents WHERE {where} ORDER BY id", params)
             ).fetchall()
         return [loaded(text) for (text,) in rows]
+
+    @on_database
+    async def erase(self, subject: Subject) -> int:
+        """Delete `subject`'s rows, in one transaction; how many."""
+        async with self._db.pool.connection() as conn, conn.transaction():
+            return await delete_rows(conn, subject, TABLES)
+
+    @on_database(retry=True)
+    async def _export_page(self, subject: Subject, table: Table, after: object) -> list[dict[str, Any]]:
+        async with self._db.pool.connection() as conn:
+            return await page_rows(conn, subject, table, after)
+
+    def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
+        return export_rows(self._export_page, subject, TABLES)
 
 
 async def _keyword_rows(

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from agentloop.adapters.postgres.database import Database, keyed, on_database
+from agentloop.adapters.postgres.subjects import Table, delete_rows, export_rows, page_rows, subject_indexes
+from agentloop.adapters.subjects import SCOPED
+from agentloop.privacy import Subject
 from agentloop.adapters.postgres.schema import Schema, Step
 from agentloop.adapters.postgres.scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQL, SCOPE_MARKS, scope_match
 from agentloop.adapters.postgres.text import loaded, stored
@@ -15,6 +18,7 @@ from agentloop.messages import ChatMessage, Role, ToolCall
 from agentloop.outcome import converter
 from agentloop.scopes import Scope
 
+TABLES = (Table("message", "session_messages", SCOPED, "id"), Table("append_key", "session_appends", SCOPED, "ctid"))
 SCHEMA = Schema(
     "sessions",
     (
@@ -37,6 +41,7 @@ SCHEMA = Schema(
                 "NULLS NOT DISTINCT",
             ),
         ),
+        Step("rows by user and by session, so erasing one reads only theirs", subject_indexes(*TABLES)),
     ),
 )
 _MESSAGE_COLUMNS = "role, content, tool_call_id, name, tool_calls"
@@ -105,3 +110,17 @@ class PostgresSessionStore:
             )
             for role, content, tool_call_id, name, calls in reversed(rows)
         )
+
+    @on_database
+    async def erase(self, subject: Subject) -> int:
+        """Delete `subject`'s rows, in one transaction; how many."""
+        async with self._db.pool.connection() as conn, conn.transaction():
+            return await delete_rows(conn, subject, TABLES)
+
+    @on_database(retry=True)
+    async def _export_page(self, subject: Subject, table: Table, after: object) -> list[dict[str, Any]]:
+        async with self._db.pool.connection() as conn:
+            return await page_rows(conn, subject, table, after)
+
+    def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
+        return export_rows(self._export_page, subject, TABLES[:1])

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 from typing import Any
 
 from agentloop.adapters.postgres.database import Database, on_database
+from agentloop.adapters.postgres.subjects import Table, delete_rows, export_rows, page_rows, subject_indexes
+from agentloop.adapters.subjects import SCOPED
+from agentloop.privacy import Subject
 from agentloop.adapters.postgres.schema import Schema, Step
 from agentloop.adapters.postgres.scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQL, SCOPE_MARKS, scope_match
 from agentloop.adapters.postgres.text import loaded, stored
@@ -12,6 +17,7 @@ from agentloop.adapters.rows import scope_values
 from agentloop.ports.summaries import SessionSummary
 from agentloop.scopes import Scope
 
+TABLES = (Table("summary", "session_summaries", SCOPED, "ctid"),)
 SCHEMA = Schema(
     "summaries",
     (
@@ -29,6 +35,7 @@ SCHEMA = Schema(
                 f"(scope_session, {SCOPE_COLUMNS_SQL}, version) NULLS NOT DISTINCT",
             ),
         ),
+        Step("rows by user and by session, so erasing one reads only theirs", subject_indexes(*TABLES)),
     ),
 )
 _COLUMNS = "version, covered, text, created_at"
@@ -70,3 +77,17 @@ class PostgresSummaryStore:
             cursor = await conn.execute(f"SELECT {_COLUMNS} FROM session_summaries WHERE {where} {order}", params)
             rows: list[tuple[Any, ...]] = await cursor.fetchall()
         return tuple(SessionSummary(scope, version, covered, loaded(text), at) for version, covered, text, at in rows)
+
+    @on_database
+    async def erase(self, subject: Subject) -> int:
+        """Delete `subject`'s rows, in one transaction; how many."""
+        async with self._db.pool.connection() as conn, conn.transaction():
+            return await delete_rows(conn, subject, TABLES)
+
+    @on_database(retry=True)
+    async def _export_page(self, subject: Subject, table: Table, after: object) -> list[dict[str, Any]]:
+        async with self._db.pool.connection() as conn:
+            return await page_rows(conn, subject, table, after)
+
+    def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
+        return export_rows(self._export_page, subject, TABLES)

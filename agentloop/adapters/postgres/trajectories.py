@@ -3,7 +3,7 @@ distilled trajectory hashes and the executions the store refused."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -11,6 +11,9 @@ import psycopg
 from psycopg.rows import dict_row
 
 from agentloop.adapters.postgres.database import Database, on_database
+from agentloop.adapters.postgres.subjects import Table, delete_rows, export_rows, page_rows, subject_indexes
+from agentloop.adapters.subjects import EXECUTIONS, SESSION_ONLY
+from agentloop.privacy import Subject
 from agentloop.adapters.postgres.schema import Schema, Step
 from agentloop.adapters.postgres.scopes import columns_match
 from agentloop.adapters.postgres.text import loaded, stored
@@ -21,6 +24,12 @@ from agentloop.notes.capture import cut_quarantine_record, quarantine_record
 from agentloop.notes.models import Trajectory
 from agentloop.scopes import Scope
 
+TABLES = (
+    Table("execution", "tool_executions", EXECUTIONS, "seq"),
+    Table("distilled", "distilled_trajectories", SESSION_ONLY, "hash"),
+    Table("quarantined", "quarantined_executions", SESSION_ONLY, "seq"),
+)
+"""What an erase or export of trajectories covers: a distilled or quarantined row names its session only."""
 SCHEMA = Schema(
     "trajectories",
     (
@@ -65,6 +74,7 @@ SCHEMA = Schema(
                 )""",
             ),
         ),
+        Step("rows by user and by session, so erasing one reads only theirs", subject_indexes(*TABLES)),
     ),
 )
 _COLUMNS = (
@@ -164,3 +174,20 @@ class PostgresTrajectoryStore:
                 await conn.execute("SELECT 1 FROM distilled_trajectories WHERE hash = %s", (trajectory_hash,))
             ).fetchone()
         return row is not None
+
+    @on_database
+    async def erase(self, subject: Subject) -> int:
+        """Delete `subject`'s rows, in one transaction; how many."""
+        async with self._db.pool.connection() as conn, conn.transaction():
+            removed = await delete_rows(conn, subject, TABLES)
+            # The notes an erase removes: other sessions that led to them are distilled again.
+            cursor = await conn.execute("DELETE FROM distilled_trajectories WHERE note_id = ANY(%s)", (sorted(subject.notes),))
+            return removed + max(cursor.rowcount, 0)
+
+    @on_database(retry=True)
+    async def _export_page(self, subject: Subject, table: Table, after: object) -> list[dict[str, Any]]:
+        async with self._db.pool.connection() as conn:
+            return await page_rows(conn, subject, table, after)
+
+    def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
+        return export_rows(self._export_page, subject, TABLES)

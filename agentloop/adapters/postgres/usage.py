@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import psycopg
 
 from agentloop.adapters.postgres.database import Database, on_database
+from agentloop.adapters.postgres.subjects import Table, delete_rows, export_rows, page_rows, subject_indexes
+from agentloop.adapters.subjects import SCOPED
+from agentloop.privacy import Subject
 from agentloop.adapters.postgres.schema import Schema, Step
 from agentloop.adapters.postgres.scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQL, SCOPE_MARKS
 from agentloop.adapters.rows import SCOPE_COLUMNS, scope_values
 from agentloop.adapters.usage import KEYS, SUMS, fits_sql, in_key_order, summed, utc_text
 from agentloop.ports.usage import Charge, Spent, UsageFilter, UsageGroup, UsageLine, UsageRecord, UsageTotal
 
+TABLES = (Table("call", "usage_calls", SCOPED, "ctid"),)
 SCHEMA = Schema(
     "usage",
     (
@@ -43,6 +47,7 @@ SCHEMA = Schema(
             "a ledger line per budget and period: the tokens and dollars reserved or spent",
             ("CREATE TABLE budget_ledger (key text PRIMARY KEY, tokens bigint NOT NULL, cost double precision NOT NULL)",),
         ),
+        Step("rows by user and by session, so erasing one reads only theirs", subject_indexes(*TABLES)),
     ),
 )
 
@@ -131,6 +136,20 @@ class PostgresUsageStore:
         async with self._db.pool.connection() as conn:
             row = await (await conn.execute("SELECT tokens, cost FROM budget_ledger WHERE key = %s", (key,))).fetchone()
         return Spent() if row is None else Spent(int(row[0]), float(row[1]))
+
+    @on_database
+    async def erase(self, subject: Subject) -> int:
+        """Delete `subject`'s rows, in one transaction; how many."""
+        async with self._db.pool.connection() as conn, conn.transaction():
+            return await delete_rows(conn, subject, TABLES)
+
+    @on_database(retry=True)
+    async def _export_page(self, subject: Subject, table: Table, after: object) -> list[dict[str, Any]]:
+        async with self._db.pool.connection() as conn:
+            return await page_rows(conn, subject, table, after)
+
+    def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
+        return export_rows(self._export_page, subject, TABLES)
 
 
 async def _charge(conn: psycopg.AsyncConnection[Any], charge: Charge, *, checked: bool) -> bool:

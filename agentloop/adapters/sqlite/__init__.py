@@ -12,6 +12,7 @@ from pathlib import Path
 
 from agentloop.adapters.sqlite import knowledge as sqlite_knowledge
 from agentloop.adapters.sqlite import rag as sqlite_rag
+from agentloop.adapters.sqlite.audit import AsyncSqliteAuditLog, SqliteAuditLog
 from agentloop.adapters.sqlite.approvals import AsyncSqliteApprovalStore, SqliteApprovalStore
 from agentloop.adapters.sqlite.attempt_notes import FileAttemptNotes
 from agentloop.adapters.sqlite.connection import connect
@@ -60,6 +61,7 @@ def open_sqlite_stores(directory: Path, *, bot: str, embedder: Embedder, hybrid:
         approvals = AsyncSqliteApprovalStore(SqliteApprovalStore(bot_file.conn, bot_file.lock), bot_file.thread)
         summaries = AsyncSqliteSummaryStore(SqliteSummaryStore(bot_file.conn, bot_file.lock), bot_file.thread)
         usage = AsyncSqliteUsageStore(SqliteUsageStore(bot_file.conn, bot_file.lock), bot_file.thread)
+        audit = AsyncSqliteAuditLog(SqliteAuditLog(bot_file.conn, bot_file.lock), bot_file.thread)
         rag = AsyncSqliteRagStore(
             SqliteRagStore.on(bot_file.conn, embedder, directory / f"{bot}.rag.hnsw", bot_file.lock, hybrid=hybrid),
             bot_file.thread,
@@ -77,7 +79,7 @@ def open_sqlite_stores(directory: Path, *, bot: str, embedder: Embedder, hybrid:
     closers = (bot_file.close, rag.close, knowledge.close, trajectories.close, tasks.close)
     return Stores(
         f"sqlite:///{directory}", bot, embedder, sessions, memory, rag, knowledge, trajectories, tasks,
-        FileAttemptNotes(directory / f"{bot}.attempt-notes"), approvals, usage, closers, summaries=summaries,
+        FileAttemptNotes(directory / f"{bot}.attempt-notes"), approvals, usage, closers, summaries=summaries, audit=audit,
         hybrid=hybrid or HybridWeights(),
     )
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
+from typing import Any
+
 import functools
 import json
 import sqlite3
@@ -16,7 +20,12 @@ from agentloop.approvals import PendingApproval
 from agentloop.outcome import converter
 from agentloop.scopes import Scope
 from agentloop.adapters.sqlite.thread import OnItsThread
+from agentloop.adapters.sqlite.subjects import Table, erase_rows, export_page, export_rows, subject_indexes
+from agentloop.adapters.subjects import SCOPED
+from agentloop.privacy import Subject
 
+
+TABLES = (Table("approval", "pending_approvals", SCOPED, session_column="session_id", key="seq"),)
 SCHEMA = Schema(
     "approvals",
     (
@@ -36,6 +45,7 @@ SCHEMA = Schema(
                 f"ON pending_approvals (session_id, {SCOPE_COLUMNS_SQL}, seq)",
             ),
         ),
+        subject_indexes(*TABLES),
     ),
     has_table("pending_approvals"),
 )
@@ -91,6 +101,13 @@ class SqliteApprovalStore:
             ).fetchall()
         return _loaded(rows[0][0]) if rows else None
 
+    def erase(self, subject: Subject) -> int:
+        """Delete `subject`'s rows, in one transaction; how many."""
+        return erase_rows(self._conn, self._lock, subject, TABLES)
+
+    def export_page(self, subject: Subject, table: Table, after: object) -> list[dict[str, Any]]:
+        return export_page(self._conn, self._lock, subject, table, after)
+
     def close(self) -> None:
         self._conn.close()
 
@@ -106,3 +123,9 @@ class AsyncSqliteApprovalStore(OnItsThread[SqliteApprovalStore]):
 
     async def take(self, scope: Scope, approval_id: str, approved: bool, *, key: str | None = None) -> PendingApproval | None:
         return await self._thread.write(functools.partial(self.engine.take, key=key), scope, approval_id, approved)
+
+    async def erase(self, subject: Subject) -> int:
+        return await self._thread.write(self.engine.erase, subject)
+
+    def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
+        return export_rows(self._thread, self.engine.export_page, subject, TABLES)

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 from agentloop.adapters.private_files import private_file, private_folder
+from agentloop.privacy import Subject
 
 
 class FileAttemptNotes:
@@ -25,6 +28,16 @@ class FileAttemptNotes:
 
     async def remove(self, task_id: str) -> bool:
         return await asyncio.to_thread(self._remove, task_id)
+
+    async def erase(self, subject: Subject) -> int:
+        """Remove the texts of the subject's tasks (`Subject.tasks`); how many there were."""
+        return sum([await self.remove(task_id) for task_id in sorted(subject.tasks)])
+
+    async def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
+        for task_id in sorted(subject.tasks):
+            text = await self.read(task_id)
+            if text is not None:
+                yield {"kind": "attempt_notes", "task_id": task_id, "text": text}
 
     def _read(self, task_id: str) -> str | None:
         try:

@@ -3,10 +3,14 @@ hnswlib index derived from the rows and rebuilt from them when missing or stale.
 
 from __future__ import annotations
 
+import functools
+
+from typing import Any
+
 import os
 import sqlite3
 import threading
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import AsyncIterator, Collection, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -16,7 +20,7 @@ from agentloop._log import get_logger
 from agentloop.adapters.vectors.hnsw import DEFAULT_EF
 from agentloop.adapters.rows import KNOWLEDGE_COLUMNS, knowledge_item, knowledge_values
 from agentloop.adapters.vectors.scoped import ScopedVectorIndex, open_graph
-from agentloop.adapters.sqlite.connection import closing_on_error, connect, data_version, transaction
+from agentloop.adapters.sqlite.connection import on_commit, closing_on_error, connect, data_version, transaction
 from agentloop.adapters.embedders.hashing import hashing_name
 from agentloop.adapters.sqlite.embedders import check_embedder, record_step
 from agentloop.adapters.sqlite.keywords import distinctive_query, keyword_step
@@ -34,6 +38,9 @@ from agentloop.notes.models import (
 from agentloop.ports.vectors import Vectors
 from agentloop.scopes import Scope, sees_unchained_history
 from agentloop.adapters.sqlite.thread import OnItsThread
+from agentloop.adapters.sqlite.subjects import Table, delete_rows, export_page, export_rows
+from agentloop.adapters.subjects import NO_CHAIN, Columns
+from agentloop.privacy import Subject
 
 _RELEASE_0_1 = (
     """CREATE TABLE IF NOT EXISTS knowledge_items (
@@ -101,6 +108,21 @@ def _session_chains(conn: sqlite3.Connection) -> None:
         )
 
 
+_SESSION_SCOPE = Columns(
+    "json_extract(session_scope, '$[0]')", "json_extract(session_scope, '$[1]')", "json_extract(session_scope, '$[2]')",
+    "json_extract(session_scope, '$[3]')", "json_extract(session_scope, '$[4]')", session="session_id",
+)
+"""A retrieval's or feedback's chain, read from the key of the session's scope it keeps."""
+TABLES = (
+    Table("retrieval", "note_retrievals", _SESSION_SCOPE, note_column="note_id", key="seq"),
+    Table("feedback", "note_feedback", _SESSION_SCOPE, note_column="note_id"),
+    Table("merge_suggestion", "merge_suggestions", NO_CHAIN, note_column="first_id"),
+    Table("merge_suggestion", "merge_suggestions", NO_CHAIN, note_column="second_id"),
+    Table("status_change", "note_status_changes", NO_CHAIN, note_column="note_id"),
+    Table("note", "knowledge_items", NO_CHAIN, note_column="id", key="id"),
+)
+"""What an erase or export of notes covers: the subject's sessions' retrievals (their queries) and
+feedback, and the notes distilled from those sessions with every row about them (docs/adr/0028)."""
 SCHEMA = Schema(
     "knowledge",
     (
@@ -459,6 +481,16 @@ class SqliteKnowledgeRepository:
             self._catch_up()
         self._index.save(keep_larger=True)
 
+    def erase(self, subject: Subject) -> int:
+        """Delete `subject`'s rows, in one transaction; how many."""
+        with self._lock, transaction(self._conn):
+            removed = delete_rows(self._conn, subject, TABLES)
+            on_commit(self._conn, functools.partial(self._index.remove, sorted(subject.notes)))
+        return removed
+
+    def export_page(self, subject: Subject, table: Table, after: object) -> list[dict[str, Any]]:
+        return export_page(self._conn, self._lock, subject, table, after)
+
     def close(self) -> None:
         """Save the index, and close the connection even when saving fails."""
         try:
@@ -549,3 +581,9 @@ class AsyncSqliteKnowledgeRepository(OnItsThread[SqliteKnowledgeRepository]):
 
     async def merge_suggestions(self) -> list[MergeSuggestion]:
         return await self._thread.read(self.engine.merge_suggestions)
+
+    async def erase(self, subject: Subject) -> int:
+        return await self._thread.write(self.engine.erase, subject)
+
+    def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
+        return export_rows(self._thread, self.engine.export_page, subject, (TABLES[0], TABLES[1], TABLES[-1]))

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from collections.abc import AsyncIterator
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from agentloop.adapters.sqlite.connection import closing_on_error, connect
 from agentloop.adapters.sqlite.schema import Schema, Step, migrate
@@ -20,6 +22,9 @@ from agentloop.adapters.sqlite.scopes import (
 from agentloop.ports.stores import MemoryEntry
 from agentloop.scopes import Scope
 from agentloop.adapters.sqlite.thread import OnItsThread
+from agentloop.adapters.sqlite.subjects import Table, subject_indexes, erase_rows, export_page, export_rows
+from agentloop.adapters.subjects import SCOPED
+from agentloop.privacy import Subject
 
 _ENTRY_COLUMNS = ("session_id", "user_text", "assistant_text", "created_at")
 _SCOPED = (
@@ -58,6 +63,12 @@ _KEYED = (
     f"CREATE UNIQUE INDEX memory_entries_by_key ON memory_entries (entry_key, json_array({SCOPE_COLUMNS_SQL})) "
     "WHERE entry_key IS NOT NULL",
 )
+TABLES = (
+    Table("entry", "memory_entries", SCOPED, session_column="session_id", key="id"),
+    Table("session", "memory_sessions", SCOPED, session_column="session_id"),
+)
+"""What an erase or export of memory covers: the entries, and each session's newest entry."""
+
 SCHEMA = Schema(
     "memory",
     (
@@ -78,9 +89,12 @@ SCHEMA = Schema(
             scope_columns_step("memory_entries", _SCOPED, _ENTRY_COLUMNS),
         Step("each scope's sessions by their newest entry, so recall skips a session without reading its rows", _LATEST),
         Step("keyed adds remember their key, so a re-run turn stores its memory entry once", _KEYED),
+        subject_indexes(*TABLES),
     ),
     scoped_version("memory_entries"),
 )
+
+
 
 
 class SqliteMemoryStore:
@@ -146,6 +160,14 @@ class SqliteMemoryStore:
             for _, session_id, user_text, assistant_text, created_at in reversed(rows)
         )
 
+
+    def erase(self, subject: Subject) -> int:
+        """Delete `subject`'s rows (entries and sessions), in one transaction; how many."""
+        return erase_rows(self._conn, self._lock, subject, TABLES)
+
+    def export_page(self, subject: Subject, table: Table, after: object) -> list[dict[str, Any]]:
+        return export_page(self._conn, self._lock, subject, table, after)
+
     def close(self) -> None:
         self._conn.close()
 
@@ -158,3 +180,9 @@ class AsyncSqliteMemoryStore(OnItsThread[SqliteMemoryStore]):
 
     async def recent(self, scope: Scope, limit: int, *, exclude_session: str | None = None) -> tuple[MemoryEntry, ...]:
         return await self._thread.read(self.engine.recent, scope, limit, exclude_session=exclude_session)
+
+    async def erase(self, subject: Subject) -> int:
+        return await self._thread.write(self.engine.erase, subject)
+
+    def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
+        return export_rows(self._thread, self.engine.export_page, subject, TABLES[:1])

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -32,6 +34,9 @@ from agentloop.ports.vectors import Embedder, Vectors
 from agentloop.retrieval import HybridWeights, fuse
 from agentloop.scopes import Scope
 from agentloop.adapters.sqlite.thread import OnItsThread
+from agentloop.adapters.sqlite.subjects import Table, erased_ids, export_page, export_rows, subject_indexes
+from agentloop.adapters.subjects import SCOPED
+from agentloop.privacy import Subject
 
 _DOCUMENT_COLUMNS = ("session_id", "text", "digest", "vector", "created_at")
 _KEYWORD_HITS = (
@@ -51,6 +56,7 @@ _SCOPED = (
     )""",
     f"CREATE INDEX rag_documents_by_scope_digest ON rag_documents ({SCOPE_COLUMNS_SQL}, digest)",
 )
+TABLES = (Table("text", "rag_documents", SCOPED, session_column="session_id", key="id", hidden=("digest",)),)
 SCHEMA = Schema(
     "rag",
     (
@@ -72,6 +78,7 @@ SCHEMA = Schema(
         scope_columns_step("rag_documents", _SCOPED, _DOCUMENT_COLUMNS),
         record_step("rag_documents", "vector"),
         keyword_step("rag_documents", ("text",)),
+        subject_indexes(*TABLES),
     ),
     scoped_version("rag_documents"),
 )
@@ -255,6 +262,17 @@ class SqliteRagStore:
             self._catch_up()
         self._index.save(keep_larger=True)
 
+    def erase(self, subject: Subject) -> int:
+        """Delete `subject`'s rows, in one transaction; how many."""
+        with self._lock, transaction(self._conn):
+            ids = sorted(erased_ids(self._conn, subject, TABLES[0], "id"))
+            self._conn.execute("DELETE FROM rag_documents WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(ids),))
+            on_commit(self._conn, functools.partial(self._index.remove, ids))
+        return len(ids)
+
+    def export_page(self, subject: Subject, table: Table, after: object) -> list[dict[str, Any]]:
+        return export_page(self._conn, self._lock, subject, table, after)
+
     def close(self) -> None:
         """Save the index, and close the connection unless it was lent (`on`)."""
         self.save()
@@ -292,3 +310,9 @@ class AsyncSqliteRagStore(OnItsThread[SqliteRagStore]):
 
     async def texts(self, scope: Scope) -> list[str]:
         return await self._thread.read(self.engine.texts, scope)
+
+    async def erase(self, subject: Subject) -> int:
+        return await self._thread.write(self.engine.erase, subject)
+
+    def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
+        return export_rows(self._thread, self.engine.export_page, subject, TABLES)

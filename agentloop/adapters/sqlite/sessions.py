@@ -12,8 +12,9 @@ import json
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import attrs
 
@@ -25,6 +26,9 @@ from agentloop.messages import ChatMessage, Role, ToolCall
 from agentloop.outcome import converter
 from agentloop.scopes import Scope, sees_unchained_history
 from agentloop.adapters.sqlite.thread import OnItsThread
+from agentloop.adapters.sqlite.subjects import Table, subject_indexes, delete_rows, export_page, export_rows
+from agentloop.adapters.subjects import SCOPED
+from agentloop.privacy import Subject
 
 _ROLES = {role.value: role for role in Role}
 _MESSAGE_COLUMNS = "role, content, tool_call_id, name, tool_calls"
@@ -56,6 +60,9 @@ def _scope_columns(conn: sqlite3.Connection) -> None:
     )
 
 
+TABLES = (Table("message", "session_messages", SCOPED), Table("append_key", "session_append_keys", SCOPED))
+"""What an erase or export of history covers; `Table` says how each names its chain."""
+
 SCHEMA = Schema(
     "sessions",
     (
@@ -82,6 +89,7 @@ SCHEMA = Schema(
                 "CREATE INDEX session_append_keys_by_key ON session_append_keys (append_key, scope_session)",
             ),
         ),
+        subject_indexes(*TABLES),
     ),
     scoped_version("session_messages"),
 )
@@ -221,6 +229,22 @@ class SqliteSessionStore:
         else:
             del self._tails[scope]
 
+
+    def erase(self, subject: Subject) -> int:
+        """Delete `subject`'s rows (messages and append keys), in one transaction; how many."""
+        with self._lock, transaction(self._conn):
+            removed = delete_rows(self._conn, subject, TABLES)
+            on_commit(self._conn, self._forget)
+        return removed
+
+    def _forget(self) -> None:
+        """Drop every kept tail and count: an erase may have emptied any of them."""
+        self._tails.clear()
+        self._counts.clear()
+
+    def export_page(self, subject: Subject, table: Table, after: object) -> list[dict[str, Any]]:
+        return export_page(self._conn, self._lock, subject, table, after)
+
     def close(self) -> None:
         self._conn.close()
 
@@ -244,3 +268,9 @@ class AsyncSqliteSessionStore(OnItsThread[SqliteSessionStore]):
 
     async def count(self, scope: Scope) -> int:
         return await self._thread.read(self.engine.count, scope)
+
+    async def erase(self, subject: Subject) -> int:
+        return await self._thread.write(self.engine.erase, subject)
+
+    def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
+        return export_rows(self._thread, self.engine.export_page, subject, TABLES[:1])

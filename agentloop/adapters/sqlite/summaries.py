@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
+from typing import Any
+
 import functools
 import sqlite3
 import threading
@@ -14,9 +18,13 @@ from agentloop.adapters.sqlite.connection import closing_on_error, connect, data
 from agentloop.adapters.sqlite.schema import Schema, Step, has_table, migrate
 from agentloop.adapters.sqlite.scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQL, SCOPE_MATCH
 from agentloop.adapters.sqlite.thread import OnItsThread
+from agentloop.adapters.sqlite.subjects import Table, delete_rows, export_page, export_rows, subject_indexes
+from agentloop.adapters.subjects import SCOPED
+from agentloop.privacy import Subject
 from agentloop.ports.summaries import SessionSummary
 from agentloop.scopes import Scope
 
+TABLES = (Table("summary", "session_summaries", SCOPED),)
 SCHEMA = Schema(
     "summaries",
     (
@@ -33,6 +41,7 @@ SCHEMA = Schema(
                 f"CREATE UNIQUE INDEX session_summaries_by_version ON session_summaries (scope_session, {SCOPE_COLUMNS_SQL}, version)",
             ),
         ),
+        subject_indexes(*TABLES),
     ),
     has_table("session_summaries"),
 )
@@ -114,6 +123,16 @@ class SqliteSummaryStore:
             SessionSummary(scope, version, covered, text, datetime.fromisoformat(at)) for version, covered, text, at in rows
         )
 
+    def erase(self, subject: Subject) -> int:
+        """Delete `subject`'s rows, in one transaction; how many."""
+        with self._lock, transaction(self._conn):
+            removed = delete_rows(self._conn, subject, TABLES)
+            on_commit(self._conn, self._latest.clear)
+        return removed
+
+    def export_page(self, subject: Subject, table: Table, after: object) -> list[dict[str, Any]]:
+        return export_page(self._conn, self._lock, subject, table, after)
+
     def close(self) -> None:
         self._conn.close()
 
@@ -129,3 +148,9 @@ class AsyncSqliteSummaryStore(OnItsThread[SqliteSummaryStore]):
 
     async def versions(self, scope: Scope) -> tuple[SessionSummary, ...]:
         return await self._thread.read(self.engine.versions, scope)
+
+    async def erase(self, subject: Subject) -> int:
+        return await self._thread.write(self.engine.erase, subject)
+
+    def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
+        return export_rows(self._thread, self.engine.export_page, subject, TABLES)

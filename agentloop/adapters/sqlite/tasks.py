@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
+from collections.abc import AsyncIterator
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from agentloop.adapters.rows import rows
-from agentloop.adapters.sqlite.connection import closing_on_error, connect
+from agentloop.adapters.sqlite.connection import closing_on_error, connect, transaction
 from agentloop.adapters.sqlite.schema import Schema, Step, add_missing_columns, has_table, migrate
 from agentloop.ports.tasks import TaskRecord, TaskState
+from agentloop.privacy import Subject
 from agentloop.scopes import Scope
 from agentloop.adapters.sqlite.thread import OnItsThread
 
@@ -133,6 +137,22 @@ class SqliteTaskStore:
             ).fetchall()
         return tuple(_record(row) for row in rows)
 
+    def subject_rows(self, subject: Subject) -> list[dict[str, Any]]:
+        """The raw rows of `subject`'s tasks: those its chain or sessions created (a scan: tasks are few)."""
+        with self._lock:
+            found = self._db.execute(f"SELECT {_COLUMNS} FROM tasks ORDER BY seq").fetchall()
+        return [
+            {"kind": "task"} | dict(zip(_COLUMN_NAMES, row, strict=True))
+            for row in found if subject.matches(Scope.from_key(row[9]))
+        ]
+
+    def erase(self, subject: Subject) -> int:
+        """Delete `subject`'s tasks, in one transaction; how many."""
+        with self._lock, transaction(self._db):
+            ids = [row[0] for row in self._db.execute("SELECT id, chain FROM tasks") if subject.matches(Scope.from_key(row[1]))]
+            self._db.execute("DELETE FROM tasks WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(ids),))
+        return len(ids)
+
 
 def _when(moment: datetime | None) -> str | None:
     return None if moment is None else moment.isoformat()
@@ -173,3 +193,10 @@ class AsyncSqliteTaskStore(OnItsThread[SqliteTaskStore]):
 
     async def in_state(self, state: TaskState, scope: Scope) -> tuple[TaskRecord, ...]:
         return await self._thread.read(self.engine.in_state, state, scope)
+
+    async def erase(self, subject: Subject) -> int:
+        return await self._thread.run(self.engine.erase, subject)
+
+    async def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
+        for row in await self._thread.read(self.engine.subject_rows, subject):
+            yield row

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from agentloop.adapters.rows import json_text, rows
 from agentloop.adapters.sqlite.connection import closing_on_error, connect, transaction
@@ -18,6 +19,9 @@ from agentloop.notes.capture import cut_quarantine_record, quarantine_record
 from agentloop.notes.models import Trajectory
 from agentloop.scopes import Scope
 from agentloop.adapters.sqlite.thread import OnItsThread
+from agentloop.adapters.sqlite.subjects import Table, delete_rows, export_page, export_rows, subject_indexes
+from agentloop.adapters.subjects import EXECUTIONS, SESSION_ONLY
+from agentloop.privacy import Subject
 
 _COLUMNS = (
     "id, session_id, parent_id, user_id, project_id, tool_name, arguments, result, error, "
@@ -51,6 +55,12 @@ run of that index (a session's executions start in order), so a batch dirties ab
 page per session, where an index on the id (a random uuid) would dirty one page per execution,
 and writing those pages out is most of a batch's cost."""
 
+TABLES = (
+    Table("execution", "tool_executions", EXECUTIONS, key="seq"),
+    Table("distilled", "distilled_trajectories", SESSION_ONLY),
+    Table("quarantined", "quarantined_executions", SESSION_ONLY),
+)
+"""What an erase or export of trajectories covers: a distilled or quarantined row names its session only."""
 SCHEMA = Schema(
     "trajectories",
     (
@@ -112,6 +122,10 @@ SCHEMA = Schema(
                 _ONE_INDEX,
                 lambda old: conn.execute(f"INSERT INTO tool_executions (seq, {_COLUMNS}) SELECT seq, {_COLUMNS} FROM {old}"),
             ),
+        ),
+        Step(
+            "executions by user, distilled and quarantined rows by session, so erasing one reads only theirs",
+            subject_indexes(*TABLES[1:]).sql + ("CREATE INDEX tool_executions_by_user ON tool_executions (user_id)",),
         ),
     ),
     has_table("tool_executions"),
@@ -242,6 +256,19 @@ class SqliteTrajectoryStore:
             row = self._conn.execute("SELECT 1 FROM distilled_trajectories WHERE hash = ?", (trajectory_hash,)).fetchone()
         return row is not None
 
+    def erase(self, subject: Subject) -> int:
+        """Delete `subject`'s rows, in one transaction; how many."""
+        with self._lock, transaction(self._conn):
+            removed = delete_rows(self._conn, subject, TABLES)
+            # The notes an erase removes: other sessions that led to them are distilled again.
+            return removed + self._conn.execute(
+                "DELETE FROM distilled_trajectories WHERE note_id IN (SELECT value FROM json_each(?))",
+                (json.dumps(sorted(subject.notes)),),
+            ).rowcount
+
+    def export_page(self, subject: Subject, table: Table, after: object) -> list[dict[str, Any]]:
+        return export_page(self._conn, self._lock, subject, table, after)
+
     def close(self) -> None:
         with self._lock:
             self._conn.close()
@@ -274,3 +301,9 @@ class AsyncSqliteTrajectoryStore(OnItsThread[SqliteTrajectoryStore]):
 
     async def is_distilled(self, trajectory_hash: str) -> bool:
         return await self._thread.run(self.engine.is_distilled, trajectory_hash)
+
+    async def erase(self, subject: Subject) -> int:
+        return await self._thread.write(self.engine.erase, subject)
+
+    def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
+        return export_rows(self._thread, self.engine.export_page, subject, TABLES)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from pathlib import Path
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from agentloop.adapters.rows import SCOPE_COLUMNS, scope_values
@@ -13,9 +13,13 @@ from agentloop.adapters.sqlite.connection import closing_on_error, connect, tran
 from agentloop.adapters.sqlite.schema import Schema, Step, has_table, migrate
 from agentloop.adapters.sqlite.scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQL
 from agentloop.adapters.sqlite.thread import OnItsThread
+from agentloop.adapters.sqlite.subjects import Table, erase_rows, export_page, export_rows, subject_indexes
+from agentloop.adapters.subjects import SCOPED
+from agentloop.privacy import Subject
 from agentloop.adapters.usage import KEYS, SUMS, fits_sql, in_key_order, summed, utc_text
 from agentloop.ports.usage import Charge, Spent, UsageFilter, UsageGroup, UsageLine, UsageRecord, UsageTotal
 
+TABLES = (Table("call", "usage_calls", SCOPED),)
 SCHEMA = Schema(
     "usage",
     (
@@ -46,6 +50,7 @@ SCHEMA = Schema(
             "a ledger line per budget and period: the tokens and dollars reserved or spent",
             ("CREATE TABLE IF NOT EXISTS budget_ledger (key TEXT PRIMARY KEY, tokens INTEGER NOT NULL, cost REAL NOT NULL)",),
         ),
+        subject_indexes(*TABLES),
     ),
     has_table("usage_calls"),
 )
@@ -143,6 +148,13 @@ class SqliteUsageStore:
         )
         return cursor.rowcount > 0
 
+    def erase(self, subject: Subject) -> int:
+        """Delete `subject`'s rows, in one transaction; how many."""
+        return erase_rows(self._conn, self._lock, subject, TABLES)
+
+    def export_page(self, subject: Subject, table: Table, after: object) -> list[dict[str, Any]]:
+        return export_page(self._conn, self._lock, subject, table, after)
+
     def close(self) -> None:
         self._conn.close()
 
@@ -175,3 +187,9 @@ class AsyncSqliteUsageStore(OnItsThread[SqliteUsageStore]):
 
     async def spent(self, key: str) -> Spent:
         return await self._thread.read(self.engine.spent, key)
+
+    async def erase(self, subject: Subject) -> int:
+        return await self._thread.write(self.engine.erase, subject)
+
+    def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
+        return export_rows(self._thread, self.engine.export_page, subject, TABLES)

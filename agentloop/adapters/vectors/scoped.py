@@ -113,8 +113,7 @@ def unit_rows(vectors: Vectors) -> Vectors:
 class ScopedVectorIndex(Generic[Key]):
     """An HnswVectorIndex over all rows, plus each key's rows kept together for exact search.
 
-    Rows are only added or moved to another key (a status change), never removed, as the
-    stores using it only append. Safe to share between threads.
+    Rows are added, moved to another key (a status change) or removed (an erase). Safe to share between threads.
     """
 
     def __init__(self, graph: HnswVectorIndex, *, exact_limit: int | None = None) -> None:
@@ -250,6 +249,20 @@ class ScopedVectorIndex(Generic[Key]):
             if rows is None:
                 rows = self._rows[key] = _Rows(self.graph.dim)
             self._where[id_] = (key, rows.append(np.array([id_], dtype=np.int64), vector.reshape(1, -1)))
+
+    def remove(self, ids: Sequence[int]) -> None:
+        """Forget the rows of `ids` (an erase deleted them); unknown ids are ignored."""
+        self.wait_for_graph()
+        with self._lock:
+            for id_ in ids:
+                where = self._where.pop(id_, None)
+                if where is None:
+                    continue
+                key, position = where
+                _, moved = self._rows[key].pop(position)
+                if moved is not None:
+                    self._where[moved] = (key, position)
+        self.graph.remove(ids)
 
     def search(self, vector: Vectors, k: int, keys: Collection[Key]) -> list[tuple[int, float]]:
         """Up to `k` (id, cosine similarity) pairs among the rows of `keys`, best first.

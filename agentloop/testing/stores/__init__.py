@@ -70,11 +70,14 @@ from agentloop.testing.stores.approvals import ApprovalStoreTests
 from agentloop.testing.stores.summaries import SummaryStoreTests
 from agentloop.testing.stores.turns import TurnStorageTests
 from agentloop.testing.stores.usage import UsageStoreTests
+from agentloop.testing.stores.erasure import ErasureProperties, ErasureTests
 
 
 __all__ = [
     "ApprovalStoreTests",
     "AttemptNotesStoreTests",
+    "ErasureProperties",
+    "ErasureTests",
     "Fault",
     "KnowledgeRepositoryTests",
     "MemoryStoreTests",
@@ -114,7 +117,8 @@ class _Renamed:
 
 class StoresTests(
     SessionStoreTests, MemoryStoreTests, RagStoreTests, KnowledgeRepositoryTests, TrajectoryStoreTests, TaskStoreTests,
-    AttemptNotesStoreTests, ApprovalStoreTests, SummaryStoreTests, UsageStoreTests, TurnStorageTests,
+    AttemptNotesStoreTests, ApprovalStoreTests, SummaryStoreTests, UsageStoreTests, TurnStorageTests, ErasureTests,
+    ErasureProperties,
 ):
     """Every port of a bot's `Stores`: subclass this with an `open_backend` fixture."""
 
@@ -129,9 +133,10 @@ class StoresTests(
             f"{name}.{method}"
             for name, port in ports.items()
             for method in dir(port)
-            if not method.startswith("_") and not inspect.iscoroutinefunction(getattr(getattr(stores, name), method))
+            if not method.startswith("_") and method != "export"
+            and not inspect.iscoroutinefunction(getattr(getattr(stores, name), method))
         ]
-        assert not_coroutines == [], "every call of a store port is a coroutine"
+        assert not_coroutines == [], "every call of a store port is a coroutine (export: an async iterator)"
         assert isinstance(stores.embedder, Embedder) and stores.url and stores.bot
 
     def test_stores_opened_with_another_embedder_are_refused_naming_both(

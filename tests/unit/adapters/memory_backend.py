@@ -13,7 +13,8 @@ import itertools
 import math
 import re
 import threading
-from collections.abc import Collection, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
+from typing import Any
 from datetime import datetime
 
 import attrs
@@ -32,6 +33,8 @@ from agentloop.notes import KnowledgeItem, Layer, LayerIds, MergeSuggestion, Not
 from agentloop.ports import Embedder, MemoryEntry, RagHit, TaskRecord, TaskState, Vectors
 from agentloop.retrieval import HybridWeights, fuse, query_words
 from agentloop.scopes import Scope
+from agentloop.adapters.audit import MemoryAuditLog
+from agentloop.privacy import Subject, scope_record
 
 
 def cosine(a: Vectors, b: Vectors) -> float:
@@ -73,7 +76,9 @@ class MemoryData:
     suggestions: dict[tuple[int, int], MergeSuggestion] = attrs.Factory(dict)
     executions: dict[str, ToolExecution] = attrs.Factory(dict)
     quarantined: list[dict[str, str]] = attrs.Factory(list)
-    distilled: set[str] = attrs.Factory(set)
+    distilled: dict[str, tuple[str, int]] = attrs.Factory(dict)
+    rag_sessions: dict[int, str | None] = attrs.Factory(dict)
+    audit: MemoryAuditLog = attrs.Factory(MemoryAuditLog)
     tasks: dict[str, TaskRecord] = attrs.Factory(dict)
     attempt_notes: dict[str, str] = attrs.Factory(dict)
     approvals: dict[str, tuple[PendingApproval, tuple[bool, str | None] | None]] = attrs.Factory(dict)
@@ -107,6 +112,20 @@ class MemorySessionStore:
         with self.data.lock:
             return sum(owner == scope for owner, _ in self.data.history)
 
+    async def erase(self, subject: Subject) -> int:
+        with self.data.lock:
+            kept = [(owner, message) for owner, message in self.data.history if not subject.holds(owner)]
+            removed = len(self.data.history) - len(kept)
+            self.data.history[:] = kept
+            self.data.history_keys = {(owner, key) for owner, key in self.data.history_keys if not subject.holds(owner)}
+        return removed
+
+    async def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
+        with self.data.lock:
+            found = [(owner, message) for owner, message in self.data.history if subject.holds(owner)]
+        for owner, message in found:
+            yield {"kind": "message", "scope": scope_record(owner), "role": message.role.value, "content": message.content}
+
 
 class MemoryMemoryStore:
     def __init__(self, data: MemoryData) -> None:
@@ -125,6 +144,20 @@ class MemoryMemoryStore:
             mine = [e for e in self.data.memory if e.scope == scope and e.session_id != exclude_session]
         return tuple(mine[-limit:]) if limit > 0 else ()
 
+    async def erase(self, subject: Subject) -> int:
+        with self.data.lock:
+            kept = [e for e in self.data.memory if not subject.holds(e.scope, e.session_id)]
+            removed = len(self.data.memory) - len(kept)
+            self.data.memory[:] = kept
+        return removed
+
+    async def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
+        with self.data.lock:
+            found = [e for e in self.data.memory if subject.holds(e.scope, e.session_id)]
+        for e in found:
+            yield {"kind": "entry", "scope": scope_record(e.scope), "session_id": e.session_id, "user_text": e.user_text,
+                   "assistant_text": e.assistant_text, "created_at": e.created_at.isoformat()}
+
 
 class MemoryRagStore:
     def __init__(self, data: MemoryData, embedder: Embedder) -> None:
@@ -139,6 +172,7 @@ class MemoryRagStore:
                     return id_
             id_ = next(self.data.ids)
             self.data.rag[id_] = (scope, text, vector)
+            self.data.rag_sessions[id_] = session_id
         return id_
 
     async def search(self, scope: Scope, query: str, k: int) -> list[RagHit]:
@@ -158,6 +192,22 @@ class MemoryRagStore:
 
     async def count(self) -> int:
         return len(self.data.rag)
+
+    def _held(self, subject: Subject) -> list[int]:
+        return [i for i, (owner, _, _) in self.data.rag.items() if subject.holds(owner, self.data.rag_sessions.get(i))]
+
+    async def erase(self, subject: Subject) -> int:
+        with self.data.lock:
+            gone = self._held(subject)
+            for i in gone:
+                del self.data.rag[i]
+        return len(gone)
+
+    async def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
+        with self.data.lock:
+            found = [(i, *self.data.rag[i][:2]) for i in self._held(subject)]
+        for i, owner, text in found:
+            yield {"kind": "text", "scope": scope_record(owner), "id": i, "session_id": self.data.rag_sessions.get(i), "text": text}
 
     async def texts(self, scope: Scope) -> list[str]:
         with self.data.lock:
@@ -279,6 +329,32 @@ class MemoryKnowledgeRepository:
         item = self._get(note_id)
         return self._set(note_id, at, **{name: getattr(item, name) + by for name, by in counters.items()})
 
+    def _retrieval_held(self, subject: Subject, r: Retrieval) -> bool:
+        return r.note_id in subject.notes or (r.session is not None and subject.holds(r.session))
+
+    async def erase(self, subject: Subject) -> int:
+        with self.data.lock:
+            kept = [r for r in self.data.retrievals if not self._retrieval_held(subject, r)]
+            removed = len(self.data.retrievals) - len(kept)
+            self.data.retrievals[:] = kept
+            credited = {(i, s) for i, s in self.data.credited if i not in subject.notes and not subject.holds(s)}
+            removed += len(self.data.credited) - len(credited)
+            self.data.credited = credited
+            for pair in [pair for pair in self.data.suggestions if set(pair) & subject.notes]:
+                removed += self.data.suggestions.pop(pair) is not None
+            for note_id in subject.notes:
+                removed += self.data.notes.pop(note_id, None) is not None
+        return removed
+
+    async def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
+        with self.data.lock:
+            retrievals = [r for r in self.data.retrievals if self._retrieval_held(subject, r)]
+            notes = [self.data.notes[i] for i in sorted(subject.notes) if i in self.data.notes]
+        for r in retrievals:
+            yield {"kind": "retrieval", "note_id": r.note_id, "query": r.query, "session_id": r.session_id, "at": r.at.isoformat()}
+        for note in notes:
+            yield {"kind": "note", "id": note.id, "title": note.title, "markdown": note.markdown, "status": note.status.value}
+
 
 class MemoryTrajectoryStore:
     def __init__(self, data: MemoryData) -> None:
@@ -310,10 +386,36 @@ class MemoryTrajectoryStore:
 
     async def mark_distilled(self, trajectory_hash: str, session_id: str, note_id: int, at: datetime) -> None:
         with self.data.lock:
-            self.data.distilled.add(trajectory_hash)
+            self.data.distilled.setdefault(trajectory_hash, (session_id, note_id))
 
     async def is_distilled(self, trajectory_hash: str) -> bool:
         return trajectory_hash in self.data.distilled
+
+    def _held(self, subject: Subject, e: ToolExecution) -> bool:
+        return subject.holds(Scope(e.company_id, e.org_id, e.team_id, e.project_id, e.user_id, e.session_id))
+
+    async def erase(self, subject: Subject) -> int:
+        with self.data.lock:
+            gone = [i for i, e in self.data.executions.items() if self._held(subject, e)]
+            for i in gone:
+                del self.data.executions[i]
+            hashes = [h for h, (session, note) in self.data.distilled.items() if session in subject.sessions or note in subject.notes]
+            for h in hashes:
+                del self.data.distilled[h]
+            kept = [q for q in self.data.quarantined if q["session_id"] not in subject.sessions]
+            removed = len(gone) + len(hashes) + len(self.data.quarantined) - len(kept)
+            self.data.quarantined[:] = kept
+        return removed
+
+    async def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
+        with self.data.lock:
+            executions = [e for e in self.data.executions.values() if self._held(subject, e)]
+            distilled = [(h, s, n) for h, (s, n) in self.data.distilled.items() if s in subject.sessions]
+        for e in executions:
+            yield {"kind": "execution", "id": e.id, "session_id": e.session_id, "user_id": e.user_id, "tool_name": e.tool_name,
+                   "arguments": e.arguments, "result": e.result, "error": e.error}
+        for h, session, note in distilled:
+            yield {"kind": "distilled", "hash": h, "session_id": session, "note_id": note}
 
 
 class MemoryTaskStore:
@@ -353,6 +455,19 @@ class MemoryTaskStore:
         with self.data.lock:
             return tuple(r for r in self.data.tasks.values() if r.state is state and r.scope == scope)
 
+    async def erase(self, subject: Subject) -> int:
+        with self.data.lock:
+            gone = [i for i, r in self.data.tasks.items() if subject.holds(r.chain)]
+            for i in gone:
+                del self.data.tasks[i]
+        return len(gone)
+
+    async def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
+        with self.data.lock:
+            found = [r for r in self.data.tasks.values() if subject.holds(r.chain)]
+        for r in found:
+            yield {"kind": "task", "id": r.id, "template": r.template, "inputs": r.inputs, "state": r.state.value}
+
 
 class MemoryAttemptNotes:
     def __init__(self, data: MemoryData) -> None:
@@ -368,6 +483,16 @@ class MemoryAttemptNotes:
     async def remove(self, task_id: str) -> bool:
         with self.data.lock:
             return self.data.attempt_notes.pop(task_id, None) is not None
+
+    async def erase(self, subject: Subject) -> int:
+        with self.data.lock:
+            return sum(self.data.attempt_notes.pop(task_id, None) is not None for task_id in subject.tasks)
+
+    async def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
+        with self.data.lock:
+            found = [(t, self.data.attempt_notes[t]) for t in sorted(subject.tasks) if t in self.data.attempt_notes]
+        for task_id, text in found:
+            yield {"kind": "attempt_notes", "task_id": task_id, "text": text}
 
 
 class MemoryApprovalStore:
@@ -397,6 +522,20 @@ class MemoryApprovalStore:
             self.data.approvals[approval_id] = (pending, (approved, key))
             return pending
 
+    async def erase(self, subject: Subject) -> int:
+        with self.data.lock:
+            gone = [i for i, (p, _) in self.data.approvals.items() if subject.holds(p.scope, p.request.session_id)]
+            for i in gone:
+                del self.data.approvals[i]
+        return len(gone)
+
+    async def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
+        with self.data.lock:
+            found = [p for p, _ in self.data.approvals.values() if subject.holds(p.scope, p.request.session_id)]
+        for p in found:
+            yield {"kind": "approval", "scope": scope_record(p.scope), "approval_id": p.request.approval_id,
+                   "session_id": p.request.session_id, "tool_name": p.request.tool, "arguments": p.request.arguments}
+
 
 def open_memory_stores(data: MemoryData, *, embedder: Embedder | None = None) -> Stores:
     """A `Stores` over `data`: what `open_stores` gives for a URL, for this backend."""
@@ -408,5 +547,5 @@ def open_memory_stores(data: MemoryData, *, embedder: Embedder | None = None) ->
     return Stores(
         "memory://", "bot", embedder, MemorySessionStore(data), MemoryMemoryStore(data), MemoryRagStore(data, embedder),
         MemoryKnowledgeRepository(data, embedder.dim), MemoryTrajectoryStore(data), MemoryTaskStore(data),
-        MemoryAttemptNotes(data), MemoryApprovalStore(data), data.usage, summaries=data.summaries,
+        MemoryAttemptNotes(data), MemoryApprovalStore(data), data.usage, summaries=data.summaries, audit=data.audit,
     )

@@ -502,7 +502,7 @@ def test_memory_written_before_keyed_adds_is_kept_and_a_keyed_add_is_stored_once
             asyncio.run(stores.memory.add(MemoryEntry(ADA, "s2", "q3", "a3", AT), key="m3"))
         assert [e.assistant_text for e in asyncio.run(stores.memory.recent(ADA, 10))] == ["a0", "a1", "a2", "a3"]
         assert [e.assistant_text for e in asyncio.run(stores.memory.recent(ADA, 10, exclude_session="s1"))] == ["a1", "a3"]
-    assert [(log["store"], log["version"]) for log in logs if log["event"] == "stores.schema.step"] == [("memory", 3)]
+    assert [(log["store"], log["version"]) for log in logs if log["event"] == "stores.schema.step"] == [("memory", 3), ("memory", 4)]
 
 
 def test_every_pooled_connection_scans_the_hnsw_graph_at_ef_search_100(stores: Stores) -> None:

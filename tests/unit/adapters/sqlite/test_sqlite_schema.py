@@ -82,9 +82,11 @@ def _steps(logs: list[dict[str, Any]]) -> list[tuple[str, int]]:
     return [(log["store"], log["version"]) for log in logs if log["event"] == "stores.schema.step"]
 
 
-ALL_STEPS = [("sessions", 2), ("sessions", 3), ("memory", 2), ("memory", 3), ("memory", 4), ("rag", 2), ("rag", 3), ("rag", 4), ("knowledge", 2), ("knowledge", 3), ("knowledge", 4), ("knowledge", 5),
-             ("knowledge", 6), ("trajectories", 2), ("trajectories", 3), ("trajectories", 4),
-             ("tasks", 2), ("approvals", 1), ("summaries", 1), ("usage", 1), ("usage", 2)]
+ALL_STEPS = [("sessions", 2), ("sessions", 3), ("sessions", 4), ("memory", 2), ("memory", 3), ("memory", 4), ("memory", 5),
+             ("rag", 2), ("rag", 3), ("rag", 4), ("rag", 5), ("knowledge", 2), ("knowledge", 3), ("knowledge", 4), ("knowledge", 5),
+             ("knowledge", 6), ("trajectories", 2), ("trajectories", 3), ("trajectories", 4), ("trajectories", 5),
+             ("tasks", 2), ("approvals", 1), ("approvals", 2), ("summaries", 1), ("summaries", 2), ("usage", 1), ("usage", 2),
+             ("usage", 3), ("audit", 1)]
 """The steps opening release 0.1's files applies (a store that release did not have starts at its step 1)."""
 
 
@@ -165,7 +167,7 @@ def test_memory_of_a_file_before_keyed_adds_is_kept_and_a_keyed_add_is_stored_on
     conn.close()
     with capture_logs() as logs:
         store = SqliteMemoryStore.open(path)
-    assert _steps(logs) == [("memory", 4)]
+    assert _steps(logs) == [("memory", 4), ("memory", 5)]
     for _ in range(2):
         store.add(MemoryEntry(Scope(user_id="ada"), "s2", "q3", "a3", AT), key="m3")
     assert [e.assistant_text for e in store.recent(Scope(user_id="ada"), 10)] == ["a0", "a1", "a2", "a3"]
