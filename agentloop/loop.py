@@ -527,11 +527,8 @@ class AgentLoop:
                 what = "was interrupted: the turn deadline passed"
             self._record_timeout(ctx, step.name, what)
             return "timeout"
-        kind = (
-            FailureKind.VALIDATION if isinstance(exc, UndeclaredAccessError)
-            else FailureKind.UNAVAILABLE if isinstance(exc, StoreUnavailableError)
-            else FailureKind.EXCEPTION
-        )
+        kind = (FailureKind.VALIDATION if isinstance(exc, UndeclaredAccessError)
+                else FailureKind.UNAVAILABLE if isinstance(exc, StoreUnavailableError) else FailureKind.EXCEPTION)
         earlier = ctx.failures  # before this one: a missing component is then most likely what an earlier failure did not make
         ctx.add_failure(FailureEvent(FailureSource.SYSTEM, step.name, kind, f"{type(exc).__name__}: {exc}", self.clock.now()))
         if isinstance(exc, StoreUnavailableError):  # an outage, not a bug: one line, the turn's failure says the rest
