@@ -43,6 +43,10 @@ SCHEMA = Schema(
             "a ledger line per budget and period: the tokens and dollars reserved or spent",
             ("CREATE TABLE budget_ledger (key text PRIMARY KEY, tokens bigint NOT NULL, cost double precision NOT NULL)",),
         ),
+        Step(
+            "a row may sum several calls (retention rolls old days up), so each counts its calls",
+            ("ALTER TABLE usage_calls ADD COLUMN calls bigint NOT NULL DEFAULT 1",),
+        ),
     ),
 )
 
