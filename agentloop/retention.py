@@ -21,7 +21,7 @@ class RetentionError(ValueError, AgentloopError):
     """A retention setting that cannot be applied: the message names the setting and the fix."""
 
 
-def _positive(instance: object, attribute: attrs.Attribute[int | None], value: int | None) -> None:
+def _positive(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
         raise RetentionError(f"retention {attribute.name} must be a whole number of at least 1, got {value!r}; leave it out to keep forever")
 
