@@ -5,8 +5,9 @@ does it to the in-memory stores that grow (usage, summaries)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 
 from agentloop._log import get_logger
@@ -87,3 +88,20 @@ async def prune_periodically(
             if on_report is not None:
                 on_report(report)
         await sleep(retention.every_minutes * 60.0)
+
+
+@contextlib.asynccontextmanager
+async def pruning(url: str, *, bot: str, retention: Retention | None) -> AsyncIterator[None]:
+    """`prune_periodically` in a task for the block (nothing when `retention` is None): how
+    `agentloop serve` and `agentloop worker` keep a bot's stores within its retention."""
+    if retention is None:
+        yield
+        return
+    task = asyncio.create_task(prune_periodically(url, bot=bot, retention=retention), name=f"agentloop-prune-{bot}")
+    _log.info("stores.pruning", bot=bot, stores=shown_url(url), every_minutes=retention.every_minutes)
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
