@@ -3,19 +3,24 @@ in-memory stores that grow (usage, summaries); the settings' file and errors."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from collections.abc import Callable
 from contextlib import closing
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
+import structlog
 from memory_backend import MemoryData, open_memory_stores
 
 from agentloop.adapters import HashingEmbedder, Stores, open_stores
-from agentloop.adapters.retention import prune_in_memory
-from agentloop.retention import Retention, RetentionError, load_retention
+from agentloop.adapters.retention import prune_in_memory, prune_periodically
+from agentloop.messages import Usage
+from agentloop.ports.usage import RecordedCall, UsageRecord
+from agentloop.retention import PruneReport, Retention, RetentionError, load_retention
 from agentloop.scopes import Scope
+from agentloop.testing.stores._kit import AT, CHAIN
 from agentloop.testing.stores.retention import Prune, RetentionTests, SummaryRetentionTests, UsageRetentionTests
 
 
@@ -67,3 +72,39 @@ def test_a_bad_retention_file_is_refused_in_one_line_naming_the_setting(tmp_path
     with pytest.raises(RetentionError) as refused:
         load_retention(path)
     assert named in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_the_schedule_prunes_at_start_and_after_each_interval_as_of_its_clock(tmp_path: Path) -> None:
+    stores = open_stores(tmp_path, embedder=HashingEmbedder(dim=64))
+    with stores:
+        for day in range(6):
+            call = RecordedCall("m", Usage(10, 1), 0.5)
+            asyncio.run(stores.usage.record(UsageRecord(f"t{day}", CHAIN, AT + timedelta(days=day, hours=1), (call,))))
+    times = iter([AT + timedelta(days=2), AT + timedelta(days=4), AT + timedelta(days=6)])
+    slept: list[float] = []
+    reports: list[PruneReport] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        if len(slept) == 3:
+            raise asyncio.CancelledError
+
+    retention = Retention(usage_days=1, every_minutes=90)
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(prune_periodically(str(tmp_path), bot="bot", retention=retention, sleep=sleep, clock=lambda: next(times),
+                                       on_report=reports.append))
+    assert slept == [90 * 60.0] * 3
+    assert [report.rolled_up for report in reports] == [1, 2, 2]  # day 0, then days 1-2, then days 3-4
+
+
+def test_a_scheduled_prune_that_fails_is_logged_and_the_schedule_goes_on(tmp_path: Path) -> None:
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        if len(slept) == 2:
+            raise asyncio.CancelledError
+
+    with structlog.testing.capture_logs() as logs, pytest.raises(asyncio.CancelledError):
+        asyncio.run(prune_periodically(str(tmp_path / "no-bot-here"), bot="bot", retention=Retention(usage_days=1), sleep=sleep))
+    assert [log["event"] for log in logs if log["log_level"] == "warning"] == ["stores.prune_failed"] * 2
