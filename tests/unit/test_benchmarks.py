@@ -294,3 +294,13 @@ def test_control_cost_prints_what_usage_recording_and_budgets_add_next_to_the_ta
     assert re.match(rf"without usage recording\s+{MS_3}$", lines[-3])
     for line, label in zip(lines[-2:], ("with usage recording \\(as shipped\\)", "with usage recording and two budgets"), strict=True):
         assert re.match(rf"{label}\s+{MS_3}\s+\d+\.\d\dx\s+<= 1\.10x\s+(ok|MISSED)$", line)
+
+
+def test_prune_prints_file_size_and_read_time_before_and_after_as_ratios(capsys: pytest.CaptureFixture[str]) -> None:
+    run_main("prune", "--sessions", "6", "--turns", "3", "--texts", "60", "--queries", "2")
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("retention: 6 sessions x 3 turns") and lines[4] == ""
+    assert lines[5].startswith("compaction: 60 RAG texts")
+    for at in (2, 6):
+        assert re.match(r"file bytes.*\s+[\d,]+\s+[\d,]+\s+\d+\.\d\dx$", lines[at])
+        assert re.match(rf".*p50\s+{MS}\s+{MS}\s+\d+\.\d\dx$", lines[at + 1])
