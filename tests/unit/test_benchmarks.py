@@ -301,6 +301,6 @@ def test_prune_prints_file_size_and_read_time_before_and_after_as_ratios(capsys:
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("retention: 6 sessions x 3 turns") and lines[4] == ""
     assert lines[5].startswith("compaction: 60 RAG texts")
-    for at in (2, 6):
+    for at in (2, 7):
         assert re.match(r"file bytes.*\s+[\d,]+\s+[\d,]+\s+\d+\.\d\dx$", lines[at])
         assert re.match(rf".*p50\s+{MS}\s+{MS}\s+\d+\.\d\dx$", lines[at + 1])
