@@ -84,7 +84,7 @@ def _steps(logs: list[dict[str, Any]]) -> list[tuple[str, int]]:
 
 ALL_STEPS = [("sessions", 2), ("sessions", 3), ("memory", 2), ("memory", 3), ("memory", 4), ("rag", 2), ("rag", 3), ("rag", 4), ("knowledge", 2), ("knowledge", 3), ("knowledge", 4), ("knowledge", 5),
              ("knowledge", 6), ("trajectories", 2), ("trajectories", 3), ("trajectories", 4),
-             ("tasks", 2), ("approvals", 1), ("summaries", 1), ("usage", 1), ("usage", 2)]
+             ("tasks", 2), ("approvals", 1), ("summaries", 1), ("usage", 1), ("usage", 2), ("usage", 3), ("retention", 1)]
 """The steps opening release 0.1's files applies (a store that release did not have starts at its step 1)."""
 
 
