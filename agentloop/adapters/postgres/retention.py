@@ -18,7 +18,8 @@ import psycopg
 from agentloop._log import get_logger
 from agentloop.adapters.postgres.database import LoopThread, connect_once, one_line, schema_name
 from agentloop.adapters.postgres.embedders import VECTOR_TABLES
-from agentloop.adapters.postgres.schema import Schema, Step, search_path, vector_schema
+from agentloop.adapters.errors import StoreUrlError
+from agentloop.adapters.postgres.schema import Schema, Step, exists, search_path, vector_schema
 from agentloop.adapters.postgres.scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQL
 from agentloop.adapters.rows import SCOPE_COLUMNS
 from agentloop.adapters.urls import shown_url
@@ -80,6 +81,7 @@ async def _prune(url: str, bot: str, retention: Retention, now: datetime, compac
             _log.info("stores.prune_busy", bot=bot, reason="another process is pruning this bot")
             return PruneReport()
         try:
+            await _check_schema(conn, url, bot, schema)
             before = await _size(conn, schema)
             deleted = {"inbox": await _prune_inbox(conn, bot, retention.before("inbox_days", now))}
             await conn.execute(search_path(schema, await vector_schema(conn)))
@@ -101,6 +103,17 @@ async def _prune(url: str, bot: str, retention: Retention, now: datetime, compac
             await conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (lock,))
     _log.info("stores.pruned", bot=bot, deleted=deleted, rolled_up=rolled, bytes_before=before, bytes_after=report.bytes_after)
     return report
+
+
+async def _check_schema(conn: psycopg.AsyncConnection[Any], url: str, bot: str, schema: str) -> None:
+    """StoreUrlError unless the bot's stores are there, at this release's retention schema."""
+    if not await exists(conn, schema):
+        raise StoreUrlError(shown_url(url), f"the bot {bot!r} has no stores there yet", "run the bot first, or give its URL and name")
+    found = await (await conn.execute("SELECT to_regclass(%s)", (f'"{schema}".history_activity',))).fetchone()
+    if found is None or found[0] is None:
+        raise StoreUrlError(
+            shown_url(url), f"the stores of {bot!r} are of an older release", f"run agentloop stores migrate URL --bot {bot} first"
+        )
 
 
 async def _size(conn: psycopg.AsyncConnection[Any], schema: str) -> int:

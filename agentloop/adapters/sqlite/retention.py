@@ -14,6 +14,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from agentloop._log import get_logger
+from agentloop.adapters.sqlite import approvals, sessions, summaries, usage
+from agentloop.adapters.sqlite import trajectories as sqlite_trajectories
 from agentloop.adapters.sqlite.connection import connect, transaction
 from agentloop.adapters.sqlite.schema import Schema, Step, columns, has_table, migrate
 from agentloop.adapters.sqlite.scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQL, SCOPE_MATCH
@@ -76,7 +78,8 @@ def _prune(directory: Path, bot: str, retention: Retention, now: datetime, compa
     before = size_of(directory, bot)
     deleted: dict[str, int] = {}
     with closing(connect(directory / f"{bot}.sqlite3")) as conn:
-        migrate(conn, SCHEMA)
+        for schema in (sessions.SCHEMA, summaries.SCHEMA, approvals.SCHEMA, usage.SCHEMA, SCHEMA):  # a file of an older release
+            migrate(conn, schema)
         with transaction(conn):
             deleted["history"] = _prune_history(conn, retention, now)
             deleted["summaries"] = _delete_before(conn, "session_summaries", "created_at", retention.before("summaries_days", now))
@@ -85,8 +88,10 @@ def _prune(directory: Path, bot: str, retention: Retention, now: datetime, compa
     trajectories = directory / f"{bot}.trajectories.sqlite3"
     cutoff = retention.before("trajectories_days", now)
     if cutoff is not None and trajectories.exists():
-        with closing(connect(trajectories)) as conn, transaction(conn):
-            deleted["trajectories"] = _prune_trajectories(conn, cutoff)
+        with closing(connect(trajectories)) as conn:
+            migrate(conn, sqlite_trajectories.SCHEMA)
+            with transaction(conn):
+                deleted["trajectories"] = _prune_trajectories(conn, cutoff)
     if compact:
         for path in (directory / f"{bot}.sqlite3", directory / f"{bot}.notes.sqlite3", trajectories):
             if path.exists():

@@ -12,6 +12,7 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from agentloop.adapters import HashingEmbedder, Stores, open_stores
+from agentloop.adapters.errors import StoreUrlError
 from agentloop.adapters.retention import prune_stores
 from agentloop.retention import Retention
 from agentloop.scopes import Scope
@@ -85,3 +86,9 @@ def test_a_prune_asked_to_rebuilds_the_vector_indexes_and_reports_the_schemas_si
     finally:
         stores.close()
     assert report.compacted and report.bytes_before and report.bytes_after
+
+
+def test_pruning_a_bot_with_no_stores_there_says_so_in_one_line(postgres_url: str) -> None:
+    with pytest.raises(StoreUrlError) as refused:
+        prune_stores(postgres_url, bot="nobody", retention=Retention(history_days=1))
+    assert "the bot 'nobody' has no stores there yet" in str(refused.value) and "\n" not in str(refused.value)
