@@ -54,3 +54,12 @@ def test_prune_refuses_a_window_below_one_in_one_line(tmp_path: Path, capsys: py
     error = capsys.readouterr().err
     assert status == 1 and "summaries_days must be a whole number of at least 1" in error and error.count("\n") == 1
     assert _turns_left(tmp_path) == ["q0", "q1"]
+
+
+def test_a_worker_with_an_unreadable_retention_file_stops_before_it_starts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status, printed = run_cli(
+        "worker", "--stores", "postgresql://me@/db?host=/nowhere", "--pipeline", "my_bot:factory",
+        "--retention", str(tmp_path / "missing.toml"),
+    )
+    error = capsys.readouterr().err
+    assert status == 1 and printed == "" and error == f"agentloop: cannot read the retention file {tmp_path / 'missing.toml'}: No such file or directory\n"
