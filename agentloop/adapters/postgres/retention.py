@@ -87,9 +87,7 @@ async def _prune(url: str, bot: str, retention: Retention, now: datetime, compac
             await conn.execute(search_path(schema, await vector_schema(conn)))
             async with conn.transaction():
                 deleted["history"] = await _prune_history(conn, retention, now)
-                deleted["summaries"] = await _delete(
-                    conn, "DELETE FROM session_summaries WHERE created_at < %s", retention.before("summaries_days", now)
-                )
+                deleted["summaries"] = await _prune_summaries(conn, retention.before("summaries_days", now))
                 deleted["approvals"] = await _prune_approvals(conn, retention.before("approvals_days", now))
                 deleted["usage"], rolled = await _roll_up_usage(conn, retention.before("usage_days", now))
                 deleted["trajectories"] = await _prune_trajectories(conn, retention.before("trajectories_days", now))
@@ -128,10 +126,10 @@ async def _size(conn: psycopg.AsyncConnection[Any], schema: str) -> int:
     return int(row[0]) if row else 0
 
 
-async def _delete(conn: psycopg.AsyncConnection[Any], statement: str, cutoff: datetime | None) -> int:
+async def _prune_summaries(conn: psycopg.AsyncConnection[Any], cutoff: datetime | None) -> int:
     if cutoff is None:
         return 0
-    return (await conn.execute(statement.encode(), (cutoff,))).rowcount
+    return (await conn.execute("DELETE FROM session_summaries WHERE created_at < %s", (cutoff,))).rowcount
 
 
 async def _prune_approvals(conn: psycopg.AsyncConnection[Any], cutoff: datetime | None) -> int:
