@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import AsyncIterator
+from datetime import datetime
 from typing import Any
 
 from agentloop.ports.summaries import SessionSummary
@@ -21,10 +22,23 @@ class InMemorySummaryStore:
     async def add(self, summary: SessionSummary) -> bool:
         with self._lock:
             kept = self._summaries.setdefault(summary.scope, [])
-            if len(kept) != summary.version - 1:
+            if (kept[-1].version if kept else 0) != summary.version - 1:
                 return False
             kept.append(summary)
         return True
+
+    def prune(self, before: datetime) -> int:
+        """Forget the summaries made before `before` (a history's latest is its newest, so it goes last); how many."""
+        removed = 0
+        with self._lock:
+            for scope, kept in list(self._summaries.items()):
+                newer = [summary for summary in kept if summary.created_at >= before]
+                removed += len(kept) - len(newer)
+                if newer:
+                    self._summaries[scope] = newer
+                else:
+                    del self._summaries[scope]
+        return removed
 
     async def latest(self, scope: Scope) -> SessionSummary | None:
         with self._lock:

@@ -17,7 +17,8 @@ from agentloop.scopes import Scope
 
 SUMS = (
     "COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0), COALESCE(SUM(cache_read_tokens), 0), "
-    "COALESCE(SUM(cache_write_tokens), 0), COUNT(*), COALESCE(SUM(cost), 0), COUNT(*) - COUNT(cost)"
+    "COALESCE(SUM(cache_write_tokens), 0), COALESCE(SUM(calls), 0), COALESCE(SUM(cost), 0), "
+    "COALESCE(SUM(CASE WHEN cost IS NULL THEN calls ELSE 0 END), 0)"
 )
 """What a sum selects, in `summed`'s order; the same SQL on SQLite and PostgreSQL."""
 
@@ -97,6 +98,8 @@ class MemoryUsageStore:
         self._lock = threading.Lock()
         self._records: dict[str, UsageRecord] = {}
         self._ledger: dict[str, Spent] = {}
+        self._days: dict[tuple[Scope, datetime, str | None, bool], UsageTotal] = {}
+        """Rolled-up days (`roll_up`): the sums of a day's calls per scope, model and priced-or-not."""
 
     async def record(self, record: UsageRecord) -> bool:
         with self._lock:
@@ -110,6 +113,8 @@ class MemoryUsageStore:
         for record in self._covered(where):
             for call in record.calls:
                 total += call_total(call)
+        for _, summed_day in self._covered_days(where):
+            total += summed_day
         return total
 
     async def report(self, where: UsageFilter, by: UsageGroup) -> list[UsageLine]:
@@ -118,6 +123,9 @@ class MemoryUsageStore:
             for call in record.calls:
                 key = line_key(by, record.scope, record.at, call.model)
                 lines[key] = lines.get(key, UsageTotal()) + call_total(call)
+        for (scope, day, model, _), summed_day in self._covered_days(where):
+            key = line_key(by, scope, day, model)
+            lines[key] = lines.get(key, UsageTotal()) + summed_day
         return [UsageLine(key, lines[key]) for key in sorted(lines)]
 
     async def erase(self, subject: Subject) -> int:
@@ -139,6 +147,27 @@ class MemoryUsageStore:
     def _covered(self, where: UsageFilter) -> list[UsageRecord]:
         with self._lock:
             return [record for record in self._records.values() if where.matches(record.scope, record.at)]
+
+    def _covered_days(self, where: UsageFilter) -> list[tuple[tuple[Scope, datetime, str | None, bool], UsageTotal]]:
+        with self._lock:
+            return [(key, summed_day) for key, summed_day in self._days.items() if where.matches(key[0], key[1])]
+
+    def roll_up(self, before: datetime) -> tuple[int, int]:
+        """Sum the calls of each whole day before `before` per scope, model and priced-or-not, as
+        the SQL stores roll them up (totals per day stay the same); (calls removed, day lines added)."""
+        cut = before.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+        removed, lines = 0, len(self._days)
+        with self._lock:
+            for turn_id, record in list(self._records.items()):
+                day = record.at.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+                if day >= cut:
+                    continue
+                del self._records[turn_id]
+                for call in record.calls:
+                    key = (record.scope, day, call.model, call.cost is None)
+                    self._days[key] = self._days.get(key, UsageTotal()) + call_total(call)
+                    removed += 1
+            return removed, len(self._days) - lines
 
     async def reserve(self, charges: Sequence[Charge]) -> Charge | None:
         with self._lock:

@@ -51,6 +51,10 @@ def register(commands: Commands, options: SharedOptions) -> None:
     for name, protocol in PROTOCOLS.items():
         serve.add_argument(f"--no-{name}", dest=f"no_{name}", action="store_true", help=f"do not serve {protocol} (served by default)")
     add_budgets(serve)
+    serve.add_argument(
+        "--retention", metavar="FILE",
+        help="a TOML retention file: prune the bot's stores at start and on its schedule (default: keep everything)",
+    )
     serve.add_argument("--otel", action="store_true", help="export traces and metrics with OpenTelemetry, configured by the OTEL_* variables")
     serve.set_defaults(handler=_serve)
 
@@ -79,5 +83,6 @@ def _serve(args: argparse.Namespace, out: TextIO) -> int:
         mid_turn=args.mid_turn,
         protocols=frozenset(name for name in PROTOCOLS if not getattr(args, f"no_{name}")),
         budgets=budgets_of(args),
+        retention=args.retention,
     )
     return serve(options, out)

@@ -1,5 +1,5 @@
-"""`agentloop stores`: migrate a bot's stores (and its PostgreSQL inbox), embed them again, or erase or export
-what they keep about a user, a session or a tenant chain."""
+"""`agentloop stores`: migrate a bot's stores (and its PostgreSQL inbox), embed them again, prune them,
+or erase or export what they keep about a user, a session or a tenant chain."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import attrs
 
 from agentloop.adapters import HashingEmbedder, Stores, WordLlamaEmbedder, default_embedder, open_stores, reembed_stores
 from agentloop.adapters.errors import StoreUrlError
+from agentloop.adapters.retention import prune_stores
 from agentloop.adapters.urls import is_postgres_url, shown_url
 from agentloop.bots import API_KEY_VARIABLES, DEFAULT_BASE_URL
 from agentloop.cli._options import EXIT_STATUS, Commands, CliError, SharedOptions
@@ -23,11 +24,12 @@ from agentloop.cli.worker import workers_package
 from agentloop.errors import LlmCallError
 from agentloop.ports import Embedder
 from agentloop.privacy import Subject
+from agentloop.retention import SETTINGS, Retention, load_retention, retention_from
 from agentloop.scopes import DEFAULT_COMPANY
 
 
 def register(commands: Commands, options: SharedOptions) -> None:
-    """The `stores` command group: `migrate`, `reembed`, `erase` and `export`."""
+    """The `stores` command group: `migrate`, `reembed`, `erase`, `export` and `prune`."""
     stores = commands.add_parser("stores", help="manage a bot's stores", epilog=EXIT_STATUS)
     stores_commands = stores.add_subparsers(dest="stores_command", required=True, metavar="ACTION")
     embedding = _embedder_options()
@@ -69,6 +71,7 @@ def register(commands: Commands, options: SharedOptions) -> None:
         epilog=EXIT_STATUS,
     )
     export.set_defaults(handler=_stores_export)
+    _register_prune(stores_commands)
 
 
 def _subject_options() -> argparse.ArgumentParser:
@@ -198,3 +201,55 @@ async def _chained(*streams: AsyncIterator[dict[str, Any]]) -> AsyncIterator[dic
     for stream in streams:
         async for record in stream:
             yield record
+
+
+_RETENTION_FLAGS = {
+    "history_days": "delete histories whose last message is older than N days",
+    "history_turns": "keep only each history's newest N turns",
+    "trajectories_days": "delete tool executions N days after their session was distilled",
+    "inbox_days": "delete finished inbox messages (PostgreSQL) N days after they finished",
+    "usage_days": "roll usage older than N days up into one row per day, session and model",
+    "summaries_days": "delete history summaries older than N days",
+    "approvals_days": "delete decided approvals asked for more than N days ago",
+}
+
+
+def _register_prune(stores_commands: Commands) -> None:
+    """`stores prune`: apply a retention file or flags to a bot's stores, then compact them."""
+    prune = stores_commands.add_parser(
+        "prune", help="delete what the retention settings let go, then compact the stores",
+        description="Delete from the stores of --bot at URL what the retention settings let go (a TOML file given "
+        "by --retention, each flag overriding its setting), then compact them so their space and search time come "
+        "back (SQLite: FTS5 optimize and VACUUM; PostgreSQL: VACUUM). Safe while the bot runs, except --vectors on "
+        "SQLite. Prints what was deleted and the size before and after.",
+        epilog=EXIT_STATUS,
+    )
+    prune.add_argument("url", metavar="URL", help="the bot's stores: sqlite:///DIR, a directory path or postgresql://...")
+    prune.add_argument("--bot", default="bot", help="the bot's name (default: bot)")
+    prune.add_argument("--retention", metavar="FILE", help="a TOML file of retention settings (its [retention] table)")
+    for setting, meaning in _RETENTION_FLAGS.items():
+        prune.add_argument(f"--{setting.replace('_', '-')}", dest=setting, type=int, metavar="N", help=meaning)
+    prune.add_argument("--no-compact", action="store_true", help="delete only; leave the files and tables as they are")
+    prune.add_argument(
+        "--vectors", action="store_true",
+        help="rebuild the vector indexes too (SQLite: dropped and rebuilt at the next open, so stop the bot first; "
+        "PostgreSQL: REINDEX CONCURRENTLY)",
+    )
+    prune.set_defaults(handler=_stores_prune)
+
+
+def retention_of(args: argparse.Namespace) -> Retention:
+    """The retention `stores prune` was given: its --retention file, each flag given overriding it."""
+    base = Retention() if args.retention is None else load_retention(args.retention)
+    given = {setting: getattr(args, setting) for setting in SETTINGS if getattr(args, setting) is not None}
+    kept = {setting: getattr(base, setting) for setting in SETTINGS if getattr(base, setting) is not None}
+    return retention_from({**kept, **given, "every_minutes": base.every_minutes}, where="the prune flags")
+
+
+def _stores_prune(args: argparse.Namespace, out: TextIO) -> int:
+    retention = retention_of(args)
+    if retention.empty:
+        print("no retention setting given: nothing is deleted, the stores are only compacted", file=out)
+    report = prune_stores(args.url, bot=args.bot, retention=retention, compact=not args.no_compact, vectors=args.vectors)
+    print(f"stores of bot {args.bot!r} at {shown_url(args.url)}: {report.line()}", file=out)
+    return 0

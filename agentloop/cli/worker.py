@@ -6,14 +6,17 @@ import argparse
 import asyncio
 import importlib
 import os
+from contextlib import AbstractAsyncContextManager
 from typing import Any, TextIO
 
 from agentloop.adapters import open_stores
+from agentloop.adapters.retention import pruning
 from agentloop.adapters.urls import is_postgres_url, shown_url
 from agentloop.bots import apply_budgets, built_pipeline, check_models, pipeline_note_taking
 from agentloop.cli._options import EXIT_STATUS, Commands, CliError, SharedOptions, add_budgets, add_mid_turn, bot_settings, budgets_of, otel_from_environment
 from agentloop.loop import AgentLoop
 from agentloop.notes import IdleSessions
+from agentloop.retention import load_retention
 
 
 def register(commands: Commands, options: SharedOptions) -> None:
@@ -40,6 +43,11 @@ def register(commands: Commands, options: SharedOptions) -> None:
     )
     add_mid_turn(worker)
     add_budgets(worker)
+    worker.add_argument(
+        "--retention", metavar="FILE",
+        help="a TOML retention file: prune the bot's stores at start and on its schedule, one worker at a time "
+        "(default: keep everything)",
+    )
     worker.set_defaults(handler=_worker)
 
 
@@ -66,6 +74,7 @@ def _worker(args: argparse.Namespace, out: TextIO) -> int:
         raise CliError(f"bad worker setting: {error}") from error
     if args.idle_end is not None and args.idle_end <= 0:
         raise CliError(f"bad worker setting: --idle-end must be a positive number of seconds, not {args.idle_end:g}")
+    retention = None if args.retention is None else load_retention(args.retention)
     with (
         otel_from_environment(args.otel, "agentloop-worker"),
         open_stores(stores, bot=where.bot) as opened,
@@ -74,7 +83,8 @@ def _worker(args: argparse.Namespace, out: TextIO) -> int:
         check_models(loop)
         apply_budgets(loop, budgets_of(args))
         idle = None if args.idle_end is None else _idle_sessions(args.pipeline, loop, args.idle_end)
-        asyncio.run(_work(workers, inbox_url, where.bot, loop, settings, shown_url(stores), out, idle, args.mid_turn))
+        kept = pruning(stores, bot=where.bot, retention=retention)
+        asyncio.run(_work(workers, inbox_url, where.bot, loop, settings, shown_url(stores), out, idle, args.mid_turn, kept))
     return 0
 
 
@@ -91,10 +101,10 @@ def _idle_sessions(target: str, loop: AgentLoop, idle_after: float) -> IdleSessi
 
 async def _work(
     workers: Any, inbox_url: str, bot: str, loop: AgentLoop, settings: Any, stores: str, out: TextIO,
-    idle: IdleSessions | None, mid_turn: str,
+    idle: IdleSessions | None, mid_turn: str, kept: AbstractAsyncContextManager[None],
 ) -> None:
-    """Serve the inbox until SIGTERM or SIGINT; one status line when ready and one when stopped."""
-    async with workers.open_inbox(inbox_url, bot=bot, pool_size=settings.concurrency + 4, mid_turn=mid_turn) as inbox:
+    """Serve the inbox until SIGTERM or SIGINT, pruning the stores as `kept` does; one status line when ready and one when stopped."""
+    async with workers.open_inbox(inbox_url, bot=bot, pool_size=settings.concurrency + 4, mid_turn=mid_turn) as inbox, kept:
         print(
             f"agentloop worker {os.getpid()}: bot {bot!r}, inbox {inbox.url}, stores {stores}, "
             f"{settings.concurrency} turns at once; a lost worker's turns restart within "

@@ -18,6 +18,7 @@ from starlette.staticfiles import StaticFiles
 
 from agentloop._log import get_logger
 from agentloop._names import MESSAGE_ID_RULE, is_message_id, new_id
+from agentloop.adapters.retention import pruning
 from agentloop.context import IncomingMessage, Session
 from agentloop.messages import Role
 from agentloop.scopes import Scope, approval_scope, history_scope
@@ -52,7 +53,8 @@ def create_app(settings: ServeSettings) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with serving(server), AsyncExitStack() as running:
+        retention = pruning(settings.stores, bot=settings.bot, retention=settings.retention)
+        async with serving(server), retention, AsyncExitStack() as running:
             for protocol in protocols:
                 if protocol.lifespan is not None:
                     await running.enter_async_context(protocol.lifespan())

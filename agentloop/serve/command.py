@@ -15,6 +15,7 @@ from agentloop.adapters.urls import shown_url
 from agentloop.bots import BotError, BotSettings, ModelSettings, start_otel
 from agentloop.budgets import Budgets
 from agentloop.mid_turn import MidTurnPolicy
+from agentloop.retention import load_retention
 from agentloop.serve.app import create_app
 from agentloop.serve.auth import load_tokens
 from agentloop.serve.errors import TokenFileError
@@ -46,6 +47,8 @@ class ServeOptions:
     mid_turn: str = "queue"
     protocols: frozenset[str] = frozenset(PROTOCOL_NAMES)
     budgets: Budgets = Budgets()
+    retention: str | None = None
+    """A retention file (`agentloop.retention.load_retention`): the server prunes the stores on its schedule."""
 
 
 def serve(options: ServeOptions, out: TextIO) -> int:
@@ -73,6 +76,7 @@ def serve(options: ServeOptions, out: TextIO) -> int:
             mid_turn=MidTurnPolicy(options.mid_turn),
             protocols=options.protocols,
             budgets=options.budgets,
+            retention=None if options.retention is None else load_retention(options.retention),
         )
         app = create_app(settings)
     except ValueError as error:

@@ -12,6 +12,7 @@ from agentloop.adapters.urls import is_postgres_url
 from agentloop.budgets import Budgets
 from agentloop.mid_turn import MidTurnPolicy
 from agentloop.ports import LLM
+from agentloop.retention import Retention
 from agentloop.serve.auth import Tokens
 
 
@@ -68,6 +69,8 @@ class ServeSettings:
     protocols: frozenset[str] = attrs.field(default=frozenset(PROTOCOL_NAMES), validator=_known_protocols)
     budgets: Budgets = Budgets()
     """The `--budget` limits, given to the bot's tool loops (turns run by workers keep the workers' own)."""
+    retention: Retention | None = None
+    """With a `Retention`, the server prunes the bot's stores at start and every `retention.every_minutes`."""
 
     @property
     def uses_inbox(self) -> bool:

@@ -309,3 +309,13 @@ def test_erase_prints_the_time_of_each_erase_beside_the_first(capsys: pytest.Cap
     assert [row[:3] for row in rows] == [["200", "40", "62"], ["400", "40", "62"], ["400", "80", "124"]]
     assert all(re.match(r"\d+\.\d$", row[3]) and re.match(r"\d+\.\d\dx$", row[4]) for row in rows)
     assert rows[0][4] == "1.00x" and lines[4].startswith("flat down the first rows")
+
+
+def test_prune_prints_file_size_and_read_time_before_and_after_as_ratios(capsys: pytest.CaptureFixture[str]) -> None:
+    run_main("prune", "--sessions", "6", "--turns", "3", "--texts", "60", "--queries", "2")
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("retention: 6 sessions x 3 turns") and lines[4] == ""
+    assert lines[5].startswith("compaction: 60 RAG texts")
+    for at in (2, 7):
+        assert re.match(r"file bytes.*\s+[\d,]+\s+[\d,]+\s+\d+\.\d\dx$", lines[at])
+        assert re.match(rf".*p50\s+{MS}\s+{MS}\s+\d+\.\d\dx$", lines[at + 1])

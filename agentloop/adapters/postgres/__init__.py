@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 import psycopg
 
 from agentloop.adapters.postgres import (
-    approvals, attempt_notes, knowledge, memory, rag, sessions, summaries, tasks, trajectories, usage,
+    approvals, attempt_notes, knowledge, memory, rag, retention, sessions, summaries, tasks, trajectories, usage,
 )
 from agentloop.adapters.postgres.approvals import PostgresApprovalStore
 from agentloop.adapters.postgres.attempt_notes import PostgresAttemptNotes
@@ -21,6 +21,7 @@ from agentloop.adapters.postgres.knowledge import PostgresKnowledgeRepository
 from agentloop.adapters.postgres.memory import PostgresMemoryStore
 from agentloop.adapters.postgres.rag import PostgresRagStore
 from agentloop.adapters.postgres.replies import open_postgres_replies
+from agentloop.adapters.postgres.retention import prune_postgres
 from agentloop.adapters.postgres.embedders import VECTOR_TABLES, check_embedder, reembed_table, schema_embedders
 from agentloop.adapters.postgres.schema import exists, lock_migrations, migrate, search_path, vector_schema
 from agentloop.adapters.postgres.sessions import PostgresSessionStore
@@ -37,7 +38,7 @@ from agentloop.retrieval import HybridWeights
 
 SCHEMAS = (
     sessions.SCHEMA, memory.SCHEMA, rag.SCHEMA, knowledge.SCHEMA, trajectories.SCHEMA, tasks.SCHEMA, attempt_notes.SCHEMA,
-    approvals.SCHEMA, summaries.SCHEMA, usage.SCHEMA, AUDIT_SCHEMA,
+    approvals.SCHEMA, summaries.SCHEMA, usage.SCHEMA, AUDIT_SCHEMA, retention.SCHEMA,
 )
 
 __all__ = [
@@ -54,6 +55,7 @@ __all__ = [
     "open_postgres_replies",
     "open_postgres_stores",
     "postgres_stores_exist",
+    "prune_postgres",
 ]
 
 

@@ -48,6 +48,10 @@ SCHEMA = Schema(
             ("CREATE TABLE budget_ledger (key text PRIMARY KEY, tokens bigint NOT NULL, cost double precision NOT NULL)",),
         ),
         Step("rows by user and by session, so erasing one reads only theirs", subject_indexes(*TABLES)),
+        Step(
+            "a row may sum several calls (retention rolls old days up), so each counts its calls",
+            ("ALTER TABLE usage_calls ADD COLUMN calls bigint NOT NULL DEFAULT 1",),
+        ),
     ),
 )
 

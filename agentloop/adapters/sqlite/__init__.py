@@ -12,6 +12,7 @@ from pathlib import Path
 
 from agentloop.adapters.sqlite import knowledge as sqlite_knowledge
 from agentloop.adapters.sqlite import rag as sqlite_rag
+from agentloop.adapters.sqlite import retention as sqlite_retention
 from agentloop.adapters.sqlite.audit import AsyncSqliteAuditLog, SqliteAuditLog
 from agentloop.adapters.sqlite.approvals import AsyncSqliteApprovalStore, SqliteApprovalStore
 from agentloop.adapters.sqlite.attempt_notes import FileAttemptNotes
@@ -57,6 +58,7 @@ def open_sqlite_stores(directory: Path, *, bot: str, embedder: Embedder, hybrid:
         bot_file = SqliteFile(database)  # history, memory and RAG share it, its connection and its thread
         opened.callback(bot_file.close)
         sessions = AsyncSqliteSessionStore(SqliteSessionStore(bot_file.conn, bot_file.lock), bot_file.thread)
+        migrate(bot_file.conn, sqlite_retention.SCHEMA)  # from the first message on, a history's age is known
         memory = AsyncSqliteMemoryStore(SqliteMemoryStore(bot_file.conn, bot_file.lock), bot_file.thread)
         approvals = AsyncSqliteApprovalStore(SqliteApprovalStore(bot_file.conn, bot_file.lock), bot_file.thread)
         summaries = AsyncSqliteSummaryStore(SqliteSummaryStore(bot_file.conn, bot_file.lock), bot_file.thread)

@@ -51,6 +51,10 @@ SCHEMA = Schema(
             ("CREATE TABLE IF NOT EXISTS budget_ledger (key TEXT PRIMARY KEY, tokens INTEGER NOT NULL, cost REAL NOT NULL)",),
         ),
         subject_indexes(*TABLES),
+        Step(
+            "a row may sum several calls (retention rolls old days up), so each counts its calls",
+            ("ALTER TABLE usage_calls ADD COLUMN calls INTEGER NOT NULL DEFAULT 1",),
+        ),
     ),
     has_table("usage_calls"),
 )
