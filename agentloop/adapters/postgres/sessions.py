@@ -19,6 +19,8 @@ from agentloop.outcome import converter
 from agentloop.scopes import Scope
 
 TABLES = (Table("message", "session_messages", SCOPED, "id"), Table("append_key", "session_appends", SCOPED, "ctid"))
+ACTIVITY = Table("activity", "history_activity", SCOPED, "ctid")
+"""When each history was last written (the retention schema's, where it is applied): erased with the history."""
 SCHEMA = Schema(
     "sessions",
     (
@@ -115,7 +117,10 @@ class PostgresSessionStore:
     async def erase(self, subject: Subject) -> int:
         """Delete `subject`'s rows, in one transaction; how many."""
         async with self._db.pool.connection() as conn, conn.transaction():
-            return await delete_rows(conn, subject, TABLES)
+            removed = await delete_rows(conn, subject, TABLES)
+            if (await (await conn.execute("SELECT to_regclass('history_activity')")).fetchone() or (None,))[0] is not None:
+                await delete_rows(conn, subject, (ACTIVITY,))
+            return removed
 
     @on_database(retry=True)
     async def _export_page(self, subject: Subject, table: Table, after: object) -> list[dict[str, Any]]:

@@ -62,6 +62,8 @@ def _scope_columns(conn: sqlite3.Connection) -> None:
 
 TABLES = (Table("message", "session_messages", SCOPED), Table("append_key", "session_append_keys", SCOPED))
 """What an erase or export of history covers; `Table` says how each names its chain."""
+ACTIVITY = Table("activity", "history_activity", SCOPED)
+"""When each history was last written (the retention schema's, where it is applied): erased with the history."""
 
 SCHEMA = Schema(
     "sessions",
@@ -234,6 +236,8 @@ class SqliteSessionStore:
         """Delete `subject`'s rows (messages and append keys), in one transaction; how many."""
         with self._lock, transaction(self._conn):
             removed = delete_rows(self._conn, subject, TABLES)
+            if self._conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (ACTIVITY.name,)).fetchone():
+                delete_rows(self._conn, subject, (ACTIVITY,))
             on_commit(self._conn, self._forget)
         return removed
 

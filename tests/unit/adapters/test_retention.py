@@ -108,3 +108,17 @@ def test_a_scheduled_prune_that_fails_is_logged_and_the_schedule_goes_on(tmp_pat
     with structlog.testing.capture_logs() as logs, pytest.raises(asyncio.CancelledError):
         asyncio.run(prune_periodically(str(tmp_path / "no-bot-here"), bot="bot", retention=Retention(usage_days=1), sleep=sleep))
     assert [log["event"] for log in logs if log["log_level"] == "warning"] == ["stores.prune_failed"] * 2
+
+
+def test_erasing_a_user_removes_when_their_histories_were_last_written(tmp_path: Path) -> None:
+    """The activity table holds the user's ids: it goes with their history, and another user's stays."""
+    from agentloop import ChatMessage
+    from agentloop.privacy import Subject
+
+    with open_stores(tmp_path, embedder=HashingEmbedder(dim=64)) as stores:
+        for user in ("alice", "bob"):
+            scope = Scope(CHAIN.company_id, session_id=f"s-{user}", user_id=user)
+            asyncio.run(stores.sessions.append(scope, (ChatMessage.user("hi"),)))
+        asyncio.run(stores.erase(Subject.user("alice", company_id=CHAIN.company_id), actor="test"))
+    with closing(sqlite3.connect(tmp_path / "bot.sqlite3")) as conn:
+        assert [user for (user,) in conn.execute("SELECT scope_user FROM history_activity")] == ["bob"]

@@ -92,3 +92,17 @@ def test_pruning_a_bot_with_no_stores_there_says_so_in_one_line(postgres_url: st
     with pytest.raises(StoreUrlError) as refused:
         prune_stores(postgres_url, bot="nobody", retention=Retention(history_days=1))
     assert "the bot 'nobody' has no stores there yet" in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_erasing_a_user_removes_when_their_histories_were_last_written(postgres_url: str) -> None:
+    """The activity table holds the user's ids: it goes with their history, and another user's stays."""
+    from agentloop import ChatMessage
+    from agentloop.privacy import Subject
+
+    with open_stores(postgres_url, bot="activity", embedder=HashingEmbedder(dim=64)) as stores:
+        for user in ("alice", "bob"):
+            asyncio.run(stores.sessions.append(Scope("acme", session_id=f"s-{user}", user_id=user), (ChatMessage.user("hi"),)))
+        asyncio.run(stores.erase(Subject.user("alice", company_id="acme"), actor="test"))
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        users = [user for (user,) in conn.execute("SELECT scope_user FROM agentloop_activity.history_activity").fetchall()]
+    assert users == ["bob"]
