@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 
 import json
 from typing import Any
@@ -10,9 +9,8 @@ from typing import Any
 import psycopg
 
 from agentloop.adapters.postgres.database import Database, keyed, on_database
-from agentloop.adapters.postgres.subjects import Table, delete_rows, export_rows, page_rows, subject_indexes
+from agentloop.adapters.postgres.subjects import SubjectRows, Table, subject_indexes
 from agentloop.adapters.subjects import SCOPED
-from agentloop.privacy import Subject
 from agentloop.adapters.postgres.schema import Schema, Step
 from agentloop.adapters.postgres.scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQL, SCOPE_MARKS, scope_match
 from agentloop.adapters.rows import scope_values
@@ -49,9 +47,12 @@ def _loaded(text: str) -> PendingApproval:
     return converter.structure(json.loads(text), PendingApproval)
 
 
-class PostgresApprovalStore:
+class PostgresApprovalStore(SubjectRows):
     """Pending approvals as JSON text (escaped, so no NUL reaches a column) beside their scope
     columns; a decision is one UPDATE of the undecided row, so of concurrent takers one wins."""
+
+    ERASED = TABLES
+    EXPORTED = TABLES
 
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -92,16 +93,3 @@ class PostgresApprovalStore:
             row = await cursor.fetchone()
         return None if row is None else _loaded(row[0])
 
-    @on_database
-    async def erase(self, subject: Subject) -> int:
-        """Delete `subject`'s rows, in one transaction; how many."""
-        async with self._db.pool.connection() as conn, conn.transaction():
-            return await delete_rows(conn, subject, TABLES)
-
-    @on_database(retry=True)
-    async def _export_page(self, subject: Subject, table: Table, after: object) -> list[dict[str, Any]]:
-        async with self._db.pool.connection() as conn:
-            return await page_rows(conn, subject, table, after)
-
-    def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
-        return export_rows(self._export_page, subject, TABLES)

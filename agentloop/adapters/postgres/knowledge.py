@@ -4,7 +4,7 @@ feedback and merge suggestions, searched through pgvector within the caller's ch
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import AsyncIterator, Collection, Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -14,9 +14,8 @@ from psycopg.rows import dict_row
 
 from agentloop.adapters.postgres.embedders import KNOWLEDGE
 from agentloop.adapters.postgres.database import Database, on_database
-from agentloop.adapters.postgres.subjects import Table, delete_rows, export_rows, page_rows
+from agentloop.adapters.postgres.subjects import SubjectRows, Table
 from agentloop.adapters.subjects import NO_CHAIN, SCOPED
-from agentloop.privacy import Subject
 from agentloop.adapters.postgres.keywords import WORDS, keyword_step, websearch_text
 from agentloop.adapters.postgres.nearest import nearest
 from agentloop.adapters.postgres.schema import Schema, Step
@@ -144,9 +143,12 @@ def _owner(ids: LayerIds) -> tuple[str | None, ...]:
     return (ids.company_id, ids.org_id, ids.team_id, ids.project_id)
 
 
-class PostgresKnowledgeRepository:
+class PostgresKnowledgeRepository(SubjectRows):
     """Notes in PostgreSQL; every counter change is one UPDATE under a row lock, every
     status change a compare-and-set, so workers on many machines can share them."""
+
+    ERASED = TABLES
+    EXPORTED = (TABLES[0], TABLES[1], TABLES[-1])
 
     def __init__(self, db: Database, dim: int) -> None:
         self._db = db
@@ -363,19 +365,6 @@ class PostgresKnowledgeRepository:
             ).fetchall()
         return [MergeSuggestion(*row) for row in rows]
 
-    @on_database
-    async def erase(self, subject: Subject) -> int:
-        """Delete `subject`'s rows, in one transaction; how many."""
-        async with self._db.pool.connection() as conn, conn.transaction():
-            return await delete_rows(conn, subject, TABLES)
-
-    @on_database(retry=True)
-    async def _export_page(self, subject: Subject, table: Table, after: object) -> list[dict[str, Any]]:
-        async with self._db.pool.connection() as conn:
-            return await page_rows(conn, subject, table, after)
-
-    def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
-        return export_rows(self._export_page, subject, (TABLES[0], TABLES[1], TABLES[-1]))
 
 
 async def _get(conn: psycopg.AsyncConnection[Any], note_id: int) -> KnowledgeItem:

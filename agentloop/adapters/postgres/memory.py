@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 
 from typing import Any
 
 from agentloop.adapters.postgres.database import Database, keyed, on_database
-from agentloop.adapters.postgres.subjects import Table, delete_rows, export_rows, page_rows, subject_indexes
+from agentloop.adapters.postgres.subjects import SubjectRows, Table, subject_indexes
 from agentloop.adapters.subjects import SCOPED
-from agentloop.privacy import Subject
 from agentloop.adapters.postgres.schema import Schema, Step
 from agentloop.adapters.postgres.scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQL, SCOPE_MARKS, scope_match
 from agentloop.adapters.postgres.text import loaded, stored
@@ -80,12 +78,15 @@ SCHEMA = Schema(
 _ENTRY_COLUMNS = "session_id, user_text, assistant_text, created_at"
 
 
-class PostgresMemoryStore:
+class PostgresMemoryStore(SubjectRows):
     """Append-only memory; `recent` reads the newest entries of a scope.
 
     A trigger keeps each (scope, session)'s newest entry id in `memory_sessions`, so
     `recent` costs the same whether the excluded session has 10 entries or 10,000.
     """
+
+    ERASED = TABLES
+    EXPORTED = TABLES[:1]
 
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -124,16 +125,3 @@ class PostgresMemoryStore:
             for _, session_id, user_text, assistant_text, created_at in reversed(rows)
         )
 
-    @on_database
-    async def erase(self, subject: Subject) -> int:
-        """Delete `subject`'s rows, in one transaction; how many."""
-        async with self._db.pool.connection() as conn, conn.transaction():
-            return await delete_rows(conn, subject, TABLES)
-
-    @on_database(retry=True)
-    async def _export_page(self, subject: Subject, table: Table, after: object) -> list[dict[str, Any]]:
-        async with self._db.pool.connection() as conn:
-            return await page_rows(conn, subject, table, after)
-
-    def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
-        return export_rows(self._export_page, subject, TABLES[:1])

@@ -4,16 +4,15 @@ pgvector HNSW index with the scope filter inside the query."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import psycopg
 
 from agentloop.adapters.postgres.embedders import RAG
 from agentloop.adapters.postgres.database import Database, on_database
-from agentloop.adapters.postgres.subjects import Table, delete_rows, export_rows, page_rows, subject_indexes
+from agentloop.adapters.postgres.subjects import SubjectRows, Table, subject_indexes
 from agentloop.adapters.subjects import SCOPED
-from agentloop.privacy import Subject
 from agentloop.adapters.postgres.keywords import WORDS, keyword_step, websearch_text
 from agentloop.adapters.postgres.nearest import nearest
 from agentloop.adapters.postgres.schema import Schema, Step
@@ -52,7 +51,7 @@ SCHEMA = Schema(
 )
 
 
-class PostgresRagStore:
+class PostgresRagStore(SubjectRows):
     """Scoped similarity search over stored texts; a text already stored in its scope is
     not stored twice (`add` returns its id), even when two writers add it at once.
 
@@ -60,6 +59,9 @@ class PostgresRagStore:
     A search fuses the nearest texts with those holding the query's words (full-text search
     in the same scope filter) as `hybrid` weighs them.
     """
+
+    ERASED = TABLES
+    EXPORTED = TABLES
 
     def __init__(self, db: Database, embedder: Embedder, *, hybrid: HybridWeights | None = None) -> None:
         self._db = db
@@ -125,19 +127,6 @@ class PostgresRagStore:
             ).fetchall()
         return [loaded(text) for (text,) in rows]
 
-    @on_database
-    async def erase(self, subject: Subject) -> int:
-        """Delete `subject`'s rows, in one transaction; how many."""
-        async with self._db.pool.connection() as conn, conn.transaction():
-            return await delete_rows(conn, subject, TABLES)
-
-    @on_database(retry=True)
-    async def _export_page(self, subject: Subject, table: Table, after: object) -> list[dict[str, Any]]:
-        async with self._db.pool.connection() as conn:
-            return await page_rows(conn, subject, table, after)
-
-    def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
-        return export_rows(self._export_page, subject, TABLES)
 
 
 async def _keyword_rows(

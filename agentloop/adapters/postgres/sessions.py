@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
+import psycopg
+
 from agentloop.adapters.postgres.database import Database, keyed, on_database
-from agentloop.adapters.postgres.subjects import Table, delete_rows, export_rows, page_rows, subject_indexes
+from agentloop.adapters.postgres.subjects import SubjectRows, Table, delete_rows, subject_indexes
 from agentloop.adapters.subjects import SCOPED
 from agentloop.privacy import Subject
 from agentloop.adapters.postgres.schema import Schema, Step
@@ -50,8 +52,11 @@ _MESSAGE_COLUMNS = "role, content, tool_call_id, name, tool_calls"
 _ROLES = {role.value: role for role in Role}
 
 
-class PostgresSessionStore:
+class PostgresSessionStore(SubjectRows):
     """History rows in insertion order, each in the scope it was written in."""
+
+    ERASED = TABLES
+    EXPORTED = TABLES[:1]
 
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -113,19 +118,8 @@ class PostgresSessionStore:
             for role, content, tool_call_id, name, calls in reversed(rows)
         )
 
-    @on_database
-    async def erase(self, subject: Subject) -> int:
-        """Delete `subject`'s rows, in one transaction; how many."""
-        async with self._db.pool.connection() as conn, conn.transaction():
-            removed = await delete_rows(conn, subject, TABLES)
-            if (await (await conn.execute("SELECT to_regclass('history_activity')")).fetchone() or (None,))[0] is not None:
-                await delete_rows(conn, subject, (ACTIVITY,))
-            return removed
-
-    @on_database(retry=True)
-    async def _export_page(self, subject: Subject, table: Table, after: object) -> list[dict[str, Any]]:
-        async with self._db.pool.connection() as conn:
-            return await page_rows(conn, subject, table, after)
-
-    def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
-        return export_rows(self._export_page, subject, TABLES[:1])
+    async def _erase_in(self, conn: psycopg.AsyncConnection[Any], subject: Subject) -> int:
+        removed = await delete_rows(conn, subject, TABLES)
+        if (await (await conn.execute("SELECT to_regclass('history_activity')")).fetchone() or (None,))[0] is not None:
+            await delete_rows(conn, subject, (ACTIVITY,))
+        return removed

@@ -5,15 +5,19 @@ Deleting a row takes its vector (pgvector) and its words (tsvector) with it: bot
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 import psycopg
 from psycopg.rows import dict_row
 
+from agentloop.adapters.postgres.database import on_database
 from agentloop.adapters.rows import SCOPE_COLUMNS
 from agentloop.adapters.subjects import POSTGRES, Columns, subject_clauses, subject_where
 from agentloop.privacy import Subject
+
+if TYPE_CHECKING:
+    from agentloop.adapters.postgres.database import Database
 
 PAGE = 500
 """How many rows an export reads at once."""
@@ -99,3 +103,29 @@ def subject_indexes(*tables: Table) -> tuple[str, ...]:
             if column is not None:
                 statements.append(f"CREATE INDEX IF NOT EXISTS {table.name}_by_{column} ON {table.name} ({column})")
     return tuple(statements)
+
+
+class SubjectRows:
+    """`erase` and `export` for a store whose subject's rows are in `ERASED` (deleted in one transaction) and
+    `EXPORTED` (read a page at a time); a store with more to remove overrides `_erase_in`."""
+
+    ERASED: ClassVar[tuple[Table, ...]]
+    EXPORTED: ClassVar[tuple[Table, ...]]
+    _db: Database
+
+    @on_database
+    async def erase(self, subject: Subject) -> int:
+        """Delete `subject`'s rows, in one transaction; how many."""
+        async with self._db.pool.connection() as conn, conn.transaction():
+            return await self._erase_in(conn, subject)
+
+    async def _erase_in(self, conn: psycopg.AsyncConnection[Any], subject: Subject) -> int:
+        return await delete_rows(conn, subject, self.ERASED)
+
+    @on_database(retry=True)
+    async def _export_page(self, subject: Subject, table: Table, after: object) -> list[dict[str, Any]]:
+        async with self._db.pool.connection() as conn:
+            return await page_rows(conn, subject, table, after)
+
+    def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
+        return export_rows(self._export_page, subject, self.EXPORTED)

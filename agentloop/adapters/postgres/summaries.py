@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 
 from typing import Any
 
 from agentloop.adapters.postgres.database import Database, on_database
-from agentloop.adapters.postgres.subjects import Table, delete_rows, export_rows, page_rows, subject_indexes
+from agentloop.adapters.postgres.subjects import SubjectRows, Table, subject_indexes
 from agentloop.adapters.subjects import SCOPED
-from agentloop.privacy import Subject
 from agentloop.adapters.postgres.schema import Schema, Step
 from agentloop.adapters.postgres.scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQL, SCOPE_MARKS, scope_match
 from agentloop.adapters.postgres.text import loaded, stored
@@ -41,9 +39,12 @@ SCHEMA = Schema(
 _COLUMNS = "version, covered, text, created_at"
 
 
-class PostgresSummaryStore:
+class PostgresSummaryStore(SubjectRows):
     """Summaries by history scope; a version is inserted only after the one before it, and the
     unique index lets one of two processes adding the same version win."""
+
+    ERASED = TABLES
+    EXPORTED = TABLES
 
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -78,16 +79,3 @@ class PostgresSummaryStore:
             rows: list[tuple[Any, ...]] = await cursor.fetchall()
         return tuple(SessionSummary(scope, version, covered, loaded(text), at) for version, covered, text, at in rows)
 
-    @on_database
-    async def erase(self, subject: Subject) -> int:
-        """Delete `subject`'s rows, in one transaction; how many."""
-        async with self._db.pool.connection() as conn, conn.transaction():
-            return await delete_rows(conn, subject, TABLES)
-
-    @on_database(retry=True)
-    async def _export_page(self, subject: Subject, table: Table, after: object) -> list[dict[str, Any]]:
-        async with self._db.pool.connection() as conn:
-            return await page_rows(conn, subject, table, after)
-
-    def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
-        return export_rows(self._export_page, subject, TABLES)

@@ -3,7 +3,6 @@ compare-and-set UPDATE, so agents in many processes claim a task at most once.""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 
 from datetime import datetime
 from typing import Any
@@ -12,9 +11,8 @@ import psycopg
 from psycopg.rows import dict_row
 
 from agentloop.adapters.postgres.database import Database, on_database
-from agentloop.adapters.postgres.subjects import Table, delete_rows, export_rows, page_rows
+from agentloop.adapters.postgres.subjects import SubjectRows, Table
 from agentloop.adapters.subjects import Columns
-from agentloop.privacy import Subject
 from agentloop.adapters.postgres.schema import Schema, Step
 from agentloop.adapters.postgres.scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQL, SCOPE_MARKS, row_scope, scope_match
 from agentloop.adapters.rows import rows
@@ -64,8 +62,11 @@ def _record(row: dict[str, Any]) -> TaskRecord:
     return rows.structure(row | {"scope": scope.key, "chain": chain.key}, TaskRecord)
 
 
-class PostgresTaskStore:
+class PostgresTaskStore(SubjectRows):
     """Task records by id within a scope."""
+
+    ERASED = TABLES
+    EXPORTED = TABLES
 
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -132,16 +133,3 @@ class PostgresTaskStore:
             await cursor.execute(f"SELECT {_COLUMNS} FROM tasks WHERE {where} AND state = %s ORDER BY seq", (*params, state.value))
             return tuple(_record(row) for row in await cursor.fetchall())
 
-    @on_database
-    async def erase(self, subject: Subject) -> int:
-        """Delete `subject`'s rows, in one transaction; how many."""
-        async with self._db.pool.connection() as conn, conn.transaction():
-            return await delete_rows(conn, subject, TABLES)
-
-    @on_database(retry=True)
-    async def _export_page(self, subject: Subject, table: Table, after: object) -> list[dict[str, Any]]:
-        async with self._db.pool.connection() as conn:
-            return await page_rows(conn, subject, table, after)
-
-    def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
-        return export_rows(self._export_page, subject, TABLES)

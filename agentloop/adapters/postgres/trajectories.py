@@ -3,7 +3,7 @@ distilled trajectory hashes and the executions the store refused."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -11,7 +11,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from agentloop.adapters.postgres.database import Database, on_database
-from agentloop.adapters.postgres.subjects import Table, delete_rows, export_rows, page_rows, subject_indexes
+from agentloop.adapters.postgres.subjects import SubjectRows, Table, delete_rows, subject_indexes
 from agentloop.adapters.subjects import EXECUTIONS, SESSION_ONLY
 from agentloop.privacy import Subject
 from agentloop.adapters.postgres.schema import Schema, Step
@@ -90,13 +90,16 @@ def _free_text(values: dict[str, Any], codec: Callable[[str], str]) -> dict[str,
     return values | {name: None if values[name] is None else codec(values[name]) for name in ("result", "error")}
 
 
-class PostgresTrajectoryStore:
+class PostgresTrajectoryStore(SubjectRows):
     """Tool executions and distilled-trajectory hashes.
 
     Arguments and context snapshots are stored as JSON text (values JSON cannot hold as
     their `str`); text PostgreSQL cannot hold (a NUL character, a lone surrogate) makes
     `append` raise `ExecutionRefusedError`, so capture quarantines that execution.
     """
+
+    ERASED = TABLES
+    EXPORTED = TABLES
 
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -175,19 +178,8 @@ class PostgresTrajectoryStore:
             ).fetchone()
         return row is not None
 
-    @on_database
-    async def erase(self, subject: Subject) -> int:
-        """Delete `subject`'s rows, in one transaction; how many."""
-        async with self._db.pool.connection() as conn, conn.transaction():
-            removed = await delete_rows(conn, subject, TABLES)
-            # The notes an erase removes: other sessions that led to them are distilled again.
-            cursor = await conn.execute("DELETE FROM distilled_trajectories WHERE note_id = ANY(%s)", (sorted(subject.notes),))
-            return removed + max(cursor.rowcount, 0)
-
-    @on_database(retry=True)
-    async def _export_page(self, subject: Subject, table: Table, after: object) -> list[dict[str, Any]]:
-        async with self._db.pool.connection() as conn:
-            return await page_rows(conn, subject, table, after)
-
-    def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
-        return export_rows(self._export_page, subject, TABLES)
+    async def _erase_in(self, conn: psycopg.AsyncConnection[Any], subject: Subject) -> int:
+        removed = await delete_rows(conn, subject, TABLES)
+        # The notes an erase removes: other sessions that led to them are distilled again.
+        cursor = await conn.execute("DELETE FROM distilled_trajectories WHERE note_id = ANY(%s)", (sorted(subject.notes),))
+        return removed + max(cursor.rowcount, 0)

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import psycopg
 
 from agentloop.adapters.postgres.database import Database, on_database
-from agentloop.adapters.postgres.subjects import Table, delete_rows, export_rows, page_rows, subject_indexes
+from agentloop.adapters.postgres.subjects import SubjectRows, Table, subject_indexes
 from agentloop.adapters.subjects import SCOPED
-from agentloop.privacy import Subject
 from agentloop.adapters.postgres.schema import Schema, Step
 from agentloop.adapters.postgres.scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQL, SCOPE_MARKS
 from agentloop.adapters.rows import SCOPE_COLUMNS, scope_values
@@ -71,9 +70,12 @@ def _where(where: UsageFilter) -> tuple[str, list[Any]]:
     return " AND ".join(conditions), params
 
 
-class PostgresUsageStore:
+class PostgresUsageStore(SubjectRows):
     """Usage rows keyed by (turn, call); a turn's rows go in one statement, and a turn already
     there (its first call's key taken) is not written again."""
+
+    ERASED = TABLES
+    EXPORTED = TABLES
 
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -141,19 +143,6 @@ class PostgresUsageStore:
             row = await (await conn.execute("SELECT tokens, cost FROM budget_ledger WHERE key = %s", (key,))).fetchone()
         return Spent() if row is None else Spent(int(row[0]), float(row[1]))
 
-    @on_database
-    async def erase(self, subject: Subject) -> int:
-        """Delete `subject`'s rows, in one transaction; how many."""
-        async with self._db.pool.connection() as conn, conn.transaction():
-            return await delete_rows(conn, subject, TABLES)
-
-    @on_database(retry=True)
-    async def _export_page(self, subject: Subject, table: Table, after: object) -> list[dict[str, Any]]:
-        async with self._db.pool.connection() as conn:
-            return await page_rows(conn, subject, table, after)
-
-    def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
-        return export_rows(self._export_page, subject, TABLES)
 
 
 async def _charge(conn: psycopg.AsyncConnection[Any], charge: Charge, *, checked: bool) -> bool:
