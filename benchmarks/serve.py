@@ -52,6 +52,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 from starlette.applications import Starlette
@@ -249,35 +250,63 @@ async def client(http: httpx.AsyncClient, base: str, token: str, turns_per_sessi
 
 
 
+class Streamed:
+    """What one streamed turn showed so far: its session, when its first piece and its end came, how it ended."""
+
+    def __init__(self, session: str | None, finish: str) -> None:
+        self.session, self.finish = session, finish
+        self.first: float | None = None
+        self.ended: float | None = None
+
+    def piece(self) -> None:
+        if self.first is None:
+            self.first = time.perf_counter()
+
+    def end(self, finish: str) -> None:
+        self.ended, self.finish = time.perf_counter(), finish
+
+
+async def streamed_turn(
+    http: httpx.AsyncClient, url: str, body: dict[str, object], headers: dict[str, str], level: Level,
+    turn: Streamed, read: Callable[[dict[str, Any], Streamed], None],
+) -> str | None:
+    """POST `body` and read its SSE stream to its end, each JSON `data:` given to `read`; timed from the request
+    to `turn.end`. The turn's session."""
+    started = time.perf_counter()
+    async with http.stream("POST", url, json=body, headers=headers) as response:
+        if response.status_code != 200:
+            await response.aread()
+            level.errors[f"HTTP {response.status_code}"] += 1
+            return turn.session
+        turn.session = response.headers.get("X-Agentloop-Session", turn.session)
+        async for line in response.aiter_lines():
+            if line.startswith("data:") and line[5:].strip() != "[DONE]":
+                read(json.loads(line[5:]), turn)
+    if turn.ended is None or turn.finish != "success":
+        level.errors[turn.finish] += 1
+    else:
+        level.record(started, turn.first, turn.ended)
+    return turn.session
+
+
 async def openai_turn(http: httpx.AsyncClient, base: str, headers: dict[str, str], session: str | None, level: Level) -> str | None:
     """One message as a streamed chat completion, read to `[DONE]`; timed to its finishing chunk. Its session."""
     body: dict[str, object] = {"model": "bot", "stream": True, "messages": [{"role": "user", "content": QUESTION}]}
     if session is not None:
         body["metadata"] = {"session_id": session}
-    started = time.perf_counter()
-    first: float | None = None
-    ended: float | None = None
-    finish = "no finishing chunk"
-    async with http.stream("POST", f"{base}/openai/v1/chat/completions", json=body, headers=headers) as response:
-        if response.status_code != 200:
-            await response.aread()
-            level.errors[f"HTTP {response.status_code}"] += 1
-            return session
-        session = response.headers.get("X-Agentloop-Session", session)
-        async for line in response.aiter_lines():
-            if not line.startswith("data: {"):
-                continue
-            chunk = json.loads(line[6:])
-            choice = (chunk.get("choices") or [{}])[0]
-            if choice.get("delta", {}).get("content") and first is None:
-                first = time.perf_counter()
-            if choice.get("finish_reason"):
-                ended, finish = time.perf_counter(), chunk["metadata"]["finish_reason"]
-    if ended is None or finish != "success":
-        level.errors[finish] += 1
-        return session
-    level.record(started, first, ended)
-    return session
+
+    def read(chunk: dict[str, Any], turn: Streamed) -> None:
+        choice = (chunk.get("choices") or [{}])[0]
+        if choice.get("delta", {}).get("content"):
+            turn.piece()
+        if choice.get("finish_reason"):
+            turn.end(chunk["metadata"]["finish_reason"])
+
+    url = f"{base}/openai/v1/chat/completions"
+    return await streamed_turn(http, url, body, headers, level, Streamed(session, "no finishing chunk"), read)
+
+
+_A2A_ENDS = ("TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_INPUT_REQUIRED", "TASK_STATE_CANCELED")
 
 
 async def a2a_turn(http: httpx.AsyncClient, base: str, headers: dict[str, str], session: str | None, level: Level) -> str | None:
@@ -286,72 +315,44 @@ async def a2a_turn(http: httpx.AsyncClient, base: str, headers: dict[str, str], 
     message: dict[str, object] = {"messageId": uuid.uuid4().hex, "role": "ROLE_USER", "parts": [{"text": QUESTION}]}
     if session is not None:
         message["contextId"] = session
-    body = {"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": {"message": message}}
-    started = time.perf_counter()
-    first: float | None = None
-    ended: float | None = None
-    finish = "no final status"
-    async with http.stream("POST", f"{base}/a2a", json=body, headers={**headers, "A2A-Version": "1.0"}) as response:
-        if response.status_code != 200:
-            await response.aread()
-            level.errors[f"HTTP {response.status_code}"] += 1
-            return session
-        async for line in response.aiter_lines():
-            if not line.startswith("data:"):
-                continue
-            data = json.loads(line[5:])
-            if "error" in data:
-                finish = f"JSON-RPC {data['error'].get('code')}"
-                continue
-            result = data["result"]
-            if "task" in result:
-                session = result["task"]["contextId"]
-            elif "artifactUpdate" in result and first is None:
-                first = time.perf_counter()
-            elif "statusUpdate" in result:
-                state = result["statusUpdate"]["status"]["state"]
-                if state in ("TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_INPUT_REQUIRED", "TASK_STATE_CANCELED"):
-                    ended, finish = time.perf_counter(), "success" if state == "TASK_STATE_COMPLETED" else state
-    if ended is None or finish != "success":
-        level.errors[finish] += 1
-        return session
-    level.record(started, first, ended)
-    return session
+    body: dict[str, object] = {"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": {"message": message}}
+
+    def read(data: dict[str, Any], turn: Streamed) -> None:
+        if "error" in data:
+            turn.finish = f"JSON-RPC {data['error'].get('code')}"
+            return
+        result = data["result"]
+        if "task" in result:
+            turn.session = result["task"]["contextId"]
+        elif "artifactUpdate" in result:
+            turn.piece()
+        elif "statusUpdate" in result and (state := result["statusUpdate"]["status"]["state"]) in _A2A_ENDS:
+            turn.end("success" if state == "TASK_STATE_COMPLETED" else state)
+
+    headers = {**headers, "A2A-Version": "1.0"}
+    return await streamed_turn(http, f"{base}/a2a", body, headers, level, Streamed(session, "no final status"), read)
 
 
 async def agui_turn(http: httpx.AsyncClient, base: str, headers: dict[str, str], session: str | None, level: Level) -> str | None:
     """One AG-UI run with the message, read to its end; timed to `RUN_FINISHED`. A new thread's session id is
     taken from the run's first event, and later runs name it as their thread."""
     thread = session or f"bench-{uuid.uuid4().hex}"
-    body = {"threadId": thread, "runId": uuid.uuid4().hex, "state": {}, "tools": [], "context": [], "forwardedProps": {},
-            "messages": [{"id": uuid.uuid4().hex, "role": "user", "content": QUESTION}]}
-    started = time.perf_counter()
-    first: float | None = None
-    ended: float | None = None
-    finish = "no RUN_FINISHED"
-    async with http.stream("POST", f"{base}/agui/run", json=body, headers={**headers, "Accept": "text/event-stream"}) as response:
-        if response.status_code != 200:
-            await response.aread()
-            level.errors[f"HTTP {response.status_code}"] += 1
-            return session
-        async for line in response.aiter_lines():
-            if not line.startswith("data:"):
-                continue
-            event = json.loads(line[5:])
-            kind = event["type"]
-            if kind == "RUN_STARTED":
-                session = event["metadata"]["agentloop"]["sessionId"]
-            elif kind == "TEXT_MESSAGE_CONTENT" and first is None:
-                first = time.perf_counter()
-            elif kind == "RUN_FINISHED":
-                ended, finish = time.perf_counter(), event["result"]["finishReason"]
-            elif kind == "RUN_ERROR":
-                finish = f"RUN_ERROR {event.get('code')}"
-    if ended is None or finish != "success":
-        level.errors[finish] += 1
-        return session
-    level.record(started, first, ended)
-    return session
+    body: dict[str, object] = {"threadId": thread, "runId": uuid.uuid4().hex, "state": {}, "tools": [], "context": [],
+                               "forwardedProps": {}, "messages": [{"id": uuid.uuid4().hex, "role": "user", "content": QUESTION}]}
+
+    def read(event: dict[str, Any], turn: Streamed) -> None:
+        kind = event["type"]
+        if kind == "RUN_STARTED":
+            turn.session = event["metadata"]["agentloop"]["sessionId"]
+        elif kind == "TEXT_MESSAGE_CONTENT":
+            turn.piece()
+        elif kind == "RUN_FINISHED":
+            turn.end(event["result"]["finishReason"])
+        elif kind == "RUN_ERROR":
+            turn.finish = f"RUN_ERROR {event.get('code')}"
+
+    headers = {**headers, "Accept": "text/event-stream"}
+    return await streamed_turn(http, f"{base}/agui/run", body, headers, level, Streamed(session, "no RUN_FINISHED"), read)
 
 
 class McpSession:
