@@ -21,6 +21,7 @@ from agentloop._names import MESSAGE_ID_RULE, is_message_id, new_id
 from agentloop.context import IncomingMessage, Session
 from agentloop.messages import Role
 from agentloop.scopes import Scope, approval_scope, history_scope
+from agentloop.serve.admin import admin_routes
 from agentloop.serve.auth import Caller, Tokens, load_tokens
 from agentloop.serve.errors import ApiError
 from agentloop.serve.headers import SecurityHeaders
@@ -73,6 +74,7 @@ def create_app(settings: ServeSettings) -> Starlette:
         Route("/v1/sessions/{session_id}/feedback", api(server, _feedback), methods=["POST"]),
         Route("/v1/sessions/{session_id}/approvals/{approval_id}", api(server, _decide), methods=["POST"]),
         Route("/v1/sessions/{session_id}/end", api(server, _end), methods=["POST"]),
+        *admin_routes(server),
         *(route for protocol in protocols for route in protocol.routes),
         Mount("/static", StaticFiles(directory=STATIC, check_dir=False), name="static"),
     ]
