@@ -95,11 +95,14 @@ async def _http_error(request: Request, error: Exception) -> Response:
 
 
 def _session(server: Server, request: Request, caller: Caller) -> Session:
-    """The caller's session named in the path; another caller's (or an unknown) id is 404, the same answer for both."""
+    """The caller's session named in the path; another caller's (or an unknown) id is 404, the same answer for both,
+    and 503 while an admin erases its user (nothing of it is read or written until the erase is done)."""
     session_id = request.path_params["session_id"]
     if not server.tokens.owns(caller, session_id):
         raise ApiError(404, "not_found", f"there is no session {session_id!r} for this token; start one with POST /v1/sessions")
-    return caller.session(session_id)
+    session = caller.session(session_id)
+    server.refuse_if_erasing(session)
+    return session
 
 
 async def _page(request: Request) -> Response:

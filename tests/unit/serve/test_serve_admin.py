@@ -17,6 +17,7 @@ from agentloop.adapters import open_stores
 from agentloop.messages import Finished, StreamEvent, TextDelta
 from agentloop.privacy import Subject
 from agentloop.serve import Caller, TokenFileError, load_tokens
+from worker_kit import with_worker
 from serve_kit import ACME_ADMIN, ALICE, BOB, CAROL, SUPPORT_ADMIN, auth, client, new_session, settings
 
 
@@ -30,13 +31,13 @@ async def _history(http: httpx.AsyncClient, token: str, session: str) -> list[st
     return [message["text"] for message in reply.json()["messages"]]
 
 
-def _kept(stores: str, subject: Subject) -> list[dict[str, Any]]:
+def _kept(stores: str, subject: Subject, bot: str = "bot") -> list[dict[str, Any]]:
     """Everything the stores keep about `subject`, read on their own connections."""
 
     async def read(opened: Any) -> list[dict[str, Any]]:
         return [record async for record in opened.export(subject, actor="test")]
 
-    with open_stores(stores) as opened:
+    with open_stores(stores, bot=bot) as opened:
         return asyncio.run(read(opened))
 
 
@@ -200,3 +201,26 @@ def test_an_admin_erase_waits_for_the_users_turn_in_flight_refuses_new_ones_and_
     assert seen["again"].status_code == 200  # once the erase is done, alice talks again (a new turn, stored as any)
     left = [record for record in _kept(served.stores, Subject.user("alice", org_id="acme")) if "again" not in json.dumps(record)]
     assert left == []
+
+
+def test_with_workers_an_admin_erase_removes_the_users_finished_inbox_messages_and_export_lists_them_first(
+    tmp_path: Path, postgres_url: str,
+) -> None:
+    served = settings(tmp_path, stores=postgres_url, bot="helper", turn_timeout=20.0)
+    assert served.uses_inbox
+
+    async def body(inbox: Any, channel: Any) -> list[httpx.Response]:
+        async with client(served) as http:
+            for token in (ALICE, BOB):
+                assert (await _say(http, token, await new_session(http, token), f"inboxword of {token[:5]}")).status_code == 200
+            exported = await http.get("/v1/admin/users/alice/export", headers=auth(ACME_ADMIN))
+            erased = await http.delete("/v1/admin/users/alice", headers=auth(ACME_ADMIN))
+            again = await http.get("/v1/admin/users/alice/export", headers=auth(ACME_ADMIN))
+            bob = await http.get("/v1/admin/users/bob/export?org=globex", headers=auth(ACME_ADMIN))
+            return [exported, erased, again, bob]
+
+    exported, erased, again, bob = asyncio.run(with_worker(postgres_url, body))
+    assert [record["message"]["text"] for record in exported.json() if record["store"] == "inbox"] == ["inboxword of alice"]
+    assert erased.status_code == 200 and erased.json()["erased"]["inbox"] == 1 and erased.json()["erased"]["sessions"] > 0
+    assert again.json() == [] and bob.status_code == 403
+    assert "inboxword of bob" in json.dumps(_kept(postgres_url, Subject.user("bob", org_id="globex"), bot="helper"))
