@@ -133,7 +133,7 @@ async def _ready(server: Server, request: Request) -> Response:
 
 async def _me(server: Server, request: Request, caller: Caller) -> Response:
     tenant = {"org": caller.org, "team": caller.team, "project": caller.project}
-    return JSONResponse({"user": caller.user, "tenant": tenant})
+    return JSONResponse({"user": caller.user, "tenant": tenant, "role": "admin" if caller.admin else "user"})
 
 
 async def _new_session(server: Server, request: Request, caller: Caller) -> Response:

@@ -125,7 +125,7 @@ OPENAPI: dict[str, Any] = {
             "get": {
                 "summary": "who the token stands for",
                 "security": _BEARER,
-                "responses": {"200": _json({"type": "object"}, "{user, tenant: {org, team, project}}"), **_errors()},
+                "responses": {"200": _json({"type": "object"}, "{user, tenant: {org, team, project}, role: user or admin}"), **_errors()},
             }
         },
         "/v1/sessions": {

@@ -80,6 +80,14 @@ def test_an_admin_administers_its_own_chain_and_those_below_it_only(
     assert admin.administers(*chain) is administers
 
 
+def test_me_tells_an_admin_token_its_role(tmp_path: Path) -> None:
+    async def body() -> httpx.Response:
+        async with client(settings(tmp_path)) as http:
+            return await http.get("/v1/me", headers=auth(SUPPORT_ADMIN))
+
+    assert asyncio.run(body()).json() == {"user": "lead", "tenant": {"org": "acme", "team": "support", "project": None}, "role": "admin"}
+
+
 def test_admin_routes_refuse_a_user_token_and_an_admin_of_another_chain_with_403(tmp_path: Path) -> None:
     served = settings(tmp_path)
 
