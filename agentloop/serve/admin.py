@@ -1,4 +1,5 @@
-"""The admin routes: erase and export a user's data over HTTP, for a token whose role is admin, within its tenant chain.
+"""The admin routes: erase and export a user's (or a session's) data over HTTP, for a token whose role is admin,
+within its tenant chain.
 
 An erase holds the user's sessions while it runs: no turn of theirs starts (503, `Retry-After`), the turns already
 running finish, their captured tool executions are written, and only then are the stores erased, so a turn in flight
@@ -33,14 +34,18 @@ _log = get_logger("agentloop.serve")
 def admin_routes(server: Server) -> list[Route]:
     """The admin routes under /v1/admin, behind the token like the rest of the API."""
     return [
-        Route("/v1/admin/users/{user}", api(server, _erase_user), methods=["DELETE"]),
-        Route("/v1/admin/users/{user}/export", api(server, _export_user), methods=["GET"]),
+        Route("/v1/admin/users/{user}", api(server, _erase), methods=["DELETE"]),
+        Route("/v1/admin/users/{user}/export", api(server, _export), methods=["GET"]),
+        Route("/v1/admin/sessions/{session_id}", api(server, _erase), methods=["DELETE"]),
+        Route("/v1/admin/sessions/{session_id}/export", api(server, _export), methods=["GET"]),
     ]
 
 
 def _subject(request: Request, caller: Caller) -> Subject:
-    """The user the path names within the chain the query names (each layer defaults to the admin's own);
-    403 for a token that is no admin or an admin of another chain, the same answer whoever the user is."""
+    """The user or session the path names within the chain the query names (each layer defaults to the admin's own);
+    403 for a token that is no admin or an admin of another chain, the same answer whoever the subject is.
+
+    A session is known by its org alone, so only an admin of a whole org (or of every chain) names one."""
     if not caller.admin:
         raise ApiError(403, "forbidden", "this token is not an administrator; the token file gives a token role = \"admin\"")
     query = request.query_params
@@ -48,10 +53,14 @@ def _subject(request: Request, caller: Caller) -> Subject:
     if not caller.administers(*chain):
         raise ApiError(403, "forbidden", "this token administers its own tenant chain and those below it only; ask within it")
     org, team, project = chain
-    return Subject.user(request.path_params["user"], org_id=org, team_id=team, project_id=project)
+    if "session_id" not in request.path_params:
+        return Subject.user(request.path_params["user"], org_id=org, team_id=team, project_id=project)
+    if team is not None or project is not None:
+        raise ApiError(403, "forbidden", "a session is erased or exported by an admin of its whole org; erase its user instead")
+    return Subject.session(request.path_params["session_id"], org_id=org)
 
 
-async def _erase_user(server: Server, request: Request, caller: Caller) -> Response:
+async def _erase(server: Server, request: Request, caller: Caller) -> Response:
     subject = _subject(request, caller)
     counts = await erase_held(server, subject, actor=caller.actor)
     return JSONResponse({"erased": counts, "total": sum(counts.values())})
@@ -91,7 +100,7 @@ async def _drain(note_taking: NoteTaking) -> None:
         ) from error
 
 
-async def _export_user(server: Server, request: Request, caller: Caller) -> Response:
+async def _export(server: Server, request: Request, caller: Caller) -> Response:
     subject = _subject(request, caller)
     bot = server.running
     records = bot.stores.export(subject, actor=caller.actor)

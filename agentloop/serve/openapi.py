@@ -38,13 +38,17 @@ _TURN = {
     },
 }
 _BEARER: list[dict[str, list[str]]] = [{"bearer": []}]
-_ADMIN_USER = [
-    {"name": "user", "in": "path", "required": True, "schema": {"type": "string"}},
-    *(
-        {"name": layer, "in": "query", "required": False, "schema": {"type": "string"}, "description": f"the {layer} (default: the admin's own)"}
-        for layer in ("org", "team", "project")
-    ),
-]
+_LAYERS: dict[str, dict[str, Any]] = {
+    layer: {"name": layer, "in": "query", "required": False, "schema": {"type": "string"}, "description": f"the {layer} (default: the admin's own)"}
+    for layer in ("org", "team", "project")
+}
+_ADMIN_USER = [{"name": "user", "in": "path", "required": True, "schema": {"type": "string"}}, *_LAYERS.values()]
+_ADMIN_SESSION = [_SESSION, _LAYERS["org"]]
+_ERASED = _json(
+    {"type": "object", "properties": {"erased": {"type": "object", "additionalProperties": {"type": "integer"}}, "total": {"type": "integer"}}},
+    "the rows removed per store, and in all",
+)
+_EXPORTED = _json({"type": "array", "items": {"type": "object"}}, "the records, each with store and kind (docs/privacy.md)")
 
 OPENAPI: dict[str, Any] = {
     "openapi": "3.1.0",
@@ -193,13 +197,7 @@ OPENAPI: dict[str, Any] = {
                 "summary": "erase everything kept about the user in the chain given (an admin's token; audited)",
                 "security": _BEARER,
                 "parameters": _ADMIN_USER,
-                "responses": {
-                    "200": _json(
-                        {"type": "object", "properties": {"erased": {"type": "object", "additionalProperties": {"type": "integer"}}, "total": {"type": "integer"}}},
-                        "the rows removed per store, and in all",
-                    ),
-                    **_errors("403"),
-                },
+                "responses": {"200": _ERASED, **_errors("403")},
             }
         },
         "/v1/admin/users/{user}/export": {
@@ -207,10 +205,23 @@ OPENAPI: dict[str, Any] = {
                 "summary": "everything kept about the user in the chain given, as a streamed JSON array of records (an admin's token; audited)",
                 "security": _BEARER,
                 "parameters": _ADMIN_USER,
-                "responses": {
-                    "200": _json({"type": "array", "items": {"type": "object"}}, "the records, each with store and kind (docs/privacy.md)"),
-                    **_errors("403"),
-                },
+                "responses": {"200": _EXPORTED, **_errors("403")},
+            }
+        },
+        "/v1/admin/sessions/{session_id}": {
+            "delete": {
+                "summary": "erase everything kept about the session in the org given (an admin of the whole org; audited)",
+                "security": _BEARER,
+                "parameters": _ADMIN_SESSION,
+                "responses": {"200": _ERASED, **_errors("403")},
+            }
+        },
+        "/v1/admin/sessions/{session_id}/export": {
+            "get": {
+                "summary": "everything kept about the session in the org given, as a streamed JSON array (an admin of the whole org; audited)",
+                "security": _BEARER,
+                "parameters": _ADMIN_SESSION,
+                "responses": {"200": _EXPORTED, **_errors("403")},
             }
         },
     },

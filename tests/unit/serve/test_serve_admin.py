@@ -232,3 +232,30 @@ def test_with_workers_an_admin_erase_removes_the_users_finished_inbox_messages_a
     assert erased.status_code == 200 and erased.json()["erased"]["inbox"] == 1 and erased.json()["erased"]["sessions"] > 0
     assert again.json() == [] and bob.status_code == 403
     assert "inboxword of bob" in json.dumps(_kept(postgres_url, Subject.user("bob", org_id="globex"), bot="helper"))
+
+
+def test_an_org_admin_erases_and_exports_one_session_and_a_team_admin_may_not(tmp_path: Path) -> None:
+    served = settings(tmp_path)
+
+    async def body() -> dict[str, Any]:
+        async with client(served) as http:
+            gone, kept = await new_session(http, ALICE), await new_session(http, ALICE)
+            for session, text in ((gone, "sessionword gone"), (kept, "sessionword kept")):
+                assert (await _say(http, ALICE, session, text)).status_code == 200
+            return {
+                "team": await http.delete(f"/v1/admin/sessions/{gone}", headers=auth(SUPPORT_ADMIN)),
+                "user": await http.delete(f"/v1/admin/sessions/{gone}", headers=auth(ALICE)),
+                "other_org": await http.delete(f"/v1/admin/sessions/{gone}?org=globex", headers=auth(ACME_ADMIN)),
+                "exported": await http.get(f"/v1/admin/sessions/{gone}/export", headers=auth(ACME_ADMIN)),
+                "erased": await http.delete(f"/v1/admin/sessions/{gone}", headers=auth(ACME_ADMIN)),
+                "histories": [await _history(http, ALICE, session) for session in (gone, kept)],
+            }
+
+    seen = asyncio.run(body())
+    assert [seen[name].status_code for name in ("team", "user", "other_org")] == [403, 403, 403]
+    assert sorted(record["content"] for record in seen["exported"].json() if record["store"] == "sessions") == [
+        "echo: sessionword gone", "sessionword gone",
+    ]
+    assert seen["erased"].status_code == 200 and seen["erased"].json()["erased"]["sessions"] == 2
+    assert seen["histories"] == [[], ["sessionword kept", "echo: sessionword kept"]]
+    assert [(record.action, record.subject["kind"]) for record in _audit(served.stores)] == [("export", "session"), ("erase", "session")]
