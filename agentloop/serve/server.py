@@ -71,10 +71,10 @@ class Server:
         return self.bot
 
     def refuse_if_erasing(self, session: Session) -> None:
-        """503 (`Retry-After`) when an erase running now covers `session`: no turn of it starts until the erase is done."""
+        """503 (`Retry-After`) when an erase running now covers `session`: nothing of it starts until the erase is done."""
         if any(subject.matches(history_scope(session)) for subject in self.erasing):
             raise ApiError(
-                503, "erasing", "this user's data is being erased just now; send the message again in a moment",
+                503, "erasing", "this user's data is being erased just now; send the same request again in a moment",
                 headers={"Retry-After": "1"},
             )
 

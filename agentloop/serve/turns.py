@@ -52,8 +52,8 @@ class StartedTurn:
 async def start_turn(
     server: Server, session: Session, incoming: IncomingMessage, message_id: str, *, given: bool = False
 ) -> StartedTurn:
-    """Run (or submit) the turn of `incoming` in `session`; refusals (409 under the reject policy, 422) are raised here,
-    before a client's stream opens.
+    """Run (or submit) the turn of `incoming` in `session`; refusals (409 under the reject policy, 422, 503 while an
+    admin erases the session's user) are raised here, before a client's stream opens.
 
     A message id the client `given` that this server already answered (the same session and message) gets the
     stored outcome again, not a second turn; under another session or message it is refused (422)."""
