@@ -28,6 +28,8 @@ from agentloop.testing.http import ScriptedServer, completion, free_port, wait_u
 from systems import StandardPipeline, standard_pipeline
 
 ALICE, BOB, CAROL = "alice-token-0123456789", "bob-token-0123456789ab", "carol-token-0123456789"
+ACME_ADMIN, SUPPORT_ADMIN = "acme-admin-token-0123456789", "support-admin-token-0123456"
+"""Admins (role = "admin") of the org acme and of its team support."""
 TOKENS = f"""
 secret = "a-test-secret-of-enough-length"
 
@@ -47,6 +49,19 @@ token = "{CAROL}"
 user = "alice"
 org = "acme"
 team = "sales"
+
+[[tokens]]
+token = "{ACME_ADMIN}"
+user = "root"
+org = "acme"
+role = "admin"
+
+[[tokens]]
+token = "{SUPPORT_ADMIN}"
+user = "lead"
+org = "acme"
+team = "support"
+role = "admin"
 """
 
 

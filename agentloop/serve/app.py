@@ -22,6 +22,7 @@ from agentloop.adapters.retention import pruning
 from agentloop.context import IncomingMessage, Session
 from agentloop.messages import Role
 from agentloop.scopes import Scope, approval_scope, history_scope
+from agentloop.serve.admin import admin_routes
 from agentloop.serve.auth import Caller, Tokens, load_tokens
 from agentloop.serve.errors import ApiError
 from agentloop.serve.headers import SecurityHeaders
@@ -75,6 +76,7 @@ def create_app(settings: ServeSettings) -> Starlette:
         Route("/v1/sessions/{session_id}/feedback", api(server, _feedback), methods=["POST"]),
         Route("/v1/sessions/{session_id}/approvals/{approval_id}", api(server, _decide), methods=["POST"]),
         Route("/v1/sessions/{session_id}/end", api(server, _end), methods=["POST"]),
+        *admin_routes(server),
         *(route for protocol in protocols for route in protocol.routes),
         Mount("/static", StaticFiles(directory=STATIC, check_dir=False), name="static"),
     ]
@@ -95,11 +97,14 @@ async def _http_error(request: Request, error: Exception) -> Response:
 
 
 def _session(server: Server, request: Request, caller: Caller) -> Session:
-    """The caller's session named in the path; another caller's (or an unknown) id is 404, the same answer for both."""
+    """The caller's session named in the path; another caller's (or an unknown) id is 404, the same answer for both,
+    and 503 while an admin erases its user (nothing of it is read or written until the erase is done)."""
     session_id = request.path_params["session_id"]
     if not server.tokens.owns(caller, session_id):
         raise ApiError(404, "not_found", f"there is no session {session_id!r} for this token; start one with POST /v1/sessions")
-    return caller.session(session_id)
+    session = caller.session(session_id)
+    server.refuse_if_erasing(session)
+    return session
 
 
 async def _page(request: Request) -> Response:
@@ -130,7 +135,7 @@ async def _ready(server: Server, request: Request) -> Response:
 
 async def _me(server: Server, request: Request, caller: Caller) -> Response:
     tenant = {"org": caller.org, "team": caller.team, "project": caller.project}
-    return JSONResponse({"user": caller.user, "tenant": tenant})
+    return JSONResponse({"user": caller.user, "tenant": tenant, "role": "admin" if caller.admin else "user"})
 
 
 async def _new_session(server: Server, request: Request, caller: Caller) -> Response:

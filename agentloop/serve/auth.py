@@ -29,14 +29,32 @@ _MAC_CHARS = 32
 _log = get_logger("agentloop.serve")
 
 
+ROLES = ("user", "admin")
+"""A token's roles: a user's token talks to the bot; an admin's may also erase and export the data of the users
+of its tenant chain (and of the chains below it)."""
+
+
 @attrs.frozen
 class Caller:
-    """The user and tenant chain a token stands for."""
+    """The user and tenant chain a token stands for, and whether it administers that chain."""
 
     user: str
     org: str | None = None
     team: str | None = None
     project: str | None = None
+    admin: bool = False
+
+    def administers(self, org: str | None, team: str | None, project: str | None) -> bool:
+        """True when this caller is an admin and the chain `org`/`team`/`project` is its own or below it: the same
+        down to the admin's narrowest layer (an org's admin has every team of the org; an admin naming none, all)."""
+        mine, theirs = (self.org, self.team, self.project), (org, team, project)
+        depth = max((number for number, layer in enumerate(mine, 1) if layer is not None), default=0)
+        return self.admin and mine[:depth] == theirs[:depth]
+
+    @property
+    def actor(self) -> str:
+        """Who this caller is in the audit log: its user and chain (never its token), e.g. `serve:root@acme/-/-`."""
+        return f"serve:{self.user}@{'/'.join(layer or '-' for layer in (self.org, self.team, self.project))}"
 
     def session(self, session_id: str) -> Session:
         """The `Session` of `session_id` for this caller: its chain and user come from the token alone."""
@@ -126,9 +144,12 @@ def _entry(path: str, number: int, entry: Any) -> tuple[str, Caller]:
         raise TokenFileError(path, f"token #{number} needs exactly one of token or sha256")
     if not isinstance(user, str) or not user:
         raise TokenFileError(path, f"token #{number} needs a user (a non-empty string)")
-    unknown = set(entry) - {"token", "sha256", "user", "org", "team", "project"}
+    unknown = set(entry) - {"token", "sha256", "user", "org", "team", "project", "role"}
     if unknown:
-        raise TokenFileError(path, f"token #{number} has unknown keys {sorted(unknown)}; use token, sha256, user, org, team, project")
+        raise TokenFileError(path, f"token #{number} has unknown keys {sorted(unknown)}; use token, sha256, user, org, team, project, role")
+    role = entry.get("role", "user")
+    if role not in ROLES:
+        raise TokenFileError(path, f"token #{number}: role must be one of {', '.join(ROLES)}, not {role!r}")
     chain = {layer: entry.get(layer) for layer in ("org", "team", "project")}
     if any(value is not None and (not isinstance(value, str) or not value) for value in chain.values()):
         raise TokenFileError(path, f"token #{number}: org, team and project are non-empty strings when given")
@@ -138,4 +159,4 @@ def _entry(path: str, number: int, entry: Any) -> tuple[str, Caller]:
         digest = token_digest(token)
     elif not isinstance(digest, str) or len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest.lower()):
         raise TokenFileError(path, f"token #{number}: sha256 must be 64 hex digits (sha256sum of the token)")
-    return digest.lower(), Caller(user, chain["org"], chain["team"], chain["project"])
+    return digest.lower(), Caller(user, chain["org"], chain["team"], chain["project"], admin=role == "admin")

@@ -16,12 +16,14 @@ def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
 def _errors(*statuses: str) -> dict[str, Any]:
     meanings = {
         "401": "no valid bearer token (code unauthorized)",
+        "403": "the token is not an administrator, or not of the chain asked (code forbidden)",
         "404": "no such session (or approval) for this token (code not_found)",
         "413": "the body is larger than the server's limit (code too_large)",
         "422": "bad JSON, a missing or mistyped field, or a message too long (code invalid)",
         "429": "this token's rate limit; the Retry-After header says how many seconds to wait (code rate_limited)",
         "503": "the bot's database cannot be reached (or the server is starting); the Retry-After header says how many "
-        "seconds to wait before sending the same request again (code unavailable)",
+        "seconds to wait before sending the same request again (code unavailable; code erasing while an admin erases "
+        "this user's data)",
     }
     return {status: _json(_ref("Error"), meanings[status]) for status in ("401", "429", *statuses, "503")}
 
@@ -36,6 +38,17 @@ _TURN = {
     },
 }
 _BEARER: list[dict[str, list[str]]] = [{"bearer": []}]
+_LAYERS: dict[str, dict[str, Any]] = {
+    layer: {"name": layer, "in": "query", "required": False, "schema": {"type": "string"}, "description": f"the {layer} (default: the admin's own)"}
+    for layer in ("org", "team", "project")
+}
+_ADMIN_USER = [{"name": "user", "in": "path", "required": True, "schema": {"type": "string"}}, *_LAYERS.values()]
+_ADMIN_SESSION = [_SESSION, _LAYERS["org"]]
+_ERASED = _json(
+    {"type": "object", "properties": {"erased": {"type": "object", "additionalProperties": {"type": "integer"}}, "total": {"type": "integer"}}},
+    "the rows removed per store, and in all",
+)
+_EXPORTED = _json({"type": "array", "items": {"type": "object"}}, "the records, each with store and kind (docs/privacy.md)")
 
 OPENAPI: dict[str, Any] = {
     "openapi": "3.1.0",
@@ -116,7 +129,7 @@ OPENAPI: dict[str, Any] = {
             "get": {
                 "summary": "who the token stands for",
                 "security": _BEARER,
-                "responses": {"200": _json({"type": "object"}, "{user, tenant: {org, team, project}}"), **_errors()},
+                "responses": {"200": _json({"type": "object"}, "{user, tenant: {org, team, project}, role: user or admin}"), **_errors()},
             }
         },
         "/v1/sessions": {
@@ -177,6 +190,38 @@ OPENAPI: dict[str, Any] = {
                     {"type": "object", "properties": {"success": {"type": "boolean", "default": True}}}, "optional: whether the session succeeded"
                 ),
                 "responses": {"200": _json({"type": "object"}, "{status, reason} of distillation"), **_errors("404", "413", "422")},
+            }
+        },
+        "/v1/admin/users/{user}": {
+            "delete": {
+                "summary": "erase everything kept about the user in the chain given (an admin's token; audited)",
+                "security": _BEARER,
+                "parameters": _ADMIN_USER,
+                "responses": {"200": _ERASED, **_errors("403")},
+            }
+        },
+        "/v1/admin/users/{user}/export": {
+            "get": {
+                "summary": "everything kept about the user in the chain given, as a streamed JSON array of records (an admin's token; audited)",
+                "security": _BEARER,
+                "parameters": _ADMIN_USER,
+                "responses": {"200": _EXPORTED, **_errors("403")},
+            }
+        },
+        "/v1/admin/sessions/{session_id}": {
+            "delete": {
+                "summary": "erase everything kept about the session in the org given (an admin of the whole org; audited)",
+                "security": _BEARER,
+                "parameters": _ADMIN_SESSION,
+                "responses": {"200": _ERASED, **_errors("403")},
+            }
+        },
+        "/v1/admin/sessions/{session_id}/export": {
+            "get": {
+                "summary": "everything kept about the session in the org given, as a streamed JSON array (an admin of the whole org; audited)",
+                "security": _BEARER,
+                "parameters": _ADMIN_SESSION,
+                "responses": {"200": _EXPORTED, **_errors("403")},
             }
         },
     },

@@ -13,9 +13,12 @@ from agentloop._log import get_logger
 from agentloop.adapters import Stores, open_note_taking, open_stores
 from agentloop.adapters.stores import open_replies
 from agentloop.bots import BotError, apply_budgets, built_pipeline, open_bot, pipeline_note_taking
+from agentloop.context import Session
 from agentloop.loop import AgentLoop
 from agentloop.notes import IdleSessions, NoteTaking
 from agentloop.ports.replies import Replies
+from agentloop.privacy import Subject
+from agentloop.scopes import history_scope
 from agentloop.serve.auth import Tokens
 from agentloop.serve.channel import HttpChannel
 from agentloop.serve.errors import ApiError
@@ -40,8 +43,9 @@ class Bot:
 
 @attrs.define
 class Gate:
-    """One session's turn at a time in this server: the lock, and how many requests hold or await it."""
+    """One session's turn at a time in this server: the session, the lock, and how many requests hold or await it."""
 
+    session: Session
     lock: asyncio.Lock = attrs.Factory(asyncio.Lock)
     users: int = 0
 
@@ -57,12 +61,22 @@ class Server:
     bot: Bot | None = None
     gates: dict[str, Gate] = attrs.Factory(dict)
     turns: set[asyncio.Task[Any]] = attrs.Factory(set)
+    erasing: list[Subject] = attrs.Factory(list)
+    """The subjects an admin is erasing now: their sessions start no turn until it is done."""
 
     @property
     def running(self) -> Bot:
         if self.bot is None:
             raise ApiError(503, "starting", "the server is starting or stopping; try again in a moment")
         return self.bot
+
+    def refuse_if_erasing(self, session: Session) -> None:
+        """503 (`Retry-After`) when an erase running now covers `session`: nothing of it starts until the erase is done."""
+        if any(subject.matches(history_scope(session)) for subject in self.erasing):
+            raise ApiError(
+                503, "erasing", "this user's data is being erased just now; send the same request again in a moment",
+                headers={"Retry-After": "1"},
+            )
 
 
 @asynccontextmanager

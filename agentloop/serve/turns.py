@@ -52,12 +52,13 @@ class StartedTurn:
 async def start_turn(
     server: Server, session: Session, incoming: IncomingMessage, message_id: str, *, given: bool = False
 ) -> StartedTurn:
-    """Run (or submit) the turn of `incoming` in `session`; refusals (409 under the reject policy, 422) are raised here,
-    before a client's stream opens.
+    """Run (or submit) the turn of `incoming` in `session`; refusals (409 under the reject policy, 422, 503 while an
+    admin erases the session's user) are raised here, before a client's stream opens.
 
     A message id the client `given` that this server already answered (the same session and message) gets the
     stored outcome again, not a second turn; under another session or message it is refused (422)."""
     bot = server.running
+    server.refuse_if_erasing(session)
     if bot.loop is None:
         key = await _submit(bot, session, incoming, message_id)
 
@@ -74,7 +75,7 @@ async def _start_here(
     """The turn run by this server's loop, one per session at a time (the session's `Gate`)."""
     if loop.mid_turn is MidTurnPolicy.REJECT and session.id in server.gates:
         raise TurnInProgressError(session.id)
-    gate = server.gates.setdefault(session.id, Gate())
+    gate = server.gates.setdefault(session.id, Gate(session))
     gate.users += 1
 
     def leave() -> None:
@@ -85,6 +86,7 @@ async def _start_here(
     held = False
     try:
         held = await gate.lock.acquire()  # the session's channel listener is this request's until its turn ends
+        server.refuse_if_erasing(session)  # an erase began while this request waited behind the session's turn
         stored = await _stored_reply(bot, session, incoming, message_id) if given else None
     except BaseException:
         if held:

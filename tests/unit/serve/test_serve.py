@@ -50,7 +50,7 @@ def test_me_tells_the_user_and_tenant_of_the_token(tmp_path: Path) -> None:
         async with client(settings(tmp_path)) as http:
             return await http.get("/v1/me", headers=auth(ALICE))
 
-    assert asyncio.run(body()).json() == {"user": "alice", "tenant": {"org": "acme", "team": "support", "project": None}}
+    assert asyncio.run(body()).json() == {"user": "alice", "tenant": {"org": "acme", "team": "support", "project": None}, "role": "user"}
 
 
 def test_a_message_gets_the_reply_as_json_and_lands_in_the_history(tmp_path: Path) -> None:
