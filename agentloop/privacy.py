@@ -176,6 +176,9 @@ async def resolve(stores: Stores, subject: Subject) -> Subject:
     notes = frozenset(
         [int(record["note_id"]) async for record in stores.trajectories.export(subject) if record.get("kind") == "distilled"]
     )
+    if notes:  # a distilled row names its session only: keep the notes of the subject's company and org
+        named = attrs.evolve(subject, notes=notes)
+        notes = frozenset([int(record["id"]) async for record in stores.knowledge.export(named) if record.get("kind") == "note"])
     return attrs.evolve(subject, tasks=tasks, notes=notes)
 
 

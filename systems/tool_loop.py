@@ -421,8 +421,10 @@ class ToolLoopSystem(System):
         turn.messages = list(taken.messages)
         call = taken.call
         found = self.tools.get(call.name)
-        if decision.approved or (found is not None and found.nested_approval):
-            turn.resumes = attrs.evolve(decision, approval_id=decision.approval_id.removesuffix(f".{call.name}"))
+        # only a call held back inside the tool has an id ending ".<tool>"; the tool's own approval is decided here
+        nested = found is not None and found.nested_approval and decision.approval_id.endswith(f".{call.name}")
+        if decision.approved or nested:
+            turn.resumes = attrs.evolve(decision, approval_id=decision.approval_id.removesuffix(f".{call.name}")) if nested else None
             try:
                 runs = await self._run_step(turn, [call])
             finally:

@@ -35,6 +35,8 @@ SESSION_ONLY = Columns(None, None, session="session_id")
 """A table that names a row's session and nothing else of its chain (distilled trajectories, quarantine)."""
 NO_CHAIN = Columns(None, None)
 """A table whose rows belong to a subject only through the notes distilled from its sessions."""
+NOTES = Columns("company_id", "org_id")
+"""Knowledge items: a note belongs to a subject through its sessions, and only within the subject's company and org."""
 
 
 @attrs.frozen
@@ -100,7 +102,10 @@ def subject_clauses(
             for member, values in dialect.members(column, subject.sessions):
                 clauses.append((f"{member} AND {checked}{unnamed}", [*values, *chain_params]))
     if note_column is not None and subject.notes:
-        clauses.extend(dialect.members(note_column, subject.notes))
+        if chained:  # a note of another tenant's session of the same id is not the subject's
+            clauses.extend((f"{member} AND {chain}", [*values, *chain_params]) for member, values in dialect.members(note_column, subject.notes))
+        else:
+            clauses.extend(dialect.members(note_column, subject.notes))
     return clauses
 
 

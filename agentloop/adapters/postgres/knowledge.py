@@ -15,7 +15,7 @@ from psycopg.rows import dict_row
 from agentloop.adapters.postgres.embedders import KNOWLEDGE
 from agentloop.adapters.postgres.database import Database, on_database
 from agentloop.adapters.postgres.subjects import SubjectRows, Table
-from agentloop.adapters.subjects import NO_CHAIN, SCOPED
+from agentloop.adapters.subjects import NOTES, NO_CHAIN, SCOPED
 from agentloop.adapters.postgres.keywords import WORDS, keyword_step, websearch_text
 from agentloop.adapters.postgres.nearest import nearest
 from agentloop.adapters.postgres.schema import Schema, Step
@@ -34,7 +34,7 @@ TABLES = (
     Table("feedback", "note_feedback", SCOPED, "ctid", note_column="note_id"),
     Table("merge_suggestion", "merge_suggestions", NO_CHAIN, "ctid", note_column="first_id"),
     Table("merge_suggestion", "merge_suggestions", NO_CHAIN, "ctid", note_column="second_id"),
-    Table("note", "knowledge_items", NO_CHAIN, "id", note_column="id"),
+    Table("note", "knowledge_items", NOTES, "id", note_column="id"),
 )
 """What an erase or export of notes covers: the subject's sessions' retrievals (their queries) and
 feedback, and the notes distilled from those sessions with every row about them (docs/adr/0028)."""

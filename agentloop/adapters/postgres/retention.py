@@ -42,7 +42,8 @@ SCHEMA = Schema(
                 SET search_path FROM CURRENT AS $$
                 BEGIN
                     INSERT INTO history_activity VALUES ({_NEW_CHAIN}, now())
-                    ON CONFLICT ({SCOPE_COLUMNS_SQL}) DO UPDATE SET last_at = excluded.last_at;
+                    ON CONFLICT ({SCOPE_COLUMNS_SQL}) DO UPDATE SET last_at = excluded.last_at
+                    WHERE history_activity.last_at < excluded.last_at - interval '1 hour';  -- at most hourly: retention counts days
                     RETURN NEW;
                 END $$""",
                 "CREATE TRIGGER history_activity_on_append AFTER INSERT ON session_messages "

@@ -28,7 +28,12 @@ class EspeakSynthesizer:
             self.program, "-v", self.voice, "-s", str(self.words_per_minute), "--stdout",
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         )
-        wav, error = await process.communicate(text.encode("utf-8"))
+        try:
+            wav, error = await process.communicate(text.encode("utf-8"))
+        except BaseException:  # cancelled (a turn's deadline): the process does not outlive the call
+            process.kill()
+            await process.wait()
+            raise
         if process.returncode != 0 or not wav.startswith(b"RIFF"):
             said = error.decode("utf-8", "replace").strip() or f"exit status {process.returncode}"
             raise TransportError(f"the voice message could not be spoken ({ESPEAK}: {said})")

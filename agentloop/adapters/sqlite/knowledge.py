@@ -39,7 +39,7 @@ from agentloop.ports.vectors import Vectors
 from agentloop.scopes import Scope, sees_unchained_history
 from agentloop.adapters.sqlite.thread import OnItsThread
 from agentloop.adapters.sqlite.subjects import Table, delete_rows, export_page, export_rows
-from agentloop.adapters.subjects import NO_CHAIN, Columns
+from agentloop.adapters.subjects import Columns, NOTES, NO_CHAIN
 from agentloop.privacy import Subject
 
 _RELEASE_0_1 = (
@@ -119,7 +119,7 @@ TABLES = (
     Table("merge_suggestion", "merge_suggestions", NO_CHAIN, note_column="first_id"),
     Table("merge_suggestion", "merge_suggestions", NO_CHAIN, note_column="second_id"),
     Table("status_change", "note_status_changes", NO_CHAIN, note_column="note_id"),
-    Table("note", "knowledge_items", NO_CHAIN, note_column="id", key="id"),
+    Table("note", "knowledge_items", NOTES, note_column="id", key="id"),
 )
 """What an erase or export of notes covers: the subject's sessions' retrievals (their queries) and
 feedback, and the notes distilled from those sessions with every row about them (docs/adr/0028)."""

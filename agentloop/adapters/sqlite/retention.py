@@ -28,6 +28,8 @@ _NOW = "(julianday('now') - 2440587.5) * 86400.0"
 """The current time in seconds since the epoch, in SQL."""
 _CHAIN = f"json_array({SCOPE_COLUMNS_SQL})"
 _NEW_CHAIN = ", ".join(f"new.{column}" for column in SCOPE_COLUMNS_SQL.split(", "))
+ACTIVITY_STEP_S = 3600
+"""How stale a history's last-write time may be: it is moved on at most once an hour."""
 
 SCHEMA = Schema(
     "retention",
@@ -37,9 +39,11 @@ SCHEMA = Schema(
             (
                 f"CREATE TABLE history_activity (chain TEXT PRIMARY KEY, {SCOPE_COLUMNS_DDL}, last_at REAL NOT NULL)",
                 "CREATE INDEX history_activity_by_time ON history_activity (last_at)",
+                # written at most once an hour per history (retention counts days): a turn's append rarely pays for it
                 f"CREATE TRIGGER history_activity_on_append AFTER INSERT ON session_messages BEGIN "
-                f"INSERT OR REPLACE INTO history_activity (chain, {SCOPE_COLUMNS_SQL}, last_at) "
-                f"VALUES (json_array({_NEW_CHAIN}), {_NEW_CHAIN}, {_NOW}); END",
+                f"INSERT INTO history_activity (chain, {SCOPE_COLUMNS_SQL}, last_at) "
+                f"VALUES (json_array({_NEW_CHAIN}), {_NEW_CHAIN}, {_NOW}) ON CONFLICT (chain) DO UPDATE "
+                f"SET last_at = excluded.last_at WHERE excluded.last_at > history_activity.last_at + {ACTIVITY_STEP_S}; END",
                 f"INSERT INTO history_activity (chain, {SCOPE_COLUMNS_SQL}, last_at) "
                 f"SELECT {_CHAIN}, {SCOPE_COLUMNS_SQL}, {_NOW} FROM session_messages GROUP BY {SCOPE_COLUMNS_SQL}",
             ),

@@ -122,3 +122,25 @@ def test_erasing_a_user_removes_when_their_histories_were_last_written(tmp_path:
         asyncio.run(stores.erase(Subject.user("alice", company_id=CHAIN.company_id), actor="test"))
     with closing(sqlite3.connect(tmp_path / "bot.sqlite3")) as conn:
         assert [user for (user,) in conn.execute("SELECT scope_user FROM history_activity")] == ["bob"]
+
+
+def test_a_historys_last_write_time_moves_on_at_most_once_an_hour(tmp_path: Path) -> None:
+    """A turn's append does not rewrite the activity row each time: retention counts days, an hour is close enough."""
+    from agentloop import ChatMessage
+
+    scope = Scope(CHAIN.company_id, session_id="s", user_id="ada")
+
+    def last_at(set_to: float | None = None) -> float:
+        with closing(sqlite3.connect(tmp_path / "bot.sqlite3")) as conn, conn:
+            if set_to is not None:
+                conn.execute("UPDATE history_activity SET last_at = ?", (set_to,))
+            return float(conn.execute("SELECT last_at FROM history_activity").fetchone()[0])
+
+    with open_stores(tmp_path, embedder=HashingEmbedder(dim=64)) as stores:
+        asyncio.run(stores.sessions.append(scope, (ChatMessage.user("one"),)))
+        minutes_ago = last_at(set_to=last_at() - 600)
+        asyncio.run(stores.sessions.append(scope, (ChatMessage.user("two"),)))
+        assert last_at() == minutes_ago
+        hours_ago = last_at(set_to=minutes_ago - 7200)
+        asyncio.run(stores.sessions.append(scope, (ChatMessage.user("three"),)))
+        assert last_at() > hours_ago + 7000

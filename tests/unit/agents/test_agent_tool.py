@@ -198,3 +198,32 @@ def test_a_call_beside_the_one_a_child_holds_back_keeps_its_result_across_the_ap
     told = [m.content for m in parent_llm.requests[-1].messages if m.tool_call_id is not None]
     assert told == ["invoice 7: 40 euros", "Order 7 is refunded."]
     assert answered.require(TurnOutcome).assistant_text == "Refunded order 7 (40 euros)."
+
+
+@pytest.mark.parametrize("approve", [True, False])
+def test_an_agent_tool_that_needs_approval_itself_runs_the_child_once_approved_and_tells_a_denial(tmp_path: Path, approve: bool) -> None:
+    """The tool's own approval is the parent's to decide: approved, the child answers; denied, the model is told so."""
+    import attrs
+
+    from agentloop import IncomingMessage, Session, TurnOutcome
+    from agentloop.adapters import open_stores
+    from agentloop.agents import agent_tool
+    from agentloop.testing import RecordingChannel, ScriptedLLM
+    from systems import StandardOptions, standard_pipeline
+
+    options = StandardOptions(compaction=False)
+    with open_stores(tmp_path) as stores:
+        child_llm = ScriptedLLM(["child answer"])
+        child = standard_pipeline(child_llm, RecordingChannel(), stores=stores, tools=[], options=options)
+        billing = attrs.evolve(agent_tool("billing", "Billing questions.", child), requires_approval=True)
+        parent_llm = ScriptedLLM([ScriptedLLM.tool_call("billing", {"question": "q"}), "done"])
+        loop = standard_pipeline(parent_llm, RecordingChannel(), stores=stores, tools=[billing], options=options).build()
+        session = Session("s", user_id="ada")
+        asked = loop.run_turn_sync(session, IncomingMessage("go")).require(TurnOutcome).approval
+        assert asked is not None and asked.tool == "billing"
+        loop.run_turn_sync(session, IncomingMessage.approval(asked.approval_id, approved=approve))
+    told = [m.content for m in parent_llm.requests[-1].messages if m.tool_call_id is not None]
+    if approve:
+        assert told == ["child answer"] and len(child_llm.requests) == 1
+    else:
+        assert told == ["the user denied this call"] and child_llm.requests == []
