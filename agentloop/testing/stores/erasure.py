@@ -163,6 +163,15 @@ class ErasureTests(Backend):
         assert not run(stores.trajectories.is_distilled("hash-bob"))
 
 
+    def test_a_note_of_another_orgs_session_of_the_same_id_is_not_the_subjects(self, stores: Stores) -> None:
+        """A distilled row names its session only: another tenant's session with the same id keeps its note."""
+        run(remember(stores, CHAIN, "adaword"))
+        run(remember(stores, attrs.evolve(CHAIN, org_id="o2", user_id="eve"), "eveword"))
+        run(stores.erase(ADA, actor="admin"))
+        titles = [item.title for item in run(stores.knowledge.items())]
+        assert "eveword lesson" in titles and "adaword lesson" not in titles
+
+
 _word = st.text("abcdefghij", min_size=4, max_size=6).map(lambda w: f"q{w}z")
 
 

@@ -332,6 +332,11 @@ class MemoryKnowledgeRepository:
     def _retrieval_held(self, subject: Subject, r: Retrieval) -> bool:
         return r.note_id in subject.notes or (r.session is not None and subject.holds(r.session))
 
+    @staticmethod
+    def _ours(subject: Subject, note: KnowledgeItem) -> bool:
+        """A note of the subject's company and org (its sessions' notes may share ids with another tenant's)."""
+        return note.layer_ids.company_id == subject.company_id and note.layer_ids.org_id == subject.org_id
+
     async def erase(self, subject: Subject) -> int:
         with self.data.lock:
             kept = [r for r in self.data.retrievals if not self._retrieval_held(subject, r)]
@@ -349,7 +354,7 @@ class MemoryKnowledgeRepository:
     async def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
         with self.data.lock:
             retrievals = [r for r in self.data.retrievals if self._retrieval_held(subject, r)]
-            notes = [self.data.notes[i] for i in sorted(subject.notes) if i in self.data.notes]
+            notes = [self.data.notes[i] for i in sorted(subject.notes) if i in self.data.notes and self._ours(subject, self.data.notes[i])]
         for r in retrievals:
             yield {"kind": "retrieval", "note_id": r.note_id, "query": r.query, "session_id": r.session_id, "at": r.at.isoformat()}
         for note in notes:
