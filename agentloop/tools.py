@@ -75,8 +75,9 @@ class EnclosingTurn(Protocol):
         """Count an inner turn's model calls as this turn's: its usage and its budgets."""
         ...
 
-    def await_approval(self, request: ApprovalRequest) -> None:
-        """End this turn awaiting the user's decision on `request`, a call the inner turn holds back."""
+    def await_approval(self, request: ApprovalRequest) -> bool:
+        """End this turn awaiting the user's decision on `request`, a call the inner turn holds back; False
+        (nothing awaited) when another call of this turn already awaits one, as a turn awaits one at a time."""
         ...
 
     @property

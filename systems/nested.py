@@ -88,6 +88,8 @@ class NestedTurn:
         if self.budget is not None and calls:
             await self.budget.charge(self.turn.ctx, calls)
 
-    def await_approval(self, request: ApprovalRequest) -> None:
-        if self.turn.nested is None:
-            self.turn.nested = NestedApproval(self.call, request)
+    def await_approval(self, request: ApprovalRequest) -> bool:
+        if self.turn.nested is not None:
+            return False
+        self.turn.nested = NestedApproval(self.call, request)
+        return True

@@ -181,12 +181,16 @@ class _Agent:
         """End the calling turn awaiting its user's decision on what the task asks: the remote call (`tool` and
         `arguments` of the agent's data part) or its question; the task is kept under the approval's id."""
         approval_id = new_id()
-        self.waiting[approval_id] = _Waiting(progress.task_id, progress.context_id)
         asked = progress.asked
         shown = asked.get("arguments")
         arguments = shown if isinstance(shown, dict) else {"question": progress.said_text}
         name = asked.get("tool") if isinstance(asked.get("tool"), str) else tool
-        turn.await_approval(ApprovalRequest(approval_id, str(name), arguments, turn.session.id, "", datetime.now(UTC)))
+        if not turn.await_approval(ApprovalRequest(approval_id, str(name), arguments, turn.session.id, "", datetime.now(UTC))):
+            raise A2aAgentError(
+                f"the agent {self.card.name!r} asks the user: {progress.said_text}, but another call awaits the "
+                f"user's approval; ask again after it is decided"
+            )
+        self.waiting[approval_id] = _Waiting(progress.task_id, progress.context_id)
         return f"the agent {self.card.name!r} asks the user: {progress.said_text}"
 
     async def _follow(self, outgoing: Message) -> _Progress:

@@ -164,7 +164,11 @@ class _Agent:
         request = ctx.get(ApprovalRequest)
         parent = enclosing_turn()
         if request is not None and parent is not None:
-            parent.await_approval(request)
+            if not parent.await_approval(request):
+                raise AgentToolError(
+                    f"the agent {self.name!r} waits for the user's approval of {request.tool}, but another call awaits "
+                    f"the user's approval; ask again after it is decided"
+                )
             return f"the agent {self.name!r} waits for the user's approval of {request.tool}"
         outcome = ctx.turn_outcome
         if outcome is not None and outcome.assistant_text is not None and not outcome.fallback:

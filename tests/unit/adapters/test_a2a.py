@@ -170,3 +170,24 @@ def test_when_the_calling_turns_deadline_passes_the_remote_task_is_cancelled(tmp
         task = asyncio.run(fetched(url, cancelled["task_id"]))
     assert ctx.turn_outcome is not None and ctx.turn_outcome.finish_reason is FinishReason.DEADLINE
     assert task.status.state == TaskState.TASK_STATE_CANCELED
+
+
+class HeldTurn:
+    """A calling turn whose one approval another call already holds: it refuses the next."""
+
+    session = Session("s1", user_id="u1")
+
+    def await_approval(self, request: object) -> bool:
+        return False
+
+
+def test_a_task_asking_for_input_while_another_call_awaits_the_user_is_a_tool_error_and_keeps_no_task() -> None:
+    from a2a.types.a2a_pb2 import AgentCard
+
+    from agentloop.adapters.a2a import _Agent, _Progress
+
+    agent = _Agent(AgentCard(name="files"), {}, None, 1.0)
+    progress = _Progress(task_id="t1", context_id="c1", state=TaskState.TASK_STATE_INPUT_REQUIRED)
+    with pytest.raises(A2aAgentError, match="another call awaits the user's approval; ask again after it is decided"):
+        agent._result("files_chat", progress, HeldTurn())  # type: ignore[arg-type]
+    assert agent.waiting == {}

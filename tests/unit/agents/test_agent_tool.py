@@ -227,3 +227,29 @@ def test_an_agent_tool_that_needs_approval_itself_runs_the_child_once_approved_a
         assert told == ["child answer"] and len(child_llm.requests) == 1
     else:
         assert told == ["the user denied this call"] and child_llm.requests == []
+
+
+def test_a_second_agent_holding_back_an_approval_in_the_same_step_is_told_to_ask_again_not_lost(stores: Stores) -> None:
+    @tool(requires_approval=True)
+    def refund(order: int) -> str:
+        """Refund an order."""
+        return f"order {order} refunded"
+
+    def child(llm: ScriptedLLM) -> AgentLoop:
+        return standard_pipeline(llm, RecordingChannel(), stores=stores, tools=[refund], options=OPTIONS).build()
+
+    first_llm = ScriptedLLM([ScriptedLLM.tool_call("refund", {"order": 7}), "Order 7 is refunded."])
+    second_llm = ScriptedLLM([ScriptedLLM.tool_call("refund", {"order": 8})])
+    both = LlmReply(tool_calls=(
+        *ScriptedLLM.tool_call("billing", {"question": "refund order 7"}).tool_calls,
+        *ScriptedLLM.tool_call("returns", {"question": "refund order 8"}).tool_calls,
+    ))
+    parent_llm = ScriptedLLM([both, "Refunded order 7; order 8 next."])
+    tools = [agent_tool("billing", "Refunds.", child(first_llm)), agent_tool("returns", "Refunds.", child(second_llm))]
+    loop = standard_pipeline(parent_llm, RecordingChannel(), stores=stores, tools=tools, options=OPTIONS).build()
+    session = Session("s", user_id="ada")
+    asked = loop.run_turn_sync(session, IncomingMessage("refund orders 7 and 8")).require(TurnOutcome).approval
+    assert asked is not None and asked.arguments in ({"order": 7}, {"order": 8})
+    loop.run_turn_sync(session, IncomingMessage.approval(asked.approval_id, approved=True))
+    told = [m.content for m in parent_llm.requests[-1].messages if m.tool_call_id is not None]
+    assert len(told) == 2 and sum("another call awaits the user's approval; ask again after it is decided" in t for t in told) == 1
