@@ -16,9 +16,10 @@ from __future__ import annotations
 import asyncio
 import re
 import ssl
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator, Mapping
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import attrs
 import httpx
@@ -61,6 +62,9 @@ _POLL_SECONDS = 0.2
 _ENDED = frozenset({TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILED, TaskState.TASK_STATE_CANCELED,
                     TaskState.TASK_STATE_REJECTED})
 _PAUSED = frozenset({TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED})
+_V = TypeVar("_V")
+_REMEMBERED = 1024
+"""The calling sessions whose remote context, and the approvals whose task, an agent keeps (the most recent)."""
 _MESSAGE = "what to ask the agent, in words it understands alone"
 
 
@@ -139,8 +143,8 @@ class _Agent:
     def __init__(self, card: AgentCard, headers: Mapping[str, str], timeout: float | None, connect_timeout: float) -> None:
         self.card, self.headers, self.timeout, self.connect_timeout = card, dict(headers), timeout, connect_timeout
         self.tls = httpx.create_ssl_context()  # made once: making one is most of what opening an HTTP client costs
-        self.contexts: dict[str, str] = {}
-        self.waiting: dict[str, _Waiting] = {}
+        self.contexts: OrderedDict[str, str] = OrderedDict()
+        self.waiting: OrderedDict[str, _Waiting] = OrderedDict()
 
     async def call(self, tool: str, message: str) -> str:
         """Ask the agent `message` (or give it the user's decision this run resumes), as the tool `tool`."""
@@ -159,7 +163,7 @@ class _Agent:
             outgoing = Message(message_id=new_id(), role=Role.ROLE_USER, context_id=context, parts=[Part(text=message)])
         progress = await self._follow(outgoing)
         if turn is not None and progress.context_id:
-            self.contexts[turn.session.id] = progress.context_id
+            _remember(self.contexts, turn.session.id, progress.context_id)
         return self._result(tool, progress, turn)
 
     def _result(self, tool: str, progress: _Progress, turn: EnclosingTurn | None) -> str:
@@ -190,7 +194,7 @@ class _Agent:
                 f"the agent {self.card.name!r} asks the user: {progress.said_text}, but another call awaits the "
                 f"user's approval; ask again after it is decided"
             )
-        self.waiting[approval_id] = _Waiting(progress.task_id, progress.context_id)
+        _remember(self.waiting, approval_id, _Waiting(progress.task_id, progress.context_id))
         return f"the agent {self.card.name!r} asks the user: {progress.said_text}"
 
     async def _follow(self, outgoing: Message) -> _Progress:
@@ -289,6 +293,14 @@ def _tool(agent: _Agent, name: str, description: str) -> Tool:
 def _tool_name(skill: str) -> str:
     """A skill's id as a tool name models accept: letters, digits, `_` and `-`, at most 64 characters."""
     return re.sub(r"[^A-Za-z0-9_-]+", "_", skill).strip("_")[:64] or "agent"
+
+
+def _remember(kept: OrderedDict[str, _V], key: str, value: _V) -> None:
+    """Keep `value` under `key` as the most recent entry, forgetting the oldest past `_REMEMBERED`."""
+    kept.pop(key, None)
+    kept[key] = value
+    while len(kept) > _REMEMBERED:
+        kept.popitem(last=False)
 
 
 def _decision_message(waiting: _Waiting, decision: ApprovalDecision) -> Message:

@@ -191,3 +191,16 @@ def test_a_task_asking_for_input_while_another_call_awaits_the_user_is_a_tool_er
     with pytest.raises(A2aAgentError, match="another call awaits the user's approval; ask again after it is decided"):
         agent._result("files_chat", progress, HeldTurn())  # type: ignore[arg-type]
     assert agent.waiting == {}
+
+
+def test_an_agent_keeps_the_most_recent_contexts_and_waiting_tasks_and_forgets_the_oldest(monkeypatch: pytest.MonkeyPatch) -> None:
+    from a2a.types.a2a_pb2 import AgentCard
+
+    from agentloop.adapters import a2a
+
+    monkeypatch.setattr(a2a, "_REMEMBERED", 2)
+    agent = a2a._Agent(AgentCard(name="files"), {}, None, 1.0)
+    for n in range(3):
+        a2a._remember(agent.contexts, f"s{n}", f"c{n}")
+    a2a._remember(agent.contexts, "s1", "c1")
+    assert list(agent.contexts.items()) == [("s2", "c2"), ("s1", "c1")]
