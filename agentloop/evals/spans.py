@@ -33,10 +33,27 @@ class RecordedSpan:
 
 
 class _Case:
-    """The spans of one running case, in the order they started (None while one is open)."""
+    """The spans of one running case, in the order they started (None while one is open), and each one's parent."""
 
     def __init__(self) -> None:
         self.spans: list[RecordedSpan | None] = []
+        self.parents: list[int | None] = []
+
+    def finished(self) -> list[RecordedSpan]:
+        """The spans that ended, each one's parent its nearest ancestor that ended, at its index among them."""
+        kept: dict[int, int] = {}
+        for index, span in enumerate(self.spans):
+            if span is not None:
+                kept[index] = len(kept)
+        finished = []
+        for index, span in enumerate(self.spans):
+            if span is None:
+                continue
+            parent = span.parent
+            while parent is not None and parent not in kept:
+                parent = self.parents[parent]
+            finished.append(attrs.evolve(span, parent=None if parent is None else kept[parent]))
+        return finished
 
 
 _CASE: ContextVar[_Case | None] = ContextVar("agentloop_eval_case", default=None)
@@ -52,6 +69,7 @@ class _RecordingSpan:
         self.parent = _PARENT.get()
         self.index = len(case.spans)
         case.spans.append(None)
+        case.parents.append(self.parent)
         self.error: str | None = None
         self.started = perf_counter()
         self.token = _PARENT.set(self.index)
@@ -139,4 +157,4 @@ def case_spans(name: str, attributes: Mapping[str, AttributeValue]) -> Iterator[
     finally:
         _CASE.reset(case_token)
         _PARENT.reset(parent_token)
-        recorded.extend(span for span in case.spans if span is not None)
+        recorded.extend(case.finished())

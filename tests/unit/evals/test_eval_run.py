@@ -115,3 +115,13 @@ def test_each_case_is_one_otel_trace_case_turn_system_model_and_tool(pipeline: t
     assert path("chat priced-model") == ["eval case traced", "turn", "system ToolLoopSystem", "chat priced-model"]
     assert len({span.context.trace_id for span in spans.values()}) == 1
     assert [s.name for s in done.spans][:2] == ["eval case traced", "turn"] and len(done.spans) == len(spans)
+
+
+def test_a_span_still_open_when_its_case_ends_leaves_the_finished_ones_pointing_at_their_nearest_finished_ancestor() -> None:
+    from agentloop.evals.spans import case_spans
+
+    with case_spans("case", {}) as spans:
+        TELEMETRY.tracer.start_span("stream", {})  # never ended, as a stream its reader left
+        with TELEMETRY.span("after", {}):
+            pass
+    assert [(s.name, s.parent) for s in spans] == [("case", None), ("after", 0)]
