@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from contextvars import ContextVar
 
@@ -32,9 +31,7 @@ from agentloop.tools import Tool, tool
 __all__ = ["HISTORY_SCANNED", "HandoffError", "Handoffs", "HistoryFilter", "handoff_line"]
 
 HISTORY_SCANNED = 1000
-"""How many of a session's latest messages are read to find who holds it after a restart."""
-SESSIONS_REMEMBERED = 10_000
-"""Sessions whose holder is remembered in memory (the most recently active); others are read from history."""
+"""How many of a session's latest messages are read to find who holds it."""
 
 HistoryFilter = Callable[[str, Sequence[ChatMessage]], Sequence[ChatMessage]]
 """What the bot `name` holding a session is shown of its history: `(name, history) -> history`."""
@@ -86,7 +83,6 @@ class Handoffs:
         self.sessions = sessions
         self.company_id = company_id
         self.history_filter = history_filter
-        self._holders: OrderedDict[Session, str] = OrderedDict()
 
     def add(self, name: str, loop: AgentLoop) -> Handoffs:
         """Give the bot `name` its built pipeline (after its tools were made); returns self."""
@@ -137,34 +133,25 @@ class Handoffs:
 
     async def holder(self, session: Session) -> str:
         """The bot holding `session`: the target of its latest transfer, else the first bot."""
-        known = self._holders.get(session)
-        if known is not None:
-            return known
-        found = self.first
-        history = await self.sessions.recent(history_scope(session, self.company_id), HISTORY_SCANNED)
+        return self._holder_in(await self.sessions.recent(history_scope(session, self.company_id), HISTORY_SCANNED))
+
+    def _holder_in(self, history: Sequence[ChatMessage]) -> str:
+        """The target of the latest transfer in `history`, read each turn as another process may have recorded it."""
         for message in reversed(history):
             matched = _LINE.match(message.content or "") if message.role is Role.ASSISTANT else None
             if matched is not None and matched["target"] in self.names:
-                found = matched["target"]
-                break
-        self._remember(session, found)
-        return found
-
-    def _remember(self, session: Session, holder: str) -> None:
-        self._holders[session] = holder
-        self._holders.move_to_end(session)
-        while len(self._holders) > SESSIONS_REMEMBERED:
-            self._holders.popitem(last=False)
+                return str(matched["target"])
+        return self.first
 
     async def run_turn(self, session: Session, incoming: IncomingMessage, *, components: Iterable[object] = ()) -> AgentContext:
         """Run the turn on the bot holding `session`; a transfer it asked for is recorded after it."""
-        name = await self.holder(session)
+        stored = await self.sessions.recent(history_scope(session, self.company_id), HISTORY_SCANNED)
+        name = self._holder_in(stored)
         loop = self.bots.get(name)
         if loop is None:
             raise PipelineError(f"the bot {name!r} holds session {session.id!r} but was never added; call add({name!r}, loop)")
         history: Sequence[ChatMessage] = ()
         if self.history_filter is not None:
-            stored = await self.sessions.recent(history_scope(session, self.company_id), HISTORY_SCANNED)
             history = tuple(self.history_filter(name, stored))
         switch = _Switch(name)
         token = _SWITCH.set(switch)
@@ -175,7 +162,6 @@ class Handoffs:
         if switch.target is not None:
             line = ChatMessage.assistant(handoff_line(name, switch.target, switch.reason))
             await self.sessions.append(history_scope(session, self.company_id), [line], key=f"{ctx.turn_id}/handoff")
-            self._remember(session, switch.target)
         return ctx
 
     def run_turn_sync(self, session: Session, incoming: IncomingMessage) -> AgentContext:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agentloop import AgentLoop, ChatMessage, IncomingMessage, PipelineError, Session, ToolExecutions, history_scope
+from agentloop import AgentLoop, ChatMessage, IncomingMessage, PipelineError, Session, ToolExecutions, TurnOutcome, history_scope
 from agentloop.adapters import Stores, open_stores
 from agentloop.agents import HandoffError, Handoffs, handoff_line
 from agentloop.testing import PromptWriter, RecordingChannel, ScriptedLLM
@@ -72,3 +72,23 @@ def test_the_history_filter_decides_what_the_holding_bot_is_shown(stores: Stores
     prompt = "\n".join(m.content or "" for m in llm.requests[0].messages)
     assert shown == [("billing", 4)]
     assert "I want a refund\n[handoff from triage to billing] a refund" in prompt and "4111" not in prompt
+
+
+def test_a_transfer_recorded_by_another_process_passes_the_session_to_its_target(stores: Stores) -> None:
+    options = StandardOptions(compaction=False)
+
+    def desk(triage: ScriptedLLM, billing: ScriptedLLM) -> Handoffs:
+        made = Handoffs(["triage", "billing"], first="triage", sessions=stores.sessions)
+        made.add("triage", standard_pipeline(triage, RecordingChannel(), stores=stores, tools=[made.transfer_tool("billing")],
+                                             options=options).build())
+        made.add("billing", standard_pipeline(billing, RecordingChannel(), stores=stores, options=options).build())
+        return made
+
+    here_triage, here_billing = ScriptedLLM(["Hello."]), ScriptedLLM(["Refunds take 3 days."])
+    here = desk(here_triage, here_billing)
+    there = desk(ScriptedLLM([ScriptedLLM.tool_call("transfer_to_billing", {"reason": "a refund"}), "Billing takes it."]),
+                 ScriptedLLM([]))
+    here.run_turn_sync(SESSION, IncomingMessage("hi"))
+    there.run_turn_sync(SESSION, IncomingMessage("I want a refund"))
+    answered = here.run_turn_sync(SESSION, IncomingMessage("when is my refund?"))
+    assert answered.require(TurnOutcome).assistant_text == "Refunds take 3 days." and len(here_triage.requests) == 1
