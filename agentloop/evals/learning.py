@@ -4,7 +4,7 @@ A learning dataset (YAML) holds task families, each a sequence of sessions of on
 `run_learning` runs every family's sessions in order twice on fresh stores: with note-taking (each
 session ends and is distilled, so later sessions are shown its note) and without (no session is
 distilled, so no note is ever shown), and reports each session's success, model and tool calls,
-tokens, cost and the notes it was shown. `python -m agentloop.evals.learning` runs it from a terminal.
+tokens, cost and the notes it was shown. `agentloop eval --learning` runs it from a terminal.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import asyncio
 import functools
 import json
 import re
-import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
@@ -26,12 +25,11 @@ import cattrs
 
 from agentloop.adapters import open_stores
 from agentloop.adapters.channels.recording import RecordingChannel
-from agentloop.bots import BotError, ModelSettings, built_pipeline, pipeline_note_taking
+from agentloop.bots import ModelSettings, built_pipeline, pipeline_note_taking
 from agentloop.components import CallUsage, ToolExecutions, TurnUsage
 from agentloop.context import IncomingMessage, Session
 from agentloop.errors import AgentloopError
 from agentloop.evals.learning_render import report_html, report_png, report_table
-from agentloop.logging import configure_logging
 from agentloop.loop import AgentLoop
 from agentloop.notes import RetrievedNotes
 from agentloop.ports import LLM
@@ -373,20 +371,8 @@ def parse_price(text: str) -> tuple[str, ModelPrice]:
         raise argparse.ArgumentTypeError(f"expected MODEL=INPUT,OUTPUT in dollars per million tokens, got {text!r}") from error
 
 
-def learning_options(parser: argparse.ArgumentParser) -> None:
-    """Add the learning run's arguments: dataset, --pipeline, --out, --model, --provider, --base-url, --price."""
-    parser.add_argument("dataset", help="the learning dataset (YAML)")
-    parser.add_argument("--pipeline", required=True, metavar="MODULE:FACTORY", help="the bot, with note-taking")
-    parser.add_argument("--out", default="learning-report", metavar="DIR", help="where learning.json, .png and .html go")
-    parser.add_argument("--model", help="the model the factory is offered as llm (none: the factory brings its own)")
-    parser.add_argument("--provider", default="openai", choices=("openai", "anthropic"), help="the API the endpoint speaks")
-    parser.add_argument("--base-url", help="the model endpoint (default: the provider's)")
-    parser.add_argument("--price", type=parse_price, action="append", default=[], metavar="MODEL=INPUT,OUTPUT",
-                        help="a model's dollars per million input and output tokens, when the price table lacks it")
-
-
 def learning_command(args: argparse.Namespace, out: TextIO, progress: TextIO) -> int:
-    """Run the learning dataset `args` name (as `learning_options` parses them): a line on `progress`
+    """Run the learning dataset `args` name (as `agentloop eval --learning` parses them): a line on `progress`
     per session, both curves on `out`, the report files in `args.out`; 1 with one line on `progress` on an error."""
     def told(run: SessionRun) -> None:
         arm = "with notes" if run.note_taking else "without notes"
@@ -404,20 +390,3 @@ def learning_command(args: argparse.Namespace, out: TextIO, progress: TextIO) ->
         return 1
     out.write(report.table() + "\n" + "".join(f"wrote {path}\n" for path in paths))
     return 0
-
-
-def learning_main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
-    """`python -m agentloop.evals.learning`: run a learning dataset, print both curves, write the report files
-    (logging is the caller's to configure: run as a module, warnings go to stderr)."""
-    parser = argparse.ArgumentParser(
-        prog="python -m agentloop.evals.learning", description="Measure the learning curve of note-taking: the "
-        "dataset's task families run in order with note-taking and without, on fresh stores each.",
-    )
-    learning_options(parser)
-    args = parser.parse_args(argv)
-    return learning_command(args, out or sys.stdout, sys.stderr)
-
-
-if __name__ == "__main__":
-    configure_logging("WARNING")
-    sys.exit(learning_main())

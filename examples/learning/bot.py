@@ -7,7 +7,7 @@ calls the tool at once. Asked to distil a session, it writes a note naming the t
 session ended with. Everything else (capture, distillation, retrieval of the note in the
 next session of the same project) is agentloop's real note-taking on real stores.
 
-    python -m agentloop.evals.learning examples/learning/dataset.yaml \\
+    agentloop eval --learning examples/learning/dataset.yaml \\
         --pipeline examples.learning.bot:learning_bot --out learning-report
 """
 

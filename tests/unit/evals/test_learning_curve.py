@@ -20,7 +20,12 @@ from agentloop import AgentLoop
 from agentloop.adapters import Stores, open_note_taking
 from agentloop.adapters.llm.scripted import ScriptedLLM
 from agentloop.evals.learning import (
-    LearningDataset, LearningDatasetError, LearningReport, LearningRunError, SuccessCriteria, learning_main, run_learning,
+    LearningDataset,
+    LearningDatasetError,
+    LearningReport,
+    LearningRunError,
+    SuccessCriteria,
+    run_learning,
 )
 from agentloop.notes import DistillationSettings
 from agentloop.ports import LLM, Channel
@@ -131,7 +136,9 @@ def test_agentloop_eval_learning_prints_both_curves_and_writes_json_png_and_html
 def test_the_command_says_in_one_line_what_is_wrong_with_a_dataset(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     broken = tmp_path / "broken.yaml"
     broken.write_text("families: []\n")
-    status = learning_main([str(broken), "--pipeline", EXAMPLE, "--out", str(tmp_path / "out")], io.StringIO())
+    from agentloop.cli import main
+
+    status = main(["eval", "--learning", str(broken), "--pipeline", EXAMPLE, "--out", str(tmp_path / "out")], io.StringIO())
     errors = capsys.readouterr().err
     assert status == 1 and errors.count("\n") == 1 and "non-empty list under 'families'" in errors
     assert not (tmp_path / "out").exists()
