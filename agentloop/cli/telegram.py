@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
-import signal
-from collections.abc import Iterator
 from typing import Any, TextIO
 
+from agentloop._signals import stop_on_signals
 from agentloop.adapters import open_stores
 from agentloop.adapters.urls import is_postgres_url
 from agentloop.bots import apply_budgets, built_pipeline, check_models, pipeline_note_taking
@@ -89,7 +87,7 @@ def _telegram(args: argparse.Namespace, out: TextIO) -> int:
 async def _answer(tg: Any, telegram_bot: Any, loop: AgentLoop, inbox_url: str | None, bot: str, webhook: Any, how: str, out: TextIO) -> None:
     """Answer the chats until SIGTERM or SIGINT: turns run here, or through the inbox with a worker beside the bot."""
     stop = asyncio.Event()
-    with _stop_on_signals(stop):
+    with stop_on_signals(stop):
         if inbox_url is None:
             print(f"agentloop telegram {os.getpid()}: answering by {how}; SIGTERM stops it", file=out, flush=True)
             await tg.run_until(telegram_bot(tg.direct_turns(loop)), stop, webhook=webhook)
@@ -105,15 +103,3 @@ async def _answer(tg: Any, telegram_bot: Any, loop: AgentLoop, inbox_url: str | 
                     worker.cancel()
                     await asyncio.gather(worker, return_exceptions=True)
     print(f"agentloop telegram {os.getpid()}: stopped", file=out, flush=True)
-
-
-@contextlib.contextmanager
-def _stop_on_signals(stop: asyncio.Event) -> Iterator[None]:
-    running = asyncio.get_running_loop()
-    for number in (signal.SIGTERM, signal.SIGINT):
-        running.add_signal_handler(number, stop.set)
-    try:
-        yield
-    finally:
-        for number in (signal.SIGTERM, signal.SIGINT):
-            running.remove_signal_handler(number)

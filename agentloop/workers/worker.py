@@ -8,7 +8,6 @@ import contextlib
 import logging
 import os
 import random
-import signal
 import socket
 import time
 from collections.abc import Callable, Coroutine, Iterator
@@ -20,6 +19,7 @@ import procrastinate
 import procrastinate.worker
 
 from agentloop._log import get_logger
+from agentloop._signals import stop_on_signals
 from agentloop.components import InboxTurn
 from agentloop.loop import AgentLoop
 from agentloop.mid_turn import MidTurnPolicy
@@ -217,7 +217,7 @@ async def run_worker(
     stop = asyncio.Event()
     name = f"{socket.gethostname()}:{os.getpid()}"
     try:
-        with _stop_on_signals(stop) if install_signal_handlers else contextlib.nullcontext(), _quiet_procrastinate(name):
+        with stop_on_signals(stop) if install_signal_handlers else contextlib.nullcontext(), _quiet_procrastinate(name):
             await _supervise(inbox, settings, name, stop)
     finally:
         watcher.cancel()
@@ -362,26 +362,6 @@ async def _reconnect(inbox: Inbox, stop: asyncio.Event) -> bool:
         else:
             return True
         delay = min(delay * 2, RECONNECT_MAX_DELAY)
-
-
-@contextlib.contextmanager
-def _stop_on_signals(stop: asyncio.Event) -> Iterator[None]:
-    """Set `stop` on the first SIGTERM or SIGINT; a second one acts as it would without this."""
-    loop = asyncio.get_running_loop()
-    signals = (signal.SIGTERM, signal.SIGINT)
-
-    def stopping() -> None:
-        for number in signals:
-            loop.remove_signal_handler(number)
-        stop.set()
-
-    for number in signals:
-        loop.add_signal_handler(number, stopping)
-    try:
-        yield
-    finally:
-        for number in signals:
-            loop.remove_signal_handler(number)
 
 
 class _ConnectionLossFilter(logging.Filter):
