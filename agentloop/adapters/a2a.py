@@ -14,6 +14,7 @@ the user's decision goes back to that same task (docs/adr/0030-remote-agents-ove
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import ssl
 from collections import OrderedDict
@@ -137,6 +138,10 @@ class _Waiting:
     context_id: str
 
 
+class _TurnHeld(A2aAgentError):
+    """A task asked for input while another call of the turn awaits the user's decision: it is cancelled."""
+
+
 class _Agent:
     """One remote agent: its card, how to reach it, its contexts by calling session and the tasks awaiting a decision."""
 
@@ -164,7 +169,12 @@ class _Agent:
         progress = await self._follow(outgoing)
         if turn is not None and progress.context_id:
             _remember(self.contexts, turn.session.id, progress.context_id)
-        return self._result(tool, progress, turn)
+        try:
+            return self._result(tool, progress, turn)
+        except _TurnHeld:
+            async with self._client() as client:
+                await self._cancel(client, progress)
+            raise
 
     def _result(self, tool: str, progress: _Progress, turn: EnclosingTurn | None) -> str:
         """The answer of a completed task; an input-required one awaits the user's approval; any other state raises."""
@@ -190,7 +200,7 @@ class _Agent:
         arguments = shown if isinstance(shown, dict) else {"question": progress.said_text}
         name = asked.get("tool") if isinstance(asked.get("tool"), str) else tool
         if not turn.await_approval(ApprovalRequest(approval_id, str(name), arguments, turn.session.id, "", datetime.now(UTC))):
-            raise A2aAgentError(
+            raise _TurnHeld(
                 f"the agent {self.card.name!r} asks the user: {progress.said_text}, but another call awaits the "
                 f"user's approval; ask again after it is decided"
             )
@@ -200,10 +210,7 @@ class _Agent:
     async def _follow(self, outgoing: Message) -> _Progress:
         """Send `outgoing` and follow its task until it ends or asks for input; cancel it if this call is cut short."""
         progress = _Progress()
-        limits = httpx.Timeout(self.connect_timeout, read=None)
-        transport = _ZonedTimestamps(self.tls)
-        async with httpx.AsyncClient(headers=self.headers, timeout=limits, verify=self.tls, transport=transport) as http:
-            client = await create_client(self.card, ClientConfig(streaming=self.card.capabilities.streaming, httpx_client=http))
+        async with self._client() as client:
             try:
                 async with asyncio.timeout(self.timeout):
                     async for event in client.send_message(SendMessageRequest(message=outgoing)):
@@ -223,6 +230,14 @@ class _Agent:
             except (A2AError, A2AClientError, httpx.HTTPError) as error:
                 raise A2aAgentError(f"the agent {self.card.name!r} refused or failed the call: {_describe(error)}") from error
         return progress
+
+    @contextlib.asynccontextmanager
+    async def _client(self) -> AsyncIterator[Client]:
+        """A client of the agent, on an HTTP client of its own closed after the block."""
+        limits = httpx.Timeout(self.connect_timeout, read=None)
+        transport = _ZonedTimestamps(self.tls)
+        async with httpx.AsyncClient(headers=self.headers, timeout=limits, verify=self.tls, transport=transport) as http:
+            yield await create_client(self.card, ClientConfig(streaming=self.card.capabilities.streaming, httpx_client=http))
 
     async def _cancel(self, client: Client, progress: _Progress) -> None:
         """Cancel the task, if it was created and still runs; a refusal is logged, never raised."""

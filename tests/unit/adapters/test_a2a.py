@@ -204,3 +204,27 @@ def test_an_agent_keeps_the_most_recent_contexts_and_waiting_tasks_and_forgets_t
         a2a._remember(agent.contexts, f"s{n}", f"c{n}")
     a2a._remember(agent.contexts, "s1", "c1")
     assert list(agent.contexts.items()) == [("s2", "c2"), ("s1", "c1")]
+
+
+def test_two_remote_tasks_asking_for_input_in_one_step_ask_the_user_once_and_the_other_task_is_cancelled(tmp_path: Path) -> None:
+    remote = ScriptedLLM(lambda request: ScriptedLLM.tool_call("delete_file", {"path": request.messages[-1].content or ""}))
+    with served(create_app(settings(tmp_path, llm=remote, pipeline="serve_kit:approval_bot"))) as url:
+        tools = asyncio.run(a2a_tools(url, token=ALICE, prefix="files_"))
+        both = LlmReply(tool_calls=(
+            *ScriptedLLM.tool_call("files_chat", {"message": "a.txt"}).tool_calls,
+            *ScriptedLLM.tool_call("files_chat", {"message": "b.txt"}).tool_calls,
+        ))
+        llm = ScriptedLLM([both])
+        with capture_logs() as logs:
+            [ctx] = run(tools, tmp_path, llm, IncomingMessage("delete a.txt and b.txt"))
+        [cancelled] = [log for log in logs if log["event"] == "a2a.task_cancelled"]
+        task = asyncio.run(fetched_task(url, cancelled["task_id"]))
+    assert ctx.turn_outcome is not None and ctx.turn_outcome.approval is not None
+    assert ctx.turn_outcome.approval.arguments["path"] in ("a.txt", "b.txt")
+    assert task.status.state == TaskState.TASK_STATE_CANCELED
+
+
+async def fetched_task(url: str, task_id: str) -> Task:
+    async with httpx.AsyncClient(headers=auth(ALICE)) as http:
+        client = await create_client(url, ClientConfig(streaming=False, httpx_client=http))
+        return await client.get_task(GetTaskRequest(id=task_id))
