@@ -104,16 +104,6 @@ class Subject:
                 return False
         return self.kind is SubjectKind.CHAIN or scope.user_id == self.user_id
 
-    def owns_session(self, company_id: str | None, org_id: str | None, session_id: str | None) -> bool:
-        """Whether a row naming only its session (and chain) was written by one of the subject's sessions."""
-        return session_id is not None and session_id in self.sessions and self.in_chain(company_id, org_id)
-
-    def holds(self, scope: Scope, session_id: str | None = None) -> bool:
-        """Whether a row of `scope`, written by session `session_id` when it keeps that apart, is the subject's."""
-        unnamed = self.kind is not SubjectKind.USER or scope.user_id is None
-        return self.matches(scope) or (unnamed and self.owns_session(scope.company_id, scope.org_id, session_id))
-
-
     def described(self) -> dict[str, Any]:
         """The subject as the audit log keeps it: its kind and ids, no resolved sessions or content."""
         return {

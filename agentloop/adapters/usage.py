@@ -130,14 +130,14 @@ class MemoryUsageStore:
 
     async def erase(self, subject: Subject) -> int:
         with self._lock:
-            gone = [turn for turn, record in self._records.items() if subject.holds(record.scope)]
+            gone = [turn for turn, record in self._records.items() if subject.matches(record.scope)]
             for turn in gone:
                 del self._records[turn]
         return len(gone)
 
     async def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
         with self._lock:
-            found = [record for record in self._records.values() if subject.holds(record.scope)]
+            found = [record for record in self._records.values() if subject.matches(record.scope)]
         for record in found:
             for index, call in enumerate(record.calls):
                 yield {"kind": "call", "scope": scope_record(record.scope), "turn_id": record.turn_id, "call_index": index,
