@@ -11,6 +11,7 @@ sessions made).
 from __future__ import annotations
 
 import enum
+import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -196,6 +197,23 @@ async def export_subject(stores: Stores, subject: Subject, *, actor: str) -> Asy
             counts[name] += 1
             yield {"store": name} | record
     await stores.audit.record(AuditRecord(actor, "export", subject.described(), datetime.now(UTC), counts))
+
+
+async def json_array(records: AsyncIterator[dict[str, Any]]) -> AsyncIterator[str]:
+    """The records as one JSON array, each written as it is read (a long history never sits in memory whole)."""
+    yield "["
+    separator = "\n"
+    async for record in records:
+        yield separator + json.dumps(record, default=str, ensure_ascii=False)
+        separator = ",\n"
+    yield "\n]\n"
+
+
+async def chained(*streams: AsyncIterator[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
+    """The records of each stream in turn."""
+    for stream in streams:
+        async for record in stream:
+            yield record
 
 
 def scope_record(scope: Scope) -> dict[str, str | None]:
