@@ -72,6 +72,8 @@ async def erase_held(server: Server, subject: Subject, *, actor: str) -> dict[st
         for gate in [gate for gate in server.gates.values() if subject.matches(history_scope(gate.session))]:
             async with gate.lock:  # behind the session's running turn (and those queued before this erase)
                 pass
+        if bot.idle is not None:
+            bot.idle.forget(subject.matches)
         await _drain(bot.note_taking)
         counts: dict[str, int] = attrs.asdict(await bot.stores.erase(subject, actor=actor))
         if bot.inbox is not None:
