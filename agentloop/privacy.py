@@ -11,6 +11,7 @@ sessions made).
 from __future__ import annotations
 
 import enum
+import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -104,16 +105,6 @@ class Subject:
                 return False
         return self.kind is SubjectKind.CHAIN or scope.user_id == self.user_id
 
-    def owns_session(self, company_id: str | None, org_id: str | None, session_id: str | None) -> bool:
-        """Whether a row naming only its session (and chain) was written by one of the subject's sessions."""
-        return session_id is not None and session_id in self.sessions and self.in_chain(company_id, org_id)
-
-    def holds(self, scope: Scope, session_id: str | None = None) -> bool:
-        """Whether a row of `scope`, written by session `session_id` when it keeps that apart, is the subject's."""
-        unnamed = self.kind is not SubjectKind.USER or scope.user_id is None
-        return self.matches(scope) or (unnamed and self.owns_session(scope.company_id, scope.org_id, session_id))
-
-
     def described(self) -> dict[str, Any]:
         """The subject as the audit log keeps it: its kind and ids, no resolved sessions or content."""
         return {
@@ -206,6 +197,23 @@ async def export_subject(stores: Stores, subject: Subject, *, actor: str) -> Asy
             counts[name] += 1
             yield {"store": name} | record
     await stores.audit.record(AuditRecord(actor, "export", subject.described(), datetime.now(UTC), counts))
+
+
+async def json_array(records: AsyncIterator[dict[str, Any]]) -> AsyncIterator[str]:
+    """The records as one JSON array, each written as it is read (a long history never sits in memory whole)."""
+    yield "["
+    separator = "\n"
+    async for record in records:
+        yield separator + json.dumps(record, default=str, ensure_ascii=False)
+        separator = ",\n"
+    yield "\n]\n"
+
+
+async def chained(*streams: AsyncIterator[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
+    """The records of each stream in turn."""
+    for stream in streams:
+        async for record in stream:
+            yield record
 
 
 def scope_record(scope: Scope) -> dict[str, str | None]:

@@ -51,12 +51,12 @@ class InMemorySummaryStore:
 
     async def erase(self, subject: Subject) -> int:
         with self._lock:
-            gone = [scope for scope in self._summaries if subject.holds(scope)]
+            gone = [scope for scope in self._summaries if subject.matches(scope)]
             return sum(len(self._summaries.pop(scope)) for scope in gone)
 
     async def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
         with self._lock:
-            found = [summary for scope, kept in self._summaries.items() if subject.holds(scope) for summary in kept]
+            found = [summary for scope, kept in self._summaries.items() if subject.matches(scope) for summary in kept]
         for summary in found:
             yield {"kind": "summary", "scope": scope_record(summary.scope), "version": summary.version,
                    "covered": summary.covered, "text": summary.text, "created_at": summary.created_at.isoformat()}

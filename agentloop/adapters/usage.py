@@ -130,19 +130,27 @@ class MemoryUsageStore:
 
     async def erase(self, subject: Subject) -> int:
         with self._lock:
-            gone = [turn for turn, record in self._records.items() if subject.holds(record.scope)]
+            gone = [turn for turn, record in self._records.items() if subject.matches(record.scope)]
             for turn in gone:
                 del self._records[turn]
-        return len(gone)
+            days = [key for key in self._days if subject.matches(key[0])]
+            for key in days:
+                del self._days[key]
+        return len(gone) + len(days)
 
     async def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
         with self._lock:
-            found = [record for record in self._records.values() if subject.holds(record.scope)]
+            found = [record for record in self._records.values() if subject.matches(record.scope)]
+            days = [(key, summed) for key, summed in self._days.items() if subject.matches(key[0])]
         for record in found:
             for index, call in enumerate(record.calls):
                 yield {"kind": "call", "scope": scope_record(record.scope), "turn_id": record.turn_id, "call_index": index,
                        "at": record.at.isoformat(), "model": call.model, "input_tokens": call.usage.input_tokens,
                        "output_tokens": call.usage.output_tokens, "cost": call.cost}
+        for (scope, day, model, unpriced), summed in days:
+            yield {"kind": "call", "scope": scope_record(scope), "turn_id": f"day:{day.date().isoformat()}", "at": day.isoformat(),
+                   "model": model, "input_tokens": summed.usage.input_tokens, "output_tokens": summed.usage.output_tokens,
+                   "cost": None if unpriced else summed.cost, "calls": summed.calls}
 
     def _covered(self, where: UsageFilter) -> list[UsageRecord]:
         with self._lock:

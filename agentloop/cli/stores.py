@@ -6,11 +6,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import getpass
-import json
 import os
 import sqlite3
-from collections.abc import AsyncIterator
-from typing import Any, TextIO
+from typing import TextIO
 
 import attrs
 
@@ -23,7 +21,7 @@ from agentloop.cli._options import EXIT_STATUS, Commands, CliError, SharedOption
 from agentloop.cli.worker import workers_package
 from agentloop.errors import LlmCallError
 from agentloop.ports import Embedder
-from agentloop.privacy import Subject
+from agentloop.privacy import Subject, chained, json_array
 from agentloop.retention import SETTINGS, Retention, load_retention, retention_from
 from agentloop.scopes import DEFAULT_COMPANY
 
@@ -186,21 +184,11 @@ def _stores_export(args: argparse.Namespace, out: TextIO) -> int:
 
 async def _write_export(stores: Stores, subject: Subject, actor: str, out: TextIO) -> None:
     """The records as one JSON array, each written as it is read (a long history never sits in memory whole)."""
-    out.write("[")
-    separator = "\n"
     records = stores.export(subject, actor=actor)
     if is_postgres_url(stores.url):
-        records = _chained(records, workers_package().export_inbox(stores.url, stores.bot, subject))
-    async for record in records:
-        out.write(separator + json.dumps(record, default=str, ensure_ascii=False))
-        separator = ",\n"
-    out.write("\n]\n")
-
-
-async def _chained(*streams: AsyncIterator[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
-    for stream in streams:
-        async for record in stream:
-            yield record
+        records = chained(records, workers_package().export_inbox(stores.url, stores.bot, subject))
+    async for text in json_array(records):
+        out.write(text)
 
 
 _RETENTION_FLAGS = {

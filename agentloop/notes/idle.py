@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -71,6 +72,11 @@ class IdleSessions:
         if success is None:
             success = seen.success if seen is not None else True
         return await self.note_taking.end_session(session, success=success)
+
+    def forget(self, erased: Callable[[Scope], bool]) -> None:
+        """Stop watching the sessions whose chain `erased` covers, so none is ended (distilled) after its erase."""
+        for key in [key for key in self._seen if erased(key)]:
+            del self._seen[key]
 
     async def end_idle(self) -> list[DistillationResult]:
         """End every watched session idle longer than `idle_after`; what distillation made of each."""

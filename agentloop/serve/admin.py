@@ -9,9 +9,6 @@ either completes before the erase or sees nothing after it.
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import AsyncIterator
-from typing import Any
 
 import attrs
 from starlette.requests import Request
@@ -21,7 +18,7 @@ from starlette.routing import Route
 from agentloop._log import get_logger
 from agentloop.notes import NoteTaking
 from agentloop.notes.errors import CaptureDrainError
-from agentloop.privacy import Subject
+from agentloop.privacy import Subject, chained, json_array
 from agentloop.scopes import history_scope
 from agentloop.serve.auth import Caller
 from agentloop.serve.errors import ApiError
@@ -75,6 +72,8 @@ async def erase_held(server: Server, subject: Subject, *, actor: str) -> dict[st
         for gate in [gate for gate in server.gates.values() if subject.matches(history_scope(gate.session))]:
             async with gate.lock:  # behind the session's running turn (and those queued before this erase)
                 pass
+        if bot.idle is not None:
+            bot.idle.forget(subject.matches)
         await _drain(bot.note_taking)
         counts: dict[str, int] = attrs.asdict(await bot.stores.erase(subject, actor=actor))
         if bot.inbox is not None:
@@ -107,21 +106,5 @@ async def _export(server: Server, request: Request, caller: Caller) -> Response:
     if bot.inbox is not None:
         from agentloop.workers import export_inbox  # the postgres extra
 
-        records = _chained(records, export_inbox(bot.stores.url, bot.stores.bot, subject))
-    return StreamingResponse(_json_array(records), media_type="application/json")
-
-
-async def _json_array(records: AsyncIterator[dict[str, Any]]) -> AsyncIterator[str]:
-    """The records as one JSON array, each written as it is read (`agentloop stores export`'s shape)."""
-    yield "["
-    separator = "\n"
-    async for record in records:
-        yield separator + json.dumps(record, default=str, ensure_ascii=False)
-        separator = ",\n"
-    yield "\n]\n"
-
-
-async def _chained(*streams: AsyncIterator[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
-    for stream in streams:
-        async for record in stream:
-            yield record
+        records = chained(records, export_inbox(bot.stores.url, bot.stores.bot, subject))
+    return StreamingResponse(json_array(records), media_type="application/json")

@@ -194,7 +194,8 @@ async def _feedback(server: Server, request: Request, caller: Caller) -> Respons
     body = await read_body(server, request)
     turn_id = field(body, "turn_id", str)
     positive = field(body, "positive", bool)
-    credited = await server.running.note_taking.record_feedback(session, positive=positive, turn_id=turn_id)
+    async with server.holding(session):  # an erase that began while the body was read refuses it
+        credited = await server.running.note_taking.record_feedback(session, positive=positive, turn_id=turn_id)
     return JSONResponse({"credited": len(credited)})
 
 
@@ -204,5 +205,6 @@ async def _end(server: Server, request: Request, caller: Caller) -> Response:
     success = field(body, "success", bool, required=False)
     idle = server.running.idle
     assert idle is not None  # set when the bot opens
-    result = await idle.end(session, success=success)
+    async with server.holding(session):
+        result = await idle.end(session, success=success)
     return JSONResponse({"status": result.status.value, "reason": result.reason})

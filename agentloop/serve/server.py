@@ -78,6 +78,20 @@ class Server:
                 headers={"Retry-After": "1"},
             )
 
+    @asynccontextmanager
+    async def holding(self, session: Session) -> AsyncIterator[None]:
+        """`session`'s lock held, as a turn holds it, so an erase waits for what runs under it; 503 if one began meanwhile."""
+        gate = self.gates.setdefault(session.id, Gate(session))
+        gate.users += 1
+        try:
+            async with gate.lock:
+                self.refuse_if_erasing(session)
+                yield
+        finally:
+            gate.users -= 1
+            if not gate.users:
+                del self.gates[session.id]
+
 
 @asynccontextmanager
 async def serving(server: Server) -> AsyncIterator[Bot]:

@@ -168,7 +168,7 @@ class NaiveTrajectoryStore:
         return trajectory_hash in self.distilled
 
     def _held(self, subject: Subject) -> list[ToolExecution]:
-        return [e for e in self.executions.values() if subject.holds(Scope(e.company_id, e.org_id, e.team_id, e.project_id, e.user_id, e.session_id))]
+        return [e for e in self.executions.values() if subject.matches(Scope(e.company_id, e.org_id, e.team_id, e.project_id, e.user_id, e.session_id))]
 
     async def erase(self, subject: Subject) -> int:
         held = self._held(subject)
@@ -217,13 +217,13 @@ class NaiveTaskStore:
         return tuple(r for r in self.tasks.values() if r.state is state and r.scope == scope)
 
     async def erase(self, subject: Subject) -> int:
-        held = [task_id for task_id, record in self.tasks.items() if subject.holds(record.chain)]
+        held = [task_id for task_id, record in self.tasks.items() if subject.matches(record.chain)]
         for task_id in held:
             del self.tasks[task_id]
         return len(held)
 
     async def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
-        for record in [r for r in self.tasks.values() if subject.holds(r.chain)]:
+        for record in [r for r in self.tasks.values() if subject.matches(r.chain)]:
             yield {"kind": "task", "id": record.id}
 
 

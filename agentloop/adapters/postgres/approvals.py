@@ -18,7 +18,7 @@ from agentloop.approvals import PendingApproval
 from agentloop.outcome import converter
 from agentloop.scopes import Scope
 
-TABLES = (Table("approval", "pending_approvals", SCOPED, "seq", session_column="session_id"),)
+TABLES = (Table("approval", "pending_approvals", SCOPED, "seq", session_column="session_id", indexed=("session_id",)),)
 SCHEMA = Schema(
     "approvals",
     (

@@ -20,7 +20,7 @@ from agentloop.messages import ChatMessage, Role, ToolCall
 from agentloop.outcome import converter
 from agentloop.scopes import Scope
 
-TABLES = (Table("message", "session_messages", SCOPED, "id"), Table("append_key", "session_appends", SCOPED, "ctid"))
+TABLES = (Table("message", "session_messages", SCOPED, "id", indexed=("scope_session",)), Table("append_key", "session_appends", SCOPED, "ctid", indexed=("scope_session",)))
 ACTIVITY = Table("activity", "history_activity", SCOPED, "ctid")
 """When each history was last written (the retention schema's, where it is applied): erased with the history."""
 SCHEMA = Schema(

@@ -37,6 +37,8 @@ class Table:
     key: str
     session_column: str | None = None
     note_column: str | None = None
+    indexed: tuple[str, ...] = ()
+    """Columns an index of the table's own already leads with, so `subject_indexes` adds none for them."""
 
     def clauses(self, subject: Subject) -> list[tuple[str, list[Any]]]:
         return subject_clauses(subject, self.columns, POSTGRES, session_column=self.session_column, note_column=self.note_column)
@@ -100,7 +102,7 @@ def subject_indexes(*tables: Table) -> tuple[str, ...]:
     statements = []
     for table in tables:
         for column in (table.columns.user, table.columns.session, table.session_column):
-            if column is not None:
+            if column is not None and column not in table.indexed:
                 statements.append(f"CREATE INDEX IF NOT EXISTS {table.name}_by_{column} ON {table.name} ({column})")
     return tuple(statements)
 

@@ -15,7 +15,7 @@ from agentloop.adapters.rows import scope_values
 from agentloop.ports.summaries import SessionSummary
 from agentloop.scopes import Scope
 
-TABLES = (Table("summary", "session_summaries", SCOPED, "ctid"),)
+TABLES = (Table("summary", "session_summaries", SCOPED, "ctid", indexed=("scope_session",)),)
 SCHEMA = Schema(
     "summaries",
     (

@@ -25,7 +25,7 @@ from agentloop.notes.models import Trajectory
 from agentloop.scopes import Scope
 
 TABLES = (
-    Table("execution", "tool_executions", EXECUTIONS, "seq"),
+    Table("execution", "tool_executions", EXECUTIONS, "seq", indexed=("session_id",)),
     Table("distilled", "distilled_trajectories", SESSION_ONLY, "hash"),
     Table("quarantined", "quarantined_executions", SESSION_ONLY, "seq"),
 )

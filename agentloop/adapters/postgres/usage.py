@@ -16,7 +16,7 @@ from agentloop.adapters.rows import SCOPE_COLUMNS, scope_values
 from agentloop.adapters.usage import KEYS, SUMS, fits_sql, in_key_order, summed, utc_text
 from agentloop.ports.usage import Charge, Spent, UsageFilter, UsageGroup, UsageLine, UsageRecord, UsageTotal
 
-TABLES = (Table("call", "usage_calls", SCOPED, "ctid"),)
+TABLES = (Table("call", "usage_calls", SCOPED, "ctid", indexed=("scope_session",)),)
 SCHEMA = Schema(
     "usage",
     (

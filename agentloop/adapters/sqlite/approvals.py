@@ -25,7 +25,7 @@ from agentloop.adapters.subjects import SCOPED
 from agentloop.privacy import Subject
 
 
-TABLES = (Table("approval", "pending_approvals", SCOPED, session_column="session_id", key="seq"),)
+TABLES = (Table("approval", "pending_approvals", SCOPED, session_column="session_id", key="seq", indexed=("session_id",)),)
 SCHEMA = Schema(
     "approvals",
     (

@@ -60,7 +60,7 @@ def _scope_columns(conn: sqlite3.Connection) -> None:
     )
 
 
-TABLES = (Table("message", "session_messages", SCOPED), Table("append_key", "session_append_keys", SCOPED))
+TABLES = (Table("message", "session_messages", SCOPED, indexed=("scope_session",)), Table("append_key", "session_append_keys", SCOPED))
 """What an erase or export of history covers; `Table` says how each names its chain."""
 ACTIVITY = Table("activity", "history_activity", SCOPED)
 """When each history was last written (the retention schema's, where it is applied): erased with the history."""

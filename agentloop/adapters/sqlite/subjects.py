@@ -34,6 +34,8 @@ class Table:
     columns: Columns
     session_column: str | None = None
     note_column: str | None = None
+    indexed: tuple[str, ...] = ()
+    """Columns an index of the table's own already leads with, so `subject_indexes` adds none for them."""
     key: str = "rowid"
     hidden: tuple[str, ...] = ()
 
@@ -49,7 +51,7 @@ def subject_indexes(*tables: Table) -> Step:
     statements = []
     for table in tables:
         for column in (table.columns.user, table.columns.session, table.session_column):
-            if column is not None:
+            if column is not None and column not in table.indexed:
                 statements.append(f"CREATE INDEX IF NOT EXISTS {table.name}_by_{column} ON {table.name} ({column})")
     return Step("rows by user and by session, so erasing one reads only theirs", tuple(statements))
 

@@ -24,7 +24,7 @@ from agentloop.privacy import Subject
 from agentloop.ports.summaries import SessionSummary
 from agentloop.scopes import Scope
 
-TABLES = (Table("summary", "session_summaries", SCOPED),)
+TABLES = (Table("summary", "session_summaries", SCOPED, indexed=("scope_session",)),)
 SCHEMA = Schema(
     "summaries",
     (

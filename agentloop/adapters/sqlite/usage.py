@@ -19,7 +19,7 @@ from agentloop.privacy import Subject
 from agentloop.adapters.usage import KEYS, SUMS, fits_sql, in_key_order, summed, utc_text
 from agentloop.ports.usage import Charge, Spent, UsageFilter, UsageGroup, UsageLine, UsageRecord, UsageTotal
 
-TABLES = (Table("call", "usage_calls", SCOPED),)
+TABLES = (Table("call", "usage_calls", SCOPED, indexed=("scope_session",)),)
 SCHEMA = Schema(
     "usage",
     (

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import Any
 
 import attrs
 import pytest
@@ -23,6 +24,7 @@ from agentloop.components import ToolExecution
 from agentloop.messages import ChatMessage, Usage
 from agentloop.ports.stores import Stores
 from agentloop.ports.summaries import SessionSummary
+from agentloop.privacy import Subject
 from agentloop.ports.usage import RecordedCall, UsageFilter, UsageGroup, UsageRecord
 from agentloop.retention import PruneReport, Retention
 from agentloop.scopes import Scope
@@ -84,6 +86,20 @@ class UsageRetentionTests(RetentionBackend):
         prune(stores, Retention(usage_days=30), NOW)
         assert first.deleted["usage"] == 2 and first.rolled_up == 1
         assert run(stores.usage.total(UsageFilter(company_id=CHAIN.company_id))) == total and total.calls == 3
+
+    def test_a_users_rolled_up_usage_is_exported_and_erased(self, stores: Stores, prune: Prune) -> None:
+        async def exported(subject: Subject) -> list[dict[str, Any]]:
+            return [record async for record in stores.usage.export(subject)]
+
+        run(stores.usage.record(UsageRecord("old", CHAIN, OLD, (RecordedCall("m", Usage(10, 1), 0.5),))))
+        run(stores.usage.record(UsageRecord("other", OTHER, OLD, (RecordedCall("m", Usage(20, 2), 0.5),))))
+        prune(stores, Retention(usage_days=30), NOW)
+        ada = Subject.user(str(CHAIN.user_id), company_id=CHAIN.company_id, org_id=CHAIN.org_id)
+        assert [record["input_tokens"] for record in run(exported(ada))] == [10]
+        assert run(stores.usage.erase(ada)) == 1
+        assert run(exported(ada)) == []
+        assert run(stores.usage.total(UsageFilter(company_id=CHAIN.company_id, user_id=CHAIN.user_id))).calls == 0
+        assert run(stores.usage.total(UsageFilter(company_id=OTHER.company_id))).calls == 1
 
 
 class SummaryRetentionTests(RetentionBackend):

@@ -34,7 +34,15 @@ from agentloop.ports import Embedder, MemoryEntry, RagHit, TaskRecord, TaskState
 from agentloop.retrieval import HybridWeights, fuse, query_words
 from agentloop.scopes import Scope
 from agentloop.adapters.audit import MemoryAuditLog
-from agentloop.privacy import Subject, scope_record
+from agentloop.privacy import Subject, SubjectKind, scope_record
+
+
+def held(subject: Subject, scope: Scope, session_id: str | None) -> bool:
+    """Whether a row of `scope`, written by session `session_id` that it keeps apart, is the subject's
+    (as the SQL stores' `session_column` clause says)."""
+    unnamed = subject.kind is not SubjectKind.USER or scope.user_id is None
+    owned = session_id is not None and session_id in subject.sessions and subject.in_chain(scope.company_id, scope.org_id)
+    return subject.matches(scope) or (unnamed and owned)
 
 
 def cosine(a: Vectors, b: Vectors) -> float:
@@ -114,15 +122,15 @@ class MemorySessionStore:
 
     async def erase(self, subject: Subject) -> int:
         with self.data.lock:
-            kept = [(owner, message) for owner, message in self.data.history if not subject.holds(owner)]
+            kept = [(owner, message) for owner, message in self.data.history if not subject.matches(owner)]
             removed = len(self.data.history) - len(kept)
             self.data.history[:] = kept
-            self.data.history_keys = {(owner, key) for owner, key in self.data.history_keys if not subject.holds(owner)}
+            self.data.history_keys = {(owner, key) for owner, key in self.data.history_keys if not subject.matches(owner)}
         return removed
 
     async def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
         with self.data.lock:
-            found = [(owner, message) for owner, message in self.data.history if subject.holds(owner)]
+            found = [(owner, message) for owner, message in self.data.history if subject.matches(owner)]
         for owner, message in found:
             yield {"kind": "message", "scope": scope_record(owner), "role": message.role.value, "content": message.content}
 
@@ -146,14 +154,14 @@ class MemoryMemoryStore:
 
     async def erase(self, subject: Subject) -> int:
         with self.data.lock:
-            kept = [e for e in self.data.memory if not subject.holds(e.scope, e.session_id)]
+            kept = [e for e in self.data.memory if not held(subject, e.scope, e.session_id)]
             removed = len(self.data.memory) - len(kept)
             self.data.memory[:] = kept
         return removed
 
     async def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
         with self.data.lock:
-            found = [e for e in self.data.memory if subject.holds(e.scope, e.session_id)]
+            found = [e for e in self.data.memory if held(subject, e.scope, e.session_id)]
         for e in found:
             yield {"kind": "entry", "scope": scope_record(e.scope), "session_id": e.session_id, "user_text": e.user_text,
                    "assistant_text": e.assistant_text, "created_at": e.created_at.isoformat()}
@@ -194,7 +202,7 @@ class MemoryRagStore:
         return len(self.data.rag)
 
     def _held(self, subject: Subject) -> list[int]:
-        return [i for i, (owner, _, _) in self.data.rag.items() if subject.holds(owner, self.data.rag_sessions.get(i))]
+        return [i for i, (owner, _, _) in self.data.rag.items() if held(subject, owner, self.data.rag_sessions.get(i))]
 
     async def erase(self, subject: Subject) -> int:
         with self.data.lock:
@@ -330,7 +338,7 @@ class MemoryKnowledgeRepository:
         return self._set(note_id, at, **{name: getattr(item, name) + by for name, by in counters.items()})
 
     def _retrieval_held(self, subject: Subject, r: Retrieval) -> bool:
-        return r.note_id in subject.notes or (r.session is not None and subject.holds(r.session))
+        return r.note_id in subject.notes or (r.session is not None and subject.matches(r.session))
 
     @staticmethod
     def _ours(subject: Subject, note: KnowledgeItem) -> bool:
@@ -342,7 +350,7 @@ class MemoryKnowledgeRepository:
             kept = [r for r in self.data.retrievals if not self._retrieval_held(subject, r)]
             removed = len(self.data.retrievals) - len(kept)
             self.data.retrievals[:] = kept
-            credited = {(i, s) for i, s in self.data.credited if i not in subject.notes and not subject.holds(s)}
+            credited = {(i, s) for i, s in self.data.credited if i not in subject.notes and not subject.matches(s)}
             removed += len(self.data.credited) - len(credited)
             self.data.credited = credited
             for pair in [pair for pair in self.data.suggestions if set(pair) & subject.notes]:
@@ -397,7 +405,7 @@ class MemoryTrajectoryStore:
         return trajectory_hash in self.data.distilled
 
     def _held(self, subject: Subject, e: ToolExecution) -> bool:
-        return subject.holds(Scope(e.company_id, e.org_id, e.team_id, e.project_id, e.user_id, e.session_id))
+        return subject.matches(Scope(e.company_id, e.org_id, e.team_id, e.project_id, e.user_id, e.session_id))
 
     async def erase(self, subject: Subject) -> int:
         with self.data.lock:
@@ -462,14 +470,14 @@ class MemoryTaskStore:
 
     async def erase(self, subject: Subject) -> int:
         with self.data.lock:
-            gone = [i for i, r in self.data.tasks.items() if subject.holds(r.chain)]
+            gone = [i for i, r in self.data.tasks.items() if subject.matches(r.chain)]
             for i in gone:
                 del self.data.tasks[i]
         return len(gone)
 
     async def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
         with self.data.lock:
-            found = [r for r in self.data.tasks.values() if subject.holds(r.chain)]
+            found = [r for r in self.data.tasks.values() if subject.matches(r.chain)]
         for r in found:
             yield {"kind": "task", "id": r.id, "template": r.template, "inputs": r.inputs, "state": r.state.value}
 
@@ -529,14 +537,14 @@ class MemoryApprovalStore:
 
     async def erase(self, subject: Subject) -> int:
         with self.data.lock:
-            gone = [i for i, (p, _) in self.data.approvals.items() if subject.holds(p.scope, p.request.session_id)]
+            gone = [i for i, (p, _) in self.data.approvals.items() if held(subject, p.scope, p.request.session_id)]
             for i in gone:
                 del self.data.approvals[i]
         return len(gone)
 
     async def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
         with self.data.lock:
-            found = [p for p, _ in self.data.approvals.values() if subject.holds(p.scope, p.request.session_id)]
+            found = [p for p, _ in self.data.approvals.values() if held(subject, p.scope, p.request.session_id)]
         for p in found:
             yield {"kind": "approval", "scope": scope_record(p.scope), "approval_id": p.request.approval_id,
                    "session_id": p.request.session_id, "tool_name": p.request.tool, "arguments": p.request.arguments}

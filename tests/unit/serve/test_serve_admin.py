@@ -16,7 +16,11 @@ from agentloop import LlmReply, LlmRequest
 from agentloop.adapters import open_stores
 from agentloop.messages import Finished, StreamEvent, TextDelta
 from agentloop.privacy import Subject
+from agentloop.context import Session
 from agentloop.serve import Caller, TokenFileError, load_tokens
+from agentloop.serve.admin import erase_held
+from agentloop.serve.limits import RateLimiter
+from agentloop.serve.server import Server, serving
 from worker_kit import with_worker
 from serve_kit import ACME_ADMIN, ALICE, BOB, CAROL, SUPPORT_ADMIN, auth, client, new_session, settings
 
@@ -209,6 +213,67 @@ def test_an_admin_erase_waits_for_the_users_turn_in_flight_refuses_new_ones_and_
     assert seen["again"].status_code == 200  # once the erase is done, alice talks again (a new turn, stored as any)
     left = [record for record in _kept(served.stores, Subject.user("alice", org_id="acme")) if "again" not in json.dumps(record)]
     assert left == []
+
+
+def test_feedback_and_end_whose_body_arrives_after_an_admin_erase_began_are_refused(tmp_path: Path) -> None:
+    """A request checked before its body is read, then run once the erase is under way, would write what it erases."""
+    model = HoldingEcho()
+    served = settings(tmp_path, llm=model, rate_burst=1000)
+
+    async def slow(first: bytes, rest: bytes, asked: asyncio.Event, sent: asyncio.Event) -> AsyncIterator[bytes]:
+        yield first
+        asked.set()  # the app is reading the body: the request is past its session's first check
+        await sent.wait()
+        yield rest
+
+    async def body() -> dict[str, Any]:
+        async with client(served) as http:
+            held, late = await new_session(http, ALICE), await new_session(http, ALICE)
+            in_flight = asyncio.create_task(_say(http, ALICE, held, "aliceword hold"))
+            await model.entered.wait()
+            asked, sent = [asyncio.Event(), asyncio.Event()], asyncio.Event()
+            requests = [
+                asyncio.create_task(http.post(
+                    f"/v1/sessions/{late}/{path}", content=slow(first, rest, event, sent),
+                    headers={**auth(ALICE), "content-type": "application/json"},
+                ))
+                for (path, first, rest), event in zip(
+                    (("feedback", b'{"turn_id": "t1", ', b'"positive": true}'), ("end", b'{"success"', b": true}")), asked, strict=True
+                )
+            ]
+            for event in asked:
+                await event.wait()
+            erase = asyncio.create_task(http.delete("/v1/admin/users/alice", headers=auth(ACME_ADMIN)))
+            probe = await _say(http, ALICE, late, "aliceword probe")
+            while probe.status_code == 200:  # until the erase holds alice's sessions
+                probe = await _say(http, ALICE, late, "aliceword probe")
+            sent.set()
+            answers = [await request for request in requests]
+            model.release.set()
+            await in_flight
+            return {"answers": answers, "erase": await erase}
+
+    seen = asyncio.run(body())
+    assert [answer.status_code for answer in seen["answers"]] == [503, 503], [answer.text for answer in seen["answers"]]
+    assert all(answer.json()["error"]["code"] == "erasing" for answer in seen["answers"])
+    assert seen["erase"].status_code == 200
+
+
+def test_an_admin_erase_stops_the_idle_watch_of_the_users_sessions_and_keeps_the_others(tmp_path: Path) -> None:
+    """An idle session ended after its erase would be distilled from whatever a turn in flight wrote meanwhile."""
+    served = settings(tmp_path)
+
+    async def body() -> tuple[int, int]:
+        server = Server(served, load_tokens(served.tokens), RateLimiter(60, 10))
+        async with serving(server) as bot:
+            assert bot.idle is not None
+            bot.idle.touch(Session("s1", user_id="alice", org_id="acme"))
+            bot.idle.touch(Session("s2", user_id="bob", org_id="acme"))
+            before = len(bot.idle)
+            await erase_held(server, Subject.user("alice", org_id="acme"), actor="test")
+            return before, len(bot.idle)
+
+    assert asyncio.run(body()) == (2, 1)
 
 
 def test_with_workers_an_admin_erase_removes_the_users_finished_inbox_messages_and_export_lists_them_first(

@@ -516,3 +516,20 @@ def test_every_pooled_connection_scans_the_hnsw_graph_at_ef_search_100(stores: S
             return row[0]
 
     assert db.wait(shown()) == str(EF_SEARCH) == "100"
+
+
+def test_no_store_table_has_a_one_column_index_another_of_its_indexes_already_leads_with(postgres_url: str) -> None:
+    """Each index is written on every insert: one an index already covers only slows a turn's writes."""
+    open_bot(postgres_url, bot="indexed").close()
+    with psycopg.connect(postgres_url) as conn:
+        rows = conn.execute(
+            "SELECT i.indexrelid::regclass::text, i.indrelid, i.indkey::int2[], i.indisunique FROM pg_index i "
+            "JOIN pg_class c ON c.oid = i.indrelid JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg_toast%'"
+        ).fetchall()
+    redundant = [
+        name for name, table, keys, unique in rows
+        if len(keys) == 1 and not unique
+        and any(other != name and more[0] == keys[0] and of == table for other, of, more, _ in rows)
+    ]
+    assert redundant == []

@@ -396,3 +396,24 @@ def test_the_committed_files_are_release_0_1_s() -> None:
         tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         conn.close()
         assert "schema_versions" not in tables, name
+
+
+def test_no_store_table_has_a_one_column_index_another_of_its_indexes_already_leads_with(tmp_path: Path) -> None:
+    """Each index is written on every insert: one an index already covers only slows a turn's writes."""
+    open_stores(tmp_path, embedder=HashingEmbedder(dim=DIM)).close()
+    redundant = []
+    for path in sorted(tmp_path.glob("*.sqlite3")):
+        conn = sqlite3.connect(path)
+        try:
+            for (table,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
+                indexes = {
+                    name: ([row[2] for row in conn.execute(f"PRAGMA index_info('{name}')")], unique)
+                    for _, name, unique, *_ in conn.execute(f"PRAGMA index_list('{table}')")
+                }
+                for name, (columns, unique) in indexes.items():
+                    leading = [other for other, (more, _) in indexes.items() if other != name and more[:1] == columns]
+                    if len(columns) == 1 and not unique and leading:
+                        redundant.append((path.name, name, leading))
+        finally:
+            conn.close()
+    assert redundant == []
