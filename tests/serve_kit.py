@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -88,24 +88,40 @@ def serve_command(tmp_path: Path, *options: str, env: Mapping[str, str]) -> Iter
     """`agentloop serve OPTIONS` in `tmp_path` on a free port, with the token file, data in data/ (unless OPTIONS
     name --stores) and a model server answering `HELLO`; healthy when yielded, stopped with SIGTERM after."""
     (tmp_path / "tokens.toml").write_text(TOKENS)
-    port = free_port()
     with ScriptedServer() as model:
         model.reply(body=completion(HELLO))
+        process, run = _started(tmp_path, options, env, model.url)
+        try:
+            yield run
+        finally:
+            process.send_signal(signal.SIGTERM)
+            run.stdout, run.stderr = process.communicate(timeout=60)
+            run.returncode = process.returncode
+
+
+def _started(tmp_path: Path, options: Sequence[str], env: Mapping[str, str], model_url: str) -> tuple[subprocess.Popen[str], ServeRun]:
+    """`agentloop serve` answering on a free port: started again on another port when the one picked was taken
+    meanwhile (another test's server bound it first); AssertionError with its stderr if it does not come up."""
+    for attempt in range(3):
+        port = free_port()
         process = subprocess.Popen(
             [*AGENTLOOP, "serve", *options, "--tokens", "tokens.toml", *(() if "--stores" in options else ("--data-dir", "data")),
-             "--base-url", model.url,
-             "--model", "tiny", "--port", str(port)],
+             "--base-url", model_url, "--model", "tiny", "--port", str(port)],
             cwd=tmp_path, env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
         assert process.stdout is not None
         run = ServeRun(f"http://127.0.0.1:{port}", process.stdout.readline())
         try:
             wait_until_healthy(run.url, process)
-            yield run
-        finally:
-            process.send_signal(signal.SIGTERM)
-            run.stdout, run.stderr = process.communicate(timeout=60)
-            run.returncode = process.returncode
+            return process, run
+        except AssertionError:
+            if process.poll() is None:
+                process.kill()
+            _, stderr = process.communicate(timeout=60)
+            if "address already in use" in stderr.lower() and attempt < 2:
+                continue
+            raise AssertionError(f"the server did not come up: {stderr[-2000:]}") from None
+    raise AssertionError("the server did not come up: every port picked was taken")
 
 
 def say_hi(url: str) -> tuple[str, str]:
