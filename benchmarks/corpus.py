@@ -13,7 +13,6 @@ import ast
 import hashlib
 import importlib.metadata
 import json
-import logging
 import os
 import re
 import site
@@ -27,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from agentloop.adapters.embedders.hashing import HashingEmbedder
+from agentloop.adapters.embedders.wordllama import WordLlamaEmbedder
 from agentloop.ports import Embedder
 
 Matrix = npt.NDArray[np.float32]
@@ -89,51 +89,9 @@ def docstring_corpus(count: int, *, min_chars: int = 80, roots: Sequence[Path] |
     return (list(texts) + [p for p in paragraphs if p not in texts])[:count]
 
 
-class WordLlama:
-    """WordLlama's 256-d static embeddings through the `wordllama` package, loaded from its wheel.
-
-    The wheel keeps its tokenizer under `tokenizers/`, where `WordLlama.load` looks only in
-    its cache; pointing the cache at the package's own folder finds both files offline.
-    """
-
-    def __init__(self, dim: int = 256) -> None:
-        root = logging.getLogger()
-        level, handlers = root.level, list(root.handlers)
-        import wordllama  # configures the root logger on import: put it back
-
-        root.setLevel(level)
-        root.handlers[:] = handlers
-
-        folder = Path(wordllama.__file__).parent
-        self._model = wordllama.WordLlama.load(dim=dim, cache_dir=folder, disable_download=True)
-        self._dim = dim
-
-    @property
-    def name(self) -> str:
-        return f"wordllama-v1/{self._dim}"
-
-    @property
-    def dim(self) -> int:
-        return self._dim
-
-    def embed(self, texts: Sequence[str]) -> Matrix:
-        if not texts:
-            return np.zeros((0, self._dim), dtype=np.float32)
-        vectors: Matrix = np.asarray(self._model.embed(list(texts), norm=True), dtype=np.float32)
-        return vectors
-
-    async def aembed(self, texts: Sequence[str]) -> Matrix:
-        return self.embed(texts)
-
-
 def wordllama_embedder() -> Embedder:
-    """agentloop's WordLlama adapter where this checkout has it, else the package directly."""
-    try:
-        from agentloop.adapters.embedders.wordllama import WordLlamaEmbedder  # type: ignore[import-not-found]
-    except ImportError:
-        return WordLlama()
-    embedder: Embedder = WordLlamaEmbedder()
-    return embedder
+    """agentloop's WordLlama adapter, which loads the weights from the wheel and never downloads."""
+    return WordLlamaEmbedder()
 
 
 def embedder_named(name: str) -> Embedder | None:

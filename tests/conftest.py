@@ -9,56 +9,33 @@ database of its own, copied from a template that already has the vector extensio
 
 from __future__ import annotations
 
-import errno
-import ipaddress
-import socket
+import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
+import network_guard
 import pytest
 from postgres_server import PostgresServer
 
 
-class NetworkUsedError(OSError):
-    """A test reached for a host other than this machine's loopback."""
-
-
-def _loopback(address: Any) -> bool:
-    host = address[0] if isinstance(address, tuple) else address
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+def pytest_configure(config: pytest.Config) -> None:
+    """Python processes the tests start run under the network guard too (`offline`): its
+    `sitecustomize` leads PYTHONPATH, which every subprocess helper passes on. Set before
+    collection, as some test modules build their subprocess environment on import."""
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(network_guard.SITE), os.environ.get("PYTHONPATH")]))
 
 
 @pytest.fixture(autouse=True, scope="session")
 def offline() -> Iterator[None]:
     """Every test runs as on the CI machine, which has no network: a connection to anything but
-    this machine fails at once, naming the address (the embedders, the model adapters and the
-    protocol clients all run against loopback)."""
-    connect, connect_ex = socket.socket.connect, socket.socket.connect_ex
-
-    def refuse(sock: socket.socket, address: Any) -> None:
-        if sock.family in (socket.AF_INET, socket.AF_INET6) and not _loopback(address):
-            raise NetworkUsedError(errno.ENETUNREACH, f"a test reached for {address!r}: tests reach only this machine")
-
-    def guarded(sock: socket.socket, address: Any) -> None:
-        refuse(sock, address)
-        connect(sock, address)
-
-    def guarded_ex(sock: socket.socket, address: Any) -> int:
-        refuse(sock, address)
-        return connect_ex(sock, address)
-
-    socket.socket.connect, socket.socket.connect_ex = guarded, guarded_ex  # type: ignore[method-assign]
+    this machine, or a lookup of any name but its own, fails at once, naming the address (the
+    embedders, the model adapters and the protocol clients all run against loopback)."""
+    undo = network_guard.install()
     try:
         yield
     finally:
-        socket.socket.connect, socket.socket.connect_ex = connect, connect_ex  # type: ignore[method-assign]
+        undo()
 
 
 @pytest.fixture(scope="session")

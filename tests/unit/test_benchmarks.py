@@ -91,6 +91,16 @@ def test_turn_latency_without_the_baseline_commit_says_so_and_times_this_checkou
     assert not any("this /" in line for line in lines)
 
 
+def test_turn_latency_with_a_baseline_embedder_times_both_embedders_in_one_run_and_prints_their_ratio(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    run_main("turn_latency", "--turns", "2", "--warmup", "1", "--rounds", "2", "--notes", "--baseline-embedder", "hashing")
+    lines = capsys.readouterr().out.splitlines()
+    for label in ("standard turn, framework time", "until the user is answered"):
+        assert any(re.match(rf"{label}, hashing embedder \(median\)\s+\d+\.\d{{3}} ms$", line) for line in lines)
+        assert any(re.match(rf"{label}, this / hashing embedder\s+\d+\.\d\dx\s+<= 1\.30x\s+(ok|MISSED)$", line) for line in lines)
+
+
 def test_embedders_prints_a_row_per_way_of_embedding(capsys: pytest.CaptureFixture[str]) -> None:
     run_main("embedders", "--calls", "3", "--server-delay", "0")
     lines = capsys.readouterr().out.splitlines()
@@ -272,6 +282,14 @@ def test_the_docstring_corpus_keeps_distinct_long_docstrings_in_file_order_then_
         "The class C keeps its state over several lines of text.",
         "Its second paragraph says more about it than the first one does.",
     ]
+
+
+def test_the_corpus_embeds_with_agentloops_wordllama_adapter_and_keeps_no_loader_of_its_own() -> None:
+    from agentloop.adapters.embedders.wordllama import WordLlamaEmbedder
+
+    corpus = _corpus()
+    assert not hasattr(corpus, "WordLlama")
+    assert isinstance(corpus.embedder_named("wordllama"), WordLlamaEmbedder)
 
 
 def test_the_embedded_corpus_is_read_from_the_cache_on_a_rerun(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

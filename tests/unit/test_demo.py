@@ -6,9 +6,10 @@ import asyncio
 import io
 import os
 import shutil
+import sqlite3
 import subprocess
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 import pytest
@@ -54,6 +55,11 @@ def test_the_demo_runs_offline_and_every_step_holds(tmp_path: Path) -> None:
 def test_the_demo_keeps_its_data_where_asked_and_refuses_a_used_directory(tmp_path: Path) -> None:
     assert agentloop_demo("--data-dir", "kept", cwd=tmp_path).returncode == 0
     assert {p.name for p in (tmp_path / "kept").iterdir()} >= {"bot.sqlite3", "bot.notes.sqlite3"}
+    recorded = set()
+    for name in ("bot.sqlite3", "bot.notes.sqlite3"):
+        with closing(sqlite3.connect(tmp_path / "kept" / name)) as conn:
+            recorded |= set(conn.execute("SELECT name, dim FROM vector_embedders").fetchall())
+    assert recorded == {("wordllama-v1/256", 256)}, "the demo's stores are built by the default embedder"
     again = agentloop_demo("--data-dir", "kept", cwd=tmp_path)
     assert again.returncode == 1 and again.stdout == ""
     assert again.stderr.splitlines() == [

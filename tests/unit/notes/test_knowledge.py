@@ -6,11 +6,13 @@ from __future__ import annotations
 import asyncio
 import itertools
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+import attrs
 import numpy as np
+import numpy.typing as npt
 import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
@@ -31,7 +33,9 @@ from agentloop.notes import (
     NoteType,
     NoticeKind,
     QualityRules,
+    RetrievalSettings,
 )
+from agentloop.retrieval import HybridWeights
 from agentloop.testing import FakeClock
 
 EMBEDDER = HashingEmbedder()
@@ -352,3 +356,39 @@ class LifecycleMachine(RuleBasedStateMachine):
 
 TestLifecycleMachine = LifecycleMachine.TestCase
 TestLifecycleMachine.settings = settings(deadline=None, max_examples=60, stateful_step_count=30)
+
+
+class _IdentifierBlindEmbedder:
+    """Word hashing of a text without its identifiers, so near-identical notes embed alike
+    and only the keyword side can tell them apart, as with any semantic embedder."""
+
+    name = "identifier-blind-v1/384"
+    dim = EMBEDDER.dim
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        return EMBEDDER.embed([" ".join(w for w in t.split() if not any(c.isdigit() for c in w)) for t in texts])
+
+    async def aembed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        return self.embed(texts)
+
+
+@pytest.mark.parametrize("keyword_weight", [HybridWeights().keyword, 0.0])
+def test_search_fuses_the_keyword_side_so_a_quoted_identifier_finds_its_note_among_near_identical_ones(
+    tmp_path: Path, keyword_weight: float
+) -> None:
+    embedder = _IdentifierBlindEmbedder()
+    stores = open_stores(tmp_path, embedder=embedder)
+    try:
+        settings = RetrievalSettings(hybrid=attrs.evolve(HybridWeights(), keyword=keyword_weight))
+        knowledge = KnowledgeBase(stores.knowledge, embedder, clock=FakeClock(), settings=settings)
+        owner = _chain("o1", "t1", "p1")
+        texts = [f"order ORD-{48200 + i} failed at checkout: refund it and tell the customer" for i in range(12)]
+        for text in texts:
+            asyncio.run(knowledge.add(KnowledgeItem(
+                NoteType.PATTERN, Layer.PROJECT, owner, text, text, embedder.embed([text])[0], datetime(2026, 1, 1, tzinfo=UTC),
+            )))
+        found = asyncio.run(knowledge.search("what happened to ORD-48211 at checkout?", owner, k=3))
+        assert found and all(f.item.markdown in texts for f in found)
+        assert (found[0].item.markdown == texts[11]) is (keyword_weight > 0)
+    finally:
+        stores.close()
