@@ -35,11 +35,13 @@ class HybridWeights:
     A text at rank r (from 1) of a side scores `weight / (rrf_k + r)` there; the scores add
     up. Each side offers `candidates` texts (or the k asked for, if more). A `keyword`
     weight of 0 turns the keyword side off (vector search alone); a `vector` weight of 0
-    keeps the vector side's texts but ranks by keywords first.
+    keeps the vector side's texts but ranks by keywords first. The keyword side weighs a
+    little more by default, so the text only it ranks first (the note quoting an asked
+    identifier) beats the one only the vector side ranks first instead of tying with it.
     """
 
     vector: float = attrs.field(default=1.0, validator=_non_negative)
-    keyword: float = attrs.field(default=1.0, validator=_non_negative)
+    keyword: float = attrs.field(default=1.01, validator=_non_negative)
     rrf_k: float = attrs.field(default=60.0, validator=_non_negative)
     candidates: int = attrs.field(default=20, validator=attrs.validators.ge(1))
 

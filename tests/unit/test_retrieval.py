@@ -19,13 +19,18 @@ def test_fusion_adds_each_sides_weighted_reciprocal_rank() -> None:
 
 
 def test_texts_a_side_scores_alike_share_its_rank() -> None:
-    fused = dict(fuse([("a", 0.5), ("b", 0.5), ("c", 0.1)], [("b", 2.0), ("a", 2.0)], HybridWeights()))
+    fused = dict(fuse([("a", 0.5), ("b", 0.5), ("c", 0.1)], [("b", 2.0), ("a", 2.0)], HybridWeights(keyword=1.0)))
     assert fused["a"] == fused["b"] == pytest.approx(2 / 61) and fused["c"] == pytest.approx(1 / 63)
 
 
 def test_equal_scores_keep_the_vector_sides_order_and_a_zero_weight_ranks_by_the_other_side() -> None:
-    assert [id_ for id_, _ in fuse([("a", 0.3)], [("b", 1.0)], HybridWeights())] == ["a", "b"]
+    assert [id_ for id_, _ in fuse([("a", 0.3)], [("b", 1.0)], HybridWeights(keyword=1.0))] == ["a", "b"]
     assert [id_ for id_, _ in fuse([("a", 0.9), ("b", 0.3)], [("b", 1.0)], HybridWeights(vector=0.0))] == ["b", "a"]
+
+
+def test_by_default_the_text_only_the_keyword_side_ranks_first_beats_the_one_only_the_vector_side_does() -> None:
+    """The note quoting an asked identifier, beyond the vector side's candidates, no longer ties and loses."""
+    assert [id_ for id_, _ in fuse([("near", 0.9)], [("quoted", 5.0)], HybridWeights())] == ["quoted", "near"]
 
 
 def test_weights_refuse_negative_values_and_no_candidates() -> None:
