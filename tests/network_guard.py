@@ -79,7 +79,7 @@ def install() -> Callable[[], None]:
         refuse_lookup(host)
         return gethostbyname_ex(host)
 
-    socket.socket.connect, socket.socket.connect_ex = guarded, guarded_ex  # type: ignore[method-assign]
+    socket.socket.connect, socket.socket.connect_ex = guarded, guarded_ex  # type: ignore[method-assign,assignment]
     socket.getaddrinfo, socket.gethostbyname, socket.gethostbyname_ex = (
         guarded_getaddrinfo, guarded_gethostbyname, guarded_gethostbyname_ex,
     )
