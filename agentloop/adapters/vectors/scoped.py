@@ -354,10 +354,7 @@ def _best(hits: list[tuple[int, float]], k: int) -> list[tuple[int, float]]:
 
 def _dot(rows: Vectors, query: Vectors) -> Vectors:
     """`rows @ query` on this thread only: BLAS's matrix-vector product would split it over
-    threads that, on a busy machine, take milliseconds to wake. numpy 2's `vecdot` takes one
+    threads that, on a busy machine, take milliseconds to wake. `np.vecdot` takes one
     BLAS dot product per row, never threaded at this length, and is faster than `einsum`'s loop."""
-    products: Vectors = _vecdot(rows, query) if _vecdot is not None else np.einsum("ij,j->i", rows, query)
+    products: Vectors = np.vecdot(rows, query)
     return products
-
-
-_vecdot = getattr(np, "vecdot", None)  # numpy >= 2.0
