@@ -239,8 +239,9 @@ def _api_key(variables: Sequence[str]) -> str | None:
 def http_llm(base_url: str | None, model: str, *, provider: str = "openai") -> LLM:
     """The model `provider` (openai or anthropic) serves at `base_url` (the provider's default
     when None), checked to be reachable and to serve `model` (where the server lists its
-    models); the key comes from the environment."""
-    check: Callable[..., None]
+    models), with the context window the listing gives (`context_window`, None where it gives
+    none); the key comes from the environment."""
+    check: Callable[..., int | None]
     make: Callable[..., LLM]
     try:
         if provider == "anthropic":
@@ -256,10 +257,10 @@ def http_llm(base_url: str | None, model: str, *, provider: str = "openai") -> L
     except ImportError as error:
         raise BotError(f"talking to a model server needs httpx and tenacity: pip install 'agentloop-ecs[{provider}]' ({error})") from error
     try:
-        check(url, model=model, api_key=api_key)
+        window = check(url, model=model, api_key=api_key)
     except (EndpointUnreachableError, UnknownModelError, ApiKeyRefusedError, ApiPathError) as error:
         raise BotError(str(error)) from error
-    return make(url, model, api_key=api_key)
+    return make(url, model, api_key=api_key, context_window=window)
 
 
 def start_otel(service_name: str) -> Callable[[], None]:

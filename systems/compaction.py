@@ -22,7 +22,6 @@ from agentloop import (
     ToolSpec,
     TurnOutcome,
     TurnPolicy,
-    TurnUsage,
     Usage,
     history_scope,
 )
@@ -69,9 +68,7 @@ class CompactionSystem(System):
 
     order: ClassVar[int] = 74
     reads = ()
-    optional_reads = (
-        TurnPolicy, TurnOutcome, PromptContext, LlmResponse, ToolExecutions, UnsummarisedHistory, SanitizedInput, TurnUsage,
-    )
+    optional_reads = (TurnPolicy, TurnOutcome, PromptContext, LlmResponse, ToolExecutions, UnsummarisedHistory, SanitizedInput)
     writes = ()
 
     def __init__(
@@ -177,8 +174,9 @@ class CompactionSystem(System):
         asked = asked if isinstance(asked, str) else None
         guard, reservation = self.budget_guard, None
         if guard is not None:
-            turn = ctx.get(TurnUsage)
-            used = sum((call.usage for call in calls), turn.total if turn is not None else Usage(0, 0))
+            answered = ctx.get(LlmResponse)  # its usage is the turn's calls, added up
+            turn = answered.usage if answered is not None and answered.usage is not None else Usage(0, 0)
+            used = sum((call.usage for call in calls), turn)
             checked = await guard.before_call(ctx, used, request, asked)
             if isinstance(checked, str):
                 _log.warning("compaction.skipped", session_id=ctx.session.id, turn_id=ctx.turn_id, reason=checked)

@@ -250,3 +250,11 @@ def test_summaries_are_asked_of_the_summariser_for_the_summary_model(tmp_path: P
     assert {request.model for request in main_requests} == {"big-model"}
     assert all("summar" in (request.messages[0].content or "").lower() for request in summary_requests)
     assert not any("summar" in (request.messages[0].content or "").lower() for request in main_requests)
+
+
+def test_a_budget_for_a_listed_window_keeps_a_reserve_that_fits_it() -> None:
+    """`ContextBudget.for_window`: the listed window with the default reserve, or a quarter of a small window;
+    an unknown window is the default budget."""
+    assert ContextBudget.for_window(None) == ContextBudget()
+    assert (ContextBudget.for_window(128_000).window, ContextBudget.for_window(128_000).answer_reserve) == (128_000, 4_096)
+    assert (ContextBudget.for_window(2_048).window, ContextBudget.for_window(2_048).answer_reserve) == (2_048, 512)

@@ -265,6 +265,19 @@ def test_the_start_up_check_finds_a_model_the_api_does_not_list(server: Scripted
         check_reachable(url, model="claude-sonnet-4-5", timeout=2.0)
 
 
+def test_the_start_up_check_reads_the_models_max_input_tokens_as_its_window(server: ScriptedServer) -> None:
+    """The Models API's entry of a model gives `max_input_tokens` (and `max_tokens`, the answer's limit): its window."""
+    server.models = ["claude-sonnet-4-5", "claude-haiku-4-5"]
+    server.model_fields = {
+        "claude-sonnet-4-5": {"type": "model", "display_name": "Claude Sonnet 4.5", "max_input_tokens": 200_000, "max_tokens": 64_000},
+    }
+    assert check_reachable(server.url, model="claude-sonnet-4-5", api_key="sk-ant") == 200_000
+    assert check_reachable(server.url, model="claude-haiku-4-5", api_key="sk-ant") is None
+    llm = AnthropicLLM(server.url, "claude-sonnet-4-5", api_key="sk-ant")
+    llm.check()
+    assert llm.context_window == 200_000
+
+
 @tool
 def weather(city: str) -> str:
     """The weather in a city."""
