@@ -34,6 +34,8 @@ from agentloop.ports import LLM, Channel, CheckableLLM, Clock
 from agentloop.system import System
 from agentloop.tools import Tool
 from systems import StandardPipeline, TrajectoryCaptureSystem, add_note_taking, standard_pipeline
+from systems.budgets import BudgetGuard
+from systems.compaction import CompactionSystem
 from systems.tool_loop import ToolLoopSystem
 
 DEFAULT_BASE_URL = "http://localhost:11434/v1"
@@ -117,16 +119,21 @@ def open_bot(
 
 
 def apply_budgets(loop: AgentLoop, budgets: Budgets) -> None:
-    """Give each tool loop of `loop` the `budgets` (the `--budget` options); a tool loop made
-    without a usage store cannot keep session or tenant limits, and says so as a BotError."""
+    """Give each tool loop of `loop` the `budgets` (the `--budget` options), and each compaction
+    that records its usage a guard of them, so its summariser calls are checked too; a tool loop
+    made without a usage store cannot keep session or tenant limits, and says so as a BotError."""
     if not budgets.configured:
         return
     for system in loop.systems:
-        if isinstance(system, ToolLoopSystem):
-            try:
+        try:
+            if isinstance(system, ToolLoopSystem):
                 system.settings = attrs.evolve(system.settings, budgets=budgets)
-            except ValueError as error:
-                raise BotError(f"{system.name}: {error}") from error
+            elif isinstance(system, CompactionSystem) and system.usage is not None:
+                system.budget_guard = BudgetGuard(
+                    budgets, system.usage, prices=system.prices, company_id=system.company_id, tokens=system.counter
+                )
+        except ValueError as error:
+            raise BotError(f"{system.name}: {error}") from error
 
 
 def load_factory(target: str) -> Callable[..., Any]:
