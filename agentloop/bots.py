@@ -34,6 +34,8 @@ from agentloop.ports import LLM, Channel, CheckableLLM, Clock
 from agentloop.system import System
 from agentloop.tools import Tool
 from systems import StandardPipeline, TrajectoryCaptureSystem, add_note_taking, standard_pipeline
+from systems.budgets import BudgetGuard
+from systems.compaction import CompactionSystem
 from systems.tool_loop import ToolLoopSystem
 
 DEFAULT_BASE_URL = "http://localhost:11434/v1"
@@ -117,16 +119,21 @@ def open_bot(
 
 
 def apply_budgets(loop: AgentLoop, budgets: Budgets) -> None:
-    """Give each tool loop of `loop` the `budgets` (the `--budget` options); a tool loop made
-    without a usage store cannot keep session or tenant limits, and says so as a BotError."""
+    """Give each tool loop of `loop` the `budgets` (the `--budget` options), and each compaction
+    that records its usage a guard of them, so its summariser calls are checked too; a tool loop
+    made without a usage store cannot keep session or tenant limits, and says so as a BotError."""
     if not budgets.configured:
         return
     for system in loop.systems:
-        if isinstance(system, ToolLoopSystem):
-            try:
+        try:
+            if isinstance(system, ToolLoopSystem):
                 system.settings = attrs.evolve(system.settings, budgets=budgets)
-            except ValueError as error:
-                raise BotError(f"{system.name}: {error}") from error
+            elif isinstance(system, CompactionSystem) and system.usage is not None:
+                system.budget_guard = BudgetGuard(
+                    budgets, system.usage, prices=system.prices, company_id=system.company_id, tokens=system.counter
+                )
+        except ValueError as error:
+            raise BotError(f"{system.name}: {error}") from error
 
 
 def load_factory(target: str) -> Callable[..., Any]:
@@ -239,8 +246,9 @@ def _api_key(variables: Sequence[str]) -> str | None:
 def http_llm(base_url: str | None, model: str, *, provider: str = "openai") -> LLM:
     """The model `provider` (openai or anthropic) serves at `base_url` (the provider's default
     when None), checked to be reachable and to serve `model` (where the server lists its
-    models); the key comes from the environment."""
-    check: Callable[..., None]
+    models), with the context window the listing gives (`context_window`, None where it gives
+    none); the key comes from the environment."""
+    check: Callable[..., int | None]
     make: Callable[..., LLM]
     try:
         if provider == "anthropic":
@@ -256,10 +264,10 @@ def http_llm(base_url: str | None, model: str, *, provider: str = "openai") -> L
     except ImportError as error:
         raise BotError(f"talking to a model server needs httpx and tenacity: pip install 'agentloop-ecs[{provider}]' ({error})") from error
     try:
-        check(url, model=model, api_key=api_key)
+        window = check(url, model=model, api_key=api_key)
     except (EndpointUnreachableError, UnknownModelError, ApiKeyRefusedError, ApiPathError) as error:
         raise BotError(str(error)) from error
-    return make(url, model, api_key=api_key)
+    return make(url, model, api_key=api_key, context_window=window)
 
 
 def start_otel(service_name: str) -> Callable[[], None]:

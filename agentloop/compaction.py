@@ -59,6 +59,14 @@ class ContextBudget:
         if self.notes + self.summary + self.memory + self.rag + self.message >= 1:
             raise ValueError("the shares of notes, summary, memory, RAG and the message must leave some of the prompt to history")
 
+    @classmethod
+    def for_window(cls, window: int | None) -> ContextBudget:
+        """The default budget for a model of `window` tokens (None: not known, the default window),
+        its answer's reserve at most a quarter of the window."""
+        if window is None:
+            return cls()
+        return cls(window=window, answer_reserve=min(cls().answer_reserve, window // 4))
+
     @property
     def prompt(self) -> int:
         """Tokens the prompt may take: the window less the answer's reserve."""

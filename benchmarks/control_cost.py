@@ -1,10 +1,12 @@
 """What usage accounting and budget checks add to the standard turn, in one run.
 
-Three bots of this checkout take turns in alternating rounds, each on its own SQLite stores
+Three bots of this checkout take turns in rounds, each on its own SQLite stores
 with note-taking, the model reporting usage on every call (as turn_latency.py's does):
 without usage recording, with it (the standard pipeline), and with it plus a tenant's daily
 cost budget and a session's daily token budget (a reservation before each model call).
-The medians of framework time and the ratios to the first are printed beside the target
+The order rotates each round, so each bot runs in each position (the first, after a pause, is
+the slow one) equally often over a multiple of three rounds; the medians of framework time and
+the ratios to the first are printed beside the target
 (usage accounting and budget checks add <= 10%). Times are printed, never asserted.
 
     python benchmarks/control_cost.py [--turns 600] [--rounds 6] [--warmup 100]
@@ -63,6 +65,12 @@ async def turns(loop: Any, llm: TimedLLM, session: Session, count: int, into: li
             into.append((perf_counter() - started - llm.seconds) * 1000.0)
 
 
+def rotated(names: tuple[str, ...], round_: int) -> tuple[str, ...]:
+    """The order of round `round_`: `names` rotated by the round, so no bot always runs first."""
+    shift = round_ % len(names)
+    return names[shift:] + names[:shift]
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--turns", type=int, default=600)
@@ -77,11 +85,12 @@ def main(argv: list[str] | None = None) -> None:
         session = Session("bench", user_id="bench-user", org_id="acme")
         for loop, llm in bots.values():
             asyncio.run(turns(loop, llm, session, args.warmup, None))
-        for _ in range(args.rounds):
-            for name, (loop, llm) in bots.items():
+        for round_ in range(args.rounds):
+            for name in rotated(names, round_):
+                loop, llm = bots[name]
                 asyncio.run(turns(loop, llm, session, max(1, args.turns // args.rounds), times[name]))
     base = statistics.median(times["none"])
-    print(f"framework time of the standard turn with note-taking, {args.turns} turns each in {args.rounds} alternating rounds")
+    print(f"framework time of the standard turn with note-taking, {args.turns} turns each in {args.rounds} rounds of rotating order")
     print(f"{'without usage recording':<44} {base:8.3f} ms")
     for name, label in (("usage", "with usage recording (as shipped)"), ("budgets", "with usage recording and two budgets")):
         median = statistics.median(times[name])

@@ -9,8 +9,12 @@ from typing import ClassVar
 from agentloop import (
     DEFAULT_COMPANY,
     AgentContext,
+    ChatMessage,
     LlmCallError,
+    LlmReply,
+    LlmRequest,
     LlmResponse,
+    Prices,
     PromptContext,
     SanitizedInput,
     System,
@@ -18,11 +22,12 @@ from agentloop import (
     ToolSpec,
     TurnOutcome,
     TurnPolicy,
+    Usage,
     history_scope,
 )
 from agentloop._log import get_logger
 from agentloop.compaction import ContextBudget, UnsummarisedHistory, chunks, fitting_tail, summary_request
-from agentloop.ports import LLM, SessionStore, SessionSummary, SummaryStore
+from agentloop.ports import LLM, RecordedCall, SessionStore, SessionSummary, SummaryStore, UsageRecord, UsageStore
 from agentloop.tokens import (
     MESSAGE_OVERHEAD,
     EstimatedTokens,
@@ -34,6 +39,7 @@ from agentloop.tokens import (
     tool_texts,
 )
 
+from systems.budgets import BudgetGuard
 from systems.input import turn_user_text
 from systems.memory import exchange_messages
 
@@ -53,6 +59,11 @@ class CompactionSystem(System):
     When `ContextBuildingSystem` read the whole history after the summary this turn
     (`UnsummarisedHistory`, counted by the same counter), that with the turn's exchange is
     what is measured, and a turn whose history still fits reads no store at all.
+
+    Each summariser call is a model call like the turn's: with `budget_guard` it first reserves its
+    estimate on the budgets (counting this turn's calls towards a per-turn limit) and settles after; a
+    budget in the way skips compaction this turn (one log line; the answer already went out). With
+    `usage` its calls are stored, priced by `prices`, under the turn id followed by `:compaction`.
     """
 
     order: ClassVar[int] = 74
@@ -75,6 +86,9 @@ class CompactionSystem(System):
         summary_model: str | None = None,
         read_limit: int = 2000,
         company_id: str = DEFAULT_COMPANY,
+        usage: UsageStore | None = None,
+        prices: Prices | None = None,
+        budget_guard: BudgetGuard | None = None,
     ) -> None:
         self.summariser = summariser
         self.sessions = sessions
@@ -90,6 +104,9 @@ class CompactionSystem(System):
         self.summary_model = summary_model or model
         self.read_limit = read_limit
         self.company_id = company_id
+        self.usage = usage
+        self.prices = prices or Prices()
+        self.budget_guard = budget_guard
 
     def should_process(self, ctx: AgentContext) -> bool:
         """A turn that answered: a fallback adds no exchange worth folding (and may have met an outage)."""
@@ -118,15 +135,8 @@ class CompactionSystem(System):
         folded = pending[:keep]
         if not folded:
             return
-        text = latest.text if latest is not None else None
-        try:
-            for run in chunks(self.counter, folded, self._summariser_room(), self.model):
-                reply = await self.summariser.complete(
-                    summary_request(text, run, max_tokens=self.budget.share(self.budget.summary), model=self.summary_model)
-                )
-                text = (reply.content or "").strip() or text
-        except LlmCallError as error:
-            _log.warning("compaction.failed", session_id=ctx.session.id, error=str(error))
+        text, done = await self._summarise(ctx, latest.text if latest is not None else None, folded)
+        if not done:
             return
         summary = SessionSummary(
             scope, (latest.version if latest else 0) + 1, total - len(pending) + keep, text or "", ctx.clock.now()
@@ -136,6 +146,53 @@ class CompactionSystem(System):
             return
         _log.info("compaction.stored", session_id=ctx.session.id, version=summary.version, covered=summary.covered,
                   folded=len(folded))
+
+    async def _summarise(self, ctx: AgentContext, text: str | None, folded: Sequence[ChatMessage]) -> tuple[str | None, bool]:
+        """The summary of `text` and `folded`, and whether it was made: a failing summariser or a
+        budget in the way leaves it unmade. The calls made are recorded either way."""
+        calls: list[RecordedCall] = []
+        try:
+            for run in chunks(self.counter, folded, self._summariser_room(), self.model):
+                request = summary_request(text, run, max_tokens=self.budget.share(self.budget.summary), model=self.summary_model)
+                reply = await self._call(ctx, request, calls)
+                if reply is None:
+                    return text, False
+                text = (reply.content or "").strip() or text
+        except LlmCallError as error:
+            _log.warning("compaction.failed", session_id=ctx.session.id, error=str(error))
+            return text, False
+        finally:
+            if calls and self.usage is not None:
+                scope = history_scope(ctx.session, self.company_id)
+                await self.usage.record(UsageRecord(f"{ctx.turn_id}:compaction", scope, ctx.clock.now(), tuple(calls)))
+        return text, True
+
+    async def _call(self, ctx: AgentContext, request: LlmRequest, calls: list[RecordedCall]) -> LlmReply | None:
+        """One summariser call, reserved on the budgets before and settled after, added to `calls`;
+        None when a budget stops it."""
+        asked = self.summary_model or getattr(self.summariser, "model", None)
+        asked = asked if isinstance(asked, str) else None
+        guard, reservation = self.budget_guard, None
+        if guard is not None:
+            answered = ctx.get(LlmResponse)  # its usage is the turn's calls, added up
+            turn = answered.usage if answered is not None and answered.usage is not None else Usage(0, 0)
+            used = sum((call.usage for call in calls), turn)
+            checked = await guard.before_call(ctx, used, request, asked)
+            if isinstance(checked, str):
+                _log.warning("compaction.skipped", session_id=ctx.session.id, turn_id=ctx.turn_id, reason=checked)
+                return None
+            reservation = checked
+        reply: LlmReply | None = None
+        try:
+            reply = await self.summariser.complete(request)
+        finally:
+            if guard is not None and reservation is not None:
+                used_now, model = (None, asked) if reply is None else (reply.usage, reply.model or asked)
+                await guard.settle(ctx, reservation, used_now, model)
+        if reply.usage is not None:
+            model = reply.model or asked
+            calls.append(RecordedCall(model, reply.usage, self.prices.cost(model, reply.usage)))
+        return reply
 
     def fits_as_read(self, ctx: AgentContext) -> bool:
         """Whether the history context building read after the summary (all of it), with the

@@ -76,8 +76,10 @@ class StandardOptions:
     the model or trajectory capture sees it."""
     output_type: type[Any] | None = None
     """Validate the final answer into this type (an attrs class, say); `StructuredOutput` holds it."""
-    context_budget: ContextBudget = ContextBudget()
-    """The model's context window in tokens and how a prompt shares it (history is cut to fit)."""
+    context_budget: ContextBudget | None = None
+    """The model's context window in tokens and how a prompt shares it (history is cut to fit). None:
+    `ContextBudget.for_window` of the window the model's server listed (the LLM's `context_window`,
+    which the start-up check reads), or of the default window when it listed none."""
     token_counter: TokenCounter | None = None
     """How tokens are counted: a local tokenizer (`TokenizerTokens`), or by default an estimate that learns from usage."""
     compaction: bool = True
@@ -280,6 +282,8 @@ def _standard(
 ) -> StandardPipeline:
     opts = options or StandardOptions()
     counter = opts.token_counter or EstimatedTokens()
+    listed = getattr(llm, "context_window", None)
+    budget = opts.context_budget or ContextBudget.for_window(listed if isinstance(listed, int) else None)
     tool_loop = ToolLoopSystem(
         llm, tools, opts.tool_loop_settings(approval), channel=channel, metrics=metrics, approvals=stores.approvals,
         usage=stores.usage, prices=opts.prices, tokens=counter,
@@ -298,7 +302,7 @@ def _standard(
             rag_min_score=opts.rag_min_score,
             company_id=opts.company_id,
             summaries=stores.summaries if opts.compaction else None,
-            budget=opts.context_budget,
+            budget=budget,
             counter=counter,
             tools=specs,
             model=opts.model,
@@ -314,7 +318,8 @@ def _standard(
     if opts.compaction:
         systems.append(CompactionSystem(
             opts.summariser or llm, sessions=stores.sessions, summaries=stores.summaries, system_prompt=system_prompt,
-            history_window=opts.history_window, company_id=opts.company_id, budget=opts.context_budget,
+            history_window=opts.history_window, company_id=opts.company_id, budget=budget,
             counter=counter, tools=specs, model=opts.model, summary_model=opts.summary_model,
+            usage=stores.usage, prices=opts.prices, budget_guard=tool_loop.budget,
         ))
     return StandardPipeline(systems, stores=stores, owns_stores=owns_stores, turn_timeout=opts.turn_timeout, clock=clock, metrics=metrics)

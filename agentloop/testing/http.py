@@ -130,7 +130,8 @@ class ScriptedServer:
     `headers` holds each POST's headers (names in lower case), in the same order.
     A POST with nothing queued gets HTTP 500. GET `/v1/models` lists `models` (while it is None,
     a listing without entries the start-up check can read, which it takes at its word), or
-    answers `models_status` when that is not 200 (401 for a refused key, say); each GET is
+    answers `models_status` when that is not 200 (401 for a refused key, say); a model's entry has
+    the fields `model_fields` gives it (`{"qwen": {"max_model_len": 8192}}`, as vLLM lists). Each GET is
     kept in `gets` as `{"path", "auth", "headers"}`. `start()` serves on a background thread; `close()`
     (or leaving the `with` block) stops it.
     """
@@ -141,6 +142,7 @@ class ScriptedServer:
         self.headers: list[dict[str, str]] = []
         self.models: list[str] | None = None
         self.models_status = 200
+        self.model_fields: dict[str, dict[str, Any]] = {}
         self.gets: list[dict[str, Any]] = []
         server = self
 
@@ -156,7 +158,7 @@ class ScriptedServer:
                 else:
                     listing: dict[str, Any] = {"object": "list"}
                     if server.models is not None:
-                        listing["data"] = [{"id": name, "object": "model"} for name in server.models]
+                        listing["data"] = [{"id": name, "object": "model", **server.model_fields.get(name, {})} for name in server.models]
                     self._answer(_Answer(200, (json.dumps(listing).encode(),), {"Content-Type": "application/json"}, 0.0))
 
             def do_POST(self) -> None:

@@ -319,6 +319,14 @@ def test_control_cost_prints_what_usage_recording_and_budgets_add_next_to_the_ta
         assert re.match(rf"{label}\s+{MS_3}\s+\d+\.\d\dx\s+<= 1\.10x\s+(ok|MISSED)$", line)
 
 
+def test_control_cost_rotates_the_order_so_each_bot_runs_first_as_often_as_the_others() -> None:
+    """Over three rounds each bot runs once in each position: the baseline is not always the first, slow, one."""
+    names = ("none", "usage", "budgets")
+    orders = [load("control_cost").rotated(names, round_) for round_ in range(3)]
+    assert all(sorted(order) == sorted(names) for order in orders)
+    assert all(sorted(order[position] for order in orders) == sorted(names) for position in range(3))
+
+
 def test_erase_prints_the_time_of_each_erase_beside_the_first(capsys: pytest.CaptureFixture[str]) -> None:
     run_main("erase", "--others", "200,400", "--victim-rows", "40,80")
     lines = capsys.readouterr().out.splitlines()

@@ -16,6 +16,7 @@ from agentloop.loop import AgentLoop
 from agentloop.ports import Period
 from agentloop.testing import RecordingChannel
 from systems import standard_pipeline
+from systems.compaction import CompactionSystem
 from systems.tool_loop import ToolLoopSystem
 
 AT = datetime(2026, 3, 9, 23, 30, tzinfo=UTC)
@@ -60,6 +61,8 @@ def test_budgets_given_to_a_built_bot_reach_its_tool_loop(tmp_path: Path) -> Non
         apply_budgets(loop, budgets)
         tool_loop = pipeline.get(ToolLoopSystem)
         assert tool_loop.settings.budgets == budgets and tool_loop.budget is not None
+        guard = pipeline.get(CompactionSystem).budget_guard  # its summariser calls are checked by the same budgets
+        assert guard is not None and guard.budgets == budgets and guard.usage is pipeline.stores.usage
     own = AgentLoop([ToolLoopSystem(ScriptedLLM())])  # made without a usage store
     with pytest.raises(BotError, match="usage store"):
         apply_budgets(own, budgets)

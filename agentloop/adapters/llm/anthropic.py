@@ -77,10 +77,13 @@ def _headers(api_key: str | None) -> dict[str, str]:
     return {"anthropic-version": ANTHROPIC_VERSION, **({"x-api-key": api_key} if api_key else {})}
 
 
-def check_reachable(base_url: str, *, model: str | None = None, api_key: str | None = None, timeout: float = 5.0) -> None:
+def check_reachable(
+    base_url: str, *, model: str | None = None, api_key: str | None = None, timeout: float = 5.0
+) -> int | None:
     """The start-up check of `agentloop.adapters.llm.http.check_reachable`, authenticated as
-    the Messages API wants: the API lists its models (GET `/v1/models`) only to a caller with a key."""
-    _check_reachable(base_url, model=model, timeout=timeout, headers=_headers(api_key))
+    the Messages API wants: the API lists its models (GET `/v1/models`) only to a caller with a key.
+    The model's `max_input_tokens`, where its entry has it, is the answer."""
+    return _check_reachable(base_url, model=model, timeout=timeout, headers=_headers(api_key))
 
 
 def _blocks(message: ChatMessage) -> list[dict[str, Any]]:
@@ -250,6 +253,7 @@ class AnthropicLLM:
     API has no `seed`, so a request's seed is not sent. `caching` says where the prompt cache's
     breakpoints go (by default on the system prompt, the tools and the history before the
     current message); the usage reports what the API read from and wrote to the cache.
+    `context_window` is the model's window when known (given, or read by `check`).
     """
 
     def __init__(
@@ -262,12 +266,14 @@ class AnthropicLLM:
         retry: RetryPolicy = RetryPolicy(),
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         client: httpx.AsyncClient | None = None,
+        context_window: int | None = None,
         max_tokens: int = 4096,
         caching: PromptCaching = PromptCaching(),
     ) -> None:
         if max_tokens < 1:
             raise ValueError(f"max_tokens must be at least 1 (the API requires a limit), got {max_tokens}")
         self.model = model
+        self.context_window = context_window
         self.max_tokens = max_tokens
         self.caching = caching
         self._http = ModelHttpClient(base_url, headers=_headers(api_key), timeout=timeout, retry=retry, sleep=sleep, client=client)
@@ -313,8 +319,10 @@ class AnthropicLLM:
             return await collect(events)
 
     def check(self, *, timeout: float = 5.0) -> None:
-        """The start-up check (`agentloop.adapters.llm.http.check_reachable`) of this model on its server, with its key."""
-        self._http.check(self.model, timeout=timeout)
+        """The start-up check (`agentloop.adapters.llm.http.check_reachable`) of this model on its server, with its key;
+        the context window its listing gives becomes `context_window` unless one was given."""
+        listed = self._http.check(self.model, timeout=timeout)
+        self.context_window = self.context_window or listed
 
     async def stream(self, request: LlmRequest) -> AsyncGenerator[StreamEvent, None]:
         """Text and tool-use deltas as the API sends them, the usage, then the whole reply."""

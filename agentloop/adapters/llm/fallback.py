@@ -140,6 +140,12 @@ class FallbackLLM:
             _log.info("llm.fallback", failed=switched.failed, next_model=switched.next_model, withdrawn=streamed, error=str(error))
             yield switched
 
+    @property
+    def context_window(self) -> int | None:
+        """The smallest context window its models' servers gave (a prompt must fit whichever answers), or None."""
+        windows = [w for w in (getattr(model, "context_window", None) for model in self.models) if isinstance(w, int)]
+        return min(windows, default=None)
+
     def check(self, *, timeout: float = 5.0) -> None:
         """The start-up check of each model that has one: any model's error is raised, except that
         a server out of reach is only logged while another model's is reachable."""

@@ -232,9 +232,9 @@ class ModelHttpClient:
         self._sleep = sleep
         self._client = client
 
-    def check(self, model: str | None, *, timeout: float = 5.0) -> None:
-        """`check_reachable` on this server, with this client's headers (its key)."""
-        check_reachable(self.base_url, model=model, timeout=min(timeout, self.timeout), headers=self.headers)
+    def check(self, model: str | None, *, timeout: float = 5.0) -> int | None:
+        """`check_reachable` on this server, with this client's headers (its key); the model's listed window."""
+        return check_reachable(self.base_url, model=model, timeout=min(timeout, self.timeout), headers=self.headers)
 
     @functools.cached_property
     def _tls(self) -> ssl.SSLContext:
@@ -319,8 +319,15 @@ def _past_deadline(exc: LlmCallError) -> LlmCallError:
     return LlmCallError(message, kind=exc.kind)
 
 
-def check_reachable(base_url: str, *, model: str | None, timeout: float, headers: Mapping[str, str]) -> None:
-    """The start-up check: one authenticated GET `<base_url>/models`, which costs no tokens.
+CONTEXT_WINDOW_FIELDS = ("max_model_len", "context_length", "max_context_length", "max_input_tokens")
+"""The fields of a model's entry in a listing that give its context window in tokens: vLLM's,
+OpenRouter's and LM Studio's (`context_length`, `max_context_length`), the Anthropic Models API's
+limit of a prompt (`max_input_tokens`)."""
+
+
+def check_reachable(base_url: str, *, model: str | None, timeout: float, headers: Mapping[str, str]) -> int | None:
+    """The start-up check: one authenticated GET `<base_url>/models`, which costs no tokens;
+    `model`'s context window when its entry in the listing gives one (`CONTEXT_WINDOW_FIELDS`), else None.
 
     Raises `EndpointUnreachableError` when nothing answers, `ApiKeyRefusedError` on 401 or 403,
     `ApiPathError` on 404 (a base URL without its /v1), and `UnknownModelError` when the
@@ -342,12 +349,24 @@ def check_reachable(base_url: str, *, model: str | None, timeout: float, headers
         raise ApiPathError(url)
     if not response.is_success:
         _log.warning("llm.check_inconclusive", url=url, status=response.status_code, said=server_message(response))
-        return
+        return None
     if model is None:
-        return
+        return None
     try:
-        served = tuple(str(entry["id"]) for entry in response.json()["data"])
+        entries = {str(entry["id"]): entry for entry in response.json()["data"]}
     except (ValueError, KeyError, TypeError):
-        return
-    if model not in served and f"{model}:latest" not in served:
-        raise UnknownModelError(base_url, model, served)
+        return None
+    entry = entries.get(model, entries.get(f"{model}:latest"))
+    if entry is None:
+        raise UnknownModelError(base_url, model, tuple(entries))
+    return listed_window(entry)
+
+
+def listed_window(entry: Mapping[str, Any]) -> int | None:
+    """The context window a listing's entry for one model gives (the first of `CONTEXT_WINDOW_FIELDS`
+    that is a positive whole number), or None."""
+    for field in CONTEXT_WINDOW_FIELDS:
+        value = entry.get(field)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None

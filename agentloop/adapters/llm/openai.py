@@ -173,7 +173,8 @@ class OpenAICompatibleLLM:
     (server or connection errors, a stream cut off), the server's explanation in one line.
     A request's `cache_key` is sent as `prompt_cache_key`, so the turns of one session reach
     the same prompt cache (`send_cache_key=False` for a server that refuses fields it does
-    not know); the usage reports the cached part of the prompt.
+    not know); the usage reports the cached part of the prompt. `context_window` is the model's
+    window when known (given, or read by `check` from the server's listing).
     `max_retries`, `backoff` and `max_backoff` are deprecated: pass `retry=RetryPolicy(...)`.
     """
 
@@ -187,12 +188,14 @@ class OpenAICompatibleLLM:
         retry: RetryPolicy = RetryPolicy(),
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         client: httpx.AsyncClient | None = None,
+        context_window: int | None = None,
         max_retries: int | None = None,
         backoff: float | None = None,
         max_backoff: float | None = None,
         send_cache_key: bool = True,
     ) -> None:
         self.model = model
+        self.context_window = context_window
         self.send_cache_key = send_cache_key
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         retry = _retry_from_old_keywords(retry, max_retries=max_retries, backoff=backoff, max_backoff=max_backoff)
@@ -224,8 +227,10 @@ class OpenAICompatibleLLM:
             return await collect(events)
 
     def check(self, *, timeout: float = 5.0) -> None:
-        """The start-up check (`agentloop.adapters.llm.http.check_reachable`) of this model on its server, with its key."""
-        self._http.check(self.model, timeout=timeout)
+        """The start-up check (`agentloop.adapters.llm.http.check_reachable`) of this model on its server, with its key;
+        the context window its listing gives becomes `context_window` unless one was given."""
+        listed = self._http.check(self.model, timeout=timeout)
+        self.context_window = self.context_window or listed
 
     async def stream(self, request: LlmRequest) -> AsyncGenerator[StreamEvent, None]:
         """Text and tool-call deltas as the server sends them, usage, then the whole reply."""
@@ -261,13 +266,14 @@ def check_reachable(
     api_key: str | None = None,
     timeout: float = 5.0,
     headers: Mapping[str, str] | None = None,
-) -> None:
+) -> int | None:
     """Raise `EndpointUnreachableError` unless an HTTP server answers at `base_url`, and
     `UnknownModelError` when it lists its models (GET `<base_url>/models`) without `model`.
     `headers` replace the bearer `api_key`, for a server that authenticates otherwise.
 
-    One GET costs no tokens; a server without the listing is taken at its word.
+    One GET costs no tokens; a server without the listing is taken at its word. The model's
+    context window, where its entry in the listing gives one, is the answer.
     """
     if headers is None:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    _check_reachable(base_url, model=model, timeout=timeout, headers=headers)
+    return _check_reachable(base_url, model=model, timeout=timeout, headers=headers)

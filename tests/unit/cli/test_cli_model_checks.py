@@ -10,7 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from agentloop import ContextBudget, EstimatedTokens, IncomingMessage, Session
+from agentloop.bots import ModelSettings, open_bot
+from agentloop.testing import RecordingChannel
 from agentloop.testing.http import ScriptedServer, completion
+from agentloop.tokens import MESSAGE_OVERHEAD
+from systems import ContextBuildingSystem
 from serve_kit import AGENTLOOP, TOKENS
 
 WORKER_BOTS = textwrap.dedent(
@@ -109,3 +114,40 @@ def test_a_fallback_model_the_server_does_not_list_stops_chat_before_the_first_t
     result = agentloop("chat", "--base-url", server.url, "--model", "big", "--fallback-model", "smal", "--data-dir", "data",
                        stdin="hi\n", cwd=tmp_path)
     assert result.returncode == 1 and "does not serve a model named 'smal'" in result.stderr and server.requests == []
+
+
+def _turns_over_http(server: ScriptedServer, tmp_path: Path, model: str, turns: int) -> tuple[int, int]:
+    """`turns` long turns of a chat's bot on `server` (the model checked as `chat` checks it): the context
+    budget's window and the most tokens any request sent to the model took by its estimate."""
+    for _ in range(turns * 3):
+        server.reply(body=completion("Noted. " * 20))
+    llm = ModelSettings(model, base_url=server.url).llm()
+    counter = EstimatedTokens()
+    with open_bot(tmp_path / "data", llm, RecordingChannel()) as bot:
+        window = next(s for s in bot.loop.systems if isinstance(s, ContextBuildingSystem)).budget.window
+        for turn in range(turns):
+            bot.loop.run_turn_sync(Session("long", user_id="ada"), IncomingMessage(f"Turn {turn}: " + "the weather today " * 40))
+    sent = [request["body"]["messages"] for request in server.requests if request["body"]["messages"][0]["role"] == "system"]
+    return window, max(sum(MESSAGE_OVERHEAD + counter.count(m.get("content") or "") for m in messages) for messages in sent)
+
+
+@pytest.mark.parametrize("field", ["max_model_len", "context_length", "max_context_length", "max_input_tokens"])
+def test_the_context_window_the_model_listing_gives_is_the_budget_of_every_prompt(
+    server: ScriptedServer, tmp_path: Path, field: str
+) -> None:
+    """No window configured: the start-up check reads the model's window from the listing (vLLM, OpenRouter,
+    LM Studio, Anthropic's field names) and no prompt of a long session outgrows it."""
+    server.models = ["qwen"]
+    server.model_fields = {"qwen": {field: 2000}}
+    window, largest = _turns_over_http(server, tmp_path, "qwen", 12)
+    assert window == 2000
+    assert largest <= ContextBudget.for_window(2000).prompt
+
+
+def test_a_listing_without_a_window_leaves_the_documented_default(server: ScriptedServer, tmp_path: Path) -> None:
+    """A server that lists no window (Ollama, OpenAI): the budget is the default window, and the session's
+    turns are all sent while they fit it."""
+    server.models = ["llama3.2:latest"]
+    window, largest = _turns_over_http(server, tmp_path, "llama3.2", 12)
+    assert window == ContextBudget().window
+    assert largest > ContextBudget.for_window(2000).prompt

@@ -173,3 +173,25 @@ def test_a_decision_over_budget_leaves_its_approval_pending(tmp_path: Path) -> N
     assert decided.turn_outcome.finish_reason is FinishReason.BUDGET_EXCEEDED
     assert [p.request.approval_id for p in pending] == [request.approval_id]
     assert script.remaining == 1  # the model was not asked again
+
+
+def test_a_budget_that_ends_the_turn_after_the_first_delta_withdraws_what_was_streamed(tmp_path: Path) -> None:
+    """A streamed partial answer is handled as at a deadline: the stream is aborted, the stop text is
+    sent in its place and nothing of the partial answer is stored."""
+
+    def looking_aloud(request: LlmRequest) -> LlmReply:
+        return attrs.evolve(always_looking(request), content="Let me look that up")
+
+    channel = RecordingChannel()
+    options = StandardOptions(budgets=Budgets(turn_tokens=2000, output_reserve=100), prices=PRICES, compaction=False)
+    with standard_pipeline(ScriptedLLM(looking_aloud, model="m", chunk=5), channel, data_dir=tmp_path, tools=[lookup],
+                           options=options) as pipeline:
+        ctx = pipeline.build().run_turn_sync(ADA, IncomingMessage("look it up"))
+        history = asyncio.run(pipeline.stores.sessions.recent(history_scope(ADA, DEFAULT_COMPANY), 10))
+    outcome = ctx.turn_outcome
+    assert outcome is not None and outcome.finish_reason is FinishReason.BUDGET_EXCEEDED
+    (stream,) = channel.streams
+    assert stream.shown.startswith("Let me") and stream.aborted and stream.closed is None
+    assert channel.texts == [DEFAULT_STOP_TEXTS[FinishReason.BUDGET_EXCEEDED]]
+    assert outcome.assistant_text is None
+    assert "Let me look that up" not in [message.content for message in history]

@@ -9,12 +9,15 @@ from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+import pytest
+from structlog.testing import capture_logs
 
 from agentloop import (
-    AgentContext, ChatMessage, ContextBudget, EstimatedTokens, IncomingMessage, PromptContext, SanitizedInput, Session, history_scope,
+    DEFAULT_COMPANY, AgentContext, AgentLoop, BudgetLimit, Budgets, BudgetScope, ChatMessage, ContextBudget, EstimatedTokens,
+    IncomingMessage, LlmReply, LlmRequest, ModelPrice, Prices, PromptContext, SanitizedInput, Session, Usage, history_scope,
 )
 from agentloop.adapters import InMemorySummaryStore, open_stores
-from agentloop.ports import SessionSummary
+from agentloop.ports import Period, SessionSummary, UsageFilter, UsageGroup
 from agentloop.scopes import Scope
 from agentloop.testing import RecordingChannel, ScriptedLLM, make_context, run_system_sync
 from agentloop.tokens import prompt_tokens
@@ -145,3 +148,113 @@ def test_compaction_folds_the_same_turns_from_context_buildings_read_as_from_the
             versions = asyncio.run(stores.summaries.versions(history_scope(session)))
         runs.append(([(v.version, v.covered) for v in versions], bot.sizes))
     assert runs[0] == runs[1] and len(runs[0][0]) > 5
+
+
+def _chatter_turns(loop: AgentLoop, session: Session, turns: int) -> list[str]:
+    """Run `turns` turns of weather chatter in `session`; the text of each answer."""
+    answers = []
+    for _ in range(turns):
+        result = loop.run_turn_sync(session, IncomingMessage("chatter about the weather " * 5))
+        assert result.turn_outcome is not None
+        answers.append(result.turn_outcome.assistant_text)
+    return answers
+
+
+def test_every_summariser_call_is_recorded_as_usage_under_the_summary_model(tmp_path: Path) -> None:
+    """Compaction's model calls are usage too: the calls recorded equal the calls the scripted models received,
+    and the summariser's are stored under its own model with the cost of its own price."""
+    received = {"main": 0, "small": 0}
+
+    def main(request: LlmRequest) -> LlmReply:
+        received["main"] += 1
+        return LlmReply("ok " * 30, usage=Usage(100, 10), model="main")
+
+    def small(request: LlmRequest) -> LlmReply:
+        received["small"] += 1
+        return LlmReply("the user chatted about the weather", usage=Usage(300, 20), model="small")
+
+    prices = Prices({"main": ModelPrice(1.0, 2.0), "small": ModelPrice(0.5, 1.0)})
+    options = StandardOptions(
+        context_budget=ContextBudget(window=1500, answer_reserve=300), memory_limit=0, rag_k=0,
+        summariser=ScriptedLLM(small, model="small"), summary_model="small", prices=prices,
+    )
+    session = Session("s", user_id="u")
+    with open_stores(tmp_path) as stores, standard_pipeline(ScriptedLLM(main, model="main"), RecordingChannel(), stores=stores,
+                                                            options=options) as pipeline:
+        _chatter_turns(pipeline.build(), session, 60)
+        lines = asyncio.run(stores.usage.report(UsageFilter(company_id=DEFAULT_COMPANY), UsageGroup.MODEL))
+    by_model = {line.key: line.total for line in lines}
+    assert received["small"] > 0
+    assert {model: total.calls for model, total in by_model.items()} == received
+    assert by_model["small"].usage == Usage(300 * received["small"], 20 * received["small"])
+    assert by_model["small"].cost == pytest.approx(received["small"] * (300 * 0.5 + 20 * 1.0) / 1e6)
+
+
+def test_a_used_up_budget_stops_compaction_calls_and_the_turns_still_answer(tmp_path: Path) -> None:
+    """Each summariser call reserves on the budgets as a turn's call does: once the session's daily cost
+    budget has no room for one, compaction is skipped (one log line) and every turn is still answered."""
+    received: list[int] = []
+    main = ScriptedLLM(lambda request: LlmReply("ok " * 30, usage=Usage(100, 10), model="main"), model="main")
+
+    def small(request: LlmRequest) -> LlmReply:
+        received.append(1)
+        return LlmReply("the user chatted about the weather", usage=Usage(100, 10), model="small")
+
+    limit = BudgetLimit(BudgetScope.SESSION, Period.DAY, cost=0.02)
+    options = StandardOptions(
+        context_budget=ContextBudget(window=1500, answer_reserve=300), memory_limit=0, rag_k=0,
+        summariser=ScriptedLLM(small, model="small"), summary_model="small",
+        prices=Prices({"main": ModelPrice(0, 0), "small": ModelPrice(10.0, 10.0)}),
+        budgets=Budgets(limits=(limit,), output_reserve=100),
+    )
+    session = Session("s", user_id="u")
+    with (open_stores(tmp_path) as stores,
+          standard_pipeline(main, RecordingChannel(), stores=stores, options=options) as pipeline, capture_logs() as logs):
+        loop = pipeline.build()
+        answers: list[str] = []
+        while not any(entry["event"] == "compaction.skipped" for entry in logs) and len(answers) < 400:
+            answers += _chatter_turns(loop, session, 1)
+        stopped_at = len(received)
+        answers += _chatter_turns(loop, session, 30)
+        recorded = asyncio.run(stores.usage.total(UsageFilter(company_id=DEFAULT_COMPANY)))
+    assert 0 < stopped_at == len(received)
+    assert set(answers) == {"ok " * 30}
+    assert recorded.calls == len(answers) + len(received)
+    assert recorded.cost <= limit.cost
+    skipped = [entry for entry in logs if entry["event"] == "compaction.skipped"]
+    assert skipped and "session's daily budget" in skipped[0]["reason"]
+
+
+def test_summaries_are_asked_of_the_summariser_for_the_summary_model(tmp_path: Path) -> None:
+    """`StandardOptions.summariser` and `summary_model` are who is asked for a summary, and for which model:
+    the bot's own model only answers the turns."""
+    main_requests: list[LlmRequest] = []
+    summary_requests: list[LlmRequest] = []
+
+    def main(request: LlmRequest) -> LlmReply:
+        main_requests.append(request)
+        return LlmReply("ok " * 30, usage=Usage(100, 10))
+
+    def small(request: LlmRequest) -> LlmReply:
+        summary_requests.append(request)
+        return LlmReply("the user chatted about the weather", usage=Usage(100, 10))
+
+    options = StandardOptions(
+        context_budget=ContextBudget(window=1500, answer_reserve=300), memory_limit=0, rag_k=0, model="big-model",
+        summariser=ScriptedLLM(small), summary_model="small-model",
+    )
+    with standard_pipeline(ScriptedLLM(main), RecordingChannel(), data_dir=tmp_path, options=options) as pipeline:
+        _chatter_turns(pipeline.build(), Session("s", user_id="u"), 60)
+    assert summary_requests and len(main_requests) == 60
+    assert {request.model for request in summary_requests} == {"small-model"}
+    assert {request.model for request in main_requests} == {"big-model"}
+    assert all("summar" in (request.messages[0].content or "").lower() for request in summary_requests)
+    assert not any("summar" in (request.messages[0].content or "").lower() for request in main_requests)
+
+
+def test_a_budget_for_a_listed_window_keeps_a_reserve_that_fits_it() -> None:
+    """`ContextBudget.for_window`: the listed window with the default reserve, or a quarter of a small window;
+    an unknown window is the default budget."""
+    assert ContextBudget.for_window(None) == ContextBudget()
+    assert (ContextBudget.for_window(128_000).window, ContextBudget.for_window(128_000).answer_reserve) == (128_000, 4_096)
+    assert (ContextBudget.for_window(2_048).window, ContextBudget.for_window(2_048).answer_reserve) == (2_048, 512)

@@ -13,7 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentloop import ChatMessage, FailureKind, IncomingMessage, LlmCallError, LlmRequest, Session, ToolCall, ToolSpec, tool
+from agentloop import (
+    ChatMessage, FailureKind, IncomingMessage, LlmCallError, LlmRequest, Session, ToolCall, ToolSpec, knowledge_scope, tool,
+)
 from agentloop.adapters.llm.anthropic import ANTHROPIC_VERSION, AnthropicLLM, CacheBreakpoint, PromptCaching, check_reachable
 from agentloop.adapters.llm.http import RetryPolicy
 from agentloop.errors import ApiKeyRefusedError, EndpointUnreachableError, UnknownModelError
@@ -21,7 +23,7 @@ from agentloop.messages import Finished, StreamEvent, TextDelta, ToolCallDelta, 
 from agentloop.testing import RecordingChannel
 from agentloop.testing.anthropic_server import api_error, message_body, message_events, queue_stream
 from agentloop.testing.http import ScriptedServer
-from systems import standard_pipeline
+from systems import RagIndexingSystem, standard_pipeline
 
 
 @pytest.fixture
@@ -265,6 +267,19 @@ def test_the_start_up_check_finds_a_model_the_api_does_not_list(server: Scripted
         check_reachable(url, model="claude-sonnet-4-5", timeout=2.0)
 
 
+def test_the_start_up_check_reads_the_models_max_input_tokens_as_its_window(server: ScriptedServer) -> None:
+    """The Models API's entry of a model gives `max_input_tokens` (and `max_tokens`, the answer's limit): its window."""
+    server.models = ["claude-sonnet-4-5", "claude-haiku-4-5"]
+    server.model_fields = {
+        "claude-sonnet-4-5": {"type": "model", "display_name": "Claude Sonnet 4.5", "max_input_tokens": 200_000, "max_tokens": 64_000},
+    }
+    assert check_reachable(server.url, model="claude-sonnet-4-5", api_key="sk-ant") == 200_000
+    assert check_reachable(server.url, model="claude-haiku-4-5", api_key="sk-ant") is None
+    llm = AnthropicLLM(server.url, "claude-sonnet-4-5", api_key="sk-ant")
+    llm.check()
+    assert llm.context_window == 200_000
+
+
 @tool
 def weather(city: str) -> str:
     """The weather in a city."""
@@ -398,3 +413,35 @@ def test_a_whole_message_reply_is_read_with_its_usage_and_cache_counts(server: S
     reply = complete(AnthropicLLM(server.url, "m"))
     assert (reply.content, reply.stop_reason, reply.model) == ("Hello.", "end_turn", "served-claude")
     assert reply.usage == Usage(53, 2, cache_read_tokens=40, cache_write_tokens=8)
+
+
+def _breakpoint(messages: list[dict[str, Any]]) -> int | None:
+    """The index of the message whose last block carries the history's `cache_control`, if one does."""
+    marked = [i for i, m in enumerate(messages) if any("cache_control" in block for block in m["content"])]
+    return marked[-1] if marked else None
+
+
+def test_two_turns_with_the_same_retrieval_repeat_the_prompt_prefix_so_the_cache_can_read_it(
+    server: ScriptedServer, tmp_path: Path
+) -> None:
+    """Prompt caching can work: the second turn's system prompt and tools are byte for byte the first's,
+    its messages extend the first's, and the history breakpoint moves forward past the first turn's answer."""
+    for answer in ("It is sunny in Oslo.", "It rains in Bergen."):
+        queue_stream(server, message_events(answer))
+    session = Session("s", user_id="u")
+    with standard_pipeline(AnthropicLLM(server.url, "m"), RecordingChannel(), data_dir=tmp_path, tools=[weather],
+                           system_prompt="You answer questions about the weather.") as pipeline:
+        pipeline.remove(RagIndexingSystem)  # no answer is indexed: both turns retrieve the one seeded text
+        assert pipeline.stores is not None
+        asyncio.run(pipeline.stores.rag.add(knowledge_scope(session), "Norway's weather changes by the hour."))
+        loop = pipeline.build()
+        for question in ("What is the weather in Oslo?", "And the weather in Bergen?"):
+            loop.run_turn_sync(session, IncomingMessage(question))
+    first, second = (request["body"] for request in server.requests)
+    assert "Norway's weather changes by the hour." in first["system"][0]["text"]
+    assert json.dumps(second["system"]).encode() == json.dumps(first["system"]).encode()
+    assert json.dumps(second["tools"]).encode() == json.dumps(first["tools"]).encode()
+    plain = [{**m, "content": [{k: v for k, v in b.items() if k != "cache_control"} for b in m["content"]]} for m in second["messages"]]
+    assert plain[: len(first["messages"])] == first["messages"]
+    assert plain[len(first["messages"])] == {"role": "assistant", "content": [{"type": "text", "text": "It is sunny in Oslo."}]}
+    assert (_breakpoint(first["messages"]), _breakpoint(second["messages"])) == (None, len(first["messages"]))

@@ -185,3 +185,11 @@ def test_the_start_up_check_raises_a_refused_key_and_an_unreachable_server_only_
         server.models_status = 401
         with pytest.raises(ApiKeyRefusedError):
             FallbackLLM([OpenAICompatibleLLM(server.url, "big"), ScriptedLLM()]).check()
+
+
+def test_a_fallbacks_context_window_is_the_smallest_its_models_have() -> None:
+    """A prompt must fit whichever model answers: the smallest window known, None when none is known."""
+    big, small = OpenAICompatibleLLM("http://127.0.0.1:9/v1", "big", context_window=128_000), ScriptedLLM(["hi"])
+    assert FallbackLLM([big, small]).context_window == 128_000
+    assert FallbackLLM([big, OpenAICompatibleLLM("http://127.0.0.1:9/v1", "s", context_window=8_192)]).context_window == 8_192
+    assert FallbackLLM([small]).context_window is None

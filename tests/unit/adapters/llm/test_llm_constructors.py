@@ -15,7 +15,7 @@ from agentloop.adapters.llm.http import RetryPolicy
 from agentloop.adapters.llm.openai import OpenAICompatibleLLM
 from agentloop.testing.http import ScriptedServer
 
-SHARED = ["base_url", "model", "api_key", "timeout", "retry", "sleep", "client"]
+SHARED = ["base_url", "model", "api_key", "timeout", "retry", "sleep", "client", "context_window"]
 OWN = {OpenAICompatibleLLM: ["max_retries", "backoff", "max_backoff", "send_cache_key"], AnthropicLLM: ["max_tokens", "caching"]}
 """What each adapter takes after the shared keywords: OpenAI's deprecated retry keywords and whether it sends
 `prompt_cache_key`, Anthropic's token limit and where its prompt cache breakpoints go."""

@@ -487,3 +487,20 @@ def test_cached_prompt_tokens_are_read_from_prompt_tokens_details(server: Script
         server.reply(body={**completion("ok"), "usage": usage_body(2006, 300, 1920)})
     reply = asyncio.run(OpenAICompatibleLLM(server.url, "m").complete(LlmRequest((ChatMessage.user("hi"),))))
     assert reply.usage == Usage(2006, 300, cache_read_tokens=1920)
+
+
+@pytest.mark.parametrize(("field", "server_kind"), [("max_model_len", "vLLM"), ("context_length", "OpenRouter"),
+                                                   ("max_context_length", "LM Studio")])
+def test_the_check_reads_the_context_window_the_listing_gives(server: ScriptedServer, field: str, server_kind: str) -> None:
+    """A model's entry in the listing that gives its window (as `server_kind` does) is what the check answers;
+    an entry without one, or with one that is not a positive whole number, answers None."""
+    server.models = ["qwen", "gpt-4o", "odd"]
+    server.model_fields = {"qwen": {field: 8192}, "odd": {field: "8k"}}
+    assert check_reachable(server.url, model="qwen") == 8192
+    assert check_reachable(server.url, model="gpt-4o") is None
+    assert check_reachable(server.url, model="odd") is None
+    checked = OpenAICompatibleLLM(server.url, "qwen")
+    checked.check()
+    given = OpenAICompatibleLLM(server.url, "qwen", context_window=4096)
+    given.check()
+    assert (checked.context_window, given.context_window) == (8192, 4096)

@@ -1,0 +1,64 @@
+"""Counting tokens: the estimate that learns from reported usage, and a local tokenizer's exact counts."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agentloop import ChatMessage, EstimatedTokens
+from agentloop.tokens import MESSAGE_OVERHEAD, TokenizerTokens, message_tokens
+
+TEXT = "x" * 400
+"""100 tokens at the default four characters a token."""
+
+
+def test_learning_moves_a_models_ratio_toward_the_usage_it_reported() -> None:
+    """A report of twice the estimate moves the model's ratio a `smoothing` step toward 2, and what it estimates with it."""
+    counter = EstimatedTokens()
+    assert counter.count(TEXT, "m") == 100
+    counter.learn("m", estimated=100, reported=200)
+    assert counter.ratio("m") == 1.2
+    assert counter.count(TEXT, "m") == 120
+    assert counter.count(TEXT, "other") == 100 and counter.ratio("other") == 1.0
+
+
+def test_repeated_reports_bring_the_estimate_to_what_the_provider_counts() -> None:
+    """Learning from each prompt it estimated, the counter's estimate of a 300-token prompt converges to 300."""
+    counter = EstimatedTokens()
+    for _ in range(60):
+        counter.learn("m", estimated=counter.count(TEXT, "m"), reported=300)
+    assert 299 <= counter.count(TEXT, "m") <= 301
+
+
+def test_an_empty_report_teaches_nothing() -> None:
+    """A call that reported no input tokens (or a prompt estimated at none) leaves the ratio as it was."""
+    counter = EstimatedTokens()
+    counter.learn("m", estimated=100, reported=0)
+    counter.learn("m", estimated=0, reported=100)
+    assert counter.ratio("m") == 1.0
+
+
+@settings(max_examples=100, deadline=None)
+@given(reports=st.lists(st.tuples(st.integers(1, 10**6), st.integers(1, 10**6)), max_size=30))
+def test_a_learnt_ratio_stays_within_a_quarter_and_four(reports: list[tuple[int, int]]) -> None:
+    """Learnt ratio bound: whatever the reports, a model's ratio stays within [1/4, 4], so one odd report cannot run away with it."""
+    counter = EstimatedTokens()
+    for estimated, reported in reports:
+        counter.learn("m", estimated, reported)
+    assert 0.25 <= counter.ratio("m") <= 4.0
+
+
+def test_a_tokenizer_counts_with_its_encode_function_and_remembers_each_text() -> None:
+    """`TokenizerTokens` counts the ids its `encode` gives, whatever the model, and encodes a text it counted once only."""
+    encoded: list[str] = []
+
+    def encode(text: str) -> list[int]:
+        encoded.append(text)
+        return [len(word) for word in text.split()]
+
+    counter = TokenizerTokens(encode)
+    assert counter.count("one two three", "m") == 3
+    assert counter.count("one two three", "other") == 3
+    assert counter.count("four") == 1
+    assert message_tokens(counter, ChatMessage.user("five six")) == MESSAGE_OVERHEAD + 2
+    assert encoded == ["one two three", "four", "five six"]
