@@ -355,6 +355,18 @@ def test_every_public_error_subclasses_agentloop_error() -> None:
     assert strays == [], f"public exceptions outside the AgentloopError tree: {strays}"
 
 
+def test_no_library_code_rewraps_an_error_as_a_cli_error_by_its_text() -> None:
+    """The code that fails raises an `AgentloopError`, which `main`'s one handler prints; the CLI once
+    turned a ValueError, a FileNotFoundError and a BotError into a `CliError` one by one."""
+    rewraps = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in sources("agentloop") + sources("systems")
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if "CliError(str(" in line
+    ]
+    assert rewraps == [], f"raise an AgentloopError where the error happens instead: {rewraps}"
+
+
 MAX_FILE_LINES = 600
 MAX_FUNCTION_LINES = 60
 
