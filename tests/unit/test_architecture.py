@@ -367,6 +367,71 @@ def test_no_library_code_rewraps_an_error_as_a_cli_error_by_its_text() -> None:
     assert rewraps == [], f"raise an AgentloopError where the error happens instead: {rewraps}"
 
 
+TREE_FOLDER = re.compile(r"^\s*([\w.]+)/")
+
+
+def architecture_tree() -> list[str]:
+    """The lines of the package tree that opens docs/architecture.md."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    found = re.search(r"^## Layers and packages\n.*?^```\n(.*?)^```", text, re.S | re.M)
+    assert found, "docs/architecture.md has no package tree under '## Layers and packages'"
+    return [line for line in found.group(1).splitlines() if line.strip()]
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _entry(lines: list[str], start: int) -> list[str]:
+    """The line `start` and the lines under it (deeper indented)."""
+    end = start + 1
+    while end < len(lines) and _indent(lines[end]) > _indent(lines[start]):
+        end += 1
+    return lines[start:end]
+
+
+def _own_text(entry: list[str]) -> str:
+    """An entry's text without the entries of the folders under it."""
+    own, skip_below = [], None
+    for line in entry[1:]:
+        if skip_below is not None and _indent(line) > skip_below:
+            continue
+        skip_below = _indent(line) if TREE_FOLDER.match(line) else None
+        if skip_below is None:
+            own.append(line)
+    return "\n".join([entry[0], *own])
+
+
+def folder_text(tree: list[str], parts: tuple[str, ...]) -> str | None:
+    """What the tree says in a folder's entry (`('adapters', 'sqlite')`); a folder named only inside
+    its parent's entry (`telegram/`) shares the parent's text; None when the tree leaves it out."""
+    entry = tree
+    text = None
+    for part in parts:
+        starts = [i for i, line in enumerate(entry) if (m := TREE_FOLDER.match(line)) and m.group(1) == part]
+        if starts:
+            entry = _entry(entry, starts[0])
+            text = _own_text(entry)
+        elif text is None or not re.search(rf"(?<![\w/]){re.escape(part)}/", text):
+            return None
+    return text
+
+
+def test_every_module_of_agentloop_is_named_in_the_architecture_pages_tree() -> None:
+    """The tree once left out a dozen modules (`budgets`, `tokens`, `adapters/audit.py`...): a contributor
+    reads it to find where a thing lives, so each module is named under its folder, with what it holds."""
+    tree = architecture_tree()
+    missing = set()
+    for path in sources("agentloop"):
+        parts = path.relative_to(ROOT).parts
+        text = folder_text(tree, parts[:-1])
+        if text is None:
+            missing.add("/".join(parts[:-1]) + "/")
+        elif path.stem != "__init__" and not re.search(rf"(?<![\w.]){re.escape(path.stem)}(?:\.py)?(?!\w)", text):
+            missing.add("/".join(parts))
+    assert sorted(missing) == [], f"name these in docs/architecture.md's tree, under their folder: {sorted(missing)}"
+
+
 MAX_FILE_LINES = 600
 MAX_FUNCTION_LINES = 60
 
