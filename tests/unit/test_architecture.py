@@ -69,7 +69,11 @@ def test_serve_builds_its_bots_through_agentloop_bots_not_the_cli(path: Path) ->
 
 SYSTEMS_INTERNAL_IMPORTS = {
     ("systems/tool_loop.py", "agentloop._containment"): "a tool's failure is contained by the loop's own rule",
-    ("systems/tool_loop.py", "agentloop._text"): "tool output is cut by the rule the docs state for max_tool_output_bytes",
+    ("systems/tool_loop.py", "agentloop._text"): "tool output is cut by the rule the docs state for max_tool_output_bytes, and stored as all text is",
+    ("systems/tool_loop.py", "agentloop._names"): "turn, step and tool-run ids have the form every id of the framework has",
+    ("systems/tool_turn.py", "agentloop._text"): "a tool's name is stored as all text is",
+    ("systems/tool_turn.py", "agentloop._names"): "a streamed message's id has the form every id of the framework has",
+    ("systems/input.py", "agentloop._text"): "the user's text is made storable by the rule every store relies on",
     ("systems/tool_loop.py", "agentloop._log"): "the built-in systems log where the framework does",
     ("systems/tool_turn.py", "agentloop._log"): "the built-in systems log where the framework does",
     ("systems/routing.py", "agentloop._log"): "the built-in systems log where the framework does",
