@@ -371,6 +371,27 @@ def test_no_library_code_rewraps_an_error_as_a_cli_error_by_its_text() -> None:
     assert rewraps == [], f"raise an AgentloopError where the error happens instead: {rewraps}"
 
 
+def _company_literals(path: Path) -> Iterator[int]:
+    """Lines where `path` gives a parameter or a field the literal company id "default"."""
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        values = (
+            [*node.defaults, *(d for d in node.kw_defaults if d is not None)] if isinstance(node, ast.arguments)
+            else [node.value] if isinstance(node, ast.AnnAssign) and node.value is not None else []
+        )
+        yield from (value.lineno for value in values if isinstance(value, ast.Constant) and value.value == "default")
+
+
+def test_the_default_company_is_named_by_its_constant() -> None:
+    """Note-taking once wrote "default" where `DEFAULT_COMPANY` exists: one rule written twice can drift."""
+    found = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for path in sources("agentloop") + sources("systems")
+        if path != ROOT / "agentloop" / "scopes.py"
+        for line in _company_literals(path)
+    ]
+    assert found == [], f"use agentloop.scopes.DEFAULT_COMPANY: {found}"
+
+
 TREE_FOLDER = re.compile(r"^\s*([\w.]+)/")
 
 

@@ -109,3 +109,15 @@ def test_a_fallback_model_the_server_does_not_list_stops_chat_before_the_first_t
     result = agentloop("chat", "--base-url", server.url, "--model", "big", "--fallback-model", "smal", "--data-dir", "data",
                        stdin="hi\n", cwd=tmp_path)
     assert result.returncode == 1 and "does not serve a model named 'smal'" in result.stderr and server.requests == []
+
+
+def test_an_openai_embedder_of_the_stores_command_takes_its_key_by_the_models_one_lookup(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lookup was written twice (the bots and `stores reembed`); an empty variable is skipped by both."""
+    from agentloop import bots
+    from agentloop.cli import stores as stores_command
+
+    monkeypatch.setenv("AGENTLOOP_API_KEY", "")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai")
+    embedder = stores_command.embedder_from_spec("openai:text-embedding-3-small", base_url="http://127.0.0.1:1/v1")
+    assert embedder.http.headers["Authorization"] == "Bearer sk-openai"  # type: ignore[attr-defined]
+    assert bots.api_key_from(bots.API_KEY_VARIABLES) == "sk-openai" and stores_command.api_key_from is bots.api_key_from
