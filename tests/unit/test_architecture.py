@@ -257,7 +257,7 @@ def test_no_import_cycle_joins_modules_of_different_packages() -> None:
 
 ADAPTER_GROUPS = ("llm", "embedders", "vectors", "channels")
 """Folders of adapters whose modules are each a provider of their own (`llm/openai.py`, `llm/anthropic.py`)."""
-SHARED_ADAPTER_LAYERS = {"errors", "urls", "private_files", "rows", "stores", "metrics", "notes", "notifier", "llm.http", "usage", "subjects", "audit", "retention"}
+SHARED_ADAPTER_LAYERS = {"errors", "urls", "_private_files", "_rows", "stores", "metrics", "notes", "notifier", "llm.http", "usage", "_subjects", "audit", "retention"}
 """What every provider may build on: the adapters' errors, the URL rules, file modes, row helpers, the bundle
 that opens a URL's backend, the HTTP layer the model providers share, the usage report keys and sums, the SQL of an erase's subject, the audit rows, and the
 bundle that prunes a URL's backend."""
