@@ -8,8 +8,6 @@ module (loggers named `agentloop...`) until an application configures structlog 
 from typing import TYPE_CHECKING
 
 from agentloop._deprecated import renamed_names
-from agentloop._names import new_id
-from agentloop._text import storable
 from agentloop.approvals import APPROVAL_HINT, ApprovalDecision, ApprovalPolicy, ApprovalRequest, PendingApproval
 from agentloop.compaction import ContextBudget
 from agentloop.components import (
@@ -181,11 +179,9 @@ __all__ = [
     "history_scope",
     "knowledge_scope",
     "memory_scope",
-    "new_id",
     "reply_events",
     "resolve_finish_reason",
     "running_execution",
-    "storable",
     "tool",
     "validate_pipeline",
     "visible_text",
@@ -199,7 +195,9 @@ if not TYPE_CHECKING:  # type checkers report the old names, which is the point
         },
         internal={
             "cap_bytes": "agentloop._text.cap_bytes",
+            "new_id": "agentloop._names.new_id",
             "passes_through": "agentloop._containment.passes_through",
             "running_task": "agentloop._containment.running_task",
+            "storable": "agentloop._text.storable",
         },
     )

@@ -30,3 +30,20 @@ def renamed_names(
         return getattr(importlib.import_module(path), attribute)
 
     return __getattr__
+
+
+def moved_module(module: str, new: str) -> Callable[[str], object]:
+    """A `__getattr__` for the old path `module` of a module that became the internal `new`: each
+    name is `new`'s, with a DeprecationWarning, so code written against the old path keeps running."""
+
+    def __getattr__(name: str) -> object:
+        if name.startswith("__"):
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(new), name)
+        warnings.warn(
+            f"{module} is internal now ({new}), not public API, and this path will be removed; copy {name} if you need it",
+            DeprecationWarning, stacklevel=2,
+        )
+        return value
+
+    return __getattr__

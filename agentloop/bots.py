@@ -239,7 +239,8 @@ def user_tools(module_name: str) -> list[Tool]:
     return tools
 
 
-def _api_key(variables: Sequence[str]) -> str | None:
+def api_key_from(variables: Sequence[str]) -> str | None:
+    """The model server's key: the first of the environment `variables` that is set and not empty, else None."""
     return next((os.environ[name] for name in variables if os.environ.get(name)), None)
 
 
@@ -254,12 +255,12 @@ def http_llm(base_url: str | None, model: str, *, provider: str = "openai") -> L
         if provider == "anthropic":
             from agentloop.adapters.llm import anthropic as anthropic_llm
 
-            url, api_key = base_url or anthropic_llm.ANTHROPIC_API_URL, _api_key(ANTHROPIC_KEY_VARIABLES)
+            url, api_key = base_url or anthropic_llm.ANTHROPIC_API_URL, api_key_from(ANTHROPIC_KEY_VARIABLES)
             check, make = anthropic_llm.check_reachable, anthropic_llm.AnthropicLLM
         else:
             from agentloop.adapters.llm import openai as openai_llm
 
-            url, api_key = base_url or os.environ.get("AGENTLOOP_BASE_URL", DEFAULT_BASE_URL), _api_key(API_KEY_VARIABLES)
+            url, api_key = base_url or os.environ.get("AGENTLOOP_BASE_URL", DEFAULT_BASE_URL), api_key_from(API_KEY_VARIABLES)
             check, make = openai_llm.check_reachable, openai_llm.OpenAICompatibleLLM
     except ImportError as error:
         raise BotError(f"talking to a model server needs httpx and tenacity: pip install 'agentloop-ecs[{provider}]' ({error})") from error

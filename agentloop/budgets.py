@@ -4,6 +4,7 @@ month (docs/adr/0025-budgets.md). The tool loop checks them before each model ca
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
@@ -93,6 +94,8 @@ class Budgets:
                 value = float(amount)
             except ValueError:
                 raise BudgetSpecError(f"--budget {spec!r}: the amount after '=' must be a number, as in tenant-daily-cost=5.00") from None
+            if not (math.isfinite(value) and value > 0):
+                raise BudgetSpecError(f"--budget {spec!r}: the amount must be a number above zero, as in tenant-daily-cost=5.00")
             if name == "turn-tokens":
                 turn_tokens = int(value)
                 continue

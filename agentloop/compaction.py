@@ -16,6 +16,21 @@ from agentloop.components import PromptSection
 from agentloop.messages import ChatMessage, LlmRequest, Role
 from agentloop.tokens import MESSAGE_OVERHEAD, TokenCounter, message_tokens
 
+__all__ = [
+    "SUMMARY_INSTRUCTIONS",
+    "SUMMARY_TITLE",
+    "ContextBudget",
+    "UnsummarisedHistory",
+    "chunks",
+    "fitting_tail",
+    "render_turns",
+    "section_tokens",
+    "summary_request",
+    "tail_start",
+    "trim_section",
+    "turn_starts",
+]
+
 SUMMARY_TITLE = "Earlier in this conversation"
 SUMMARY_INSTRUCTIONS = (
     "You keep the memory of a long conversation between a user and an assistant. Rewrite the previous "

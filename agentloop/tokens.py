@@ -21,6 +21,21 @@ import attrs
 from agentloop.components import PromptContext
 from agentloop.messages import ChatMessage, ToolSpec
 
+__all__ = [
+    "MESSAGE_OVERHEAD",
+    "TEXTS_KEPT",
+    "EstimatedTokens",
+    "LearningCounter",
+    "TokenCounter",
+    "TokenizerTokens",
+    "message_tokens",
+    "prompt_tokens",
+    "request_tokens",
+    "texts_tokens",
+    "tool_texts",
+    "tool_tokens",
+]
+
 MESSAGE_OVERHEAD = 4
 """Tokens a chat template adds around each message (role and separators), as providers count them."""
 

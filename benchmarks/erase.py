@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from agentloop.adapters import HashingEmbedder, open_stores
-from agentloop.adapters.rows import SCOPE_COLUMNS
+from agentloop.adapters._rows import SCOPE_COLUMNS
 from agentloop.logging import configure_logging
 from agentloop.privacy import Subject
 

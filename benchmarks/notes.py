@@ -151,15 +151,18 @@ def bench_tool_path(turns: int, rounds: int) -> None:
         _row("tool call through the tool loop, no capture (median)", f"{statistics.median(without):.2f} us", "-")
         _row("capture: added to a tool call end to end (median)", f"{statistics.median(added):.2f} us", "<= 2 us")
         _row("capture: CPU added per tool call, all threads", f"{statistics.median(added_cpu):.2f} us", "-")
-        calls = rounds * turns * CALLS_PER_STEP / 1e6
-        plain_cpu, captured_cpu = by_thread["plain"], by_thread["captured"]
-        stores_cpu = sum(used for name, used in captured_cpu.items() if name.startswith("agentloop-"))  # StoreThread's names
-        for label, used in (
-            ("the loop's thread, added", captured_cpu["MainThread"] - plain_cpu["MainThread"]),
-            ("the writer thread", captured_cpu["trajectory-writer"]),
-            ("the store's thread", stores_cpu),
-        ):
-            _row(f"capture: CPU per tool call, {label}", f"{used / calls:.2f} us" if captured_cpu else "no /proc", "-")
+        _capture_cpu_by_thread(by_thread["plain"], by_thread["captured"], rounds * turns * CALLS_PER_STEP / 1e6)
+
+
+def _capture_cpu_by_thread(plain_cpu: Counter[str], captured_cpu: Counter[str], calls: float) -> None:
+    """The CPU capture adds per tool call on each thread: the loop's, the trajectory writer's, the store's."""
+    stores_cpu = sum(used for name, used in captured_cpu.items() if name.startswith("agentloop-"))  # StoreThread's names
+    for label, used in (
+        ("the loop's thread, added", captured_cpu["MainThread"] - plain_cpu["MainThread"]),
+        ("the writer thread", captured_cpu["trajectory-writer"]),
+        ("the store's thread", stores_cpu),
+    ):
+        _row(f"capture: CPU per tool call, {label}", f"{used / calls:.2f} us" if captured_cpu else "no /proc", "-")
 
 
 def _thread_cpu_s() -> dict[str, float]:
@@ -222,24 +225,39 @@ def _texts(count: int, rng: random.Random) -> list[str]:
     return [" ".join(rng.choices(vocabulary, k=12)) for _ in range(count)]
 
 
+def _retrieval_corpus(
+    notes: int, queries: int, dim: int, corpus: str, embedder: HashingEmbedder
+) -> tuple[list[str], np.ndarray, list[str], np.ndarray]:
+    """The notes' texts and vectors, and the queries' texts (none for `low-rank`) and vectors."""
+    rng = random.Random(7)
+    if corpus == "low-rank":
+        matrix, query_vectors = low_rank(np.random.default_rng(7), notes, queries, dim)
+        return [f"note {i}" for i in range(notes)], matrix, [], query_vectors
+    texts = _texts(notes, rng)
+    matrix = np.concatenate([embedder.embed(texts[i : i + 5000]) for i in range(0, notes, 5000)])
+    query_texts = _texts(queries, rng)
+    return texts, matrix, query_texts, embedder.embed(query_texts)
+
+
+def _recalls_at_10(matrix: np.ndarray, visible: np.ndarray, query_vectors: np.ndarray, found: list[set[int]]) -> list[float]:
+    """Per query, the share of the exact ten nearest visible notes the index found."""
+    recalls = []
+    for vector, ids in zip(query_vectors, found, strict=True):
+        scores = np.where(visible, matrix @ vector, -np.inf)
+        exact = set((np.argpartition(-scores, 10)[:10] + 1).tolist())
+        recalls.append(len(ids & exact) / 10)
+    return recalls
+
+
 def bench_retrieval(notes: int, queries: int, dim: int, corpus: str) -> None:
     """`low-rank`: embedding-like vectors (intrinsic dimension far below `dim`, as
     sentence embeddings are); `hashed-text`: HashingEmbedder rows of random 12-word
     texts, close to i.i.d. random vectors and so the worst case for a graph index."""
-    rng = random.Random(7)
     embedder = HashingEmbedder(dim)
     caller = LayerIds("default", "o1", "t1", "p1")
     other = LayerIds("default", "o2", "t9", "p9")
     at = datetime(2026, 1, 1, tzinfo=UTC)
-    if corpus == "low-rank":
-        matrix, query_vectors = low_rank(np.random.default_rng(7), notes, queries, dim)
-        texts = [f"note {i}" for i in range(notes)]
-        query_texts: list[str] = []
-    else:
-        texts = _texts(notes, rng)
-        matrix = np.concatenate([embedder.embed(texts[i : i + 5000]) for i in range(0, notes, 5000)])
-        query_texts = _texts(queries, rng)
-        query_vectors = embedder.embed(query_texts)
+    texts, matrix, query_texts, query_vectors = _retrieval_corpus(notes, queries, dim, corpus, embedder)
     visible = np.arange(notes) % 10 != 0
     with tempfile.TemporaryDirectory() as directory, open_stores(directory, embedder=embedder) as stores:
         repository = stores.knowledge
@@ -269,11 +287,7 @@ def bench_retrieval(notes: int, queries: int, dim: int, corpus: str) -> None:
         asyncio.run(search_all())
         # Exact search runs afterwards: a 100,000 x 384 product between queries would evict
         # the index from the CPU caches and time that instead.
-        recalls = []
-        for vector, ids in zip(query_vectors, found, strict=True):
-            scores = np.where(visible, matrix @ vector, -np.inf)
-            exact = set((np.argpartition(-scores, 10)[:10] + 1).tolist())
-            recalls.append(len(ids & exact) / 10)
+        recalls = _recalls_at_10(matrix, visible, query_vectors, found)
         _row(f"retrieval: search p50, {label}, 90% visible", f"{statistics.median(latencies):.3f} ms", "<= 2 ms")
         _row(f"retrieval: recall@10 vs exact, {label}", f"{statistics.mean(recalls):.3f}", ">= 0.95")
 

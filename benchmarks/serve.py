@@ -40,7 +40,6 @@ import itertools
 import json
 import os
 import resource
-import socket
 import ssl
 import statistics
 import subprocess
@@ -64,6 +63,7 @@ from agentloop import LlmReply, TextDelta
 from agentloop.ports import Channel, Stores
 from agentloop.streaming import reply_events
 from agentloop.testing import ScriptedLLM
+from agentloop.testing.http import free_port
 from systems import StandardPipeline, standard_pipeline
 
 HERE = Path(__file__).resolve().parent
@@ -131,13 +131,6 @@ def floor_app() -> Starlette:
         Route("/v1/sessions", new_session, methods=["POST"]),
         Route("/v1/sessions/{sid}/messages", message, methods=["POST"]),
     ])
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 class Server:

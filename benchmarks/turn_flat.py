@@ -33,7 +33,7 @@ from agentloop import ContextBudget, EstimatedTokens, IncomingMessage, LlmReply,
 from agentloop.compaction import SUMMARY_INSTRUCTIONS
 from agentloop.tokens import request_tokens
 from agentloop.adapters import open_note_taking, open_stores
-from agentloop.adapters.rows import SCOPE_COLUMNS, scope_values
+from agentloop.adapters._rows import SCOPE_COLUMNS, scope_values
 from agentloop.logging import configure_logging
 from agentloop.testing import RecordingChannel
 from systems import standard_pipeline

@@ -6,7 +6,8 @@ import re
 import unicodedata
 from typing import ClassVar
 
-from agentloop import AgentContext, IncomingMessage, SanitizedInput, System, storable
+from agentloop import AgentContext, IncomingMessage, SanitizedInput, System
+from agentloop._text import storable
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 

@@ -87,14 +87,13 @@ from agentloop import (
     current_execution_id,
     enclosing_turn,
     events_of,
-    new_id,
     running_execution,
-    storable,
     tool,
 )
 from agentloop._containment import passes_through, running_task
 from agentloop._log import get_logger
-from agentloop._text import cap_bytes
+from agentloop._names import new_id
+from agentloop._text import cap_bytes, storable
 from agentloop.ports import LLM, ApprovalStore, Channel, Metrics, StreamingChannel, UsageStore
 
 from systems.budgets import BudgetGuard

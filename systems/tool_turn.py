@@ -27,10 +27,10 @@ from agentloop import (
     ToolLoopStop,
     TransportError,
     TurnUsage,
-    new_id,
-    storable,
 )
 from agentloop._log import get_logger
+from agentloop._names import new_id
+from agentloop._text import storable
 from agentloop.ports import MessageStream, StreamingChannel
 from systems.input import turn_user_text
 from systems.routing import UNDELIVERED_TEXT

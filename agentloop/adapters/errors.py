@@ -1,4 +1,4 @@
-"""Errors of the adapters: a store URL no backend opens, a database of a newer release, an index file or embedder that does not match."""
+"""Errors of the adapters: a store URL no backend opens, a database of a newer release, an index file or embedder that does not match, a program that is not installed."""
 
 from __future__ import annotations
 
@@ -50,3 +50,7 @@ class StoreUrlError(ValueError, AgentloopError):
     def __init__(self, url: str, problem: str, fix: str) -> None:
         super().__init__(f"cannot open the stores at {url}: {problem}; {fix}")
         self.url = url
+
+
+class ProgramMissingError(FileNotFoundError, AgentloopError):
+    """A program an adapter runs (`espeak-ng`) is not installed; the message says how to install it."""

@@ -20,6 +20,7 @@ from agentloop.notes import (
     TrajectoryRecorder,
 )
 from agentloop.ports import LLM, Clock, Embedder, MaintainerNotifier, Metrics
+from agentloop.scopes import DEFAULT_COMPANY
 
 
 def open_note_taking(
@@ -35,7 +36,7 @@ def open_note_taking(
     distillation: DistillationSettings | None = None,
     retrieval: RetrievalSettings | None = None,
     rules: QualityRules | None = None,
-    company_id: str = "default",
+    company_id: str = DEFAULT_COMPANY,
     rng: random.Random | None = None,
 ) -> NoteTaking:
     """Wire note-taking on a bot's open `stores` (its trajectories and knowledge, with

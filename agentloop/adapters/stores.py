@@ -14,7 +14,7 @@ from agentloop._log import get_logger
 from agentloop._names import check_bot_name
 from agentloop.adapters.embedders.hashing import HashingEmbedder, hashing_name
 from agentloop.adapters.embedders.wordllama import DIMENSIONS, WordLlamaEmbedder, wordllama_name
-from agentloop.adapters.private_files import private_folder
+from agentloop.adapters._private_files import private_folder
 from agentloop.adapters.sqlite import open_sqlite_replies, open_sqlite_stores, recorded_sqlite_embedders, reembed_sqlite_stores
 from agentloop.adapters.urls import after_scheme, has_password_parameter, is_postgres_url, scheme, shown_url
 from agentloop.adapters.errors import StoreUrlError

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from agentloop.adapters.rows import SCOPE_COLUMNS
+from agentloop.adapters._rows import SCOPE_COLUMNS
 from agentloop.messages import Usage
 from agentloop.privacy import Subject, scope_record
 from agentloop.ports.usage import MISSING, Charge, RecordedCall, Spent, UsageFilter, UsageGroup, UsageLine, UsageRecord, UsageTotal

@@ -148,11 +148,8 @@ def add_budgets(parser: argparse.ArgumentParser) -> None:
 
 
 def budgets_of(args: argparse.Namespace) -> Budgets:
-    """The `--budget` options as `Budgets`; a value that does not read is a CliError."""
-    try:
-        return Budgets.parse(args.budget)
-    except ValueError as error:
-        raise CliError(str(error)) from error
+    """The `--budget` options as `Budgets`; a value that does not read is a `BudgetSpecError`."""
+    return Budgets.parse(args.budget)
 
 
 def add_mid_turn(parser: argparse.ArgumentParser) -> None:

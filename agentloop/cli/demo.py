@@ -15,7 +15,6 @@ from agentloop.adapters.urls import shown_url
 from agentloop.bots import open_bot
 from agentloop.cli._options import Commands, CliError, SharedOptions
 from agentloop.demo import run_demo
-from agentloop.errors import DemoCheckError
 
 
 def register(commands: Commands, options: SharedOptions) -> None:
@@ -58,8 +57,5 @@ def _demo(args: argparse.Namespace, out: TextIO) -> int:
             if stores.exists() and any(stores.iterdir()):
                 raise CliError(f"{stores} is not empty; the demo's story starts from a new bot, so give a new or empty --data-dir")
         temporary = args.stores is None and args.data_dir is None
-        try:
-            asyncio.run(run_demo(open_bot, stores, out=out, progress=sys.stderr, temporary=temporary))
-        except DemoCheckError as error:
-            raise CliError(f"demo failed: {error}") from error
+        asyncio.run(run_demo(open_bot, stores, out=out, progress=sys.stderr, temporary=temporary))
     return 0

@@ -123,10 +123,7 @@ def _learning(args: argparse.Namespace, out: TextIO) -> int:
 
     if args.pipeline is None:
         raise CliError("--learning needs --pipeline MODULE:FACTORY, a bot with note-taking")
-    try:
-        args.price = [learning.parse_price(given) for given in args.price]
-    except argparse.ArgumentTypeError as error:
-        raise CliError(str(error)) from error
+    args.price = [learning.parse_price(given) for given in args.price]
     return learning.learning_command(args, out, sys.stderr)
 
 

@@ -9,7 +9,6 @@ import os
 import secrets
 from typing import TextIO
 
-from agentloop.bots import BotError
 from agentloop.cli._options import EXIT_STATUS, MODEL_EPILOG, Commands, CliError, SharedOptions, bot_settings, model_settings, seconds
 
 
@@ -54,10 +53,5 @@ def _mcp(args: argparse.Namespace, out: TextIO) -> int:
         inbox=False, turn_timeout=args.timeout,
     )
     server = Server(settings, tokens, RateLimiter(settings.rate_per_minute, settings.rate_burst))
-    try:
-        asyncio.run(serve_stdio(server, Caller(args.user, args.org, args.team, args.project)))
-    except RuntimeError as error:
-        if isinstance(error.__cause__, BotError):  # the bot could not be opened: say why in one line
-            raise CliError(str(error.__cause__)) from error
-        raise
+    asyncio.run(serve_stdio(server, Caller(args.user, args.org, args.team, args.project)))
     return 0

@@ -16,7 +16,7 @@ from agentloop.adapters import HashingEmbedder, Stores, WordLlamaEmbedder, defau
 from agentloop.adapters.errors import StoreUrlError
 from agentloop.adapters.retention import prune_stores
 from agentloop.adapters.urls import is_postgres_url, shown_url
-from agentloop.bots import API_KEY_VARIABLES, DEFAULT_BASE_URL
+from agentloop.bots import API_KEY_VARIABLES, DEFAULT_BASE_URL, api_key_from
 from agentloop.cli._options import EXIT_STATUS, Commands, CliError, SharedOptions
 from agentloop.cli.worker import workers_package
 from agentloop.errors import LlmCallError
@@ -127,8 +127,7 @@ def embedder_from_spec(spec: str, *, base_url: str) -> Embedder:
         if kind == "openai" and detail:
             from agentloop.adapters.embedders.openai import OpenAIEmbedder
 
-            api_key = next((os.environ[name] for name in API_KEY_VARIABLES if os.environ.get(name)), None)
-            return OpenAIEmbedder(base_url, detail, api_key=api_key)
+            return OpenAIEmbedder(base_url, detail, api_key=api_key_from(API_KEY_VARIABLES))
         if kind == "st" and detail:
             from agentloop.adapters.embedders.sentence_transformers import SentenceTransformerEmbedder
 

@@ -62,10 +62,7 @@ def _telegram(args: argparse.Namespace, out: TextIO) -> int:
     if inbox_on and not is_postgres_url(where.stores):
         raise CliError("--inbox keeps its messages in PostgreSQL: give --stores postgresql://USER@HOST/DB")
     chats = tg.load_chats(args.chats)
-    try:
-        synthesizer = EspeakSynthesizer(voice=args.voice_name) if args.voice == "espeak" else None
-    except FileNotFoundError as error:
-        raise CliError(str(error)) from error
+    synthesizer = EspeakSynthesizer(voice=args.voice_name) if args.voice == "espeak" else None
     webhook = None if args.webhook is None else tg.Webhook(args.webhook, args.host, args.port, os.environ.get(SECRET_VARIABLE))
     application = tg.telegram_application(token, base_url=args.api_url, base_file_url=args.file_url)
     channel = tg.TelegramChannel(application.bot, synthesizer=synthesizer, edit_interval=args.edit_interval)

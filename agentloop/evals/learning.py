@@ -47,6 +47,10 @@ class LearningRunError(RuntimeError, AgentloopError):
     """The learning curve cannot be measured with this pipeline (it has no note-taking, say)."""
 
 
+class PriceSpecError(ValueError, AgentloopError):
+    """A `--price` value that does not read as MODEL=INPUT,OUTPUT."""
+
+
 def _strings(value: object, where: str) -> tuple[str, ...]:
     if isinstance(value, str):
         return (value,)
@@ -360,7 +364,7 @@ def _is_maker(llm: LLM | Callable[[], LLM]) -> bool:
 
 
 def parse_price(text: str) -> tuple[str, ModelPrice]:
-    """`MODEL=INPUT,OUTPUT` (dollars per million tokens) as the model and its price; the `--price` option's type."""
+    """`MODEL=INPUT,OUTPUT` (dollars per million tokens) as the model and its price; what `--price` gives."""
     model, _, rates = text.rpartition("=")
     try:
         if not model:
@@ -368,7 +372,7 @@ def parse_price(text: str) -> tuple[str, ModelPrice]:
         given, taken = rates.split(",")
         return model, ModelPrice(float(given), float(taken))
     except ValueError as error:
-        raise argparse.ArgumentTypeError(f"expected MODEL=INPUT,OUTPUT in dollars per million tokens, got {text!r}") from error
+        raise PriceSpecError(f"--price {text!r}: expected MODEL=INPUT,OUTPUT in dollars per million tokens, as in gpt-4o=2.50,10.00") from error
 
 
 def learning_command(args: argparse.Namespace, out: TextIO, progress: TextIO) -> int:

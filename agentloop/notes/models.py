@@ -16,7 +16,7 @@ import numpy as np
 
 from agentloop.components import ToolExecution
 from agentloop.context import Session
-from agentloop.scopes import Scope
+from agentloop.scopes import DEFAULT_COMPANY, Scope
 from agentloop.ports.vectors import Vectors
 
 __all__ = [
@@ -92,13 +92,13 @@ class LayerIds:
     ids come from the `Session`.
     """
 
-    company_id: str = "default"
+    company_id: str = DEFAULT_COMPANY
     org_id: str | None = None
     team_id: str | None = None
     project_id: str | None = None
 
     @classmethod
-    def of_session(cls, session: Session, company_id: str = "default") -> LayerIds:
+    def of_session(cls, session: Session, company_id: str = DEFAULT_COMPANY) -> LayerIds:
         return cls(company_id, session.org_id, session.team_id, session.project_id)
 
     def id_at(self, layer: Layer) -> str | None:

@@ -19,7 +19,7 @@ from agentloop.notes.capture import TrajectoryRecorder
 from agentloop.notes.distillation import DistillationResult, DistillationStatus, Distiller
 from agentloop.notes.knowledge import KnowledgeBase
 from agentloop.notes.models import KnowledgeItem, Layer, LayerIds, RetrievedNote
-from agentloop.scopes import Scope, history_scope
+from agentloop.scopes import DEFAULT_COMPANY, Scope, history_scope
 
 
 MAX_OBSERVED_SESSIONS = 10_000
@@ -44,7 +44,7 @@ class NoteTaking:
         distiller: Distiller,
         knowledge: KnowledgeBase,
         *,
-        company_id: str = "default",
+        company_id: str = DEFAULT_COMPANY,
         resources: Sequence[Closeable] = (),
         max_sessions: int = MAX_OBSERVED_SESSIONS,
         logger: Any = None,

@@ -12,7 +12,7 @@ import attrs
 from agentloop._log import get_logger
 from agentloop.adapters import Stores, open_note_taking, open_stores
 from agentloop.adapters.stores import open_replies
-from agentloop.bots import BotError, apply_budgets, built_pipeline, open_bot, pipeline_note_taking
+from agentloop.bots import apply_budgets, built_pipeline, open_bot, pipeline_note_taking
 from agentloop.context import Session
 from agentloop.loop import AgentLoop
 from agentloop.notes import IdleSessions, NoteTaking
@@ -111,28 +111,25 @@ async def _open(server: Server) -> AsyncIterator[Bot]:
     settings = server.settings
     async with AsyncExitStack() as closing:
         stack = closing.enter_context(ExitStack())
-        try:
-            if settings.uses_inbox:
-                stores = stack.enter_context(open_stores(settings.stores, bot=settings.bot))
-                bot = Bot(stores, stack.enter_context(open_note_taking(stores, settings.llm)))
-                from agentloop.workers import open_inbox  # the postgres extra
+        if settings.uses_inbox:
+            stores = stack.enter_context(open_stores(settings.stores, bot=settings.bot))
+            bot = Bot(stores, stack.enter_context(open_note_taking(stores, settings.llm)))
+            from agentloop.workers import open_inbox  # the postgres extra
 
-                bot.inbox = await closing.enter_async_context(open_inbox(settings.stores, bot=settings.bot, mid_turn=settings.mid_turn))
-            elif settings.pipeline is None:
-                standard = stack.enter_context(open_bot(settings.stores, settings.llm, server.channel, bot=settings.bot))
-                assert standard.pipeline.stores is not None  # open_bot gives the pipeline its stores
-                bot = Bot(standard.pipeline.stores, standard.note_taking, standard.loop)
-            else:
-                stores = stack.enter_context(open_stores(settings.stores, bot=settings.bot))
-                offered: dict[str, Callable[[], Any]] = {
-                    "llm": lambda: settings.llm, "channel": lambda: server.channel, "stores": lambda: stores,
-                }
-                loop = stack.enter_context(built_pipeline(settings.pipeline, offered))
-                # the pipeline's own note-taking holds what it captured: ending a session drains it first
-                note_taking = pipeline_note_taking(loop) or stack.enter_context(open_note_taking(stores, settings.llm))
-                bot = Bot(stores, note_taking, loop)
-        except BotError as error:
-            raise RuntimeError(f"agentloop serve cannot open the bot: {error}") from error
+            bot.inbox = await closing.enter_async_context(open_inbox(settings.stores, bot=settings.bot, mid_turn=settings.mid_turn))
+        elif settings.pipeline is None:
+            standard = stack.enter_context(open_bot(settings.stores, settings.llm, server.channel, bot=settings.bot))
+            assert standard.pipeline.stores is not None  # open_bot gives the pipeline its stores
+            bot = Bot(standard.pipeline.stores, standard.note_taking, standard.loop)
+        else:
+            stores = stack.enter_context(open_stores(settings.stores, bot=settings.bot))
+            offered: dict[str, Callable[[], Any]] = {
+                "llm": lambda: settings.llm, "channel": lambda: server.channel, "stores": lambda: stores,
+            }
+            loop = stack.enter_context(built_pipeline(settings.pipeline, offered))
+            # the pipeline's own note-taking holds what it captured: ending a session drains it first
+            note_taking = pipeline_note_taking(loop) or stack.enter_context(open_note_taking(stores, settings.llm))
+            bot = Bot(stores, note_taking, loop)
         if bot.loop is not None and settings.turn_timeout is not None:
             bot.loop.turn_timeout = settings.turn_timeout
         if bot.loop is not None and settings.max_concurrent_turns is not None:

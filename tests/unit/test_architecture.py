@@ -69,7 +69,11 @@ def test_serve_builds_its_bots_through_agentloop_bots_not_the_cli(path: Path) ->
 
 SYSTEMS_INTERNAL_IMPORTS = {
     ("systems/tool_loop.py", "agentloop._containment"): "a tool's failure is contained by the loop's own rule",
-    ("systems/tool_loop.py", "agentloop._text"): "tool output is cut by the rule the docs state for max_tool_output_bytes",
+    ("systems/tool_loop.py", "agentloop._text"): "tool output is cut by the rule the docs state for max_tool_output_bytes, and stored as all text is",
+    ("systems/tool_loop.py", "agentloop._names"): "turn, step and tool-run ids have the form every id of the framework has",
+    ("systems/tool_turn.py", "agentloop._text"): "a tool's name is stored as all text is",
+    ("systems/tool_turn.py", "agentloop._names"): "a streamed message's id has the form every id of the framework has",
+    ("systems/input.py", "agentloop._text"): "the user's text is made storable by the rule every store relies on",
     ("systems/tool_loop.py", "agentloop._log"): "the built-in systems log where the framework does",
     ("systems/tool_turn.py", "agentloop._log"): "the built-in systems log where the framework does",
     ("systems/routing.py", "agentloop._log"): "the built-in systems log where the framework does",
@@ -253,7 +257,7 @@ def test_no_import_cycle_joins_modules_of_different_packages() -> None:
 
 ADAPTER_GROUPS = ("llm", "embedders", "vectors", "channels")
 """Folders of adapters whose modules are each a provider of their own (`llm/openai.py`, `llm/anthropic.py`)."""
-SHARED_ADAPTER_LAYERS = {"errors", "urls", "private_files", "rows", "stores", "metrics", "notes", "notifier", "llm.http", "usage", "subjects", "audit", "retention"}
+SHARED_ADAPTER_LAYERS = {"errors", "urls", "_private_files", "_rows", "stores", "metrics", "notes", "notifier", "llm.http", "usage", "_subjects", "audit", "retention"}
 """What every provider may build on: the adapters' errors, the URL rules, file modes, row helpers, the bundle
 that opens a URL's backend, the HTTP layer the model providers share, the usage report keys and sums, the SQL of an erase's subject, the audit rows, and the
 bundle that prunes a URL's backend."""
@@ -355,13 +359,115 @@ def test_every_public_error_subclasses_agentloop_error() -> None:
     assert strays == [], f"public exceptions outside the AgentloopError tree: {strays}"
 
 
+def test_no_library_code_rewraps_an_error_as_a_cli_error_by_its_text() -> None:
+    """The code that fails raises an `AgentloopError`, which `main`'s one handler prints; the CLI once
+    turned a ValueError, a FileNotFoundError and a BotError into a `CliError` one by one."""
+    rewraps = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in sources("agentloop") + sources("systems")
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if "CliError(str(" in line
+    ]
+    assert rewraps == [], f"raise an AgentloopError where the error happens instead: {rewraps}"
+
+
+def _company_literals(path: Path) -> Iterator[int]:
+    """Lines where `path` gives a parameter or a field the literal company id "default"."""
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        values = (
+            [*node.defaults, *(d for d in node.kw_defaults if d is not None)] if isinstance(node, ast.arguments)
+            else [node.value] if isinstance(node, ast.AnnAssign) and node.value is not None else []
+        )
+        yield from (value.lineno for value in values if isinstance(value, ast.Constant) and value.value == "default")
+
+
+def test_the_default_company_is_named_by_its_constant() -> None:
+    """Note-taking once wrote "default" where `DEFAULT_COMPANY` exists: one rule written twice can drift."""
+    found = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for path in sources("agentloop") + sources("systems")
+        if path != ROOT / "agentloop" / "scopes.py"
+        for line in _company_literals(path)
+    ]
+    assert found == [], f"use agentloop.scopes.DEFAULT_COMPANY: {found}"
+
+
+TREE_FOLDER = re.compile(r"^\s*([\w.]+)/")
+
+
+def architecture_tree() -> list[str]:
+    """The lines of the package tree that opens docs/architecture.md."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    found = re.search(r"^## Layers and packages\n.*?^```\n(.*?)^```", text, re.S | re.M)
+    assert found, "docs/architecture.md has no package tree under '## Layers and packages'"
+    return [line for line in found.group(1).splitlines() if line.strip()]
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _entry(lines: list[str], start: int) -> list[str]:
+    """The line `start` and the lines under it (deeper indented)."""
+    end = start + 1
+    while end < len(lines) and _indent(lines[end]) > _indent(lines[start]):
+        end += 1
+    return lines[start:end]
+
+
+def _own_text(entry: list[str]) -> str:
+    """An entry's text without the entries of the folders under it."""
+    own, skip_below = [], None
+    for line in entry[1:]:
+        if skip_below is not None and _indent(line) > skip_below:
+            continue
+        skip_below = _indent(line) if TREE_FOLDER.match(line) else None
+        if skip_below is None:
+            own.append(line)
+    return "\n".join([entry[0], *own])
+
+
+def folder_text(tree: list[str], parts: tuple[str, ...]) -> str | None:
+    """What the tree says in a folder's entry (`('adapters', 'sqlite')`); a folder named only inside
+    its parent's entry (`telegram/`) shares the parent's text; None when the tree leaves it out."""
+    entry = tree
+    text = None
+    for part in parts:
+        starts = [i for i, line in enumerate(entry) if (m := TREE_FOLDER.match(line)) and m.group(1) == part]
+        if starts:
+            entry = _entry(entry, starts[0])
+            text = _own_text(entry)
+        elif text is None or not re.search(rf"(?<![\w/]){re.escape(part)}/", text):
+            return None
+    return text
+
+
+def test_every_module_of_agentloop_is_named_in_the_architecture_pages_tree() -> None:
+    """The tree once left out a dozen modules (`budgets`, `tokens`, `adapters/audit.py`...): a contributor
+    reads it to find where a thing lives, so each module is named under its folder, with what it holds."""
+    tree = architecture_tree()
+    missing = set()
+    for path in sources("agentloop"):
+        parts = path.relative_to(ROOT).parts
+        text = folder_text(tree, parts[:-1])
+        if text is None:
+            missing.add("/".join(parts[:-1]) + "/")
+        elif path.stem != "__init__" and not re.search(rf"(?<![\w.]){re.escape(path.stem)}(?:\.py)?(?!\w)", text):
+            missing.add("/".join(parts))
+    assert sorted(missing) == [], f"name these in docs/architecture.md's tree, under their folder: {sorted(missing)}"
+
+
 MAX_FILE_LINES = 600
 MAX_FUNCTION_LINES = 60
 
 
-@pytest.mark.parametrize("path", sources("agentloop") + sources("systems"), ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize(
+    "path", sources("agentloop") + sources("systems") + sources("benchmarks") + sources("examples"),
+    ids=lambda p: str(p.relative_to(ROOT)),
+)
 def test_no_library_file_is_over_600_lines_nor_any_function_over_60(path: Path) -> None:
-    """A file is one concern a reader can hold; a function one step a reader can follow."""
+    """A file is one concern a reader can hold; a function one step a reader can follow. The benchmarks
+    and examples are read as much as the library, so the same limits hold for them."""
     text = path.read_text()
     long = [
         f"{node.name} ({node.end_lineno - node.lineno + 1} lines)"

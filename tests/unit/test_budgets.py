@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -11,7 +12,8 @@ import pytest
 from agentloop import BudgetLimit, Budgets, BudgetScope, BudgetSpecError, Scope
 from agentloop.adapters.llm.scripted import ScriptedLLM
 from agentloop.bots import BotError, apply_budgets
-from agentloop.cli._options import CliError, budgets_of
+from agentloop.cli import main
+from agentloop.cli._options import budgets_of
 from agentloop.loop import AgentLoop
 from agentloop.ports import Period
 from agentloop.testing import RecordingChannel
@@ -36,13 +38,22 @@ def test_budget_values_read_as_limits_per_scope_and_period() -> None:
 def test_a_budget_value_that_does_not_read_says_what_would(spec: str) -> None:
     with pytest.raises(BudgetSpecError, match="tenant-daily-cost=5.00"):
         Budgets.parse([spec])
-    with pytest.raises(CliError):
+    with pytest.raises(BudgetSpecError):
         budgets_of(argparse.Namespace(budget=[spec]))
 
 
-def test_a_budget_must_be_above_zero() -> None:
-    with pytest.raises(ValueError, match="above zero"):
-        Budgets.parse(["session-daily-cost=0"])
+@pytest.mark.parametrize("spec", ["session-daily-cost=0", "turn-tokens=-5", "tenant-monthly-tokens=nan", "turn-tokens=inf"])
+def test_a_budget_must_be_a_number_above_zero_and_says_so_as_a_budget_spec_error(spec: str) -> None:
+    """The CLI's one `except AgentloopError` prints it: a plain ValueError here was once re-wrapped by hand."""
+    with pytest.raises(BudgetSpecError, match=f"--budget '{spec}': the amount must be a number above zero"):
+        Budgets.parse([spec])
+
+
+def test_a_budget_that_does_not_read_is_one_line_from_the_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`serve` reads its budgets before it opens anything, so no token file or model is needed to see the message."""
+    assert main(["serve", "--data-dir", str(tmp_path), "--tokens", str(tmp_path / "tokens.json"), "--budget", "tenant-daily-cost=five"], io.StringIO()) == 1
+    err = capsys.readouterr().err
+    assert err == "agentloop: --budget 'tenant-daily-cost=five': the amount after '=' must be a number, as in tenant-daily-cost=5.00\n"
 
 
 def test_a_limit_counts_on_one_ledger_line_per_owner_and_period() -> None:

@@ -43,3 +43,25 @@ def test_an_old_name_works_in_a_from_import_and_the_warning_points_at_the_import
 def test_an_old_name_is_not_part_of_the_public_surface() -> None:
     assert "LlmError" not in agentloop.__all__
     assert not hasattr(agentloop, "NoSuchName")
+
+
+MOVED_MODULES = [
+    ("agentloop.adapters.sqlite.thread", "agentloop.adapters.sqlite._thread", "StoreThread"),
+    ("agentloop.adapters.sqlite.connection", "agentloop.adapters.sqlite._connection", "connect"),
+    ("agentloop.adapters.sqlite.scopes", "agentloop.adapters.sqlite._scopes", "SCOPE_COLUMNS"),
+    ("agentloop.adapters.sqlite.embedders", "agentloop.adapters.sqlite._embedders", "check_embedder"),
+]
+
+
+@pytest.mark.parametrize(("old", "new", "name"), MOVED_MODULES)
+def test_an_internal_module_the_release_notes_named_still_imports_from_its_old_path_with_a_warning(old: str, new: str, name: str) -> None:
+    """The SQLite backend's helpers became internal (a leading underscore); the release notes had given their paths."""
+    with pytest.warns(DeprecationWarning, match=f"{old} is internal now"):
+        found = getattr(importlib.import_module(old), name)
+    assert found is getattr(importlib.import_module(new), name)
+
+
+@pytest.mark.parametrize("old", ["agentloop.adapters.rows", "agentloop.adapters.private_files", "agentloop.adapters.postgres.database"])
+def test_an_internal_module_no_release_gave_users_has_no_old_path(old: str) -> None:
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(old)

@@ -7,7 +7,15 @@ a ```text title="output" block must appear in what that code printed. A ```conso
 block is a terminal session: each `$ agentloop ...` line runs the command line of this
 checkout (as the installed script would, `NAME=value` prefixes set the environment), the
 lines after it must appear in its output, and `$ echo $?` shows its exit
-status (otherwise it must be 0). ```bash blocks are not run.
+status (otherwise it must be 0). ```bash blocks are not run. A block may `await` at its
+top level, as in `python -m asyncio`.
+
+README.md runs the same way, every ```python block in order in one namespace, with the model
+and the terminal swapped for the test kit's scripted ones (a block that builds
+`OpenAICompatibleLLM` or `ConsoleChannel` gets `ScriptedLLM` and `RecordingChannel`), in a
+directory holding the task guide's templates. A ```python block in docs/adr/ records the
+shape a decision gave the code: it is compiled, and each class it sketches must exist with
+every field and method it names; it is not run.
 
 The prose is checked too: every backticked code name in README.md and docs/ must still
 exist in agentloop or systems, and nothing in the repo cites documents outside it.
@@ -16,10 +24,12 @@ exist in agentloop or systems, and nothing in the repo cites documents outside i
 from __future__ import annotations
 
 import ast
+import asyncio
 import builtins
 import contextlib
 import functools
 import importlib
+import inspect
 import io
 import itertools
 import os
@@ -92,6 +102,15 @@ def run_console(session: str, directory: Path) -> None:
         assert checked or status == 0, f"`{command}` exited with {status}:\n{output}"
 
 
+def run_python(text: str, name: str, namespace: dict[str, object]) -> None:
+    """Run a code block in `namespace`; one that awaits at its top level runs in an event loop of its own."""
+    code = compile(text, name, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+    if code.co_flags & inspect.CO_COROUTINE:
+        asyncio.run(eval(code, namespace))
+    else:
+        exec(code, namespace)
+
+
 def run_guide(guide: Path, directory: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     """Save the guide's files in `directory`, run its code blocks there; what they printed."""
     found = blocks(guide)
@@ -116,7 +135,7 @@ def run_guide(guide: Path, directory: Path, monkeypatch: pytest.MonkeyPatch) -> 
         with contextlib.redirect_stdout(printed):
             for index, block in enumerate(found):
                 if block.lang == "python" and not block.is_file:
-                    exec(compile(block.text, f"{guide.name} code block {index + 1}", "exec", dont_inherit=True), namespace)
+                    run_python(block.text, f"{guide.name} code block {index + 1}", namespace)
                 elif block.lang == "console":
                     run_console(block.text, directory)
     finally:  # the next test finds logging as this one did
@@ -138,6 +157,55 @@ def test_the_guide_runs_and_prints_what_it_shows(guide: Path, tmp_path: Path, mo
     for block in blocks(guide):
         if block.title == "output":
             assert block.text.strip() in printed, f"{guide.name} shows output its code does not print:\n{printed}"
+
+
+def test_every_python_block_of_the_readme_runs_with_the_scripted_model_and_channel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only the README's first block ran once (as the example module): the tasks, the standard
+    pipeline on an OpenAI-compatible server and note-taking were never executed."""
+    import agentloop.adapters
+    import agentloop.adapters.llm.openai
+    from agentloop.testing import RecordingChannel, ScriptedLLM
+
+    for block in blocks(DOCS / "tasks.md"):
+        if block.is_file and block.title is not None and block.title.startswith("templates/"):
+            (tmp_path / block.title).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / block.title).write_text(block.text)
+    built: list[ScriptedLLM] = []
+
+    def scripted(base_url: str, model: str, **_: object) -> ScriptedLLM:
+        built.append(ScriptedLLM(["It is sunny in Lisbon."], model=model))
+        return built[-1]
+
+    monkeypatch.setattr(agentloop.adapters.llm.openai, "OpenAICompatibleLLM", scripted)
+    monkeypatch.setattr(agentloop.adapters, "ConsoleChannel", RecordingChannel)
+    python = [block for block in blocks(ROOT / "README.md") if block.lang == "python"]
+    printed = run_guide(ROOT / "README.md", tmp_path, monkeypatch)
+    assert len(python) == 4 and "Hello, Ada!" in printed and "done: Write the report" in printed
+    assert [llm.model for llm in built] == ["llama3.1"] and (tmp_path / "data").is_dir()
+
+
+ADRS = sorted(p for p in (DOCS / "adr").glob("*.md") if any(b.lang == "python" for b in blocks(p)))
+
+
+@pytest.mark.parametrize("adr", ADRS, ids=[p.name for p in ADRS])
+def test_each_class_an_adr_sketches_exists_with_the_fields_and_methods_it_names(adr: Path) -> None:
+    """An ADR's code is a record of shapes, not a program: it compiles, and what it names still exists."""
+    missing = []
+    for index, block in enumerate(b for b in blocks(adr) if b.lang == "python"):
+        tree = compile(block.text, f"{adr.name} code block {index + 1}", "exec", ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                module = importlib.import_module(node.module)
+                missing += [f"{node.module}.{a.name}" for a in node.names if not hasattr(module, a.name)]
+            elif isinstance(node, ast.ClassDef):
+                classes = [value for value in _code().names.get(node.name, ()) if isinstance(value, type)]
+                named = {n.target.id for n in node.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
+                named |= {n.name for n in node.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+                if not any(named <= _members(cls) for cls in classes):
+                    missing.append(f"{node.name} with {sorted(named)}")
+    assert missing == [], f"{adr.name} sketches what the code no longer has: {missing}"
 
 
 def test_the_tutorial_runs_twice_in_the_same_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentloop import IncomingMessage, Session, storable
-from agentloop._text import cap_bytes
+from agentloop import IncomingMessage, Session
+from agentloop._text import cap_bytes, storable
 from agentloop.scopes import history_scope, memory_scope
 from agentloop.testing import RecordingChannel, ScriptedLLM
 from systems import standard_pipeline

@@ -16,13 +16,13 @@ from agentloop.adapters.postgres import (
 )
 from agentloop.adapters.postgres.approvals import PostgresApprovalStore
 from agentloop.adapters.postgres.attempt_notes import PostgresAttemptNotes
-from agentloop.adapters.postgres.database import CONNECT_TIMEOUT_S, Database, LoopThread, connect_once, one_line, schema_name
+from agentloop.adapters.postgres._database import CONNECT_TIMEOUT_S, Database, LoopThread, connect_once, one_line, schema_name
 from agentloop.adapters.postgres.knowledge import PostgresKnowledgeRepository
 from agentloop.adapters.postgres.memory import PostgresMemoryStore
 from agentloop.adapters.postgres.rag import PostgresRagStore
 from agentloop.adapters.postgres.replies import open_postgres_replies
 from agentloop.adapters.postgres.retention import prune_postgres
-from agentloop.adapters.postgres.embedders import VECTOR_TABLES, check_embedder, reembed_table, schema_embedders
+from agentloop.adapters.postgres._embedders import VECTOR_TABLES, check_embedder, reembed_table, schema_embedders
 from agentloop.adapters.postgres.schema import exists, lock_migrations, migrate, search_path, vector_schema
 from agentloop.adapters.postgres.sessions import PostgresSessionStore
 from agentloop.adapters.postgres.summaries import PostgresSummaryStore

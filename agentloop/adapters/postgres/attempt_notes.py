@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from agentloop.adapters.postgres.database import Database, on_database
+from agentloop.adapters.postgres._database import Database, on_database
 from agentloop.privacy import Subject
 from agentloop.adapters.postgres.schema import Schema, Step
-from agentloop.adapters.postgres.text import loaded, stored
+from agentloop.adapters.postgres._text import loaded, stored
 
 SCHEMA = Schema(
     "attempt_notes",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agentloop.adapters.audit import audit_record, audit_row
-from agentloop.adapters.postgres.database import Database, on_database
+from agentloop.adapters.postgres._database import Database, on_database
 from agentloop.adapters.postgres.schema import Schema, Step
 from agentloop.privacy import AuditRecord
 

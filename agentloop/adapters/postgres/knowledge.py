@@ -12,16 +12,16 @@ import numpy as np
 import psycopg
 from psycopg.rows import dict_row
 
-from agentloop.adapters.postgres.embedders import KNOWLEDGE
-from agentloop.adapters.postgres.database import Database, on_database
-from agentloop.adapters.postgres.subjects import SubjectRows, Table
-from agentloop.adapters.subjects import NOTES, NO_CHAIN, SCOPED
-from agentloop.adapters.postgres.keywords import WORDS, keyword_step, websearch_text
-from agentloop.adapters.postgres.nearest import nearest
+from agentloop.adapters.postgres._embedders import KNOWLEDGE
+from agentloop.adapters.postgres._database import Database, on_database
+from agentloop.adapters.postgres._subjects import SubjectRows, Table
+from agentloop.adapters._subjects import NOTES, NO_CHAIN, SCOPED
+from agentloop.adapters.postgres._keywords import WORDS, keyword_step, websearch_text
+from agentloop.adapters.postgres._nearest import nearest
 from agentloop.adapters.postgres.schema import Schema, Step
-from agentloop.adapters.postgres.scopes import SCOPE_COLUMNS_SQL, SCOPE_MARKS, columns_match, row_scope, scope_match
-from agentloop.adapters.rows import KNOWLEDGE_COLUMNS, json_text, knowledge_item
-from agentloop.adapters.rows import SCOPE_COLUMNS, scope_values
+from agentloop.adapters.postgres._scopes import SCOPE_COLUMNS_SQL, SCOPE_MARKS, columns_match, row_scope, scope_match
+from agentloop.adapters._rows import KNOWLEDGE_COLUMNS, json_text, knowledge_item
+from agentloop.adapters._rows import SCOPE_COLUMNS, scope_values
 from agentloop.notes.errors import UnknownNoteError
 from agentloop.outcome import converter
 from agentloop.notes.models import KnowledgeItem, Layer, LayerIds, MergeSuggestion, NoteStatus, Retrieval

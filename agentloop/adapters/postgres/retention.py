@@ -16,12 +16,12 @@ from typing import Any
 import psycopg
 
 from agentloop._log import get_logger
-from agentloop.adapters.postgres.database import LoopThread, connect_once, one_line, schema_name
-from agentloop.adapters.postgres.embedders import VECTOR_TABLES
+from agentloop.adapters.postgres._database import LoopThread, connect_once, one_line, schema_name
+from agentloop.adapters.postgres._embedders import VECTOR_TABLES
 from agentloop.adapters.errors import StoreUrlError
 from agentloop.adapters.postgres.schema import Schema, Step, exists, search_path, vector_schema
-from agentloop.adapters.postgres.scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQL
-from agentloop.adapters.rows import SCOPE_COLUMNS
+from agentloop.adapters.postgres._scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQL
+from agentloop.adapters._rows import SCOPE_COLUMNS
 from agentloop.adapters.urls import shown_url
 from agentloop.errors import StoreError
 from agentloop.retention import PruneReport, Retention

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentloop.adapters.postgres.database import Database, on_database
-from agentloop.adapters.postgres.subjects import SubjectRows, Table, subject_indexes
-from agentloop.adapters.subjects import SCOPED
+from agentloop.adapters.postgres._database import Database, on_database
+from agentloop.adapters.postgres._subjects import SubjectRows, Table, subject_indexes
+from agentloop.adapters._subjects import SCOPED
 from agentloop.adapters.postgres.schema import Schema, Step
-from agentloop.adapters.postgres.scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQL, SCOPE_MARKS, scope_match
-from agentloop.adapters.postgres.text import loaded, stored
-from agentloop.adapters.rows import scope_values
+from agentloop.adapters.postgres._scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQL, SCOPE_MARKS, scope_match
+from agentloop.adapters.postgres._text import loaded, stored
+from agentloop.adapters._rows import scope_values
 from agentloop.ports.summaries import SessionSummary
 from agentloop.scopes import Scope
 

@@ -10,13 +10,13 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from agentloop.adapters.postgres.database import Database, on_database
-from agentloop.adapters.postgres.subjects import SubjectRows, Table
-from agentloop.adapters.subjects import Columns
+from agentloop.adapters.postgres._database import Database, on_database
+from agentloop.adapters.postgres._subjects import SubjectRows, Table
+from agentloop.adapters._subjects import Columns
 from agentloop.adapters.postgres.schema import Schema, Step
-from agentloop.adapters.postgres.scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQL, SCOPE_MARKS, row_scope, scope_match
-from agentloop.adapters.rows import rows
-from agentloop.adapters.rows import SCOPE_COLUMNS, scope_values
+from agentloop.adapters.postgres._scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQL, SCOPE_MARKS, row_scope, scope_match
+from agentloop.adapters._rows import rows
+from agentloop.adapters._rows import SCOPE_COLUMNS, scope_values
 from agentloop.ports.tasks import TaskRecord, TaskState
 from agentloop.scopes import Scope
 

@@ -10,14 +10,14 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from agentloop.adapters.postgres.database import Database, on_database
-from agentloop.adapters.postgres.subjects import SubjectRows, Table, delete_rows, subject_indexes
-from agentloop.adapters.subjects import EXECUTIONS, SESSION_ONLY
+from agentloop.adapters.postgres._database import Database, on_database
+from agentloop.adapters.postgres._subjects import SubjectRows, Table, delete_rows, subject_indexes
+from agentloop.adapters._subjects import EXECUTIONS, SESSION_ONLY
 from agentloop.privacy import Subject
 from agentloop.adapters.postgres.schema import Schema, Step
-from agentloop.adapters.postgres.scopes import columns_match
-from agentloop.adapters.postgres.text import loaded, stored
-from agentloop.adapters.rows import rows
+from agentloop.adapters.postgres._scopes import columns_match
+from agentloop.adapters.postgres._text import loaded, stored
+from agentloop.adapters._rows import rows
 from agentloop.components import ToolExecution
 from agentloop.notes.errors import ExecutionRefusedError
 from agentloop.notes.capture import cut_quarantine_record, quarantine_record

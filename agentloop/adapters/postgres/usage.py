@@ -7,12 +7,12 @@ from typing import Any
 
 import psycopg
 
-from agentloop.adapters.postgres.database import Database, on_database
-from agentloop.adapters.postgres.subjects import SubjectRows, Table, subject_indexes
-from agentloop.adapters.subjects import SCOPED
+from agentloop.adapters.postgres._database import Database, on_database
+from agentloop.adapters.postgres._subjects import SubjectRows, Table, subject_indexes
+from agentloop.adapters._subjects import SCOPED
 from agentloop.adapters.postgres.schema import Schema, Step
-from agentloop.adapters.postgres.scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQL, SCOPE_MARKS
-from agentloop.adapters.rows import SCOPE_COLUMNS, scope_values
+from agentloop.adapters.postgres._scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQL, SCOPE_MARKS
+from agentloop.adapters._rows import SCOPE_COLUMNS, scope_values
 from agentloop.adapters.usage import KEYS, SUMS, fits_sql, in_key_order, summed, utc_text
 from agentloop.ports.usage import Charge, Spent, UsageFilter, UsageGroup, UsageLine, UsageRecord, UsageTotal
 

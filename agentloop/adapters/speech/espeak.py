@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 
+from agentloop.adapters.errors import ProgramMissingError
 from agentloop.errors import TransportError
 
 ESPEAK = "espeak-ng"
@@ -18,7 +19,7 @@ class EspeakSynthesizer:
     def __init__(self, *, voice: str = "en", words_per_minute: int = 160, program: str = ESPEAK) -> None:
         found = shutil.which(program)
         if found is None:
-            raise FileNotFoundError(f"{program} is not installed; install it with `apt-get install espeak-ng`, or configure no synthesizer")
+            raise ProgramMissingError(f"{program} is not installed; install it with `apt-get install espeak-ng`, or configure no synthesizer")
         self.program = found
         self.voice = voice
         self.words_per_minute = words_per_minute

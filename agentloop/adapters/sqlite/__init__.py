@@ -16,8 +16,8 @@ from agentloop.adapters.sqlite import retention as sqlite_retention
 from agentloop.adapters.sqlite.audit import AsyncSqliteAuditLog, SqliteAuditLog
 from agentloop.adapters.sqlite.approvals import AsyncSqliteApprovalStore, SqliteApprovalStore
 from agentloop.adapters.sqlite.attempt_notes import FileAttemptNotes
-from agentloop.adapters.sqlite.connection import connect
-from agentloop.adapters.sqlite.embedders import reembed_table, stored_embedder
+from agentloop.adapters.sqlite._connection import connect
+from agentloop.adapters.sqlite._embedders import reembed_table, stored_embedder
 from agentloop.adapters.sqlite.knowledge import AsyncSqliteKnowledgeRepository, SqliteKnowledgeRepository
 from agentloop.adapters.sqlite.memory import AsyncSqliteMemoryStore, SqliteMemoryStore
 from agentloop.adapters.sqlite.rag import AsyncSqliteRagStore, SqliteRagStore
@@ -26,7 +26,7 @@ from agentloop.adapters.sqlite.schema import migrate
 from agentloop.adapters.sqlite.sessions import AsyncSqliteSessionStore, SqliteSessionStore
 from agentloop.adapters.sqlite.summaries import AsyncSqliteSummaryStore, SqliteSummaryStore
 from agentloop.adapters.sqlite.tasks import AsyncSqliteTaskStore, SqliteTaskStore
-from agentloop.adapters.sqlite.thread import SqliteFile
+from agentloop.adapters.sqlite._thread import SqliteFile
 from agentloop.adapters.sqlite.trajectories import AsyncSqliteTrajectoryStore, SqliteTrajectoryStore
 from agentloop.adapters.sqlite.usage import AsyncSqliteUsageStore, SqliteUsageStore
 from agentloop.ports import Embedder

@@ -12,16 +12,16 @@ import sqlite3
 import threading
 from pathlib import Path
 
-from agentloop.adapters.rows import scope_values
-from agentloop.adapters.sqlite.connection import closing_on_error, connect, transaction
+from agentloop.adapters._rows import scope_values
+from agentloop.adapters.sqlite._connection import closing_on_error, connect, transaction
 from agentloop.adapters.sqlite.schema import Schema, Step, has_table, migrate
-from agentloop.adapters.sqlite.scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQL, SCOPE_MATCH
+from agentloop.adapters.sqlite._scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQL, SCOPE_MATCH
 from agentloop.approvals import PendingApproval
 from agentloop.outcome import converter
 from agentloop.scopes import Scope
-from agentloop.adapters.sqlite.thread import OnItsThread
-from agentloop.adapters.sqlite.subjects import Table, erase_rows, export_page, export_rows, subject_indexes
-from agentloop.adapters.subjects import SCOPED
+from agentloop.adapters.sqlite._thread import OnItsThread
+from agentloop.adapters.sqlite._subjects import Table, erase_rows, export_page, export_rows, subject_indexes
+from agentloop.adapters._subjects import SCOPED
 from agentloop.privacy import Subject
 
 

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from agentloop.adapters.private_files import private_file, private_folder
+from agentloop.adapters._private_files import private_file, private_folder
 from agentloop.privacy import Subject
 
 

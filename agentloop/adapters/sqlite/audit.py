@@ -7,7 +7,7 @@ import threading
 
 from agentloop.adapters.audit import audit_record, audit_row
 from agentloop.adapters.sqlite.schema import Schema, Step, has_table, migrate
-from agentloop.adapters.sqlite.thread import OnItsThread
+from agentloop.adapters.sqlite._thread import OnItsThread
 from agentloop.privacy import AuditRecord
 
 SCHEMA = Schema(

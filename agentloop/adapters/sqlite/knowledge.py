@@ -18,12 +18,12 @@ import numpy as np
 
 from agentloop._log import get_logger
 from agentloop.adapters.vectors.hnsw import DEFAULT_EF
-from agentloop.adapters.rows import KNOWLEDGE_COLUMNS, knowledge_item, knowledge_values
+from agentloop.adapters._rows import KNOWLEDGE_COLUMNS, knowledge_item, knowledge_values
 from agentloop.adapters.vectors.scoped import ScopedVectorIndex, open_graph
-from agentloop.adapters.sqlite.connection import on_commit, closing_on_error, connect, data_version, transaction
+from agentloop.adapters.sqlite._connection import on_commit, closing_on_error, connect, data_version, transaction
 from agentloop.adapters.embedders.hashing import hashing_name
-from agentloop.adapters.sqlite.embedders import check_embedder, record_step
-from agentloop.adapters.sqlite.keywords import distinctive_query, keyword_step
+from agentloop.adapters.sqlite._embedders import check_embedder, record_step
+from agentloop.adapters.sqlite._keywords import distinctive_query, keyword_step
 from agentloop.adapters.sqlite.schema import Schema, Step, add_missing_columns, columns, has_table, migrate, rebuild
 from agentloop.notes.errors import UnknownNoteError
 from agentloop.retrieval import query_words
@@ -37,9 +37,9 @@ from agentloop.notes.models import (
 )
 from agentloop.ports.vectors import Vectors
 from agentloop.scopes import Scope, sees_unchained_history
-from agentloop.adapters.sqlite.thread import OnItsThread
-from agentloop.adapters.sqlite.subjects import Table, delete_rows, export_page, export_rows
-from agentloop.adapters.subjects import Columns, NOTES, NO_CHAIN
+from agentloop.adapters.sqlite._thread import OnItsThread
+from agentloop.adapters.sqlite._subjects import Table, delete_rows, export_page, export_rows
+from agentloop.adapters._subjects import Columns, NOTES, NO_CHAIN
 from agentloop.privacy import Subject
 
 _RELEASE_0_1 = (

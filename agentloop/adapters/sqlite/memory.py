@@ -9,10 +9,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from agentloop.adapters.sqlite.connection import closing_on_error, connect
+from agentloop.adapters.sqlite._connection import closing_on_error, connect
 from agentloop.adapters.sqlite.schema import Schema, Step, migrate
-from agentloop.adapters.rows import SCOPE_COLUMNS, scope_values
-from agentloop.adapters.sqlite.scopes import (
+from agentloop.adapters._rows import SCOPE_COLUMNS, scope_values
+from agentloop.adapters.sqlite._scopes import (
     SCOPE_COLUMNS_DDL,
     SCOPE_COLUMNS_SQL,
     SCOPE_MATCH,
@@ -21,9 +21,9 @@ from agentloop.adapters.sqlite.scopes import (
 )
 from agentloop.ports.stores import MemoryEntry
 from agentloop.scopes import Scope
-from agentloop.adapters.sqlite.thread import OnItsThread
-from agentloop.adapters.sqlite.subjects import Table, subject_indexes, erase_rows, export_page, export_rows
-from agentloop.adapters.subjects import SCOPED
+from agentloop.adapters.sqlite._thread import OnItsThread
+from agentloop.adapters.sqlite._subjects import Table, subject_indexes, erase_rows, export_page, export_rows
+from agentloop.adapters._subjects import SCOPED
 from agentloop.privacy import Subject
 
 _ENTRY_COLUMNS = ("session_id", "user_text", "assistant_text", "created_at")

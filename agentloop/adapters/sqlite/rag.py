@@ -17,12 +17,12 @@ import numpy as np
 
 from agentloop.adapters.vectors.hnsw import HnswVectorIndex
 from agentloop.adapters.vectors.scoped import ScopedVectorIndex, open_graph, unit_rows
-from agentloop.adapters.sqlite.connection import closing_on_error, connect, data_version, on_commit, transaction
-from agentloop.adapters.sqlite.embedders import check_embedder, record_step
-from agentloop.adapters.sqlite.keywords import distinctive_query, keyword_step
+from agentloop.adapters.sqlite._connection import closing_on_error, connect, data_version, on_commit, transaction
+from agentloop.adapters.sqlite._embedders import check_embedder, record_step
+from agentloop.adapters.sqlite._keywords import distinctive_query, keyword_step
 from agentloop.adapters.sqlite.schema import Schema, Step, migrate
-from agentloop.adapters.rows import scope_values
-from agentloop.adapters.sqlite.scopes import (
+from agentloop.adapters._rows import scope_values
+from agentloop.adapters.sqlite._scopes import (
     SCOPE_COLUMNS_DDL,
     SCOPE_COLUMNS_SQL,
     SCOPE_MATCH,
@@ -33,9 +33,9 @@ from agentloop.ports.stores import RagHit
 from agentloop.ports.vectors import Embedder, Vectors
 from agentloop.retrieval import HybridWeights, fuse
 from agentloop.scopes import Scope
-from agentloop.adapters.sqlite.thread import OnItsThread
-from agentloop.adapters.sqlite.subjects import Table, erased_ids, export_page, export_rows, subject_indexes
-from agentloop.adapters.subjects import SCOPED
+from agentloop.adapters.sqlite._thread import OnItsThread
+from agentloop.adapters.sqlite._subjects import Table, erased_ids, export_page, export_rows, subject_indexes
+from agentloop.adapters._subjects import SCOPED
 from agentloop.privacy import Subject
 
 _DOCUMENT_COLUMNS = ("session_id", "text", "digest", "vector", "created_at")

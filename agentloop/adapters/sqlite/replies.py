@@ -7,7 +7,7 @@ import json
 import threading
 from pathlib import Path
 
-from agentloop.adapters.sqlite.connection import closing_on_error, connect
+from agentloop.adapters.sqlite._connection import closing_on_error, connect
 from agentloop.ports.replies import Reply
 
 _SCHEMA = """

@@ -16,9 +16,9 @@ from pathlib import Path
 from agentloop._log import get_logger
 from agentloop.adapters.sqlite import approvals, sessions, summaries, usage
 from agentloop.adapters.sqlite import trajectories as sqlite_trajectories
-from agentloop.adapters.sqlite.connection import connect, transaction
+from agentloop.adapters.sqlite._connection import connect, transaction
 from agentloop.adapters.sqlite.schema import Schema, Step, columns, has_table, migrate
-from agentloop.adapters.sqlite.scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQL, SCOPE_MATCH
+from agentloop.adapters.sqlite._scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQL, SCOPE_MATCH
 from agentloop.adapters.usage import utc_text
 from agentloop.errors import StoreError
 from agentloop.retention import PruneReport, Retention

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 import attrs
 
 from agentloop._log import get_logger
-from agentloop.adapters.sqlite.connection import transaction
+from agentloop.adapters.sqlite._connection import transaction
 from agentloop.adapters.errors import NewerSchemaError
 
 _log = get_logger("agentloop.stores")

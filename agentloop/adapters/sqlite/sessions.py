@@ -18,16 +18,16 @@ from typing import Any
 
 import attrs
 
-from agentloop.adapters.sqlite.connection import closing_on_error, connect, data_version, on_commit, transaction
+from agentloop.adapters.sqlite._connection import closing_on_error, connect, data_version, on_commit, transaction
 from agentloop.adapters.sqlite.schema import Schema, Step, migrate, rebuild
-from agentloop.adapters.rows import scope_values
-from agentloop.adapters.sqlite.scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQL, SCOPE_MATCH, scoped_version
+from agentloop.adapters._rows import scope_values
+from agentloop.adapters.sqlite._scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQL, SCOPE_MATCH, scoped_version
 from agentloop.messages import ChatMessage, Role, ToolCall
 from agentloop.outcome import converter
 from agentloop.scopes import Scope, sees_unchained_history
-from agentloop.adapters.sqlite.thread import OnItsThread
-from agentloop.adapters.sqlite.subjects import Table, subject_indexes, delete_rows, export_page, export_rows
-from agentloop.adapters.subjects import SCOPED
+from agentloop.adapters.sqlite._thread import OnItsThread
+from agentloop.adapters.sqlite._subjects import Table, subject_indexes, delete_rows, export_page, export_rows
+from agentloop.adapters._subjects import SCOPED
 from agentloop.privacy import Subject
 
 _ROLES = {role.value: role for role in Role}

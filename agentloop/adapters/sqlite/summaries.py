@@ -13,13 +13,13 @@ from collections import OrderedDict
 from datetime import datetime
 from pathlib import Path
 
-from agentloop.adapters.rows import scope_values
-from agentloop.adapters.sqlite.connection import closing_on_error, connect, data_version, on_commit, transaction
+from agentloop.adapters._rows import scope_values
+from agentloop.adapters.sqlite._connection import closing_on_error, connect, data_version, on_commit, transaction
 from agentloop.adapters.sqlite.schema import Schema, Step, has_table, migrate
-from agentloop.adapters.sqlite.scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQL, SCOPE_MATCH
-from agentloop.adapters.sqlite.thread import OnItsThread
-from agentloop.adapters.sqlite.subjects import Table, delete_rows, export_page, export_rows, subject_indexes
-from agentloop.adapters.subjects import SCOPED
+from agentloop.adapters.sqlite._scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQL, SCOPE_MATCH
+from agentloop.adapters.sqlite._thread import OnItsThread
+from agentloop.adapters.sqlite._subjects import Table, delete_rows, export_page, export_rows, subject_indexes
+from agentloop.adapters._subjects import SCOPED
 from agentloop.privacy import Subject
 from agentloop.ports.summaries import SessionSummary
 from agentloop.scopes import Scope

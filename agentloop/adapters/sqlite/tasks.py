@@ -10,13 +10,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from agentloop.adapters.rows import rows
-from agentloop.adapters.sqlite.connection import closing_on_error, connect, transaction
+from agentloop.adapters._rows import rows
+from agentloop.adapters.sqlite._connection import closing_on_error, connect, transaction
 from agentloop.adapters.sqlite.schema import Schema, Step, add_missing_columns, has_table, migrate
 from agentloop.ports.tasks import TaskRecord, TaskState
 from agentloop.privacy import Subject
 from agentloop.scopes import Scope
-from agentloop.adapters.sqlite.thread import OnItsThread
+from agentloop.adapters.sqlite._thread import OnItsThread
 
 
 

@@ -10,17 +10,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from agentloop.adapters.rows import json_text, rows
-from agentloop.adapters.sqlite.connection import closing_on_error, connect, transaction
+from agentloop.adapters._rows import json_text, rows
+from agentloop.adapters.sqlite._connection import closing_on_error, connect, transaction
 from agentloop.adapters.sqlite.schema import Schema, Step, add_missing_columns, has_table, migrate, rebuild
 from agentloop.components import ToolExecution
 from agentloop.notes.errors import ExecutionRefusedError
 from agentloop.notes.capture import cut_quarantine_record, quarantine_record
 from agentloop.notes.models import Trajectory
 from agentloop.scopes import Scope
-from agentloop.adapters.sqlite.thread import OnItsThread
-from agentloop.adapters.sqlite.subjects import Table, delete_rows, export_page, export_rows, subject_indexes
-from agentloop.adapters.subjects import EXECUTIONS, SESSION_ONLY
+from agentloop.adapters.sqlite._thread import OnItsThread
+from agentloop.adapters.sqlite._subjects import Table, delete_rows, export_page, export_rows, subject_indexes
+from agentloop.adapters._subjects import EXECUTIONS, SESSION_ONLY
 from agentloop.privacy import Subject
 
 _COLUMNS = (

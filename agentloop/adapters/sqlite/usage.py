@@ -8,13 +8,13 @@ from pathlib import Path
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from agentloop.adapters.rows import SCOPE_COLUMNS, scope_values
-from agentloop.adapters.sqlite.connection import closing_on_error, connect, transaction
+from agentloop.adapters._rows import SCOPE_COLUMNS, scope_values
+from agentloop.adapters.sqlite._connection import closing_on_error, connect, transaction
 from agentloop.adapters.sqlite.schema import Schema, Step, has_table, migrate
-from agentloop.adapters.sqlite.scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQL
-from agentloop.adapters.sqlite.thread import OnItsThread
-from agentloop.adapters.sqlite.subjects import Table, erase_rows, export_page, export_rows, subject_indexes
-from agentloop.adapters.subjects import SCOPED
+from agentloop.adapters.sqlite._scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQL
+from agentloop.adapters.sqlite._thread import OnItsThread
+from agentloop.adapters.sqlite._subjects import Table, erase_rows, export_page, export_rows, subject_indexes
+from agentloop.adapters._subjects import SCOPED
 from agentloop.privacy import Subject
 from agentloop.adapters.usage import KEYS, SUMS, fits_sql, in_key_order, summed, utc_text
 from agentloop.ports.usage import Charge, Spent, UsageFilter, UsageGroup, UsageLine, UsageRecord, UsageTotal

@@ -25,7 +25,7 @@ import numpy.typing as npt
 
 from agentloop._log import get_logger
 from agentloop.adapters.errors import IndexFileError
-from agentloop.adapters.private_files import private_file, private_folder, write_private
+from agentloop.adapters._private_files import private_file, private_folder, write_private
 from agentloop.ports.vectors import Vectors
 
 if sys.platform != "win32":

@@ -1,4 +1,4 @@
-"""agentloop.adapters.rows: one converter maps rows to the ports' objects and back."""
+"""agentloop.adapters._rows: one converter maps rows to the ports' objects and back."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from agentloop.adapters.rows import KNOWLEDGE_COLUMNS, knowledge_item, knowledge_row, knowledge_values, rows
+from agentloop.adapters._rows import KNOWLEDGE_COLUMNS, knowledge_item, knowledge_row, knowledge_values, rows
 from agentloop.components import ToolExecution
 from agentloop.notes.models import KnowledgeItem, Layer, LayerIds, NoteMetadata, NoteStatus, NoteType
 from agentloop.ports import TaskRecord, TaskState

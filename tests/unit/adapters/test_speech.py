@@ -1,4 +1,4 @@
-"""The embedded synthesizer on Debian's espeak-ng: a cancelled call leaves no process behind."""
+"""The embedded synthesizer on Debian's espeak-ng: a cancelled call leaves no process behind, a missing program is said."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ from typing import Any
 
 import pytest
 
+from agentloop.adapters.errors import ProgramMissingError
 from agentloop.adapters.speech import espeak
 from agentloop.adapters.speech.espeak import EspeakSynthesizer
+from agentloop.errors import AgentloopError
 
 
 def test_a_cancelled_synthesis_stops_its_espeak_process(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -32,3 +34,10 @@ def test_a_cancelled_synthesis_stops_its_espeak_process(monkeypatch: pytest.Monk
 
     asyncio.run(cancelled())
     assert started and started[0].returncode is not None
+
+
+def test_a_synthesizer_whose_program_is_missing_is_an_agentloop_error_saying_how_to_install_it() -> None:
+    """`agentloop telegram --voice espeak` prints it in one line through the CLI's one handler."""
+    with pytest.raises(ProgramMissingError, match="apt-get install espeak-ng") as missing:
+        EspeakSynthesizer(program="no-such-espeak-program")
+    assert isinstance(missing.value, AgentloopError) and isinstance(missing.value, FileNotFoundError)

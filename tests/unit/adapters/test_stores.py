@@ -20,7 +20,7 @@ import pytest
 
 from agentloop.adapters import DEFAULT_STORES_URL, HashingEmbedder, Stores, open_note_taking, open_stores, reembed_stores
 from agentloop.adapters.errors import StoreUrlError
-from agentloop.adapters.sqlite.connection import connect
+from agentloop.adapters.sqlite._connection import connect
 from agentloop.cli import main
 from agentloop.notes import KnowledgeItem, Layer, LayerIds, NoteType
 from agentloop.ports import (
@@ -135,15 +135,15 @@ def test_bot_names_that_are_not_file_names_are_refused(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-MODULES = ("sqlite.thread", "sqlite.knowledge", "sqlite.trajectories", "sqlite.tasks")
-"""The modules that connect once each when `open_stores` opens a bot's files (sqlite.thread:
+MODULES = ("sqlite._thread", "sqlite.knowledge", "sqlite.trajectories", "sqlite.tasks")
+"""The modules that connect once each when `open_stores` opens a bot's files (sqlite._thread:
 the one file of history, memory and RAG)."""
 
 
 @pytest.fixture
 def connections(monkeypatch: pytest.MonkeyPatch) -> list[sqlite3.Connection]:
     """Every connection the bot's stores open from now on."""
-    from agentloop.adapters.sqlite import connection as sqlite_module
+    from agentloop.adapters.sqlite import _connection as sqlite_module
 
     opened: list[sqlite3.Connection] = []
     real_connect = sqlite_module.connect

@@ -151,3 +151,15 @@ def test_a_listing_without_a_window_leaves_the_documented_default(server: Script
     window, largest = _turns_over_http(server, tmp_path, "llama3.2", 12)
     assert window == ContextBudget().window
     assert largest > ContextBudget.for_window(2000).prompt
+
+
+def test_an_openai_embedder_of_the_stores_command_takes_its_key_by_the_models_one_lookup(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lookup was written twice (the bots and `stores reembed`); an empty variable is skipped by both."""
+    from agentloop import bots
+    from agentloop.cli import stores as stores_command
+
+    monkeypatch.setenv("AGENTLOOP_API_KEY", "")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai")
+    embedder = stores_command.embedder_from_spec("openai:text-embedding-3-small", base_url="http://127.0.0.1:1/v1")
+    assert embedder.http.headers["Authorization"] == "Bearer sk-openai"  # type: ignore[attr-defined]
+    assert bots.api_key_from(bots.API_KEY_VARIABLES) == "sk-openai" and stores_command.api_key_from is bots.api_key_from

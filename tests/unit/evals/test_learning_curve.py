@@ -19,12 +19,15 @@ from matplotlib import image
 from agentloop import AgentLoop
 from agentloop.adapters import Stores, open_note_taking
 from agentloop.adapters.llm.scripted import ScriptedLLM
+from agentloop.cli import main
 from agentloop.evals.learning import (
     LearningDataset,
     LearningDatasetError,
     LearningReport,
     LearningRunError,
+    PriceSpecError,
     SuccessCriteria,
+    parse_price,
     run_learning,
 )
 from agentloop.notes import DistillationSettings
@@ -204,3 +207,14 @@ def test_agentloop_eval_learning_without_a_pipeline_says_what_it_needs(capsys: p
     status = main(["eval", "--learning", str(DATASET)])
     errors = capsys.readouterr().err
     assert status == 1 and "--learning needs --pipeline MODULE:FACTORY" in errors and errors.count("\n") == 1
+
+
+@pytest.mark.parametrize("given", ["gpt-4o", "=1,2", "gpt-4o=1", "gpt-4o=one,two"])
+def test_a_price_that_does_not_read_is_one_line_from_the_command(given: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`parse_price` raises a `PriceSpecError`, which the CLI's one handler prints."""
+    with pytest.raises(PriceSpecError, match="MODEL=INPUT,OUTPUT"):
+        parse_price(given)
+    assert main(["eval", "--learning", str(DATASET), "--pipeline", EXAMPLE, "--price", given], io.StringIO()) == 1
+    assert capsys.readouterr().err == (
+        f"agentloop: --price {given!r}: expected MODEL=INPUT,OUTPUT in dollars per million tokens, as in gpt-4o=2.50,10.00\n"
+    )

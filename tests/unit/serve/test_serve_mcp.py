@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -193,3 +194,15 @@ def test_a_tool_call_over_http_is_answered_as_one_json_body_not_an_event_stream(
     assert called.status_code == 200 and called.headers["content-type"].startswith("application/json")
     result = called.json()["result"]
     assert not result["isError"] and result["structuredContent"]["finish_reason"] == "success"
+
+
+def test_agentloop_mcp_on_a_bot_that_cannot_be_opened_says_why_in_one_line(tmp_path: Path) -> None:
+    """The bot's error reaches the CLI's one handler as it is; it was once wrapped in a RuntimeError and unwrapped again."""
+    with ScriptedServer() as model:
+        ran = subprocess.run(
+            [sys.executable, "-m", "agentloop.cli", "mcp", "--pipeline", "no_such_module:bot", "--data-dir", str(tmp_path / "data"),
+             "--base-url", model.url, "--model", "tiny"],
+            env=_ENV, cwd=tmp_path, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+        )
+    assert ran.returncode == 1 and ran.stderr.startswith("agentloop: ") and "no_such_module" in ran.stderr, ran.stderr
+    assert len(ran.stderr.splitlines()) == 1 and "Traceback" not in ran.stderr

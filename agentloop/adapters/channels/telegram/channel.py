@@ -11,7 +11,7 @@ from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, InputFile
 from telegram.error import TelegramError
 
 from agentloop.adapters.channels.telegram.chats import chat_of
-from agentloop.adapters.channels.telegram.voice import ogg_opus
+from agentloop.adapters.channels.telegram._voice import ogg_opus
 from agentloop.approvals import APPROVAL_HINT
 from agentloop.context import Session
 from agentloop.errors import TransportError

@@ -11,7 +11,7 @@ import soundfile
 
 from agentloop.adapters.channels.telegram import split_message
 from agentloop.adapters.speech.espeak import EspeakSynthesizer
-from agentloop.adapters.channels.telegram.voice import ogg_opus
+from agentloop.adapters.channels.telegram._voice import ogg_opus
 from agentloop.testing.telegram_server import FakeBotApi
 from agentloop.testing import ScriptedLLM
 from telegram_kit import ALICE_CHAT, LONG_ANSWER, PNG, STRANGER_CHAT, KnownWords, answer, deleted, running_bot

@@ -22,10 +22,10 @@ from pgvector.psycopg import register_vector
 from structlog.testing import capture_logs
 
 from agentloop.adapters import HashingEmbedder, Stores, open_stores
-from agentloop.adapters.postgres import database
-from agentloop.adapters.postgres.nearest import EF_SEARCH, nearest_query
+from agentloop.adapters.postgres import _database as database
+from agentloop.adapters.postgres._nearest import EF_SEARCH, nearest_query
 from agentloop.adapters.postgres.schema import Schema, Step, migrate
-from agentloop.adapters.postgres.scopes import scope_match
+from agentloop.adapters.postgres._scopes import scope_match
 from agentloop import FinishReason, IncomingMessage, Session, history_scope
 from agentloop.adapters.errors import EmbedderMismatchError, NewerSchemaError, StoreUrlError
 from agentloop.errors import StoreError, StoreUnavailableError

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentloop.adapters.postgres.keywords import WORDS, websearch_text
+from agentloop.adapters.postgres._keywords import WORDS, websearch_text
 
 _TEXT = "Order ORD-48213 failed on db-07.eu-west.internal with E1042 after restarting"
 _MATCH = f"SELECT to_tsvector('simple'::regconfig, %s) @@ {WORDS}"

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agentloop.adapters import HashingEmbedder, SqliteRagStore
-from agentloop.adapters.sqlite.keywords import fts5_query, keyword_step
+from agentloop.adapters.sqlite._keywords import fts5_query, keyword_step
 from agentloop.adapters.sqlite.rag import SCHEMA
 from agentloop.scopes import Scope
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentloop.adapters.sqlite.connection import connect
+from agentloop.adapters.sqlite._connection import connect
 from agentloop.adapters.sqlite.memory import SqliteMemoryStore
 from agentloop.ports import MemoryEntry
 from agentloop.scopes import Scope

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from agentloop.adapters import HashingEmbedder, SqliteRagStore
-from agentloop.adapters.sqlite.connection import transaction_ended
+from agentloop.adapters.sqlite._connection import transaction_ended
 from agentloop.adapters.errors import EmbedderMismatchError
 from agentloop.scopes import Scope
 

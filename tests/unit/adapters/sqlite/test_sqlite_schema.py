@@ -31,7 +31,7 @@ from agentloop.adapters import (
     SqliteTaskStore,
     SqliteTrajectoryStore,
 )
-from agentloop.adapters.sqlite import knowledge as sqlite_knowledge, scopes as sqlite_scopes, tasks as sqlite_tasks
+from agentloop.adapters.sqlite import knowledge as sqlite_knowledge, _scopes as sqlite_scopes, tasks as sqlite_tasks
 from agentloop.adapters.sqlite.tasks import AsyncSqliteTaskStore
 from agentloop.adapters.errors import EmbedderMismatchError, NewerSchemaError
 from agentloop.notes import Layer, LayerIds, NoteStatus

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from agentloop import ChatMessage, ToolCall
 from agentloop.adapters import SqliteSessionStore
-from agentloop.adapters.sqlite.connection import transaction_ended
+from agentloop.adapters.sqlite._connection import transaction_ended
 from agentloop.scopes import Scope
 
 

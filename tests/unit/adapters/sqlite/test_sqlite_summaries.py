@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from agentloop.adapters.sqlite.connection import transaction_ended
+from agentloop.adapters.sqlite._connection import transaction_ended
 from agentloop.adapters.sqlite.summaries import SqliteSummaryStore
 from agentloop.ports import SessionSummary
 from agentloop.scopes import Scope

@@ -12,7 +12,7 @@ import attrs
 import pytest
 
 from agentloop.adapters import SqliteTrajectoryStore
-from agentloop.adapters.sqlite.connection import connect
+from agentloop.adapters.sqlite._connection import connect
 from agentloop.adapters.sqlite.schema import migrate
 from agentloop.adapters.sqlite.trajectories import _COLUMNS, _ROW, SCHEMA, _add_row
 from agentloop.testing.notes import make_execution

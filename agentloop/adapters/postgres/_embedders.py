@@ -11,7 +11,7 @@ import psycopg
 
 from agentloop.adapters.embedders.hashing import NAME_PREFIX
 from agentloop.adapters.postgres.schema import Step, dimension
-from agentloop.adapters.postgres.text import loaded
+from agentloop.adapters.postgres._text import loaded
 from agentloop.adapters.errors import EmbedderMismatchError
 from agentloop.ports.vectors import Embedder
 
@@ -25,7 +25,7 @@ class VectorTable:
     vector_column: str
     index: str
     escaped: bool
-    """Whether the text column holds `postgres.text.stored` forms."""
+    """Whether the text column holds `postgres._text.stored` forms."""
 
     @property
     def index_sql(self) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agentloop.adapters.rows import SCOPE_COLUMNS, scope_values
+from agentloop.adapters._rows import SCOPE_COLUMNS, scope_values
 from agentloop.scopes import Scope
 
 SCOPE_COLUMNS_SQL = ", ".join(SCOPE_COLUMNS)

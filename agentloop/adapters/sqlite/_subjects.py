@@ -10,11 +10,11 @@ from typing import Any
 
 import attrs
 
-from agentloop.adapters.sqlite.connection import transaction
-from agentloop.adapters.sqlite.thread import StoreThread
-from agentloop.adapters.rows import SCOPE_COLUMNS
+from agentloop.adapters.sqlite._connection import transaction
+from agentloop.adapters.sqlite._thread import StoreThread
+from agentloop.adapters._rows import SCOPE_COLUMNS
 from agentloop.adapters.sqlite.schema import Step
-from agentloop.adapters.subjects import SQLITE, Columns, subject_clauses, subject_where
+from agentloop.adapters._subjects import SQLITE, Columns, subject_clauses, subject_where
 from agentloop.privacy import Subject
 
 SCOPE_NAMES = ("company_id", "org_id", "team_id", "project_id", "user_id", "session_id")

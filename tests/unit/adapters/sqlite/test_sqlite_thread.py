@@ -20,8 +20,8 @@ import attrs
 import pytest
 
 from agentloop.adapters import open_stores
-from agentloop.adapters.sqlite.connection import connect, on_commit, transaction
-from agentloop.adapters.sqlite.thread import CHECKPOINT_EVERY, StoreThread
+from agentloop.adapters.sqlite._connection import connect, on_commit, transaction
+from agentloop.adapters.sqlite._thread import CHECKPOINT_EVERY, StoreThread
 from agentloop.errors import StoreError
 from agentloop.messages import ChatMessage
 from agentloop.ports.stores import MemoryEntry

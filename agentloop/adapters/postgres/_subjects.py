@@ -11,13 +11,13 @@ import attrs
 import psycopg
 from psycopg.rows import dict_row
 
-from agentloop.adapters.postgres.database import on_database
-from agentloop.adapters.rows import SCOPE_COLUMNS
-from agentloop.adapters.subjects import POSTGRES, Columns, subject_clauses, subject_where
+from agentloop.adapters.postgres._database import on_database
+from agentloop.adapters._rows import SCOPE_COLUMNS
+from agentloop.adapters._subjects import POSTGRES, Columns, subject_clauses, subject_where
 from agentloop.privacy import Subject
 
 if TYPE_CHECKING:
-    from agentloop.adapters.postgres.database import Database
+    from agentloop.adapters.postgres._database import Database
 
 PAGE = 500
 """How many rows an export reads at once."""

@@ -11,7 +11,7 @@ from typing import Any
 
 import attrs
 
-from agentloop.adapters.rows import SCOPE_COLUMNS
+from agentloop.adapters._rows import SCOPE_COLUMNS
 from agentloop.privacy import Subject, SubjectKind
 
 

@@ -23,7 +23,7 @@ from pgvector.psycopg import register_vector_async
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from agentloop._log import get_logger
-from agentloop.adapters.postgres.nearest import EF_SEARCH
+from agentloop.adapters.postgres._nearest import EF_SEARCH
 from agentloop.adapters.postgres.schema import search_path, vector_schema
 from agentloop.adapters.urls import shown_url
 from agentloop.adapters.errors import StoreUrlError
