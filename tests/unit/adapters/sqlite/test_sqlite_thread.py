@@ -20,6 +20,7 @@ import attrs
 import pytest
 
 from agentloop.adapters import open_stores
+from agentloop.adapters.embedders.wordllama import WordLlamaEmbedder
 from agentloop.adapters.sqlite._connection import connect, on_commit, transaction
 from agentloop.adapters.sqlite._thread import CHECKPOINT_EVERY, StoreThread
 from agentloop.errors import StoreError
@@ -56,8 +57,12 @@ def test_a_slow_call_on_the_store_thread_does_not_stall_the_event_loop() -> None
 
 def test_calls_on_a_busy_bot_file_wait_on_its_thread_in_order(tmp_path: Path) -> None:
     """While a slow RAG add runs on the thread of the bot's file, a history
-    write and a read issued after it run there after it, and the read sees the write."""
-    with open_stores(tmp_path) as stores:
+    write and a read issued after it run there after it, and the read sees the write. The
+    embedder's weights are loaded first: a first load runs on a worker thread of its own, and the
+    add would reach the file's thread only after the write."""
+    embedder = WordLlamaEmbedder()
+    embedder.load()
+    with open_stores(tmp_path, embedder=embedder) as stores:
         rag: Any = stores.rag.engine  # type: ignore[attr-defined]
         sessions: Any = stores.sessions.engine  # type: ignore[attr-defined]
         add, append, release = rag.add, sessions.append, threading.Event()
