@@ -259,7 +259,8 @@ def test_nul_and_lone_surrogates_in_a_submitted_message_are_replaced_before_it_i
         key = await inbox.submit(Session("s\x00", user_id="u\ud800"), IncomingMessage("a\x00b\udfffc"))
         return (await inbox.wait(key, timeout=20)).reply_text
 
-    assert run(with_worker(postgres_url, body)) == "echo: a\ufffdb\ufffdc"
+    answered = asyncio.wait_for(with_worker(postgres_url, body), 60)  # a regression that hangs (submit, turn or wait) fails
+    assert run(answered) == "echo: a\ufffdb\ufffdc"
 
 
 def test_a_message_stored_before_ids_were_scoped_keeps_its_id_as_its_key_and_is_answered(postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
