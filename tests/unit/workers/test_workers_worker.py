@@ -14,6 +14,8 @@ from structlog.testing import capture_logs
 
 from agentloop import ChatMessage, FailureKind, FailureSource, FinishReason, IncomingMessage, Session, history_scope, memory_scope
 from agentloop.adapters import Stores, open_stores
+from agentloop.errors import StoreUnavailableError
+from agentloop.outcome import TurnOutcome
 from agentloop.testing import RecordingChannel, ScriptedLLM
 from agentloop.testing.stores import Fault, StoreFaults, failing_stores
 from agentloop.workers import Inbox, MessageResult, WorkerSettings, open_inbox, queue_name, reclaim_stalled, run_worker, worker
@@ -135,6 +137,36 @@ def test_a_turn_whose_memory_write_failed_after_its_history_landed_is_run_again_
     assert texts == ["echo: hello"]
     assert history == (ChatMessage.user("hello"), ChatMessage.assistant("echo: hello"))
     assert [(e.user_text, e.assistant_text) for e in memory] == [("hello", "echo: hello")]
+
+
+@pytest.mark.parametrize("fault", [Fault.BEFORE, Fault.AFTER])
+def test_a_turn_whose_outcome_write_failed_is_run_again_replying_once_and_storing_its_exchange_once(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, fault: Fault
+) -> None:
+    """I15 for the inbox's own write: the outcome was not stored (or was, its answer lost with the
+    connection); the job is run again, the reply already sent is not sent again, the exchange is in
+    history once, the submitter gets the outcome, and the lost connection leaves no traceback."""
+    caplog.set_level(logging.DEBUG)
+    real, failed = Inbox.finish_turn, list[str]()
+
+    async def finish_lost_once(inbox: Inbox, message_id: str, outcome: TurnOutcome | None, *, error: str | None = None) -> None:
+        if failed:
+            return await real(inbox, message_id, outcome, error=error)
+        failed.append(message_id)
+        if fault is Fault.AFTER:
+            await real(inbox, message_id, outcome, error=error)
+        lost = psycopg.OperationalError("server closed the connection unexpectedly")
+        raise StoreUnavailableError(f"the inbox at {inbox.url}", "its database cannot be reached") from lost
+
+    monkeypatch.setattr(Inbox, "finish_turn", finish_lost_once)
+    with open_stores(postgres_url, bot="helper") as stores:
+        result, texts = asyncio.run(answered_by_a_worker_on(stores, postgres_url, "hello"))
+        history = asyncio.run(stores.sessions.recent(history_scope(SESSION), 10))
+    assert len(failed) == 1 and texts == ["echo: hello"]
+    assert history == (ChatMessage.user("hello"), ChatMessage.assistant("echo: hello"))
+    assert result.finish_reason is FinishReason.SUCCESS and result.reply_text == "echo: hello"
+    assert result.runs == (2 if fault is Fault.BEFORE else 1)
+    assert not [r for r in caplog.records if r.exc_info]
 
 
 def test_a_turn_whose_writes_never_land_finishes_after_its_last_run_saying_so(
