@@ -255,3 +255,68 @@ def test_a_worker_whose_heartbeat_was_lost_registers_again_heartbeats_and_takes_
         lost, fresh, answered = asyncio.run(body(stores))
     assert len(lost) == 1 and len(fresh) == 1 and lost[0] not in fresh  # registered anew, the stale registration gone
     assert answered.finish_reason is FinishReason.SUCCESS and answered.reply_text == "echo: hello"
+
+
+def test_a_worker_says_each_outage_in_one_lost_line_retries_with_rising_capped_delays_and_one_back_line(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two outages (the heartbeat and every check refused as a lost connection): each is one
+    `worker.database_lost`, then `worker.database_retrying` once per new delay (rising, and no more
+    lines once the delay is capped while the outage lasts), then one `worker.database_back`; no traceback."""
+    caplog.set_level(logging.DEBUG)
+    monkeypatch.setattr(worker, "RECONNECT_FIRST_DELAY", 0.05)
+    monkeypatch.setattr(worker, "RECONNECT_MAX_DELAY", 0.2)
+    settings = WorkerSettings(stall_timeout=0.6, poll_interval=0.2)
+    llm = ScriptedLLM(lambda request: f"echo: {request.messages[-1].content}")
+    said = ("worker.database_lost", "worker.database_retrying", "worker.database_back")
+
+    async def body(stores: Stores, logs: list[dict[str, Any]]) -> None:
+        async with open_inbox(postgres_url, bot="helper") as inbox:
+            manager, down = inbox.app.job_manager, asyncio.Event()
+            beat, check = manager.update_heartbeat, inbox.check
+
+            def refused() -> ConnectorException:
+                error = ConnectorException()
+                error.__cause__ = psycopg.OperationalError("server closed the connection unexpectedly")
+                return error
+
+            async def beat_unless_down(worker_id: int) -> None:
+                if down.is_set():
+                    raise refused()
+                await beat(worker_id)
+
+            async def check_unless_down(timeout: float = 2.0) -> None:
+                if down.is_set():
+                    raise StoreUnavailableError(f"the inbox at {inbox.url}", "its database cannot be reached") from refused()
+                await check(timeout)
+
+            async def lines(event: str, count: int) -> None:
+                while sum(e["event"] == event for e in logs) < count:
+                    await asyncio.sleep(0.02)
+
+            manager.update_heartbeat = beat_unless_down  # type: ignore[method-assign]
+            inbox.check = check_unless_down  # type: ignore[method-assign]
+            with standard_pipeline(llm, RecordingChannel(), stores=stores) as pipeline:
+                running = asyncio.create_task(run_worker(inbox, pipeline.build(), settings, install_signal_handlers=False))
+                try:
+                    for outage in (1, 2):
+                        await asyncio.sleep(3 * settings.heartbeat_interval)  # the worker has run and heartbeaten
+                        down.set()
+                        await asyncio.wait_for(lines("worker.database_retrying", 3 * outage), 20)
+                        await asyncio.sleep(5 * worker.RECONNECT_MAX_DELAY)  # tries at the capped delay, said no more
+                        down.clear()
+                        await asyncio.wait_for(lines("worker.database_back", outage), 20)
+                    answered = await inbox.wait(await inbox.submit(SESSION, IncomingMessage("hello")), timeout=20)
+                    assert answered.reply_text == "echo: hello"
+                finally:
+                    running.cancel()
+                    await asyncio.gather(running, return_exceptions=True)
+
+    with open_stores(postgres_url, bot="helper") as stores, capture_logs() as logs:
+        asyncio.run(body(stores, logs))
+    changes = [e for e in logs if e["event"] in said]
+    assert [e["event"] for e in changes] == [*said[:1], *said[1:2] * 3, *said[2:]] * 2
+    for outage in (changes[:5], changes[5:]):
+        delays = [e["delay"] for e in outage if e["event"] == "worker.database_retrying"]
+        assert all(shorter < longer for shorter, longer in zip(delays, delays[1:])) and delays[-1] <= 1.2 * worker.RECONNECT_MAX_DELAY
+    assert not [e for e in logs if "exc_info" in e] and not [r for r in caplog.records if r.exc_info]
