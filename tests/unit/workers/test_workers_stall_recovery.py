@@ -13,6 +13,7 @@ from typing import Any
 import psycopg
 import pytest
 from structlog.testing import capture_logs
+from worker_kit import cuttable
 
 from agentloop import ChatMessage, IncomingMessage, Session, history_scope, tool
 from agentloop.adapters import open_stores
@@ -20,7 +21,6 @@ from agentloop.testing import RecordingChannel, ScriptedLLM
 from agentloop.workers import Inbox, WorkerSettings, open_inbox, queue_name, run_worker
 from agentloop.workers.inbox import CONNECTION_WAIT
 from systems import standard_pipeline
-from worker_kit import cuttable
 
 SESSION = Session("s1", user_id="u1")
 

@@ -4,6 +4,7 @@ again, writing history once and sending its reply at most once, and the re-run s
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 from typing import Any
 
@@ -318,5 +319,5 @@ def test_a_worker_says_each_outage_in_one_lost_line_retries_with_rising_capped_d
     assert [e["event"] for e in changes] == [*said[:1], *said[1:2] * 3, *said[2:]] * 2
     for outage in (changes[:5], changes[5:]):
         delays = [e["delay"] for e in outage if e["event"] == "worker.database_retrying"]
-        assert all(shorter < longer for shorter, longer in zip(delays, delays[1:])) and delays[-1] <= 1.2 * worker.RECONNECT_MAX_DELAY
+        assert all(shorter < longer for shorter, longer in itertools.pairwise(delays)) and delays[-1] <= 1.2 * worker.RECONNECT_MAX_DELAY
     assert not [e for e in logs if "exc_info" in e] and not [r for r in caplog.records if r.exc_info]
