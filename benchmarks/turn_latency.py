@@ -163,11 +163,11 @@ class Worker:
 
 
 @contextmanager
-def baseline_checkout(rev: str) -> Iterator[Path | str]:
-    """A temporary directory with `rev`'s agentloop and systems, or why there is none."""
+def baseline_checkout(rev: str, paths: Sequence[str] = ("agentloop", "systems")) -> Iterator[Path | str]:
+    """A temporary directory with `rev`'s `paths` (its agentloop and systems), or why there is none."""
     try:
         archive = subprocess.run(
-            ["git", "-C", str(ROOT), "archive", "--format=tar", rev, "agentloop", "systems"],
+            ["git", "-C", str(ROOT), "archive", "--format=tar", rev, *paths],
             capture_output=True, check=True,
         ).stdout
     except (OSError, subprocess.CalledProcessError) as error:

@@ -16,9 +16,15 @@ owned by 100 tenants, 1% each, loaded with the knowledge repository's `add_many`
 `--queries` searches through `KnowledgeBase.search` by one tenant: p50 and p95 on
 PostgreSQL with pgvector beside SQLite with hnswlib.
 
+With `--baseline REV` the worker levels are run on REV's code too, in the same run: git
+extracts REV's `agentloop`, `systems` and `benchmarks` into a temporary directory, each
+level's messages are submitted and its workers run by that code base's own benchmark, and
+the two code bases take turns level by level for `--rounds` rounds, so noise on the machine
+hits both; the table gives each one's median turns/s and the ratio this / REV.
+
     python benchmarks/workers.py [--url postgresql://...] [--workers 1,2,4] [--sessions 200]
                                  [--messages 5] [--concurrency 50] [--model-delay 0.05]
-                                 [--notes 100000] [--queries 60]
+                                 [--notes 100000] [--queries 60] [--baseline REV] [--rounds 3]
 
 Without `--url` a temporary PostgreSQL is started with pgserver (the test extra).
 """
@@ -37,7 +43,7 @@ import time
 import uuid
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +60,17 @@ from agentloop.workers import open_inbox
 from systems import StandardPipeline, standard_pipeline
 
 HERE = Path(__file__).resolve().parent
+PREPARE = """
+import asyncio, sys
+from pathlib import Path
+import workers
+stores, label = workers.stores_for(sys.argv[1], Path(sys.argv[2]))
+asyncio.run(workers.submit(sys.argv[1], int(sys.argv[3]), int(sys.argv[4])))
+print(stores)
+print(label)
+"""
+"""A level's set-up, run by the benchmark of the code base it measures: its stores (created by
+that code) and its messages (submitted into that code's inbox schema); prints the stores URL and label."""
 TARGET_SPEEDUP = 1.6
 TENANTS = 100
 LOAD_BATCH = 5000
@@ -122,20 +139,25 @@ async def submit(url: str, sessions: int, messages: int) -> None:
                 await inbox.submit(session(number), IncomingMessage(f"message {message} of session {number}"))
 
 
-def run_level(database: str, stores: str, workers: int, args: argparse.Namespace) -> float:
-    """Turns per second of `workers` worker processes over every submitted message."""
-    asyncio.run(submit(database, args.sessions, args.messages))
+def run_level(database: str, scratch: Path, workers: int, args: argparse.Namespace, code: Path = HERE.parent) -> tuple[float, str]:
+    """Turns per second of `workers` worker processes over every submitted message, on the code
+    base at `code` (its agentloop, systems and benchmarks), and the label of the stores it used."""
     env = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE.parent), os.environ.get("PYTHONPATH")])),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(code), os.environ.get("PYTHONPATH")])),
         "AGENTLOOP_BENCH_MODEL_DELAY": str(args.model_delay),
     }
+    prepared = subprocess.run(
+        [sys.executable, "-c", PREPARE, database, str(scratch), str(args.sessions), str(args.messages)],
+        cwd=code / "benchmarks", env=env, capture_output=True, text=True, check=True,
+    ).stdout.splitlines()
+    stores, label = prepared[-2:]
     command = [
         sys.executable, "-m", "agentloop.cli", "worker", "--stores", stores, "--inbox", database, "--bot", "bench",
         "--pipeline", "workers:factory", "--concurrency", str(args.concurrency),
     ]
     processes = [
-        subprocess.Popen(command, cwd=HERE, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        subprocess.Popen(command, cwd=code / "benchmarks", env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         for _ in range(workers)
     ]
     try:
@@ -156,7 +178,7 @@ def run_level(database: str, stores: str, workers: int, args: argparse.Namespace
                 assert row is not None
                 unfinished, after_ready, seconds_after_ready, every, seconds = row
                 if unfinished == 0:  # a run too small to outlast the start-up is timed whole
-                    return float(after_ready / seconds_after_ready if after_ready * 2 >= every else every / seconds)
+                    return float(after_ready / seconds_after_ready if after_ready * 2 >= every else every / seconds), label
                 if any(p.poll() is not None for p in processes):
                     raise SystemExit(f"a worker exited early with status {[p.poll() for p in processes]}")
                 time.sleep(0.1)
@@ -182,6 +204,21 @@ async def single_process(data: Path, args: argparse.Namespace) -> float:
         started = time.perf_counter()
         await asyncio.gather(*(converse(number) for number in range(args.sessions)))
         return args.sessions * args.messages / (time.perf_counter() - started)
+
+
+def levels(
+    server: str, scratch: Path, counts: Sequence[int], codes: dict[str, Path], args: argparse.Namespace
+) -> tuple[dict[str, dict[int, list[float]]], dict[str, str]]:
+    """Turns/s of each code base at each worker count, each on a fresh database, the code bases
+    taking turns level by level for `args.rounds` rounds; and the stores each one used."""
+    measured: dict[str, dict[int, list[float]]] = {name: {workers: [] for workers in counts} for name in codes}
+    labels: dict[str, str] = {}
+    for _ in range(max(1, args.rounds)):
+        for workers in counts:
+            for name, code in codes.items():
+                rate, labels[name] = run_level(fresh_database(server), scratch, workers, args, code)
+                measured[name][workers].append(rate)
+    return measured, labels
 
 
 def tenant(number: int) -> LayerIds:
@@ -229,16 +266,23 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--model-delay", type=float, default=0.05)
     parser.add_argument("--notes", type=int, default=100_000, help="notes in the retrieval benchmark")
     parser.add_argument("--queries", type=int, default=60, help="searches per backend in the retrieval benchmark")
+    parser.add_argument("--baseline", default="none", help="a git revision whose code runs the worker levels too, alternating (default none)")
+    parser.add_argument("--rounds", type=int, default=1, help="rounds of the worker levels; each code base's median is shown")
     args = parser.parse_args(argv)
     configure_logging("ERROR")
     counts = [int(n) for n in args.workers.split(",")]
-    with postgres(args.url) as server, tempfile.TemporaryDirectory(prefix="agentloop-bench-") as scratch:
-        rates: dict[int, float] = {}
-        label = ""
-        for workers in counts:
-            database = fresh_database(server)
-            stores, label = stores_for(database, Path(scratch))
-            rates[workers] = run_level(database, stores, workers, args)
+    with postgres(args.url) as server, tempfile.TemporaryDirectory(prefix="agentloop-bench-") as scratch, ExitStack() as stack:
+        codes = {"this": HERE.parent}
+        if args.baseline != "none":
+            from turn_latency import baseline_checkout
+
+            baseline = stack.enter_context(baseline_checkout(args.baseline, ("agentloop", "systems", "benchmarks")))
+            if isinstance(baseline, str):
+                raise SystemExit(baseline)
+            codes[args.baseline] = baseline
+        measured, labels = levels(server, Path(scratch), counts, codes, args)
+        rates = {workers: statistics.median(runs) for workers, runs in measured["this"].items()}
+        label = labels["this"]
         alone = asyncio.run(single_process(Path(scratch) / "single", args))
         queries = texts(args.queries, random.Random(11))
         searched = {
@@ -257,6 +301,15 @@ def main(argv: Sequence[str] | None = None) -> None:
             target = f">= {TARGET_SPEEDUP}x  {verdict}"
         print(f"{f'{workers} worker process(es), PostgreSQL inbox':<40} {rate:>9.1f}  {ratio:>11}  {target}".rstrip())
     print(f"{'1 process, SQLite, no inbox':<40} {alone:>9.1f}")
+    if args.baseline != "none":
+        print()
+        print(f"this checkout beside {args.baseline} (stores: {labels[args.baseline]}), levels alternating in "
+              f"{max(1, args.rounds)} round(s), median turns/s")
+        print(f"{'setup':<40} {'this':>9}  {args.baseline:>11}  this / {args.baseline}")
+        for workers in counts:
+            ours, theirs = rates[workers], statistics.median(measured[args.baseline][workers])
+            runs = ", ".join(f"{a:.0f}/{b:.0f}" for a, b in zip(measured["this"][workers], measured[args.baseline][workers], strict=True))
+            print(f"{f'{workers} worker process(es), PostgreSQL inbox':<40} {ours:>9.1f}  {theirs:>11.1f}  {ours / theirs:.2f}x  ({runs})")
     print()
     print(f"retrieval at {args.notes:,} notes of dim 384, {TENANTS} tenants of 1% each: "
           f"{args.queries} KnowledgeBase.search calls (k=5) by one tenant")

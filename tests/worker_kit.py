@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 from agentloop import Tool
 from agentloop.adapters import open_stores
@@ -32,3 +35,67 @@ async def with_worker(
             finally:
                 worker.cancel()
                 await asyncio.gather(worker, return_exceptions=True)
+
+
+class CuttableDatabase:
+    """A relay on a Unix socket in front of a test's PostgreSQL, so a test can take the database
+    away from the clients connected through `url` while the shared server keeps running.
+
+    `cut()` closes every relayed connection, as a stopped server does; new connections are then
+    refused, or with `silent` accepted and never answered. `restore()` relays them again.
+    """
+
+    def __init__(self, url: str, directory: Path) -> None:
+        self._socket_dir = parse_qs(urlsplit(url).query)["host"][0]
+        self._path = directory / ".s.PGSQL.5432"
+        self.url = url.replace(f"host={self._socket_dir}", f"host={directory}")
+        self._server: asyncio.AbstractServer | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+        self.silent = False
+
+    async def restore(self) -> None:
+        self.silent = False
+        if self._server is None:
+            self._server = await asyncio.start_unix_server(self._relay, path=str(self._path))
+
+    async def cut(self, *, silent: bool = False) -> None:
+        self.silent = silent
+        if not silent and self._server is not None:
+            self._server.close()
+            self._server = None
+            self._path.unlink(missing_ok=True)
+        for writer in list(self._writers):
+            writer.transport.abort()
+        self._writers.clear()
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.silent:
+            self._writers.add(writer)
+            return
+        up_reader, up_writer = await asyncio.open_unix_connection(f"{self._socket_dir}/.s.PGSQL.5432")
+        self._writers.update((writer, up_writer))
+        await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer), return_exceptions=True)
+        self._writers.difference_update((writer, up_writer))
+
+    async def close(self) -> None:
+        await self.cut()
+
+
+async def _pipe(source: asyncio.StreamReader, target: asyncio.StreamWriter) -> None:
+    try:
+        while data := await source.read(65536):
+            target.write(data)
+            await target.drain()
+    finally:
+        target.transport.abort()
+
+
+@asynccontextmanager
+async def cuttable(url: str, directory: Path) -> AsyncIterator[CuttableDatabase]:
+    """A `CuttableDatabase` in front of `url`, relaying from the start of the block to its end."""
+    database = CuttableDatabase(url, directory)
+    await database.restore()
+    try:
+        yield database
+    finally:
+        await database.close()

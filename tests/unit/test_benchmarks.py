@@ -75,6 +75,17 @@ def test_workers_prints_turns_per_second_per_worker_count_and_retrieval_on_pgvec
     assert re.match(rf"SQLite \+ hnswlib\s+\d+\.\d\s+{MS}\s+{MS}$", lines[at + 3])
 
 
+def test_workers_with_a_baseline_runs_each_level_on_that_revisions_code_too_and_prints_the_ratio(
+    capsys: pytest.CaptureFixture[str], postgres_url: str
+) -> None:
+    run_main("workers", "--url", postgres_url, "--workers", "1", "--sessions", "3", "--messages", "2", "--concurrency", "2",
+             "--model-delay", "0.001", "--notes", "30", "--queries", "3", "--baseline", "HEAD", "--rounds", "2")
+    lines = capsys.readouterr().out.splitlines()
+    at = lines.index("this checkout beside HEAD (stores: PostgreSQL), levels alternating in 2 round(s), median turns/s")
+    assert re.match(r"setup\s+this\s+HEAD\s+this / HEAD$", lines[at + 1])
+    assert re.match(r"1 worker process\(es\), PostgreSQL inbox\s+\d+\.\d\s+\d+\.\d\s+\d+\.\d\dx\s+\(\d+/\d+, \d+/\d+\)$", lines[at + 2])
+
+
 def test_turn_latency_times_the_baseline_in_the_same_run_and_prints_the_ratios(capsys: pytest.CaptureFixture[str]) -> None:
     run_main("turn_latency", "--turns", "4", "--warmup", "1", "--rounds", "2", "--baseline", "HEAD")
     lines = capsys.readouterr().out.splitlines()

@@ -15,6 +15,7 @@ import pytest
 from agentloop import FinishReason, IncomingMessage, Session, tool
 from agentloop.adapters import open_note_taking, open_stores
 from agentloop.adapters.errors import NewerSchemaError
+from agentloop.errors import StoreUnavailableError
 from agentloop.notes import DistillationSettings, IdleSessions, KnowledgeItem, NoteTaking, NoteType
 from agentloop.testing import FakeClock, RecordingChannel, ScriptedLLM
 from agentloop.workers import (
@@ -29,8 +30,9 @@ from agentloop.workers import (
     open_inbox,
     run_worker,
 )
+from agentloop.workers.inbox import CONNECTION_WAIT
 from systems import add_note_taking, standard_pipeline
-from worker_kit import with_worker
+from worker_kit import cuttable, with_worker
 
 SESSION = Session("s1", user_id="u1")
 NOTE = "## Context\nA weather question.\n## Solution\nLook the city up.\n## Key Patterns\nLook it up.\n## Tags\nweather"
@@ -257,7 +259,8 @@ def test_nul_and_lone_surrogates_in_a_submitted_message_are_replaced_before_it_i
         key = await inbox.submit(Session("s\x00", user_id="u\ud800"), IncomingMessage("a\x00b\udfffc"))
         return (await inbox.wait(key, timeout=20)).reply_text
 
-    assert run(with_worker(postgres_url, body)) == "echo: a\ufffdb\ufffdc"
+    answered = asyncio.wait_for(with_worker(postgres_url, body), 60)  # a regression that hangs (submit, turn or wait) fails
+    assert run(answered) == "echo: a\ufffdb\ufffdc"
 
 
 def test_a_message_stored_before_ids_were_scoped_keeps_its_id_as_its_key_and_is_answered(postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -286,3 +289,28 @@ def test_a_message_stored_before_ids_were_scoped_keeps_its_id_as_its_key_and_is_
 
     run(before())
     assert run(with_worker(postgres_url, body)) == ("echo: from before", "old-1")
+
+
+@pytest.mark.parametrize("silent", [False, True], ids=["stopped", "answering nothing"])
+def test_submit_while_the_database_is_out_of_reach_says_so_within_the_connection_wait_and_works_once_it_is_back(
+    postgres_url: str, tmp_path: Path, silent: bool
+) -> None:
+    """The database stopped (connections closed, new ones refused) or answering nothing: `submit`
+    raises `StoreUnavailableError` naming a wait no longer than a call's wait for a connection,
+    instead of hanging, stores nothing, and the next submit after the database is back works."""
+
+    async def body() -> tuple[StoreUnavailableError, list[Any]]:
+        async with cuttable(postgres_url, tmp_path) as database, open_inbox(database.url, bot="helper") as inbox:
+            await inbox.submit(SESSION, IncomingMessage("before"))
+            await database.cut(silent=silent)
+            with pytest.raises(StoreUnavailableError, match="the inbox at .* its database cannot be reached") as refused:
+                await asyncio.wait_for(inbox.submit(SESSION, IncomingMessage("during")), 3 * CONNECTION_WAIT)
+            await database.restore()
+            await asyncio.wait_for(inbox.submit(SESSION, IncomingMessage("after")), 3 * CONNECTION_WAIT)
+        async with await psycopg.AsyncConnection.connect(postgres_url) as conn:
+            stored = await (await conn.execute("SELECT message ->> 'text' FROM agentloop_inbox ORDER BY submitted_at")).fetchall()
+        return refused.value, [row[0] for row in stored]
+
+    refused, stored = run(body())
+    assert 0 < refused.retry_after <= CONNECTION_WAIT
+    assert stored == ["before", "after"]

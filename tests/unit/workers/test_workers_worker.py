@@ -4,6 +4,7 @@ again, writing history once and sending its reply at most once, and the re-run s
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 from typing import Any
 
@@ -14,6 +15,8 @@ from structlog.testing import capture_logs
 
 from agentloop import ChatMessage, FailureKind, FailureSource, FinishReason, IncomingMessage, Session, history_scope, memory_scope
 from agentloop.adapters import Stores, open_stores
+from agentloop.errors import StoreUnavailableError
+from agentloop.outcome import TurnOutcome
 from agentloop.testing import RecordingChannel, ScriptedLLM
 from agentloop.testing.stores import Fault, StoreFaults, failing_stores
 from agentloop.workers import Inbox, MessageResult, WorkerSettings, open_inbox, queue_name, reclaim_stalled, run_worker, worker
@@ -137,6 +140,36 @@ def test_a_turn_whose_memory_write_failed_after_its_history_landed_is_run_again_
     assert [(e.user_text, e.assistant_text) for e in memory] == [("hello", "echo: hello")]
 
 
+@pytest.mark.parametrize("fault", [Fault.BEFORE, Fault.AFTER])
+def test_a_turn_whose_outcome_write_failed_is_run_again_replying_once_and_storing_its_exchange_once(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, fault: Fault
+) -> None:
+    """I15 for the inbox's own write: the outcome was not stored (or was, its answer lost with the
+    connection); the job is run again, the reply already sent is not sent again, the exchange is in
+    history once, the submitter gets the outcome, and the lost connection leaves no traceback."""
+    caplog.set_level(logging.DEBUG)
+    real, failed = Inbox.finish_turn, list[str]()
+
+    async def finish_lost_once(inbox: Inbox, message_id: str, outcome: TurnOutcome | None, *, error: str | None = None) -> None:
+        if failed:
+            return await real(inbox, message_id, outcome, error=error)
+        failed.append(message_id)
+        if fault is Fault.AFTER:
+            await real(inbox, message_id, outcome, error=error)
+        lost = psycopg.OperationalError("server closed the connection unexpectedly")
+        raise StoreUnavailableError(f"the inbox at {inbox.url}", "its database cannot be reached") from lost
+
+    monkeypatch.setattr(Inbox, "finish_turn", finish_lost_once)
+    with open_stores(postgres_url, bot="helper") as stores:
+        result, texts = asyncio.run(answered_by_a_worker_on(stores, postgres_url, "hello"))
+        history = asyncio.run(stores.sessions.recent(history_scope(SESSION), 10))
+    assert len(failed) == 1 and texts == ["echo: hello"]
+    assert history == (ChatMessage.user("hello"), ChatMessage.assistant("echo: hello"))
+    assert result.finish_reason is FinishReason.SUCCESS and result.reply_text == "echo: hello"
+    assert result.runs == (2 if fault is Fault.BEFORE else 1)
+    assert not [r for r in caplog.records if r.exc_info]
+
+
 def test_a_turn_whose_writes_never_land_finishes_after_its_last_run_saying_so(
     postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -223,3 +256,68 @@ def test_a_worker_whose_heartbeat_was_lost_registers_again_heartbeats_and_takes_
         lost, fresh, answered = asyncio.run(body(stores))
     assert len(lost) == 1 and len(fresh) == 1 and lost[0] not in fresh  # registered anew, the stale registration gone
     assert answered.finish_reason is FinishReason.SUCCESS and answered.reply_text == "echo: hello"
+
+
+def test_a_worker_says_each_outage_in_one_lost_line_retries_with_rising_capped_delays_and_one_back_line(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two outages (the heartbeat and every check refused as a lost connection): each is one
+    `worker.database_lost`, then `worker.database_retrying` once per new delay (rising, and no more
+    lines once the delay is capped while the outage lasts), then one `worker.database_back`; no traceback."""
+    caplog.set_level(logging.DEBUG)
+    monkeypatch.setattr(worker, "RECONNECT_FIRST_DELAY", 0.05)
+    monkeypatch.setattr(worker, "RECONNECT_MAX_DELAY", 0.2)
+    settings = WorkerSettings(stall_timeout=0.6, poll_interval=0.2)
+    llm = ScriptedLLM(lambda request: f"echo: {request.messages[-1].content}")
+    said = ("worker.database_lost", "worker.database_retrying", "worker.database_back")
+
+    async def body(stores: Stores, logs: list[dict[str, Any]]) -> None:
+        async with open_inbox(postgres_url, bot="helper") as inbox:
+            manager, down = inbox.app.job_manager, asyncio.Event()
+            beat, check = manager.update_heartbeat, inbox.check
+
+            def refused() -> ConnectorException:
+                error = ConnectorException()
+                error.__cause__ = psycopg.OperationalError("server closed the connection unexpectedly")
+                return error
+
+            async def beat_unless_down(worker_id: int) -> None:
+                if down.is_set():
+                    raise refused()
+                await beat(worker_id)
+
+            async def check_unless_down(timeout: float = 2.0) -> None:
+                if down.is_set():
+                    raise StoreUnavailableError(f"the inbox at {inbox.url}", "its database cannot be reached") from refused()
+                await check(timeout)
+
+            async def lines(event: str, count: int) -> None:
+                while sum(e["event"] == event for e in logs) < count:
+                    await asyncio.sleep(0.02)
+
+            manager.update_heartbeat = beat_unless_down  # type: ignore[method-assign]
+            inbox.check = check_unless_down  # type: ignore[method-assign]
+            with standard_pipeline(llm, RecordingChannel(), stores=stores) as pipeline:
+                running = asyncio.create_task(run_worker(inbox, pipeline.build(), settings, install_signal_handlers=False))
+                try:
+                    for outage in (1, 2):
+                        await asyncio.sleep(3 * settings.heartbeat_interval)  # the worker has run and heartbeaten
+                        down.set()
+                        await asyncio.wait_for(lines("worker.database_retrying", 3 * outage), 20)
+                        await asyncio.sleep(5 * worker.RECONNECT_MAX_DELAY)  # tries at the capped delay, said no more
+                        down.clear()
+                        await asyncio.wait_for(lines("worker.database_back", outage), 20)
+                    answered = await inbox.wait(await inbox.submit(SESSION, IncomingMessage("hello")), timeout=20)
+                    assert answered.reply_text == "echo: hello"
+                finally:
+                    running.cancel()
+                    await asyncio.gather(running, return_exceptions=True)
+
+    with open_stores(postgres_url, bot="helper") as stores, capture_logs() as logs:
+        asyncio.run(body(stores, logs))
+    changes = [e for e in logs if e["event"] in said]
+    assert [e["event"] for e in changes] == [*said[:1], *said[1:2] * 3, *said[2:]] * 2
+    for outage in (changes[:5], changes[5:]):
+        delays = [e["delay"] for e in outage if e["event"] == "worker.database_retrying"]
+        assert all(shorter < longer for shorter, longer in itertools.pairwise(delays)) and delays[-1] <= 1.2 * worker.RECONNECT_MAX_DELAY
+    assert not [e for e in logs if "exc_info" in e] and not [r for r in caplog.records if r.exc_info]
