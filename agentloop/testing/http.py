@@ -131,7 +131,8 @@ class ScriptedServer:
     A POST with nothing queued gets HTTP 500. GET `/v1/models` lists `models` (while it is None,
     a listing without entries the start-up check can read, which it takes at its word), or
     answers `models_status` when that is not 200 (401 for a refused key, say); a model's entry has
-    the fields `model_fields` gives it (`{"qwen": {"max_model_len": 8192}}`, as vLLM lists). Each GET is
+    the fields `model_fields` gives it (`{"qwen": {"max_model_len": 8192}}`, as vLLM lists), and the
+    listing itself those `listing_fields` gives (`{"has_more": True}`, a page of a longer list). Each GET is
     kept in `gets` as `{"path", "auth", "headers"}`. `start()` serves on a background thread; `close()`
     (or leaving the `with` block) stops it.
     """
@@ -143,6 +144,7 @@ class ScriptedServer:
         self.models: list[str] | None = None
         self.models_status = 200
         self.model_fields: dict[str, dict[str, Any]] = {}
+        self.listing_fields: dict[str, Any] = {}
         self.gets: list[dict[str, Any]] = []
         server = self
 
@@ -156,7 +158,7 @@ class ScriptedServer:
                     said = json.dumps({"error": {"message": f"scripted HTTP {server.models_status}"}}).encode()
                     self._answer(_Answer(server.models_status, (said,), {"Content-Type": "application/json"}, 0.0))
                 else:
-                    listing: dict[str, Any] = {"object": "list"}
+                    listing: dict[str, Any] = {"object": "list", **server.listing_fields}
                     if server.models is not None:
                         listing["data"] = [{"id": name, "object": "model", **server.model_fields.get(name, {})} for name in server.models]
                     self._answer(_Answer(200, (json.dumps(listing).encode(),), {"Content-Type": "application/json"}, 0.0))

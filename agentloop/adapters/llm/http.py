@@ -319,10 +319,11 @@ def _past_deadline(exc: LlmCallError) -> LlmCallError:
     return LlmCallError(message, kind=exc.kind)
 
 
-CONTEXT_WINDOW_FIELDS = ("max_model_len", "context_length", "max_context_length", "max_input_tokens")
+CONTEXT_WINDOW_FIELDS = ("max_model_len", "context_length", "loaded_context_length", "max_input_tokens")
 """The fields of a model's entry in a listing that give its context window in tokens: vLLM's,
-OpenRouter's and LM Studio's (`context_length`, `max_context_length`), the Anthropic Models API's
-limit of a prompt (`max_input_tokens`)."""
+OpenRouter's, LM Studio's (`loaded_context_length`, the window the loaded model serves; its
+`max_context_length` is the most the model could be loaded with, often far more), and the
+Anthropic Models API's limit of a prompt (`max_input_tokens`)."""
 
 
 def check_reachable(base_url: str, *, model: str | None, timeout: float, headers: Mapping[str, str]) -> int | None:
@@ -331,7 +332,8 @@ def check_reachable(base_url: str, *, model: str | None, timeout: float, headers
 
     Raises `EndpointUnreachableError` when nothing answers, `ApiKeyRefusedError` on 401 or 403,
     `ApiPathError` on 404 (a base URL without its /v1), and `UnknownModelError` when the
-    listing lacks `model`; each provider gives the `headers` that authenticate with its API.
+    listing lacks `model` (unless it is the first page of a longer listing, `has_more`: then the
+    check is inconclusive); each provider gives the `headers` that authenticate with its API.
     Any other answer (a listing of another shape, 405, a 5xx) is taken at its word, the
     status logged. Applications call it once before a conversation, so a wrong URL, key or
     model name is one clear message instead of a fallback answer on every turn.
@@ -353,10 +355,14 @@ def check_reachable(base_url: str, *, model: str | None, timeout: float, headers
     if model is None:
         return None
     try:
-        entries = {str(entry["id"]): entry for entry in response.json()["data"]}
+        listing = response.json()
+        entries = {str(entry["id"]): entry for entry in listing["data"]}
     except (ValueError, KeyError, TypeError):
         return None
     entry = entries.get(model, entries.get(f"{model}:latest"))
+    if entry is None and listing.get("has_more") is True:  # one page of a longer listing (Anthropic's)
+        _log.warning("llm.check_inconclusive", url=url, model=model, said="the model is not on the listing's first page")
+        return None
     if entry is None:
         raise UnknownModelError(base_url, model, tuple(entries))
     return listed_window(entry)

@@ -131,7 +131,7 @@ def _turns_over_http(server: ScriptedServer, tmp_path: Path, model: str, turns: 
     return window, max(sum(MESSAGE_OVERHEAD + counter.count(m.get("content") or "") for m in messages) for messages in sent)
 
 
-@pytest.mark.parametrize("field", ["max_model_len", "context_length", "max_context_length", "max_input_tokens"])
+@pytest.mark.parametrize("field", ["max_model_len", "context_length", "loaded_context_length", "max_input_tokens"])
 def test_the_context_window_the_model_listing_gives_is_the_budget_of_every_prompt(
     server: ScriptedServer, tmp_path: Path, field: str
 ) -> None:

@@ -267,6 +267,17 @@ def test_the_start_up_check_finds_a_model_the_api_does_not_list(server: Scripted
         check_reachable(url, model="claude-sonnet-4-5", timeout=2.0)
 
 
+def test_a_model_missing_from_the_first_page_of_a_longer_listing_is_not_called_unknown(server: ScriptedServer) -> None:
+    """The Models API lists 20 models a page (`has_more` says more follow): a model not on the first
+    page may well exist, so the check is inconclusive there rather than refusing the model."""
+    server.models = ["claude-sonnet-4-5", "claude-haiku-4-5"]
+    server.listing_fields = {"has_more": True, "last_id": "claude-haiku-4-5"}
+    assert check_reachable(server.url, model="claude-opus-4-1", api_key="sk-ant") is None
+    server.listing_fields = {"has_more": False}
+    with pytest.raises(UnknownModelError):
+        check_reachable(server.url, model="claude-opus-4-1", api_key="sk-ant")
+
+
 def test_the_start_up_check_reads_the_models_max_input_tokens_as_its_window(server: ScriptedServer) -> None:
     """The Models API's entry of a model gives `max_input_tokens` (and `max_tokens`, the answer's limit): its window."""
     server.models = ["claude-sonnet-4-5", "claude-haiku-4-5"]

@@ -490,7 +490,7 @@ def test_cached_prompt_tokens_are_read_from_prompt_tokens_details(server: Script
 
 
 @pytest.mark.parametrize(("field", "server_kind"), [("max_model_len", "vLLM"), ("context_length", "OpenRouter"),
-                                                   ("max_context_length", "LM Studio")])
+                                                   ("loaded_context_length", "LM Studio")])
 def test_the_check_reads_the_context_window_the_listing_gives(server: ScriptedServer, field: str, server_kind: str) -> None:
     """A model's entry in the listing that gives its window (as `server_kind` does) is what the check answers;
     an entry without one, or with one that is not a positive whole number, answers None."""
@@ -504,3 +504,13 @@ def test_the_check_reads_the_context_window_the_listing_gives(server: ScriptedSe
     given = OpenAICompatibleLLM(server.url, "qwen", context_window=4096)
     given.check()
     assert (checked.context_window, given.context_window) == (8192, 4096)
+
+
+def test_lm_studios_window_is_the_one_the_loaded_model_serves_not_the_most_it_could_take(server: ScriptedServer) -> None:
+    """LM Studio lists `max_context_length` (what the model could be loaded with) beside
+    `loaded_context_length` (what it serves): a prompt budgeted by the first would be refused."""
+    server.models = ["qwen", "bare"]
+    server.model_fields = {"qwen": {"max_context_length": 131_072, "loaded_context_length": 4096},
+                           "bare": {"max_context_length": 131_072}}
+    assert check_reachable(server.url, model="qwen") == 4096
+    assert check_reachable(server.url, model="bare") is None
