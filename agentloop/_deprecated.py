@@ -1,5 +1,6 @@
-"""Old public names kept working for a while: a module `__getattr__` that answers each with the
-new class and a DeprecationWarning naming it, so an upgrade breaks nothing and says what to change."""
+"""Old public names and module paths kept working for a while: a module `__getattr__` that answers
+each old name with the new object (`renamed_names`), or each name of a module that became internal
+from its old path (`moved_module`), with a DeprecationWarning saying what to change."""
 
 from __future__ import annotations
 
@@ -37,11 +38,16 @@ def moved_module(module: str, new: str) -> Callable[[str], object]:
     name is `new`'s, with a DeprecationWarning, so code written against the old path keeps running."""
 
     def __getattr__(name: str) -> object:
-        if name.startswith("__"):
+        moved = importlib.import_module(new)
+        if name == "__all__":  # `from <old path> import *`: the names the module had
+            value: object = getattr(moved, "__all__", [public for public in vars(moved) if not public.startswith("_")])
+        elif name.startswith("__") or not hasattr(moved, name):
             raise AttributeError(f"module {module!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(new), name)
+        else:
+            value = getattr(moved, name)
         warnings.warn(
-            f"{module} is internal now ({new}), not public API, and this path will be removed; copy {name} if you need it",
+            f"{module} is internal now ({new}), not public API, and this path will be removed; copy "
+            f"{'what you use' if name == '__all__' else name} if you need it",
             DeprecationWarning, stacklevel=2,
         )
         return value

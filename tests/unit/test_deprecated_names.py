@@ -61,6 +61,22 @@ def test_an_internal_module_the_release_notes_named_still_imports_from_its_old_p
     assert found is getattr(importlib.import_module(new), name)
 
 
+@pytest.mark.parametrize(("old", "new", "name"), MOVED_MODULES)
+def test_a_star_import_from_a_moved_modules_old_path_gives_its_names_with_a_warning_and_nothing_of_the_shim(
+    old: str, new: str, name: str
+) -> None:
+    namespace: dict[str, object] = {}
+    with pytest.warns(DeprecationWarning, match=f"{old} is internal now"):
+        exec(f"from {old} import *", namespace)  # noqa: S102 - the statement under test
+    assert namespace[name] is getattr(importlib.import_module(new), name)
+    assert not {"TYPE_CHECKING", "moved_module", "_moved_module"} & set(namespace)
+
+
+def test_a_name_a_moved_module_never_had_is_an_attribute_error_naming_the_old_path() -> None:
+    with pytest.raises(AttributeError, match="'agentloop.adapters.sqlite.thread' has no attribute 'nothing_here'"):
+        importlib.import_module("agentloop.adapters.sqlite.thread").nothing_here  # noqa: B018
+
+
 @pytest.mark.parametrize("old", ["agentloop.adapters.rows", "agentloop.adapters.private_files", "agentloop.adapters.postgres.database"])
 def test_an_internal_module_no_release_gave_users_has_no_old_path(old: str) -> None:
     with pytest.raises(ModuleNotFoundError):
