@@ -24,7 +24,7 @@ hits both; the table gives each one's median turns/s and the ratio this / REV.
 
     python benchmarks/workers.py [--url postgresql://...] [--workers 1,2,4] [--sessions 200]
                                  [--messages 5] [--concurrency 50] [--model-delay 0.05]
-                                 [--notes 100000] [--queries 60] [--baseline REV] [--rounds 3]
+                                 [--notes 100000] [--queries 60] [--baseline REV] [--rounds 1]
 
 Without `--url` a temporary PostgreSQL is started with pgserver (the test extra).
 """
@@ -147,10 +147,13 @@ def run_level(database: str, scratch: Path, workers: int, args: argparse.Namespa
         "PYTHONPATH": os.pathsep.join(filter(None, [str(code), os.environ.get("PYTHONPATH")])),
         "AGENTLOOP_BENCH_MODEL_DELAY": str(args.model_delay),
     }
-    prepared = subprocess.run(
-        [sys.executable, "-c", PREPARE, database, str(scratch), str(args.sessions), str(args.messages)],
-        cwd=code / "benchmarks", env=env, capture_output=True, text=True, check=True,
-    ).stdout.splitlines()
+    try:
+        prepared = subprocess.run(
+            [sys.executable, "-c", PREPARE, database, str(scratch), str(args.sessions), str(args.messages)],
+            cwd=code / "benchmarks", env=env, capture_output=True, text=True, check=True,
+        ).stdout.splitlines()
+    except subprocess.CalledProcessError as error:
+        raise SystemExit(f"setting up the level on the code at {code} failed:\n{error.stderr}") from None
     stores, label = prepared[-2:]
     command = [
         sys.executable, "-m", "agentloop.cli", "worker", "--stores", stores, "--inbox", database, "--bot", "bench",
@@ -273,7 +276,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     counts = [int(n) for n in args.workers.split(",")]
     with postgres(args.url) as server, tempfile.TemporaryDirectory(prefix="agentloop-bench-") as scratch, ExitStack() as stack:
         codes = {"this": HERE.parent}
-        if args.baseline != "none":
+        if args.baseline not in ("none", "this"):
             from turn_latency import baseline_checkout
 
             baseline = stack.enter_context(baseline_checkout(args.baseline, ("agentloop", "systems", "benchmarks")))

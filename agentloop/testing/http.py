@@ -158,10 +158,7 @@ class ScriptedServer:
                     said = json.dumps({"error": {"message": f"scripted HTTP {server.models_status}"}}).encode()
                     self._answer(_Answer(server.models_status, (said,), {"Content-Type": "application/json"}, 0.0))
                 else:
-                    listing: dict[str, Any] = {"object": "list", **server.listing_fields}
-                    if server.models is not None:
-                        listing["data"] = [{"id": name, "object": "model", **server.model_fields.get(name, {})} for name in server.models]
-                    self._answer(_Answer(200, (json.dumps(listing).encode(),), {"Content-Type": "application/json"}, 0.0))
+                    self._answer(_Answer(200, (server._listing(),), {"Content-Type": "application/json"}, 0.0))
 
             def do_POST(self) -> None:
                 length = int(self.headers["Content-Length"])
@@ -198,6 +195,14 @@ class ScriptedServer:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
         self._thread: threading.Thread | None = None
+
+
+    def _listing(self) -> bytes:
+        """The body of GET `/v1/models`: `models` with their `model_fields`, and the `listing_fields`."""
+        listing: dict[str, Any] = {"object": "list", **self.listing_fields}
+        if self.models is not None:
+            listing["data"] = [{"id": name, "object": "model", **self.model_fields.get(name, {})} for name in self.models]
+        return json.dumps(listing).encode()
 
     def reply(
         self,
