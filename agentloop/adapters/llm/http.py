@@ -365,10 +365,10 @@ def check_reachable(base_url: str, *, model: str | None, timeout: float, headers
         return None
     if entry is None:
         raise UnknownModelError(base_url, model, tuple(entries))
-    return listed_window(entry)
+    return _listed_window(entry)
 
 
-def listed_window(entry: Mapping[str, Any]) -> int | None:
+def _listed_window(entry: Mapping[str, Any]) -> int | None:
     """The context window a listing's entry for one model gives (the first of `CONTEXT_WINDOW_FIELDS`
     that is a positive whole number), or None."""
     for field in CONTEXT_WINDOW_FIELDS:
