@@ -22,6 +22,7 @@ from agentloop import (
     ToolSpec,
     TurnOutcome,
     TurnPolicy,
+    TurnUsage,
     Usage,
     history_scope,
 )
@@ -68,7 +69,9 @@ class CompactionSystem(System):
 
     order: ClassVar[int] = 74
     reads = ()
-    optional_reads = (TurnPolicy, TurnOutcome, PromptContext, LlmResponse, ToolExecutions, UnsummarisedHistory, SanitizedInput)
+    optional_reads = (
+        TurnPolicy, TurnOutcome, PromptContext, LlmResponse, ToolExecutions, UnsummarisedHistory, SanitizedInput, TurnUsage,
+    )
     writes = ()
 
     def __init__(
@@ -174,9 +177,8 @@ class CompactionSystem(System):
         asked = asked if isinstance(asked, str) else None
         guard, reservation = self.budget_guard, None
         if guard is not None:
-            answered = ctx.get(LlmResponse)  # its usage is the turn's calls, added up
-            turn = answered.usage if answered is not None and answered.usage is not None else Usage(0, 0)
-            used = sum((call.usage for call in calls), turn)
+            turn = ctx.get(TurnUsage)  # every model call of the turn, answered or not
+            used = sum((call.usage for call in calls), turn.total if turn is not None else Usage(0, 0))
             checked = await guard.before_call(ctx, used, request, asked)
             if isinstance(checked, str):
                 _log.warning("compaction.skipped", session_id=ctx.session.id, turn_id=ctx.turn_id, reason=checked)

@@ -13,8 +13,9 @@ import pytest
 from structlog.testing import capture_logs
 
 from agentloop import (
-    DEFAULT_COMPANY, AgentContext, AgentLoop, BudgetLimit, Budgets, BudgetScope, ChatMessage, ContextBudget, EstimatedTokens,
-    IncomingMessage, LlmReply, LlmRequest, ModelPrice, Prices, PromptContext, SanitizedInput, Session, Usage, history_scope,
+    DEFAULT_COMPANY, AgentContext, AgentLoop, BudgetLimit, Budgets, BudgetScope, CallUsage, ChatMessage, ContextBudget,
+    EstimatedTokens, FinishReason, IncomingMessage, LlmReply, LlmRequest, ModelPrice, OutgoingResponse, Prices, PromptContext,
+    SanitizedInput, Session, TurnOutcome, TurnUsage, Usage, history_scope,
 )
 from agentloop.adapters import InMemorySummaryStore, open_stores
 from agentloop.ports import Period, SessionSummary, UsageFilter, UsageGroup
@@ -22,6 +23,7 @@ from agentloop.scopes import Scope
 from agentloop.testing import RecordingChannel, ScriptedLLM, make_context, run_system_sync
 from agentloop.tokens import prompt_tokens
 from systems import ContextBuildingSystem
+from systems.budgets import BudgetGuard
 from systems.compaction import CompactionSystem
 from systems.standard import StandardOptions, standard_pipeline
 
@@ -258,3 +260,32 @@ def test_a_budget_for_a_listed_window_keeps_a_reserve_that_fits_it() -> None:
     assert ContextBudget.for_window(None) == ContextBudget()
     assert (ContextBudget.for_window(128_000).window, ContextBudget.for_window(128_000).answer_reserve) == (128_000, 4_096)
     assert (ContextBudget.for_window(2_048).window, ContextBudget.for_window(2_048).answer_reserve) == (2_048, 512)
+
+
+def _stopped_turn_context(session: Session, used: Usage) -> AgentContext:
+    """A turn that stopped (no `LlmResponse`) after model calls that used `used` tokens."""
+    outcome = TurnOutcome(FinishReason.ITERATION_LIMIT, "stopped", OutgoingResponse("stopped"))
+    return make_context("more", session=session, components=[outcome, TurnUsage((CallUsage("main", used),))])
+
+
+def test_a_stopped_turns_usage_counts_towards_the_summarisers_turn_budget(tmp_path: Path) -> None:
+    """A turn that compacts without answering (stopped, or a plan) has used tokens all the same:
+    its `TurnUsage` counts towards `turn_tokens`, so a summariser call that would pass it is skipped."""
+    summarised: list[LlmRequest] = []
+
+    def small(request: LlmRequest) -> LlmReply:
+        summarised.append(request)
+        return LlmReply("the user chatted", usage=Usage(10, 5))
+
+    session = Session("s", user_id="u")
+    with open_stores(tmp_path) as stores, capture_logs() as logs:
+        asyncio.run(stores.sessions.append(history_scope(session, DEFAULT_COMPANY),
+                                           [ChatMessage.user("chatter") if i % 2 == 0 else ChatMessage.assistant("ok") for i in range(12)]))
+        guard = BudgetGuard(Budgets(turn_tokens=1_000, output_reserve=10), None, prices=Prices(), company_id=DEFAULT_COMPANY)
+        system = CompactionSystem(ScriptedLLM(small), sessions=stores.sessions, summaries=stores.summaries,
+                                  history_window=4, budget_guard=guard)
+        run_system_sync(system, _stopped_turn_context(session, Usage(900, 100)))
+    assert summarised == []
+    assert [entry["reason"] for entry in logs if entry["event"] == "compaction.skipped"] == [
+        "the turn's budget (1000 tokens) is used up"
+    ]
