@@ -175,22 +175,16 @@ class CompactionSystem(System):
         None when a budget stops it."""
         asked = self.summary_model or getattr(self.summariser, "model", None)
         asked = asked if isinstance(asked, str) else None
-        guard, reservation = self.budget_guard, None
-        if guard is not None:
+        guard = self.budget_guard
+        if guard is None:
+            reply: LlmReply | str = await self.summariser.complete(request)
+        else:
             turn = ctx.get(TurnUsage)  # every model call of the turn, answered or not
             used = sum((call.usage for call in calls), turn.total if turn is not None else Usage(0, 0))
-            checked = await guard.before_call(ctx, used, request, asked)
-            if isinstance(checked, str):
-                _log.warning("compaction.skipped", session_id=ctx.session.id, turn_id=ctx.turn_id, reason=checked)
-                return None
-            reservation = checked
-        reply: LlmReply | None = None
-        try:
-            reply = await self.summariser.complete(request)
-        finally:
-            if guard is not None and reservation is not None:
-                used_now, model = (None, asked) if reply is None else (reply.usage, reply.model or asked)
-                await guard.settle(ctx, reservation, used_now, model)
+            reply = await guard.guarded(ctx, used, request, asked, lambda: self.summariser.complete(request))
+        if isinstance(reply, str):
+            _log.warning("compaction.skipped", session_id=ctx.session.id, turn_id=ctx.turn_id, reason=reply)
+            return None
         if reply.usage is not None:
             model = reply.model or asked
             calls.append(RecordedCall(model, reply.usage, self.prices.cost(model, reply.usage)))
