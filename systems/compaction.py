@@ -3,7 +3,7 @@ history's room into the session's stored summary, so the next turn's prompt stay
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import ClassVar
 
 from agentloop import (
@@ -61,7 +61,8 @@ class CompactionSystem(System):
     (`UnsummarisedHistory`, counted by the same counter), that with the turn's exchange is
     what is measured, and a turn whose history still fits reads no store at all.
 
-    Each summariser call is a model call like the turn's: with `budget_guard` it first reserves its
+    Each summariser call is a model call like the turn's: with `budget_guard` (a guard, or a function
+    giving the current one, such as the tool loop's, so budgets applied after the build count) it first reserves its
     estimate on the budgets (counting this turn's calls towards a per-turn limit) and settles after; a
     budget in the way skips compaction this turn (one log line; the answer already went out). With
     `usage` its calls are stored, priced by `prices`, under the turn id followed by `:compaction`.
@@ -91,7 +92,7 @@ class CompactionSystem(System):
         company_id: str = DEFAULT_COMPANY,
         usage: UsageStore | None = None,
         prices: Prices | None = None,
-        budget_guard: BudgetGuard | None = None,
+        budget_guard: BudgetGuard | Callable[[], BudgetGuard | None] | None = None,
     ) -> None:
         self.summariser = summariser
         self.sessions = sessions
@@ -115,6 +116,12 @@ class CompactionSystem(System):
         """A turn that answered: a fallback adds no exchange worth folding (and may have met an outage)."""
         outcome = ctx.turn_outcome
         return outcome is not None and not outcome.fallback and TurnPolicy.of(ctx).persist
+
+    @property
+    def guard(self) -> BudgetGuard | None:
+        """The guard the summariser's calls reserve on now: `budget_guard`, or what it gives when it is a function."""
+        source = self.budget_guard
+        return source if source is None or isinstance(source, BudgetGuard) else source()
 
     @property
     def room(self) -> int:
@@ -175,7 +182,7 @@ class CompactionSystem(System):
         None when a budget stops it."""
         asked = self.summary_model or getattr(self.summariser, "model", None)
         asked = asked if isinstance(asked, str) else None
-        guard = self.budget_guard
+        guard = self.guard
         if guard is None:
             reply: LlmReply | str = await self.summariser.complete(request)
         else:

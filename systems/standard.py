@@ -320,6 +320,6 @@ def _standard(
             opts.summariser or llm, sessions=stores.sessions, summaries=stores.summaries, system_prompt=system_prompt,
             history_window=opts.history_window, company_id=opts.company_id, budget=budget,
             counter=counter, tools=specs, model=opts.model, summary_model=opts.summary_model,
-            usage=stores.usage, prices=opts.prices, budget_guard=tool_loop.budget,
+            usage=stores.usage, prices=opts.prices, budget_guard=lambda: tool_loop.budget,
         ))
     return StandardPipeline(systems, stores=stores, owns_stores=owns_stores, turn_timeout=opts.turn_timeout, clock=clock, metrics=metrics)

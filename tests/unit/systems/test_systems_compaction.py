@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 import pytest
@@ -18,6 +19,7 @@ from agentloop import (
     SanitizedInput, Session, TurnOutcome, TurnUsage, Usage, history_scope,
 )
 from agentloop.adapters import InMemorySummaryStore, open_stores
+from agentloop.bots import apply_budgets
 from agentloop.ports import Period, SessionSummary, UsageFilter, UsageGroup
 from agentloop.scopes import Scope
 from agentloop.testing import RecordingChannel, ScriptedLLM, make_context, run_system_sync
@@ -25,6 +27,7 @@ from agentloop.tokens import prompt_tokens
 from systems import ContextBuildingSystem
 from systems.budgets import BudgetGuard
 from systems.compaction import CompactionSystem
+from systems.tool_loop import ToolLoopSystem
 from systems.standard import StandardOptions, standard_pipeline
 
 from compaction_kit import BUDGET, ForgetfulBot
@@ -289,3 +292,31 @@ def test_a_stopped_turns_usage_counts_towards_the_summarisers_turn_budget(tmp_pa
     assert [entry["reason"] for entry in logs if entry["event"] == "compaction.skipped"] == [
         "the turn's budget (1000 tokens) is used up"
     ]
+
+
+def _skips_over_turn_budget(compaction: CompactionSystem, session: Session) -> bool:
+    """Whether `compaction`, after a stopped turn of 1,000 tokens in `session` (12 messages stored), skips its summariser."""
+    asyncio.run(compaction.sessions.append(history_scope(session, DEFAULT_COMPANY),
+                                           [ChatMessage.user("chatter") if i % 2 == 0 else ChatMessage.assistant("ok") for i in range(12)]))
+    with capture_logs() as logs:
+        run_system_sync(compaction, _stopped_turn_context(session, Usage(900, 100)))
+    return any(entry["event"] == "compaction.skipped" for entry in logs)
+
+
+def test_budgets_given_after_the_build_reach_compaction_through_the_tool_loops_current_guard(tmp_path: Path) -> None:
+    """Compaction checks on the tool loop's guard as it is now: budgets set on the tool loop's settings after the
+    build, or by `apply_budgets` (a turn-tokens-only budget too, to a compaction made without a usage store)."""
+    turn_only = Budgets(turn_tokens=1_000, output_reserve=10)
+    summariser = ScriptedLLM(lambda request: LlmReply("the user chatted", usage=Usage(10, 5)))
+    options = StandardOptions(history_window=4, summariser=summariser)
+    with open_stores(tmp_path) as stores, standard_pipeline(ScriptedLLM(), RecordingChannel(), stores=stores,
+                                                            options=options) as pipeline:
+        loop = pipeline.build()
+        tool_loop, compaction = pipeline.get(ToolLoopSystem), pipeline.get(CompactionSystem)
+        assert not _skips_over_turn_budget(compaction, Session("before", user_id="u"))
+        tool_loop.settings = attrs.evolve(tool_loop.settings, budgets=turn_only)
+        assert compaction.guard is tool_loop.budget and _skips_over_turn_budget(compaction, Session("after", user_id="u"))
+        own = CompactionSystem(summariser, sessions=stores.sessions, summaries=stores.summaries, history_window=4)
+        mine = AgentLoop([system if system is not compaction else own for system in loop.systems])
+        apply_budgets(mine, turn_only)
+        assert own.guard is tool_loop.budget and _skips_over_turn_budget(own, Session("own", user_id="u"))
