@@ -48,7 +48,8 @@ _log = get_logger("agentloop.compaction")
 
 
 class CompactionSystem(System):
-    """Keeps each session's unsummarised history within the room `budget` leaves it (order 74).
+    """Keeps each session's unsummarised history within the room `budget` leaves it (order 74); a
+    function given for `budget` is asked once, at the first turn.
 
     After the turn is answered and its history written, the messages after the session's
     summary are measured; when they outgrow the room (or `history_window` messages), the
@@ -82,7 +83,7 @@ class CompactionSystem(System):
         sessions: SessionStore,
         summaries: SummaryStore,
         system_prompt: str = "",
-        budget: ContextBudget = ContextBudget(),
+        budget: ContextBudget | Callable[[], ContextBudget] = ContextBudget(),
         counter: TokenCounter | None = None,
         history_window: int = 20,
         tools: Sequence[ToolSpec] = (),
@@ -98,7 +99,7 @@ class CompactionSystem(System):
         self.sessions = sessions
         self.summaries = summaries
         self.system_prompt = system_prompt
-        self.budget = budget
+        self._budget = budget
         self.counter = counter or EstimatedTokens()
         self._learner = self.counter if isinstance(self.counter, LearningCounter) else None
         self.history_window = history_window
@@ -116,6 +117,13 @@ class CompactionSystem(System):
         """A turn that answered: a fallback adds no exchange worth folding (and may have met an outage)."""
         outcome = ctx.turn_outcome
         return outcome is not None and not outcome.fallback and TurnPolicy.of(ctx).persist
+
+    @property
+    def budget(self) -> ContextBudget:
+        """The token budget; a function given for it is asked on first use (after a start-up check read the window)."""
+        if not isinstance(self._budget, ContextBudget):
+            self._budget = self._budget()
+        return self._budget
 
     @property
     def guard(self) -> BudgetGuard | None:

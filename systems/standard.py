@@ -268,6 +268,21 @@ def standard_pipeline(
     return _standard(llm, channel, stores, False, tools, system_prompt, options, clock, metrics, approval)
 
 
+class _WindowBudget:
+    """`ContextBudget.for_window` of the window `llm` lists, read at first use and kept, so that a start-up
+    check made after the build (it reads the window from the server) counts; one for context and compaction."""
+
+    def __init__(self, llm: LLM) -> None:
+        self._llm = llm
+        self._budget: ContextBudget | None = None
+
+    def __call__(self) -> ContextBudget:
+        if self._budget is None:
+            listed = getattr(self._llm, "context_window", None)
+            self._budget = ContextBudget.for_window(listed if isinstance(listed, int) else None)
+        return self._budget
+
+
 def _standard(
     llm: LLM,
     channel: Channel,
@@ -282,8 +297,7 @@ def _standard(
 ) -> StandardPipeline:
     opts = options or StandardOptions()
     counter = opts.token_counter or EstimatedTokens()
-    listed = getattr(llm, "context_window", None)
-    budget = opts.context_budget or ContextBudget.for_window(listed if isinstance(listed, int) else None)
+    budget = opts.context_budget or _WindowBudget(llm)
     tool_loop = ToolLoopSystem(
         llm, tools, opts.tool_loop_settings(approval), channel=channel, metrics=metrics, approvals=stores.approvals,
         usage=stores.usage, prices=opts.prices, tokens=counter,
