@@ -261,7 +261,7 @@ def test_a_budget_for_a_listed_window_keeps_a_reserve_that_fits_it() -> None:
     """`ContextBudget.for_window`: the listed window with the default reserve, or a quarter of a small window;
     an unknown window is the default budget."""
     assert ContextBudget.for_window(None) == ContextBudget()
-    assert (ContextBudget.for_window(128_000).window, ContextBudget.for_window(128_000).answer_reserve) == (128_000, 4_096)
+    assert (ContextBudget.for_window(20_000).window, ContextBudget.for_window(20_000).answer_reserve) == (20_000, 4_096)
     assert (ContextBudget.for_window(2_048).window, ContextBudget.for_window(2_048).answer_reserve) == (2_048, 512)
 
 
@@ -320,3 +320,10 @@ def test_budgets_given_after_the_build_reach_compaction_through_the_tool_loops_c
         mine = AgentLoop([system if system is not compaction else own for system in loop.systems])
         apply_budgets(mine, turn_only)
         assert own.guard is tool_loop.budget and _skips_over_turn_budget(own, Session("own", user_id="u"))
+
+
+@pytest.mark.parametrize("listed", [32_768, 128_000, 200_000, 1_000_000])
+def test_a_listed_window_larger_than_the_default_is_capped_to_the_default_budget(listed: int) -> None:
+    """A server's window can only lower the default budget (32,768 tokens): history would otherwise grow to a
+    200k or 1M window before compaction; a larger budget is configured (`context_budget`), never derived."""
+    assert ContextBudget.for_window(listed) == ContextBudget()
