@@ -119,21 +119,27 @@ def open_bot(
 
 
 def apply_budgets(loop: AgentLoop, budgets: Budgets) -> None:
-    """Give each tool loop of `loop` the `budgets` (the `--budget` options), and each compaction
-    that records its usage a guard of them, so its summariser calls are checked too; a tool loop
-    made without a usage store cannot keep session or tenant limits, and says so as a BotError."""
+    """Give each tool loop of `loop` the `budgets` (the `--budget` options); a compaction given no guard
+    checks its summariser calls on the first tool loop's current one (its own only in a pipeline without
+    a tool loop). A system made without a usage store cannot keep session or tenant limits, and says so as a BotError."""
     if not budgets.configured:
         return
+    tool_loops = [system for system in loop.systems if isinstance(system, ToolLoopSystem)]
     for system in loop.systems:
         try:
             if isinstance(system, ToolLoopSystem):
                 system.settings = attrs.evolve(system.settings, budgets=budgets)
-            elif isinstance(system, CompactionSystem) and system.usage is not None:
-                system.budget_guard = BudgetGuard(
+            elif isinstance(system, CompactionSystem) and system.budget_guard is None:
+                system.budget_guard = _current_guard(tool_loops[0]) if tool_loops else BudgetGuard(
                     budgets, system.usage, prices=system.prices, company_id=system.company_id, tokens=system.counter
                 )
         except ValueError as error:
             raise BotError(f"{system.name}: {error}") from error
+
+
+def _current_guard(tool_loop: ToolLoopSystem) -> Callable[[], BudgetGuard | None]:
+    """The guard `tool_loop` holds when called: its settings may be replaced after this."""
+    return lambda: tool_loop.budget
 
 
 def load_factory(target: str) -> Callable[..., Any]:

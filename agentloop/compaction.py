@@ -76,11 +76,13 @@ class ContextBudget:
 
     @classmethod
     def for_window(cls, window: int | None) -> ContextBudget:
-        """The default budget for a model of `window` tokens (None: not known, the default window),
-        its answer's reserve at most a quarter of the window."""
-        if window is None:
-            return cls()
-        return cls(window=window, answer_reserve=min(cls().answer_reserve, window // 4))
+        """The default budget for a model of `window` tokens (None: not known), its answer's reserve at most
+        a quarter of it: a window larger than the default one (32,768) is capped to it, as history that
+        grows to a 200k window before compaction costs every turn; configure a larger budget to use more."""
+        default = cls()
+        if window is None or window >= default.window:
+            return default
+        return cls(window=window, answer_reserve=min(default.answer_reserve, window // 4))
 
     @property
     def prompt(self) -> int:

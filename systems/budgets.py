@@ -4,11 +4,11 @@ while no budget is used up (docs/adr/0025-budgets.md)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 
 import attrs
 
-from agentloop import AgentContext, Budgets, CallUsage, LlmRequest, Prices, Usage, history_scope
+from agentloop import AgentContext, Budgets, CallUsage, LlmReply, LlmRequest, Prices, Usage, history_scope
 from agentloop._log import get_logger
 from agentloop.ports import Charge, UsageStore
 from agentloop.tokens import EstimatedTokens, TokenCounter, request_tokens
@@ -85,6 +85,22 @@ class BudgetGuard:
         tokens = 0 if usage is None else usage.input_tokens + usage.output_tokens
         cost = 0.0 if usage is None else self._cost(model, usage, ctx)
         await self.usage.spend([attrs.evolve(c, tokens=tokens - c.tokens, cost=cost - c.cost) for c in reservation.charges])
+
+    async def guarded(
+        self, ctx: AgentContext, used: Usage, request: LlmRequest, model: str | None, call: Callable[[], Awaitable[LlmReply]]
+    ) -> LlmReply | str:
+        """Make the model call `call` (asking `model` with `request`, after `used` tokens this turn) reserved
+        before and settled after, even when it fails; its reply, or why a budget stops it unmade."""
+        reservation = await self.before_call(ctx, used, request, model)
+        if isinstance(reservation, str):
+            return reservation
+        reply: LlmReply | None = None
+        try:
+            reply = await call()
+        finally:
+            spent, answered = (None, model) if reply is None else (reply.usage, reply.model or model)
+            await self.settle(ctx, reservation, spent, answered)
+        return reply
 
     async def charge(self, ctx: AgentContext, calls: Iterable[CallUsage]) -> None:
         """Put model calls made for this turn elsewhere (by a bot it asked) on its ledger lines, whatever the limits."""

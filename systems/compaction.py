@@ -3,7 +3,7 @@ history's room into the session's stored summary, so the next turn's prompt stay
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import ClassVar
 
 from agentloop import (
@@ -22,6 +22,7 @@ from agentloop import (
     ToolSpec,
     TurnOutcome,
     TurnPolicy,
+    TurnUsage,
     Usage,
     history_scope,
 )
@@ -47,7 +48,8 @@ _log = get_logger("agentloop.compaction")
 
 
 class CompactionSystem(System):
-    """Keeps each session's unsummarised history within the room `budget` leaves it (order 74).
+    """Keeps each session's unsummarised history within the room `budget` leaves it (order 74); a
+    function given for `budget` is asked once, at the first turn.
 
     After the turn is answered and its history written, the messages after the session's
     summary are measured; when they outgrow the room (or `history_window` messages), the
@@ -60,7 +62,8 @@ class CompactionSystem(System):
     (`UnsummarisedHistory`, counted by the same counter), that with the turn's exchange is
     what is measured, and a turn whose history still fits reads no store at all.
 
-    Each summariser call is a model call like the turn's: with `budget_guard` it first reserves its
+    Each summariser call is a model call like the turn's: with `budget_guard` (a guard, or a function
+    giving the current one, such as the tool loop's, so budgets applied after the build count) it first reserves its
     estimate on the budgets (counting this turn's calls towards a per-turn limit) and settles after; a
     budget in the way skips compaction this turn (one log line; the answer already went out). With
     `usage` its calls are stored, priced by `prices`, under the turn id followed by `:compaction`.
@@ -68,7 +71,9 @@ class CompactionSystem(System):
 
     order: ClassVar[int] = 74
     reads = ()
-    optional_reads = (TurnPolicy, TurnOutcome, PromptContext, LlmResponse, ToolExecutions, UnsummarisedHistory, SanitizedInput)
+    optional_reads = (
+        TurnPolicy, TurnOutcome, PromptContext, LlmResponse, ToolExecutions, UnsummarisedHistory, SanitizedInput, TurnUsage,
+    )
     writes = ()
 
     def __init__(
@@ -78,7 +83,7 @@ class CompactionSystem(System):
         sessions: SessionStore,
         summaries: SummaryStore,
         system_prompt: str = "",
-        budget: ContextBudget = ContextBudget(),
+        budget: ContextBudget | Callable[[], ContextBudget] = ContextBudget(),
         counter: TokenCounter | None = None,
         history_window: int = 20,
         tools: Sequence[ToolSpec] = (),
@@ -88,13 +93,13 @@ class CompactionSystem(System):
         company_id: str = DEFAULT_COMPANY,
         usage: UsageStore | None = None,
         prices: Prices | None = None,
-        budget_guard: BudgetGuard | None = None,
+        budget_guard: BudgetGuard | Callable[[], BudgetGuard | None] | None = None,
     ) -> None:
         self.summariser = summariser
         self.sessions = sessions
         self.summaries = summaries
         self.system_prompt = system_prompt
-        self.budget = budget
+        self._budget = budget
         self.counter = counter or EstimatedTokens()
         self._learner = self.counter if isinstance(self.counter, LearningCounter) else None
         self.history_window = history_window
@@ -112,6 +117,19 @@ class CompactionSystem(System):
         """A turn that answered: a fallback adds no exchange worth folding (and may have met an outage)."""
         outcome = ctx.turn_outcome
         return outcome is not None and not outcome.fallback and TurnPolicy.of(ctx).persist
+
+    @property
+    def budget(self) -> ContextBudget:
+        """The token budget; a function given for it is asked on first use (after a start-up check read the window)."""
+        if not isinstance(self._budget, ContextBudget):
+            self._budget = self._budget()
+        return self._budget
+
+    @property
+    def guard(self) -> BudgetGuard | None:
+        """The guard the summariser's calls reserve on now: `budget_guard`, or what it gives when it is a function."""
+        source = self.budget_guard
+        return source if source is None or isinstance(source, BudgetGuard) else source()
 
     @property
     def room(self) -> int:
@@ -172,23 +190,16 @@ class CompactionSystem(System):
         None when a budget stops it."""
         asked = self.summary_model or getattr(self.summariser, "model", None)
         asked = asked if isinstance(asked, str) else None
-        guard, reservation = self.budget_guard, None
-        if guard is not None:
-            answered = ctx.get(LlmResponse)  # its usage is the turn's calls, added up
-            turn = answered.usage if answered is not None and answered.usage is not None else Usage(0, 0)
-            used = sum((call.usage for call in calls), turn)
-            checked = await guard.before_call(ctx, used, request, asked)
-            if isinstance(checked, str):
-                _log.warning("compaction.skipped", session_id=ctx.session.id, turn_id=ctx.turn_id, reason=checked)
-                return None
-            reservation = checked
-        reply: LlmReply | None = None
-        try:
-            reply = await self.summariser.complete(request)
-        finally:
-            if guard is not None and reservation is not None:
-                used_now, model = (None, asked) if reply is None else (reply.usage, reply.model or asked)
-                await guard.settle(ctx, reservation, used_now, model)
+        guard = self.guard
+        if guard is None:
+            reply: LlmReply | str = await self.summariser.complete(request)
+        else:
+            turn = ctx.get(TurnUsage)  # every model call of the turn, answered or not
+            used = sum((call.usage for call in calls), turn.total if turn is not None else Usage(0, 0))
+            reply = await guard.guarded(ctx, used, request, asked, lambda: self.summariser.complete(request))
+        if isinstance(reply, str):
+            _log.warning("compaction.skipped", session_id=ctx.session.id, turn_id=ctx.turn_id, reason=reply)
+            return None
         if reply.usage is not None:
             model = reply.model or asked
             calls.append(RecordedCall(model, reply.usage, self.prices.cost(model, reply.usage)))

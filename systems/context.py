@@ -3,7 +3,7 @@ the token budget leaves (`agentloop.compaction.ContextBudget`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import ClassVar
 
 from agentloop import (
@@ -41,7 +41,8 @@ class ContextBuildingSystem(System):
 
     The system prompt, the `tools` the model is sent and the user's message always go in;
     the session's summary (`summaries`), memory of this user's other sessions and RAG hits
-    each take at most their share of `budget`, and history what is left: the newest whole
+    each take at most their share of `budget` (or of the budget a function given instead returns, asked
+    once, at the first turn), and history what is left: the newest whole
     turns after the summary that fit, at most `history_window` messages. History is
     `ctx.history` when the caller passed one. Tokens are counted by `counter` (a calibrated
     estimate unless given). Each store is read in the session's own scope within `company_id`.
@@ -67,7 +68,7 @@ class ContextBuildingSystem(System):
         rag_k: int = 3,
         rag_min_score: float = 0.2,
         company_id: str = DEFAULT_COMPANY,
-        budget: ContextBudget = ContextBudget(),
+        budget: ContextBudget | Callable[[], ContextBudget] = ContextBudget(),
         counter: TokenCounter | None = None,
         summaries: SummaryStore | None = None,
         tools: Sequence[ToolSpec] = (),
@@ -84,12 +85,19 @@ class ContextBuildingSystem(System):
         self.rag_k = rag_k
         self.rag_min_score = rag_min_score
         self.company_id = company_id
-        self.budget = budget
+        self._budget = budget
         self.counter = counter or EstimatedTokens()
         self.summaries = summaries
         self.tools = tuple(tools)
         self._tool_texts = tool_texts(self.tools)
         self.model = model
+
+    @property
+    def budget(self) -> ContextBudget:
+        """The token budget; a function given for it is asked on first use (after a start-up check read the window)."""
+        if not isinstance(self._budget, ContextBudget):
+            self._budget = self._budget()
+        return self._budget
 
     async def process(self, ctx: AgentContext) -> None:
         sanitized = ctx.require(SanitizedInput)

@@ -268,6 +268,21 @@ def standard_pipeline(
     return _standard(llm, channel, stores, False, tools, system_prompt, options, clock, metrics, approval)
 
 
+class _WindowBudget:
+    """`ContextBudget.for_window` of the window `llm` lists, read at first use and kept, so that a start-up
+    check made after the build (it reads the window from the server) counts; one for context and compaction."""
+
+    def __init__(self, llm: LLM) -> None:
+        self._llm = llm
+        self._budget: ContextBudget | None = None
+
+    def __call__(self) -> ContextBudget:
+        if self._budget is None:
+            listed = getattr(self._llm, "context_window", None)
+            self._budget = ContextBudget.for_window(listed if isinstance(listed, int) else None)
+        return self._budget
+
+
 def _standard(
     llm: LLM,
     channel: Channel,
@@ -282,8 +297,7 @@ def _standard(
 ) -> StandardPipeline:
     opts = options or StandardOptions()
     counter = opts.token_counter or EstimatedTokens()
-    listed = getattr(llm, "context_window", None)
-    budget = opts.context_budget or ContextBudget.for_window(listed if isinstance(listed, int) else None)
+    budget = opts.context_budget or _WindowBudget(llm)
     tool_loop = ToolLoopSystem(
         llm, tools, opts.tool_loop_settings(approval), channel=channel, metrics=metrics, approvals=stores.approvals,
         usage=stores.usage, prices=opts.prices, tokens=counter,
@@ -320,6 +334,6 @@ def _standard(
             opts.summariser or llm, sessions=stores.sessions, summaries=stores.summaries, system_prompt=system_prompt,
             history_window=opts.history_window, company_id=opts.company_id, budget=budget,
             counter=counter, tools=specs, model=opts.model, summary_model=opts.summary_model,
-            usage=stores.usage, prices=opts.prices, budget_guard=tool_loop.budget,
+            usage=stores.usage, prices=opts.prices, budget_guard=lambda: tool_loop.budget,
         ))
     return StandardPipeline(systems, stores=stores, owns_stores=owns_stores, turn_timeout=opts.turn_timeout, clock=clock, metrics=metrics)

@@ -337,21 +337,15 @@ class ToolLoopSystem(System):
 
     async def _budgeted_call(self, turn: ToolTurn, request: LlmRequest) -> LlmReply | None:
         """`_call` with its budget reservation made before and settled after; None when a budget stops the turn instead."""
-        if self.budget is None:
+
+        async def call() -> LlmReply:
             turn.llm_calls += 1
             return await self._call(turn, request)
-        asked = self._asked()
-        checked = await self.budget.before_call(turn.ctx, turn.usage.total, request, asked)
-        if isinstance(checked, str):
-            turn.stop(FinishReason.BUDGET_EXCEEDED, checked)
+
+        reply = await (call() if self.budget is None else self.budget.guarded(turn.ctx, turn.usage.total, request, self._asked(), call))
+        if isinstance(reply, str):
+            turn.stop(FinishReason.BUDGET_EXCEEDED, reply)
             return None
-        turn.llm_calls += 1
-        reply: LlmReply | None = None
-        try:
-            reply = await self._call(turn, request)
-        finally:
-            used, model = (None, asked) if reply is None else (reply.usage, reply.model or asked)
-            await self.budget.settle(turn.ctx, checked, used, model)
         return reply
 
     def _asked(self) -> str | None:

@@ -72,7 +72,7 @@ def test_budgets_given_to_a_built_bot_reach_its_tool_loop(tmp_path: Path) -> Non
         apply_budgets(loop, budgets)
         tool_loop = pipeline.get(ToolLoopSystem)
         assert tool_loop.settings.budgets == budgets and tool_loop.budget is not None
-        guard = pipeline.get(CompactionSystem).budget_guard  # its summariser calls are checked by the same budgets
+        guard = pipeline.get(CompactionSystem).guard  # its summariser calls are checked by the same budgets
         assert guard is not None and guard.budgets == budgets and guard.usage is pipeline.stores.usage
     own = AgentLoop([ToolLoopSystem(ScriptedLLM())])  # made without a usage store
     with pytest.raises(BotError, match="usage store"):

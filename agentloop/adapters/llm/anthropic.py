@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 import httpx
 
-from agentloop.adapters.llm.http import ModelHttpClient, RetryPolicy, is_event_stream, json_body, sse_events
+from agentloop.adapters.llm.http import ModelHttpClient, RetryPolicy, given_window, is_event_stream, json_body, sse_events
 from agentloop.adapters.llm.http import check_reachable as _check_reachable
 from agentloop.errors import LlmCallError
 from agentloop.messages import (
@@ -273,7 +273,7 @@ class AnthropicLLM:
         if max_tokens < 1:
             raise ValueError(f"max_tokens must be at least 1 (the API requires a limit), got {max_tokens}")
         self.model = model
-        self.context_window = context_window
+        self.context_window = given_window(context_window)
         self.max_tokens = max_tokens
         self.caching = caching
         self._http = ModelHttpClient(base_url, headers=_headers(api_key), timeout=timeout, retry=retry, sleep=sleep, client=client)

@@ -368,6 +368,13 @@ def check_reachable(base_url: str, *, model: str | None, timeout: float, headers
     return _listed_window(entry)
 
 
+def given_window(window: int | None) -> int | None:
+    """A `context_window=` given to an adapter: None (read from the listing by `check`) or at least one token."""
+    if window is not None and window < 1:
+        raise ValueError(f"context_window must be at least 1 token, or None to read it from the model listing; got {window}")
+    return window
+
+
 def _listed_window(entry: Mapping[str, Any]) -> int | None:
     """The context window a listing's entry for one model gives (the first of `CONTEXT_WINDOW_FIELDS`
     that is a positive whole number), or None."""

@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from agentloop.adapters.llm.http import ModelHttpClient, RetryPolicy, is_event_stream, json_body, sse_events
+from agentloop.adapters.llm.http import ModelHttpClient, RetryPolicy, given_window, is_event_stream, json_body, sse_events
 from agentloop.adapters.llm.http import check_reachable as _check_reachable
 from agentloop.errors import LlmCallError
 from agentloop.messages import (
@@ -195,7 +195,7 @@ class OpenAICompatibleLLM:
         send_cache_key: bool = True,
     ) -> None:
         self.model = model
-        self.context_window = context_window
+        self.context_window = given_window(context_window)
         self.send_cache_key = send_cache_key
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         retry = _retry_from_old_keywords(retry, max_retries=max_retries, backoff=backoff, max_backoff=max_backoff)

@@ -11,11 +11,13 @@ from pathlib import Path
 import pytest
 
 from agentloop import ContextBudget, EstimatedTokens, IncomingMessage, Session
-from agentloop.bots import ModelSettings, open_bot
+from agentloop.adapters.llm.openai import OpenAICompatibleLLM
+from agentloop.bots import ModelSettings, check_models, open_bot
 from agentloop.testing import RecordingChannel
 from agentloop.testing.http import ScriptedServer, completion
 from agentloop.tokens import MESSAGE_OVERHEAD
-from systems import ContextBuildingSystem
+from systems import ContextBuildingSystem, standard_pipeline
+from systems.compaction import CompactionSystem
 from serve_kit import AGENTLOOP, TOKENS
 
 WORKER_BOTS = textwrap.dedent(
@@ -163,3 +165,19 @@ def test_an_openai_embedder_of_the_stores_command_takes_its_key_by_the_models_on
     embedder = stores_command.embedder_from_spec("openai:text-embedding-3-small", base_url="http://127.0.0.1:1/v1")
     assert embedder.http.headers["Authorization"] == "Bearer sk-openai"  # type: ignore[attr-defined]
     assert bots.api_key_from(bots.API_KEY_VARIABLES) == "sk-openai" and stores_command.api_key_from is bots.api_key_from
+
+
+def test_a_pipeline_built_before_the_start_up_check_budgets_with_the_window_the_check_read(
+    server: ScriptedServer, tmp_path: Path
+) -> None:
+    """A `--pipeline` factory builds the pipeline before `chat` checks its model (`check_models`): the window
+    that check reads from the listing is still the budget of context building and compaction at the first turn."""
+    server.models = ["qwen"]
+    server.model_fields = {"qwen": {"max_model_len": 2000}}
+    server.reply(body=completion("Noted."))
+    with standard_pipeline(OpenAICompatibleLLM(server.url, "qwen"), RecordingChannel(), data_dir=tmp_path) as pipeline:
+        loop = pipeline.build()
+        check_models(loop)
+        loop.run_turn_sync(Session("s", user_id="ada"), IncomingMessage("hi"))
+        windows = {pipeline.get(ContextBuildingSystem).budget.window, pipeline.get(CompactionSystem).budget.window}
+    assert windows == {2000}

@@ -16,8 +16,11 @@ from agentloop import (
     BudgetLimit,
     Budgets,
     BudgetScope,
+    ChatMessage,
+    FailureKind,
     FinishReason,
     IncomingMessage,
+    LlmCallError,
     LlmReply,
     LlmRequest,
     ModelPrice,
@@ -33,8 +36,9 @@ from agentloop import (
 from agentloop.adapters.llm.scripted import ScriptedLLM
 from agentloop.adapters.usage import MemoryUsageStore
 from agentloop.ports import Charge, Period, Spent
-from agentloop.testing import RecordingChannel
+from agentloop.testing import RecordingChannel, make_context
 from systems import StandardOptions, standard_pipeline
+from systems.budgets import BudgetGuard
 from systems.outcome import DEFAULT_STOP_TEXTS
 from systems.tool_loop import ToolLoopSystem
 
@@ -195,3 +199,39 @@ def test_a_budget_that_ends_the_turn_after_the_first_delta_withdraws_what_was_st
     assert channel.texts == [DEFAULT_STOP_TEXTS[FinishReason.BUDGET_EXCEEDED]]
     assert outcome.assistant_text is None
     assert "Let me look that up" not in [message.content for message in history]
+
+
+def test_a_guarded_call_settles_to_its_usage_gives_back_a_failed_calls_reservation_and_is_never_made_over_budget() -> None:
+    """`BudgetGuard.guarded`, the one reserve-call-settle both the tool loop and compaction use: the ledger
+    holds what an answered call used, nothing for one that raised, and a call over budget is not made."""
+    limit = BudgetLimit(BudgetScope.SESSION, Period.DAY, tokens=5_000)
+    usage = MemoryUsageStore()
+    guard = BudgetGuard(Budgets(limits=(limit,), output_reserve=1_000), usage, prices=PRICES, company_id=DEFAULT_COMPANY)
+    ctx = make_context("hi", session=ADA)
+    key = limit.key(history_scope(ADA, DEFAULT_COMPANY), ctx.clock.now())
+    request = LlmRequest((ChatMessage.user("hi"),))
+    made: list[str] = []
+
+    async def failing() -> LlmReply:
+        made.append("failing")
+        raise LlmCallError("the model is down", kind=FailureKind.UNAVAILABLE)
+
+    async def answering_call() -> LlmReply:
+        made.append("answering")
+        return LlmReply("done", usage=Usage(4_000, 50), model="m")
+
+    async def scenario() -> tuple[Spent, Spent, LlmReply | str, Spent]:
+        with pytest.raises(LlmCallError):
+            await guard.guarded(ctx, Usage(0, 0), request, "m", failing)
+        after_failure = await usage.spent(key)
+        await guard.guarded(ctx, Usage(0, 0), request, "m", answering_call)
+        after_answer = await usage.spent(key)
+        refused = await guard.guarded(ctx, Usage(0, 0), request, "m", answering_call)
+        return after_failure, after_answer, refused, await usage.spent(key)
+
+    after_failure, after_answer, refused, after_refusal = asyncio.run(scenario())
+    assert after_failure.tokens == 0
+    assert after_answer.tokens == 4_050 and after_answer.cost == pytest.approx(0.4)
+    assert refused == "the session's daily budget (5000 tokens) is used up"
+    assert after_refusal == after_answer
+    assert made == ["failing", "answering"]

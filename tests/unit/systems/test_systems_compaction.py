@@ -7,22 +7,27 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 import pytest
 from structlog.testing import capture_logs
 
 from agentloop import (
-    DEFAULT_COMPANY, AgentContext, AgentLoop, BudgetLimit, Budgets, BudgetScope, ChatMessage, ContextBudget, EstimatedTokens,
-    IncomingMessage, LlmReply, LlmRequest, ModelPrice, Prices, PromptContext, SanitizedInput, Session, Usage, history_scope,
+    DEFAULT_COMPANY, AgentContext, AgentLoop, BudgetLimit, Budgets, BudgetScope, CallUsage, ChatMessage, ContextBudget,
+    EstimatedTokens, FinishReason, IncomingMessage, LlmReply, LlmRequest, ModelPrice, OutgoingResponse, Prices, PromptContext,
+    SanitizedInput, Session, TurnOutcome, TurnUsage, Usage, history_scope,
 )
 from agentloop.adapters import InMemorySummaryStore, open_stores
+from agentloop.bots import apply_budgets
 from agentloop.ports import Period, SessionSummary, UsageFilter, UsageGroup
 from agentloop.scopes import Scope
 from agentloop.testing import RecordingChannel, ScriptedLLM, make_context, run_system_sync
 from agentloop.tokens import prompt_tokens
 from systems import ContextBuildingSystem
+from systems.budgets import BudgetGuard
 from systems.compaction import CompactionSystem
+from systems.tool_loop import ToolLoopSystem
 from systems.standard import StandardOptions, standard_pipeline
 
 from compaction_kit import BUDGET, ForgetfulBot
@@ -256,5 +261,69 @@ def test_a_budget_for_a_listed_window_keeps_a_reserve_that_fits_it() -> None:
     """`ContextBudget.for_window`: the listed window with the default reserve, or a quarter of a small window;
     an unknown window is the default budget."""
     assert ContextBudget.for_window(None) == ContextBudget()
-    assert (ContextBudget.for_window(128_000).window, ContextBudget.for_window(128_000).answer_reserve) == (128_000, 4_096)
+    assert (ContextBudget.for_window(20_000).window, ContextBudget.for_window(20_000).answer_reserve) == (20_000, 4_096)
     assert (ContextBudget.for_window(2_048).window, ContextBudget.for_window(2_048).answer_reserve) == (2_048, 512)
+
+
+def _stopped_turn_context(session: Session, used: Usage) -> AgentContext:
+    """A turn that stopped (no `LlmResponse`) after model calls that used `used` tokens."""
+    outcome = TurnOutcome(FinishReason.ITERATION_LIMIT, "stopped", OutgoingResponse("stopped"))
+    return make_context("more", session=session, components=[outcome, TurnUsage((CallUsage("main", used),))])
+
+
+def test_a_stopped_turns_usage_counts_towards_the_summarisers_turn_budget(tmp_path: Path) -> None:
+    """A turn that compacts without answering (stopped, or a plan) has used tokens all the same:
+    its `TurnUsage` counts towards `turn_tokens`, so a summariser call that would pass it is skipped."""
+    summarised: list[LlmRequest] = []
+
+    def small(request: LlmRequest) -> LlmReply:
+        summarised.append(request)
+        return LlmReply("the user chatted", usage=Usage(10, 5))
+
+    session = Session("s", user_id="u")
+    with open_stores(tmp_path) as stores, capture_logs() as logs:
+        asyncio.run(stores.sessions.append(history_scope(session, DEFAULT_COMPANY),
+                                           [ChatMessage.user("chatter") if i % 2 == 0 else ChatMessage.assistant("ok") for i in range(12)]))
+        guard = BudgetGuard(Budgets(turn_tokens=1_000, output_reserve=10), None, prices=Prices(), company_id=DEFAULT_COMPANY)
+        system = CompactionSystem(ScriptedLLM(small), sessions=stores.sessions, summaries=stores.summaries,
+                                  history_window=4, budget_guard=guard)
+        run_system_sync(system, _stopped_turn_context(session, Usage(900, 100)))
+    assert summarised == []
+    assert [entry["reason"] for entry in logs if entry["event"] == "compaction.skipped"] == [
+        "the turn's budget (1000 tokens) is used up"
+    ]
+
+
+def _skips_over_turn_budget(compaction: CompactionSystem, session: Session) -> bool:
+    """Whether `compaction`, after a stopped turn of 1,000 tokens in `session` (12 messages stored), skips its summariser."""
+    asyncio.run(compaction.sessions.append(history_scope(session, DEFAULT_COMPANY),
+                                           [ChatMessage.user("chatter") if i % 2 == 0 else ChatMessage.assistant("ok") for i in range(12)]))
+    with capture_logs() as logs:
+        run_system_sync(compaction, _stopped_turn_context(session, Usage(900, 100)))
+    return any(entry["event"] == "compaction.skipped" for entry in logs)
+
+
+def test_budgets_given_after_the_build_reach_compaction_through_the_tool_loops_current_guard(tmp_path: Path) -> None:
+    """Compaction checks on the tool loop's guard as it is now: budgets set on the tool loop's settings after the
+    build, or by `apply_budgets` (a turn-tokens-only budget too, to a compaction made without a usage store)."""
+    turn_only = Budgets(turn_tokens=1_000, output_reserve=10)
+    summariser = ScriptedLLM(lambda request: LlmReply("the user chatted", usage=Usage(10, 5)))
+    options = StandardOptions(history_window=4, summariser=summariser)
+    with open_stores(tmp_path) as stores, standard_pipeline(ScriptedLLM(), RecordingChannel(), stores=stores,
+                                                            options=options) as pipeline:
+        loop = pipeline.build()
+        tool_loop, compaction = pipeline.get(ToolLoopSystem), pipeline.get(CompactionSystem)
+        assert not _skips_over_turn_budget(compaction, Session("before", user_id="u"))
+        tool_loop.settings = attrs.evolve(tool_loop.settings, budgets=turn_only)
+        assert compaction.guard is tool_loop.budget and _skips_over_turn_budget(compaction, Session("after", user_id="u"))
+        own = CompactionSystem(summariser, sessions=stores.sessions, summaries=stores.summaries, history_window=4)
+        mine = AgentLoop([system if system is not compaction else own for system in loop.systems])
+        apply_budgets(mine, turn_only)
+        assert own.guard is tool_loop.budget and _skips_over_turn_budget(own, Session("own", user_id="u"))
+
+
+@pytest.mark.parametrize("listed", [32_768, 128_000, 200_000, 1_000_000])
+def test_a_listed_window_larger_than_the_default_is_capped_to_the_default_budget(listed: int) -> None:
+    """A server's window can only lower the default budget (32,768 tokens): history would otherwise grow to a
+    200k or 1M window before compaction; a larger budget is configured (`context_budget`), never derived."""
+    assert ContextBudget.for_window(listed) == ContextBudget()

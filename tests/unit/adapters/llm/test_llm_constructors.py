@@ -54,3 +54,13 @@ def test_both_constructors_accept_the_same_keywords_and_retry_by_the_same_policy
     with pytest.raises(LlmCallError, match="HTTP 503"):
         asyncio.run(llm.complete(LlmRequest((ChatMessage.user("hi"),))))
     assert delays == [0.25, 0.5] and len(server.requests) == 3
+
+
+@pytest.mark.parametrize("adapter", [OpenAICompatibleLLM, AnthropicLLM])
+@pytest.mark.parametrize("window", [0, -1])
+def test_a_context_window_below_one_token_is_refused_by_the_constructor(adapter: Any, window: int) -> None:
+    """`context_window=` is None (read from the listing) or at least one token: a zero window never reaches the budget."""
+    with pytest.raises(ValueError, match=rf"^context_window must be at least 1 token, or None to read it from the model listing; got {window}$"):
+        adapter("http://127.0.0.1:1/v1", "m", context_window=window)
+    assert adapter("http://127.0.0.1:1/v1", "m", context_window=1).context_window == 1
+    assert adapter("http://127.0.0.1:1/v1", "m").context_window is None
