@@ -8,18 +8,18 @@ way, before and after a restart, without a lookup.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import os
 import secrets
-import tomllib
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import attrs
 
 from agentloop._log import get_logger
+from agentloop._toml import read_toml
 from agentloop.context import Session
 from agentloop.serve.errors import TokenFileError
 
@@ -107,12 +107,7 @@ def load_tokens(path: str | os.PathLike[str]) -> Tokens:
     process only (logged as a warning: its sessions then end with it and no other process knows them).
     """
     shown = os.fspath(path)
-    try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as error:
-        raise TokenFileError(shown, f"cannot be read ({error.strerror or error}); give --tokens the path of a TOML file") from error
-    except tomllib.TOMLDecodeError as error:
-        raise TokenFileError(shown, f"is not valid TOML ({error})") from error
+    data = read_toml(path, functools.partial(TokenFileError, shown), option="--tokens")
     entries = data.get("tokens")
     if not isinstance(entries, list) or not entries:
         raise TokenFileError(shown, "lists no tokens; add [[tokens]] tables with token (or sha256) and user")

@@ -17,14 +17,14 @@ a session of their own in each chat. Anything the file does not list is refused 
 
 from __future__ import annotations
 
+import functools
 import os
-import tomllib
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import attrs
 
+from agentloop._toml import read_toml
 from agentloop.context import Session
 from agentloop.errors import AgentloopError
 
@@ -87,12 +87,7 @@ def chat_of(session: Session) -> int:
 def load_chats(path: str | os.PathLike[str]) -> Chats:
     """Read the chat file at `path`; `ChatFileError` says what is wrong and how to fix it."""
     shown = os.fspath(path)
-    try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as error:
-        raise ChatFileError(shown, f"cannot be read ({error.strerror or error}); give --chats the path of a TOML file") from error
-    except tomllib.TOMLDecodeError as error:
-        raise ChatFileError(shown, f"is not valid TOML ({error})") from error
+    data = read_toml(path, functools.partial(ChatFileError, shown), option="--chats")
     entries = data.get("chats")
     if not isinstance(entries, list) or not entries:
         raise ChatFileError(shown, "lists no chats; add [[chats]] tables with chat (or telegram_user) and user")
