@@ -34,6 +34,7 @@ from agentloop.ports import LLM, Channel, CheckableLLM, Clock
 from agentloop.system import System
 from agentloop.tools import Tool
 from systems import StandardPipeline, TrajectoryCaptureSystem, add_note_taking, standard_pipeline
+from systems.standard import release_budgets as release_guards
 from systems.budgets import BudgetGuard
 from systems.compaction import CompactionSystem
 from systems.tool_loop import ToolLoopSystem
@@ -135,6 +136,12 @@ def apply_budgets(loop: AgentLoop, budgets: Budgets) -> None:
                 )
         except ValueError as error:
             raise BotError(f"{system.name}: {error}") from error
+
+
+async def release_budgets(loop: AgentLoop) -> None:
+    """Give back the budget leases `loop`'s guards hold (`systems.release_budgets`): when the process
+    stops, before its stores close, so that other processes of the bot may spend them."""
+    await release_guards(loop.systems)
 
 
 def _current_guard(tool_loop: ToolLoopSystem) -> Callable[[], BudgetGuard | None]:

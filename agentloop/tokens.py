@@ -120,9 +120,23 @@ def message_tokens(counter: TokenCounter, message: ChatMessage, model: str | Non
 
 
 def tool_texts(tools: Iterable[ToolSpec]) -> tuple[str, ...]:
-    """Each tool spec as the text a provider is sent (name, description, JSON schema); a system
-    that sends the same tools every turn makes these once."""
-    return tuple(f"{t.name} {t.description} {json.dumps(t.parameters, sort_keys=True)}" for t in tools)
+    """Each tool spec as the text a provider is sent (name, description, JSON schema); made once for
+    the tuple of specs given last (a tool loop sends the same one every call)."""
+    last = _last_tool_texts
+    if last is not None and last[0] is tools:
+        return last[1]
+    texts = tuple(f"{t.name} {t.description} {json.dumps(t.parameters, sort_keys=True)}" for t in tools)
+    if isinstance(tools, tuple):
+        _remember_tool_texts((tools, texts))
+    return texts
+
+
+_last_tool_texts: tuple[tuple[ToolSpec, ...], tuple[str, ...]] | None = None
+
+
+def _remember_tool_texts(made: tuple[tuple[ToolSpec, ...], tuple[str, ...]]) -> None:
+    global _last_tool_texts  # one reference, swapped whole: threads see the old pair or the new one
+    _last_tool_texts = made
 
 
 def texts_tokens(counter: TokenCounter, texts: Iterable[str], model: str | None = None) -> int:
@@ -144,4 +158,10 @@ def request_tokens(
     counter: TokenCounter, messages: Iterable[ChatMessage], tools: Iterable[ToolSpec] = (), model: str | None = None
 ) -> int:
     """The tokens of a request as sent: its messages and its tools."""
-    return sum(message_tokens(counter, m, model) for m in messages) + tool_tokens(counter, tools, model)
+    count, total = counter.count, 0
+    for message in messages:  # `message_tokens` inline for the common message: counted before each model call
+        if message.tool_calls:
+            total += message_tokens(counter, message, model)
+        else:
+            total += MESSAGE_OVERHEAD + (count(message.content, model) if message.content else 0)
+    return total + tool_tokens(counter, tools, model)

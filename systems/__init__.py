@@ -8,7 +8,7 @@ from systems.notes import NoteRetrievalSystem, TrajectoryCaptureSystem, add_note
 from systems.outcome import TurnOutcomeFinalizationSystem
 from systems.rag import RagIndexingSystem
 from systems.routing import ResponseRoutingSystem
-from systems.standard import StandardOptions, StandardPipeline, standard_pipeline
+from systems.standard import StandardOptions, StandardPipeline, release_budgets, standard_pipeline
 from systems.usage import UsageRecordingSystem
 from systems.tool_loop import ToolExecutionHook, ToolLoopSettings, ToolLoopSystem, ToolPolicy, plan_mode_requested, send_voice
 
@@ -31,6 +31,7 @@ __all__ = [
     "UsageRecordingSystem",
     "add_note_taking",
     "plan_mode_requested",
+    "release_budgets",
     "send_voice",
     "standard_pipeline",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Callable, Iterable, Iterator
 from types import TracebackType
@@ -25,9 +26,11 @@ from agentloop import (
     Tool,
     TurnOutcome,
 )
+from agentloop._log import get_logger
 from agentloop.adapters import Stores, open_stores
 from agentloop.ports import LLM, Channel, Clock, Embedder, Metrics
 
+from systems.budgets import BudgetGuard
 from systems.compaction import CompactionSystem
 from systems.context import ContextBuildingSystem
 from systems.feedback import FeedbackGuaranteeSystem
@@ -47,6 +50,8 @@ from systems.tool_loop import (
 )
 
 S = TypeVar("S", bound=System)
+
+_log = get_logger("agentloop.budgets")
 
 DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant. Answer briefly and use the tools when they help."
 
@@ -208,8 +213,12 @@ class StandardPipeline:
         return loop
 
     def close(self) -> None:
-        if self.stores is not None and self.owns_stores:
-            self.stores.close()
+        """Give back the budget leases the pipeline's guards hold, then close the stores it opened."""
+        try:
+            _release_on_close(self._systems)
+        finally:
+            if self.stores is not None and self.owns_stores:
+                self.stores.close()
 
     def __enter__(self) -> StandardPipeline:
         return self
@@ -337,3 +346,33 @@ def _standard(
             usage=stores.usage, prices=opts.prices, budget_guard=lambda: tool_loop.budget,
         ))
     return StandardPipeline(systems, stores=stores, owns_stores=owns_stores, turn_timeout=opts.turn_timeout, clock=clock, metrics=metrics)
+
+
+def budget_guards(systems: Iterable[System]) -> list[BudgetGuard]:
+    """The budget guards of `systems`, once each: every tool loop's, and a compaction's own."""
+    guards: dict[int, BudgetGuard] = {}
+    for system in systems:
+        guard = system.budget if isinstance(system, ToolLoopSystem) else getattr(system, "budget_guard", None)
+        if isinstance(guard, BudgetGuard):
+            guards[id(guard)] = guard
+    return list(guards.values())
+
+
+async def release_budgets(systems: Iterable[System]) -> None:
+    """Give back every budget lease the guards of `systems` (a pipeline's, or `AgentLoop.systems`) hold
+    (`BudgetGuard.release`), so that other processes may spend it: when the process stops, before its stores close."""
+    for guard in budget_guards(systems):
+        await guard.release()
+
+
+def _release_on_close(systems: Iterable[System]) -> None:
+    """`release_budgets` from a pipeline's `close`, which cannot wait for it inside a running event loop: that is logged."""
+    holding = [system for system in systems if any(guard.holds for guard in budget_guards([system]))]
+    if not holding:
+        return
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        asyncio.run(release_budgets(holding))
+        return
+    _log.warning("budget.leases_kept", reason="closed inside a running event loop: await release_budgets(...) before closing")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sqlite3
 import sys
 from collections.abc import Callable
@@ -15,7 +16,7 @@ from structlog.typing import EventDict
 from agentloop.adapters import ConsoleChannel, Stores, open_note_taking, open_stores
 from agentloop.adapters.errors import StoreUrlError
 from agentloop.adapters.urls import shown_url
-from agentloop.bots import BotSettings, apply_budgets, built_pipeline, open_bot, pipeline_note_taking, user_tools
+from agentloop.bots import BotSettings, apply_budgets, built_pipeline, open_bot, pipeline_note_taking, release_budgets, user_tools
 from agentloop.cli._options import (
     MODEL_EPILOG, Commands, CliError, SharedOptions, add_budgets, add_mid_turn, budgets_of, bot_settings, model_settings, otel_from_environment, seconds,
 )
@@ -77,6 +78,7 @@ def _chat(args: argparse.Namespace, out: TextIO) -> int:
             loop.turn_timeout = args.timeout
         loop.mid_turn = MidTurnPolicy(args.mid_turn)
         apply_budgets(loop, budgets_of(args))
+        stack.callback(lambda: asyncio.run(release_budgets(loop)))  # before the stores close
         session = Session(args.session, user_id=args.user)
         chat = Chat(loop, note_taking, session, spinner, approvals=None if stores is None else stores.approvals)
         status = converse(chat, sys.stdin)

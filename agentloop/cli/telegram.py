@@ -10,7 +10,7 @@ from typing import Any, TextIO
 from agentloop._signals import stop_on_signals
 from agentloop.adapters import open_stores
 from agentloop.adapters.urls import is_postgres_url
-from agentloop.bots import apply_budgets, built_pipeline, check_models, pipeline_note_taking
+from agentloop.bots import apply_budgets, built_pipeline, check_models, pipeline_note_taking, release_budgets
 from agentloop.cli._options import EXIT_STATUS, Commands, CliError, SharedOptions, add_budgets, bot_settings, budgets_of, seconds
 from agentloop.cli.worker import workers_package
 from agentloop.loop import AgentLoop
@@ -77,7 +77,10 @@ def _telegram(args: argparse.Namespace, out: TextIO) -> int:
             return tg.TelegramBot(application, channel, chats, run, note_taking=pipeline_note_taking(loop), approvals=opened.approvals)
 
         how = f"webhook {args.webhook}" if webhook is not None else "long polling"
-        asyncio.run(_answer(tg, telegram_bot, loop, where.stores if inbox_on else None, where.bot, webhook, how, out))
+        try:
+            asyncio.run(_answer(tg, telegram_bot, loop, where.stores if inbox_on else None, where.bot, webhook, how, out))
+        finally:
+            asyncio.run(release_budgets(loop))  # before the stores close
     return 0
 
 

@@ -12,7 +12,7 @@ from typing import Any, TextIO
 from agentloop.adapters import open_stores
 from agentloop.adapters.retention import pruning
 from agentloop.adapters.urls import is_postgres_url, shown_url
-from agentloop.bots import apply_budgets, built_pipeline, check_models, pipeline_note_taking
+from agentloop.bots import apply_budgets, built_pipeline, check_models, pipeline_note_taking, release_budgets
 from agentloop.cli._options import EXIT_STATUS, Commands, CliError, SharedOptions, add_budgets, add_mid_turn, bot_settings, budgets_of, otel_from_environment
 from agentloop.loop import AgentLoop
 from agentloop.notes import IdleSessions
@@ -84,7 +84,10 @@ def _worker(args: argparse.Namespace, out: TextIO) -> int:
         apply_budgets(loop, budgets_of(args))
         idle = None if args.idle_end is None else _idle_sessions(args.pipeline, loop, args.idle_end)
         kept = pruning(stores, bot=where.bot, retention=retention)
-        asyncio.run(_work(workers, inbox_url, where.bot, loop, settings, shown_url(stores), out, idle, args.mid_turn, kept))
+        try:
+            asyncio.run(_work(workers, inbox_url, where.bot, loop, settings, shown_url(stores), out, idle, args.mid_turn, kept))
+        finally:
+            asyncio.run(release_budgets(loop))  # before the stores close
     return 0
 
 

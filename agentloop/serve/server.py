@@ -12,7 +12,7 @@ import attrs
 from agentloop._log import get_logger
 from agentloop.adapters import Stores, open_note_taking, open_stores
 from agentloop.adapters.stores import open_replies
-from agentloop.bots import apply_budgets, built_pipeline, open_bot, pipeline_note_taking
+from agentloop.bots import apply_budgets, built_pipeline, open_bot, pipeline_note_taking, release_budgets
 from agentloop.context import Session
 from agentloop.loop import AgentLoop
 from agentloop.notes import IdleSessions, NoteTaking
@@ -137,6 +137,7 @@ async def _open(server: Server) -> AsyncIterator[Bot]:
         if bot.loop is not None:
             bot.loop.mid_turn = settings.mid_turn
             apply_budgets(bot.loop, settings.budgets)
+            closing.push_async_callback(release_budgets, bot.loop)  # before the stores close
             bot.replies = await closing.enter_async_context(open_replies(bot.stores.url, bot=settings.bot))
         bot.idle = await closing.enter_async_context(IdleSessions(bot.note_taking, idle_after=settings.idle_timeout))
         _log.info("serve.started", bot=settings.bot, inbox=bot.inbox is not None)

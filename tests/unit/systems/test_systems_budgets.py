@@ -37,7 +37,7 @@ from agentloop.adapters.llm.scripted import ScriptedLLM
 from agentloop.adapters.usage import MemoryUsageStore
 from agentloop.ports import Charge, Period, Spent
 from agentloop.testing import RecordingChannel, make_context
-from systems import StandardOptions, standard_pipeline
+from systems import StandardOptions, release_budgets, standard_pipeline
 from systems.budgets import BudgetGuard
 from systems.outcome import DEFAULT_STOP_TEXTS
 from systems.tool_loop import ToolLoopSystem
@@ -71,6 +71,7 @@ def _run(tmp_path: Path, llm: ScriptedLLM, budgets: Budgets, *sessions: Session,
         loop = pipeline.build()
         results = [loop.run_turn_sync(session, IncomingMessage("look it up")) for session in sessions]
         spent = Spent()
+        asyncio.run(release_budgets(pipeline.systems))  # the ledger then holds what was used, no lease
         if budgets.limits:
             key = budgets.limits[0].key(history_scope(ADA, DEFAULT_COMPANY), results[0].clock.now())
             spent = asyncio.run(pipeline.stores.usage.spent(key))
@@ -147,12 +148,15 @@ def _counted(tmp_path: Path, budgets: Budgets) -> int:
     return usage.ledger_calls
 
 
-def test_without_a_budget_no_check_touches_the_store_and_with_one_each_check_is_one_call(tmp_path: Path) -> None:
+def test_without_a_budget_no_check_touches_the_store_and_with_one_the_lease_saves_every_check_but_the_first(tmp_path: Path) -> None:
     assert _counted(tmp_path / "none", Budgets()) == 0
     assert _counted(tmp_path / "turn", Budgets(turn_tokens=1_000_000)) == 0  # a turn's budget is counted in memory
-    daily = Budgets(limits=(BudgetLimit(BudgetScope.TENANT, Period.DAY, tokens=1_000_000),))
-    # three model calls (a reservation and a settlement each) and their three tool steps (one check each)
-    assert _counted(tmp_path / "daily", daily) == 3 * 2 + 3
+    daily = BudgetLimit(BudgetScope.TENANT, Period.DAY, tokens=1_000_000)
+    # without a lease: three model calls (a reservation and a settlement each) and their three tool steps (one check each)
+    assert _counted(tmp_path / "unleased", Budgets(limits=(daily,), lease=0)) == 3 * 2 + 3
+    # with one: the first call leases 1% of the limit beside its estimate, the rest is counted in memory,
+    # and closing the pipeline gives back what is left
+    assert _counted(tmp_path / "leased", Budgets(limits=(daily,))) == 2
 
 
 def test_a_decision_over_budget_leaves_its_approval_pending(tmp_path: Path) -> None:
@@ -206,7 +210,7 @@ def test_a_guarded_call_settles_to_its_usage_gives_back_a_failed_calls_reservati
     holds what an answered call used, nothing for one that raised, and a call over budget is not made."""
     limit = BudgetLimit(BudgetScope.SESSION, Period.DAY, tokens=5_000)
     usage = MemoryUsageStore()
-    guard = BudgetGuard(Budgets(limits=(limit,), output_reserve=1_000), usage, prices=PRICES, company_id=DEFAULT_COMPANY)
+    guard = BudgetGuard(Budgets(limits=(limit,), output_reserve=1_000, lease=0), usage, prices=PRICES, company_id=DEFAULT_COMPANY)
     ctx = make_context("hi", session=ADA)
     key = limit.key(history_scope(ADA, DEFAULT_COMPANY), ctx.clock.now())
     request = LlmRequest((ChatMessage.user("hi"),))
@@ -235,3 +239,107 @@ def test_a_guarded_call_settles_to_its_usage_gives_back_a_failed_calls_reservati
     assert refused == "the session's daily budget (5000 tokens) is used up"
     assert after_refusal == after_answer
     assert made == ["failing", "answering"]
+
+
+LINE = BudgetLimit(BudgetScope.TENANT, Period.DAY, tokens=100_000)
+"""A tenant's daily 100,000 tokens: a lease of 1% is 1,000 of them."""
+
+
+def _guard(usage: MemoryUsageStore, limit: BudgetLimit = LINE, **budgets: Any) -> BudgetGuard:
+    return BudgetGuard(Budgets(limits=(limit,), output_reserve=100, **budgets), usage, prices=PRICES, company_id=DEFAULT_COMPANY)
+
+
+def _using(tokens: int) -> Any:
+    async def call() -> LlmReply:
+        return LlmReply("done", usage=Usage(tokens, 0), model="m")
+
+    return call
+
+
+def test_calls_reserve_and_settle_on_the_guards_lease_and_the_ledger_never_counts_less_than_was_used() -> None:
+    usage = CountingUsage()
+    guard = _guard(usage)
+    ctx = make_context("hi", session=ADA)
+    key = LINE.key(history_scope(ADA, DEFAULT_COMPANY), ctx.clock.now())
+    request = LlmRequest((ChatMessage.user("hi"),))
+
+    async def scenario() -> tuple[list[int], list[int], Spent]:
+        ledger, calls = [], []
+        for used in (300, 300, 300, 2_000, 300):  # the fourth uses more than the lease holds
+            await guard.guarded(ctx, Usage(0, 0), request, "m", _using(used))
+            ledger.append((await usage.spent(key)).tokens)
+            calls.append(usage.ledger_calls)
+        await guard.release()
+        return ledger, calls, await usage.spent(key)
+
+    ledger, calls, released = asyncio.run(scenario())
+    used_so_far = [300, 600, 900, 2_900, 3_200]
+    assert all(counted >= used for counted, used in zip(ledger, used_so_far, strict=True))
+    assert calls == [1, 1, 1, 2, 3]  # the lease, nothing, nothing, the overrun written, a new lease (the old one was used up)
+    assert released.tokens == 3_200 and not guard.holds  # given back, the ledger holds what was used
+
+
+def test_near_the_limit_a_second_process_leases_only_what_a_call_needs_and_the_limit_holds() -> None:
+    """Two guards (two workers) on one ledger with leases of half the limit: the second cannot take half, so it
+    takes what each call needs; neither passes the limit, and given back, the ledger holds what was used."""
+    usage = MemoryUsageStore()
+    limit = BudgetLimit(BudgetScope.TENANT, Period.DAY, tokens=5_000)
+    first, second = _guard(usage, limit, lease=0.5), _guard(usage, limit, lease=0.5)
+    ctx = make_context("hi", session=ADA)
+    key = limit.key(history_scope(ADA, DEFAULT_COMPANY), ctx.clock.now())
+    request = LlmRequest((ChatMessage.user("hi"),))
+
+    async def scenario() -> tuple[list[LlmReply | str], Spent]:
+        answers = []
+        for _ in range(12):
+            for guard in (first, second):
+                answers.append(await guard.guarded(ctx, Usage(0, 0), request, "m", _using(400)))
+        await first.release()
+        await second.release()
+        return answers, await usage.spent(key)
+
+    answers, released = asyncio.run(scenario())
+    made = sum(isinstance(answer, LlmReply) for answer in answers)
+    by_second = sum(isinstance(answer, LlmReply) for answer in answers[1::2])
+    # the limit holds (passed by no more than one call's use beyond its estimate), little of it is left
+    # unspent for the first's lease, and the second made calls beside the first's lease
+    assert 5_000 - 400 < made * 400 <= 5_000 + 400 and by_second >= 5
+    assert "the tenant's daily budget (5000 tokens) is used up" in answers
+    assert released.tokens == made * 400
+
+
+def test_a_release_the_store_refuses_is_one_log_line_and_the_leases_stay_on_the_ledger() -> None:
+    class Failing(MemoryUsageStore):
+        async def spend(self, charges: Any) -> None:
+            raise ConnectionError("the database is gone")
+
+    guard = _guard(Failing())
+    ctx = make_context("hi", session=ADA)
+
+    async def scenario() -> None:
+        await guard.guarded(ctx, Usage(0, 0), LlmRequest((ChatMessage.user("hi"),)), "m", _using(300))
+        await guard.release()
+
+    with capture_logs() as logs:
+        asyncio.run(scenario())
+    (kept,) = [log for log in logs if log["event"] == "budget.leases_kept"]
+    assert kept["lines"] == 1 and "the database is gone" in kept["error"]
+
+
+def test_closing_a_pipeline_gives_back_its_guards_leases(tmp_path: Path) -> None:
+    usage = MemoryUsageStore()
+    opts = StandardOptions(budgets=Budgets(limits=(LINE,)), prices=PRICES, compaction=False)
+    with standard_pipeline(ScriptedLLM(answering), RecordingChannel(), data_dir=tmp_path, options=opts) as pipeline:
+        guard = pipeline.get(ToolLoopSystem).budget
+        assert guard is not None
+        guard.usage = usage
+        ctx = pipeline.build().run_turn_sync(ADA, IncomingMessage("hi"))
+        assert guard.holds
+    key = LINE.key(history_scope(ADA, DEFAULT_COMPANY), ctx.clock.now())
+    assert asyncio.run(usage.spent(key)).tokens == 1_000 and not guard.holds
+
+
+@pytest.mark.parametrize("lease", [-0.1, 1.0])
+def test_a_lease_is_a_share_of_a_limit_from_zero_to_below_one(lease: float) -> None:
+    with pytest.raises(ValueError, match="lease"):
+        Budgets(limits=(LINE,), lease=lease)

@@ -7,6 +7,8 @@ import asyncio
 import random
 from datetime import UTC, datetime
 
+import pytest
+
 from agentloop import (
     DEFAULT_COMPANY,
     BudgetLimit,
@@ -27,7 +29,7 @@ from agentloop.ports import Charge, Period, Spent, UsageFilter, UsageGroup
 from agentloop.testing import RecordingChannel
 from agentloop.testing.stores._kit import at_once
 from agentloop.tokens import request_tokens
-from systems import StandardOptions, standard_pipeline
+from systems import StandardOptions, release_budgets, standard_pipeline
 
 LIMIT = 4000
 RESERVE = 200
@@ -47,9 +49,11 @@ def honest_model(seed: int) -> ScriptedLLM:
     return ScriptedLLM(reply)
 
 
-def test_i16_concurrent_turns_of_one_tenant_on_two_workers_never_overspend_by_more_than_one_call(postgres_url: str) -> None:
-    """I16: 2 x 30 turns of one tenant at once, through two store instances, against a tenant's daily token budget."""
-    budgets = Budgets(limits=(BudgetLimit(BudgetScope.TENANT, Period.DAY, tokens=LIMIT),), output_reserve=RESERVE)
+@pytest.mark.parametrize("lease", [0.01, 0.25], ids=["default lease", "quarter leases"])
+def test_i16_concurrent_turns_of_one_tenant_on_two_workers_never_overspend_by_more_than_one_call(postgres_url: str, lease: float) -> None:
+    """I16: 2 x 30 turns of one tenant at once, through two store instances, against a tenant's daily token budget;
+    with leases of a quarter of it, the second worker finds the first's lease on the line and leases what a call needs."""
+    budgets = Budgets(limits=(BudgetLimit(BudgetScope.TENANT, Period.DAY, tokens=LIMIT),), output_reserve=RESERVE, lease=lease)
     options = StandardOptions(budgets=budgets, compaction=False)
 
     async def turns(worker: int) -> list[FinishReason]:
@@ -58,6 +62,7 @@ def test_i16_concurrent_turns_of_one_tenant_on_two_workers_never_overspend_by_mo
             loop = pipeline.build()
             sessions = [Session(f"w{worker}-s{i}", user_id=f"u{i}", org_id="o1", team_id="t1") for i in range(30)]
             results = await asyncio.gather(*(loop.run_turn(s, IncomingMessage("hello")) for s in sessions))
+            await release_budgets(pipeline.systems)  # as a worker does when it stops
         return [ctx.turn_outcome.finish_reason for ctx in results]
 
     async def both() -> list[FinishReason]:
@@ -76,7 +81,7 @@ def test_i16_concurrent_turns_of_one_tenant_on_two_workers_never_overspend_by_mo
     assert 0 < answered < len(reasons) and set(reasons) == {FinishReason.SUCCESS, FinishReason.BUDGET_EXCEEDED}
     spent = recorded.usage.input_tokens + recorded.usage.output_tokens
     largest_call = max(line.total.usage.input_tokens + line.total.usage.output_tokens for line in per_turn)
-    assert ledger.tokens == spent, "each call's reservation settles to what it used"
+    assert ledger.tokens == spent, "each call's reservation settles to what it used, and each worker gives back its lease"
     assert spent <= LIMIT + largest_call
 
 
