@@ -344,9 +344,11 @@ def test_the_embedded_corpus_is_read_from_the_cache_on_a_rerun(tmp_path: Path, m
 def test_control_cost_prints_what_usage_recording_and_budgets_add_next_to_the_target(capsys: pytest.CaptureFixture[str]) -> None:
     run_main("control_cost", "--turns", "4", "--rounds", "2", "--warmup", "2")
     lines = capsys.readouterr().out.splitlines()
-    assert re.match(rf"without usage recording\s+{MS_3}$", lines[-3])
-    for line, label in zip(lines[-2:], ("with usage recording \\(as shipped\\)", "with usage recording and two budgets"), strict=True):
-        assert re.match(rf"{label}\s+{MS_3}\s+\d+\.\d\dx\s+<= 1\.10x\s+(ok|MISSED)$", line)
+    assert lines[1] == "framework time:" and lines[5] == "until the user is answered:"
+    for block in (lines[2:5], lines[6:9]):
+        assert re.match(rf"  without usage recording\s+{MS_3}$", block[0])
+        for line, label in zip(block[1:], ("with usage recording \\(as shipped\\)", "with usage recording and two budgets"), strict=True):
+            assert re.match(rf"  {label}\s+{MS_3}\s+\d+\.\d\dx\s+<= 1\.10x\s+(ok|MISSED)$", line)
 
 
 def test_control_cost_rotates_the_order_so_each_bot_runs_first_as_often_as_the_others() -> None:
