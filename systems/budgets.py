@@ -12,6 +12,7 @@ call in flight and every lease, and the limit holds across processes as it does 
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -273,3 +274,24 @@ class BudgetGuard:
 def _holds_some(held: _Held, charge: Charge) -> bool:
     """Whether the process holds some of every kind the line limits."""
     return (charge.token_limit is None or held.tokens > 0) and (charge.cost_limit is None or held.cost > 0)
+
+
+def release_now(guards: Iterable[BudgetGuard]) -> None:
+    """`BudgetGuard.release` for each of `guards` that holds something, from code that cannot await
+    (a pipeline's `close`); inside a running event loop it cannot wait, and says so in one log line."""
+    holding = [guard for guard in guards if guard.holds]
+    if not holding:
+        return
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        asyncio.run(release_all(holding))
+        return
+    _log.warning("budget.leases_kept", lines=sum(len(guard._held) for guard in holding),
+                 reason="closed inside a running event loop: await release_budgets(...) before closing")
+
+
+async def release_all(guards: Iterable[BudgetGuard]) -> None:
+    """`BudgetGuard.release` for each of `guards`, one after another."""
+    for guard in guards:
+        await guard.release()

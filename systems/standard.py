@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import Callable, Iterable, Iterator
 from types import TracebackType
@@ -26,11 +25,10 @@ from agentloop import (
     Tool,
     TurnOutcome,
 )
-from agentloop._log import get_logger
 from agentloop.adapters import Stores, open_stores
 from agentloop.ports import LLM, Channel, Clock, Embedder, Metrics
 
-from systems.budgets import BudgetGuard
+from systems.budgets import BudgetGuard, release_all, release_now
 from systems.compaction import CompactionSystem
 from systems.context import ContextBuildingSystem
 from systems.feedback import FeedbackGuaranteeSystem
@@ -50,8 +48,6 @@ from systems.tool_loop import (
 )
 
 S = TypeVar("S", bound=System)
-
-_log = get_logger("agentloop.budgets")
 
 DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant. Answer briefly and use the tools when they help."
 
@@ -215,7 +211,7 @@ class StandardPipeline:
     def close(self) -> None:
         """Give back the budget leases the pipeline's guards hold, then close the stores it opened."""
         try:
-            _release_on_close(self._systems)
+            release_now(budget_guards(self._systems))
         finally:
             if self.stores is not None and self.owns_stores:
                 self.stores.close()
@@ -361,18 +357,5 @@ def budget_guards(systems: Iterable[System]) -> list[BudgetGuard]:
 async def release_budgets(systems: Iterable[System]) -> None:
     """Give back every budget lease the guards of `systems` (a pipeline's, or `AgentLoop.systems`) hold
     (`BudgetGuard.release`), so that other processes may spend it: when the process stops, before its stores close."""
-    for guard in budget_guards(systems):
-        await guard.release()
+    await release_all(budget_guards(systems))
 
-
-def _release_on_close(systems: Iterable[System]) -> None:
-    """`release_budgets` from a pipeline's `close`, which cannot wait for it inside a running event loop: that is logged."""
-    holding = [system for system in systems if any(guard.holds for guard in budget_guards([system]))]
-    if not holding:
-        return
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        asyncio.run(release_budgets(holding))
-        return
-    _log.warning("budget.leases_kept", reason="closed inside a running event loop: await release_budgets(...) before closing")
