@@ -1,4 +1,9 @@
-"""The embedded UsageStore: one row per model call in a SQLite table of the bot's file."""
+"""The embedded UsageStore: one row per model call in a SQLite table of the bot's file.
+
+Every turn writes the table and only reports read it, so it keeps only the indexes a write and an
+erase need (a turn's key, a user's and a session's rows): each index more would add a page to the
+commit of every turn. A report sums by reading the table through.
+"""
 
 from __future__ import annotations
 
@@ -54,6 +59,11 @@ SCHEMA = Schema(
         Step(
             "a row may sum several calls (retention rolls old days up), so each counts its calls",
             ("ALTER TABLE usage_calls ADD COLUMN calls INTEGER NOT NULL DEFAULT 1",),
+        ),
+        Step(
+            "every turn writes the table and only reports read it: no index a write does not need (a turn's "
+            "key, erasing a user or a session), as each costs the turn a page of its commit",
+            ("DROP INDEX IF EXISTS usage_calls_by_tenant", "DROP INDEX IF EXISTS usage_calls_by_user"),
         ),
     ),
     has_table("usage_calls"),
