@@ -77,6 +77,17 @@ class EstimatedTokens:
     def count(self, text: str, model: str | None = None) -> int:
         return math.ceil(len(text) * self._ratios.get(model, 1.0) / self.chars_per_token)  # `ratio`, inline: counted per message
 
+    def count_messages(self, messages: Iterable[ChatMessage], model: str | None = None) -> int | None:
+        """The tokens of `messages` as `message_tokens` counts them one by one, in one pass; None
+        when one carries tool calls (count those with `message_tokens`)."""
+        ratio, per_token, total = self._ratios.get(model, 1.0), self.chars_per_token, 0
+        for message in messages:
+            if message.tool_calls:
+                return None
+            content = message.content
+            total += MESSAGE_OVERHEAD + (math.ceil(len(content) * ratio / per_token) if content else 0)
+        return total
+
     def learn(self, model: str | None, estimated: int, reported: int) -> None:
         """Move `model`'s ratio toward `reported / estimated` (a prompt this counter estimated)."""
         if estimated <= 0 or reported <= 0:
@@ -158,10 +169,8 @@ def request_tokens(
     counter: TokenCounter, messages: Iterable[ChatMessage], tools: Iterable[ToolSpec] = (), model: str | None = None
 ) -> int:
     """The tokens of a request as sent: its messages and its tools."""
-    count, total = counter.count, 0
-    for message in messages:  # `message_tokens` inline for the common message: counted before each model call
-        if message.tool_calls:
-            total += message_tokens(counter, message, model)
-        else:
-            total += MESSAGE_OVERHEAD + (count(message.content, model) if message.content else 0)
-    return total + tool_tokens(counter, tools, model)
+    messages = tuple(messages)
+    counted = counter.count_messages(messages, model) if type(counter) is EstimatedTokens else None  # counted before each model call
+    if counted is None:
+        counted = sum(message_tokens(counter, m, model) for m in messages)
+    return counted + tool_tokens(counter, tools, model)

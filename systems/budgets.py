@@ -20,7 +20,7 @@ from datetime import UTC, date
 
 import attrs
 
-from agentloop import AgentContext, Budgets, CallUsage, LlmReply, LlmRequest, Prices, Session, Usage, history_scope
+from agentloop import AgentContext, BudgetLimit, Budgets, CallUsage, LlmReply, LlmRequest, Prices, Session, Usage, history_scope
 from agentloop._log import get_logger
 from agentloop.ports import Charge, UsageStore
 from agentloop.tokens import EstimatedTokens, TokenCounter, request_tokens
@@ -33,9 +33,10 @@ LINES_KEPT = 4096
 
 @attrs.frozen
 class Reservation:
-    """What one model call reserved on each ledger line, to settle once its usage is known."""
+    """What one model call reserved, `tokens` and `cost`, on each ledger line of `keys` (none without a
+    session or tenant limit), to settle once its usage is known."""
 
-    charges: tuple[Charge, ...]
+    keys: tuple[str, ...]
     tokens: int
     cost: float
 
@@ -49,26 +50,30 @@ class _Held:
     tokens: int = 0
     cost: float = 0.0
 
-    def covers(self, charge: Charge) -> bool:
-        """Whether what is held pays for `charge` in every kind the line limits."""
-        return (charge.token_limit is None or self.tokens >= charge.tokens) and (charge.cost_limit is None or self.cost >= charge.cost)
+    def covers(self, limit: BudgetLimit, tokens: int, cost: float) -> bool:
+        """Whether what is held pays for `tokens` and `cost` in every kind `limit` limits."""
+        return (limit.tokens is None or self.tokens >= tokens) and (limit.cost is None or self.cost >= cost)
 
-    def topped_up(self, charge: Charge, lease: float) -> Charge:
-        """The charge that brings each limited kind to `charge` and `lease` of its limit beyond it, and
-        writes what an unlimited kind used."""
-        tokens = -self.tokens if charge.token_limit is None else max(0, charge.tokens - self.tokens) + int(charge.token_limit * lease)
-        cost = -self.cost if charge.cost_limit is None else max(0.0, charge.cost - self.cost) + charge.cost_limit * lease
-        return attrs.evolve(charge, tokens=tokens, cost=cost)
+    def holds_some(self, limit: BudgetLimit) -> bool:
+        """Whether something is held of every kind `limit` limits: then the line is not used up."""
+        return (limit.tokens is None or self.tokens > 0) and (limit.cost is None or self.cost > 0)
 
-    def owed(self, charge: Charge) -> Charge | None:
+    def topped_up(self, key: str, limit: BudgetLimit, tokens: int, cost: float, lease: float) -> Charge:
+        """The charge on line `key` that brings each limited kind to `tokens` and `cost` and `lease` of its
+        limit beyond them, and writes what an unlimited kind used."""
+        more_tokens = -self.tokens if limit.tokens is None else max(0, tokens - self.tokens) + int(limit.tokens * lease)
+        more_cost = -self.cost if limit.cost is None else max(0.0, cost - self.cost) + limit.cost * lease
+        return Charge(key, more_tokens, more_cost, limit.tokens, limit.cost)
+
+    def owed(self, key: str, limit: BudgetLimit) -> Charge | None:
         """The charge that writes what was used beyond what is held, if a limited kind ran short."""
-        if not ((charge.token_limit is not None and self.tokens < 0) or (charge.cost_limit is not None and self.cost < 0)):
+        if not ((limit.tokens is not None and self.tokens < 0) or (limit.cost is not None and self.cost < 0)):
             return None
-        return attrs.evolve(charge, tokens=max(0, -self.tokens), cost=max(0.0, -self.cost))
+        return Charge(key, max(0, -self.tokens), max(0.0, -self.cost))
 
-    def unwritten(self, charge: Charge) -> Charge | None:
-        """The charge that writes everything held back to the line (without a lease, each settlement)."""
-        return attrs.evolve(charge, tokens=-self.tokens, cost=-self.cost) if self.tokens or self.cost else None
+    def unwritten(self, key: str) -> Charge | None:
+        """The charge that writes everything held back to line `key` (without a lease, each settlement)."""
+        return Charge(key, -self.tokens, -self.cost) if self.tokens or self.cost else None
 
     def add(self, tokens: int, cost: float) -> None:
         self.tokens += tokens
@@ -92,6 +97,7 @@ class BudgetGuard:
         self.prices = prices
         self.company_id = company_id
         self.tokens = tokens or EstimatedTokens()
+        self._leases = (budgets.lease, 0.0) if budgets.lease else (0.0,)
         self._held: OrderedDict[str, _Held] = OrderedDict()
         self._keys: dict[tuple[Session, date], tuple[str, ...]] = {}
         self._lock = threading.Lock()  # turns on several threads' loops may share a guard
@@ -108,15 +114,8 @@ class BudgetGuard:
             keys = self._keys[cached] = tuple(limit.key(scope, at) for limit in self.budgets.limits)
         return keys
 
-    def _charges(self, ctx: AgentContext, tokens: int, cost: float) -> list[Charge]:
-        return [
-            Charge(key, tokens, cost, limit.tokens, limit.cost)
-            for key, limit in zip(self._line_keys(ctx), self.budgets.limits, strict=True)
-        ]
-
-    def _refusal(self, ctx: AgentContext, refused: Charge) -> str:
-        limit = self.budgets.limits[self._line_keys(ctx).index(refused.key)]
-        return f"{limit.name} is used up"
+    def _refusal(self, keys: Sequence[str], refused: Charge) -> str:
+        return f"{self.budgets.limits[list(keys).index(refused.key)].name} is used up"
 
     def _turn_refusal(self, used: Usage, more: int) -> str | None:
         limit = self.budgets.turn_tokens
@@ -149,56 +148,60 @@ class BudgetGuard:
         if not self.budgets.limits:
             return Reservation((), estimate, 0.0)
         cost = self._cost(model, Usage(estimate - self.budgets.output_reserve, self.budgets.output_reserve), ctx)
-        charges = self._charges(ctx, estimate, cost)
-        refused = await self._take(charges)
-        return self._refusal(ctx, refused) if refused is not None else Reservation(tuple(charges), estimate, cost)
+        keys = self._line_keys(ctx)
+        refused = await self._take(keys, estimate, cost)
+        return self._refusal(keys, refused) if refused is not None else Reservation(keys, estimate, cost)
 
-    async def _take(self, charges: Sequence[Charge]) -> Charge | None:
-        """Take `charges` from what is held, topping the lines that run short up on the store first (with
-        a lease, else, when that does not fit, with what they need); None, or the first charge that does not fit."""
-        refused: Charge | None = None
-        for lease in dict.fromkeys((self.budgets.lease, 0.0)):
+    async def _take(self, keys: tuple[str, ...], tokens: int, cost: float) -> Charge | None:
+        """Take `tokens` and `cost` on each line of `keys` from what is held, topping the lines that run short
+        up on the store first (with a lease, else, when that does not fit, with what they need); None, or the
+        first charge that does not fit. A top-up is checked again once made: concurrent calls may have taken it."""
+        limits, leases = self.budgets.limits, list(self._leases)
+        while True:
             with self._lock:
-                lines = [self._line(charge.key) for charge in charges]
-                short = [line.topped_up(charge, lease) for line, charge in zip(lines, charges, strict=True) if not line.covers(charge)]
+                lines = [self._line(key) for key in keys]
+                short = [
+                    line.topped_up(key, limit, tokens, cost, leases[0])
+                    for line, key, limit in zip(lines, keys, limits, strict=True) if not line.covers(limit, tokens, cost)
+                ]
                 if not short:
-                    for line, charge in zip(lines, charges, strict=True):
-                        line.add(-charge.tokens, -charge.cost)
+                    for line in lines:
+                        line.add(-tokens, -cost)
                     return None
             assert self.usage is not None  # __init__ refuses limits without a store
             refused = await self.usage.reserve(short)
-            if refused is None:
-                with self._lock:
-                    for top in short:
-                        self._line(top.key).add(top.tokens, top.cost)
-                    for charge in charges:
-                        self._line(charge.key).add(-charge.tokens, -charge.cost)
-                await self._give_back_the_oldest()
-                return None
-        return refused
+            if refused is not None:
+                leases.pop(0)
+                if not leases:
+                    return refused
+                continue
+            with self._lock:
+                for top in short:
+                    self._line(top.key).add(top.tokens, top.cost)
+            await self._give_back_the_oldest()
 
     async def _give_back_the_oldest(self) -> None:
         """Give back the leases of the lines used longest ago beyond `LINES_KEPT`."""
         with self._lock:
             dropped = [self._held.popitem(last=False) for _ in range(len(self._held) - LINES_KEPT)]
         if dropped:
-            await self._write([(key, held) for key, held in dropped])
+            await self._write(dropped)
 
     async def _write(self, lines: Iterable[tuple[str, _Held]]) -> None:
         """Put what `lines` hold back on the ledger (a lease given back, a use not yet written)."""
-        charges = [Charge(key, -held.tokens, -held.cost) for key, held in lines if held.tokens or held.cost]
+        charges = [charge for key, held in lines if (charge := held.unwritten(key)) is not None]
         if charges and self.usage is not None:
             await self.usage.spend(charges)
 
-    async def _use(self, charges: Iterable[Charge], tokens: int, cost: float) -> None:
-        """Count `tokens` and `cost` used on each line of `charges` after giving back what each reserved;
+    async def _use(self, keys: Iterable[str], reserved: tuple[int, float], tokens: int, cost: float) -> None:
+        """Count `tokens` and `cost` used on each line of `keys` after giving back what was `reserved` there;
         what a line's holding does not pay for is written to the store at once."""
         owed: list[Charge] = []
         with self._lock:
-            for charge in charges:
-                line = self._line(charge.key)
-                line.add(charge.tokens - tokens, charge.cost - cost)
-                short = line.owed(charge) if self.budgets.lease else line.unwritten(charge)
+            for key, limit in zip(keys, self.budgets.limits, strict=True):
+                line = self._line(key)
+                line.add(reserved[0] - tokens, reserved[1] - cost)
+                short = line.owed(key, limit) if self.budgets.lease else line.unwritten(key)
                 if short is not None:
                     line.add(short.tokens, short.cost)
                     owed.append(short)
@@ -208,11 +211,11 @@ class BudgetGuard:
 
     async def settle(self, ctx: AgentContext, reservation: Reservation, usage: Usage | None, model: str | None) -> None:
         """Put what the call used in place of what it reserved (nothing used: the reservation is given back)."""
-        if not reservation.charges or self.usage is None:
+        if not reservation.keys or self.usage is None:
             return
         tokens = 0 if usage is None else usage.input_tokens + usage.output_tokens
         cost = 0.0 if usage is None else self._cost(model, usage, ctx)
-        await self._use(reservation.charges, tokens, cost)
+        await self._use(reservation.keys, (reservation.tokens, reservation.cost), tokens, cost)
 
     async def guarded(
         self, ctx: AgentContext, used: Usage, request: LlmRequest, model: str | None, call: Callable[[], Awaitable[LlmReply]]
@@ -237,7 +240,7 @@ class BudgetGuard:
         calls = tuple(calls)
         tokens = sum(call.usage.input_tokens + call.usage.output_tokens for call in calls)
         cost = sum(self._cost(call.model, call.usage, ctx) for call in calls)
-        await self._use(self._charges(ctx, 0, 0.0), tokens, cost)
+        await self._use(self._line_keys(ctx), (0, 0.0), tokens, cost)
 
     async def before_tools(self, ctx: AgentContext, used: Usage) -> str | None:
         """Why a tool step may not run (a budget used up), or None. A line the process holds some of
@@ -245,13 +248,17 @@ class BudgetGuard:
         refusal = self._turn_refusal(used, 0)
         if refusal is not None or not self.budgets.limits:
             return refusal
+        keys = self._line_keys(ctx)
         with self._lock:
-            unheld = [charge for charge in self._charges(ctx, 0, 0.0) if not _holds_some(self._line(charge.key), charge)]
+            unheld = [
+                Charge(key, 0, 0.0, limit.tokens, limit.cost)
+                for key, limit in zip(keys, self.budgets.limits, strict=True) if not self._line(key).holds_some(limit)
+            ]
         if not unheld:
             return None
         assert self.usage is not None
         refused = await self.usage.reserve(unheld)
-        return None if refused is None else self._refusal(ctx, refused)
+        return None if refused is None else self._refusal(keys, refused)
 
     @property
     def holds(self) -> bool:
@@ -269,11 +276,6 @@ class BudgetGuard:
             await self._write(lines)
         except Exception as error:  # a store out of reach as the process stops: the leases stay until their period ends
             _log.warning("budget.leases_kept", lines=len(lines), error=f"{type(error).__name__}: {error}")
-
-
-def _holds_some(held: _Held, charge: Charge) -> bool:
-    """Whether the process holds some of every kind the line limits."""
-    return (charge.token_limit is None or held.tokens > 0) and (charge.cost_limit is None or held.cost > 0)
 
 
 def release_now(guards: Iterable[BudgetGuard]) -> None:

@@ -343,3 +343,40 @@ def test_closing_a_pipeline_gives_back_its_guards_leases(tmp_path: Path) -> None
 def test_a_lease_is_a_share_of_a_limit_from_zero_to_below_one(lease: float) -> None:
     with pytest.raises(ValueError, match="lease"):
         Budgets(limits=(LINE,), lease=lease)
+
+
+def test_concurrent_calls_topping_up_one_line_each_hold_their_estimate_while_in_flight() -> None:
+    """Two calls of one process find the line short at once and top it up from the same reading: each top-up is
+    checked again once made, so what the process holds never goes below what its calls in flight reserved."""
+
+    class Yielding(MemoryUsageStore):
+        async def reserve(self, charges: Any) -> Charge | None:
+            await asyncio.sleep(0)  # the other call reads the line meanwhile
+            return await super().reserve(charges)
+
+    usage = Yielding()
+    guard = _guard(usage, lease=0.0001)  # a lease of 10 tokens: a call's estimate tops the line up each time
+    ctx = make_context("hi", session=ADA)
+    key = LINE.key(history_scope(ADA, DEFAULT_COMPANY), ctx.clock.now())
+    request = LlmRequest((ChatMessage.user("hi"),))
+
+    async def scenario() -> tuple[int, int]:
+        await guard.guarded(ctx, Usage(0, 0), request, "m", _using(20))  # leaves most of its estimate held
+        answer = asyncio.Event()
+
+        async def waiting() -> LlmReply:
+            await answer.wait()
+            return LlmReply("done", usage=Usage(20, 0), model="m")
+
+        calls = [asyncio.create_task(guard.guarded(ctx, Usage(0, 0), request, "m", waiting)) for _ in range(2)]
+        for _ in range(20):  # both reserve (a top-up or two each) and wait for their answers
+            await asyncio.sleep(0)
+        held = guard._held[key].tokens
+        answer.set()
+        await asyncio.gather(*calls)
+        await guard.release()
+        return held, (await usage.spent(key)).tokens
+
+    held, released = asyncio.run(scenario())
+    assert held >= 0
+    assert released == 60
