@@ -131,23 +131,25 @@ def message_tokens(counter: TokenCounter, message: ChatMessage, model: str | Non
 
 
 def tool_texts(tools: Iterable[ToolSpec]) -> tuple[str, ...]:
-    """Each tool spec as the text a provider is sent (name, description, JSON schema); made once for
-    the tuple of specs given last (a tool loop sends the same one every call)."""
-    last = _last_tool_texts
-    if last is not None and last[0] is tools:
-        return last[1]
-    texts = tuple(f"{t.name} {t.description} {json.dumps(t.parameters, sort_keys=True)}" for t in tools)
-    if isinstance(tools, tuple):
-        _remember_tool_texts((tools, texts))
-    return texts
+    """Each tool spec as the text a provider is sent (name, description, JSON schema); each spec's text
+    is made once (the same specs are sent call after call)."""
+    return tuple(_tool_text(spec) for spec in tools)
 
 
-_last_tool_texts: tuple[tuple[ToolSpec, ...], tuple[str, ...]] | None = None
+TOOL_SPECS_KEPT = 1024
+"""Tool specs whose texts `tool_texts` keeps (all are dropped when more come)."""
+_TOOL_TEXTS: dict[int, tuple[ToolSpec, str]] = {}
 
 
-def _remember_tool_texts(made: tuple[tuple[ToolSpec, ...], tuple[str, ...]]) -> None:
-    global _last_tool_texts  # one reference, swapped whole: threads see the old pair or the new one
-    _last_tool_texts = made
+def _tool_text(spec: ToolSpec) -> str:
+    made = _TOOL_TEXTS.get(id(spec))
+    if made is not None and made[0] is spec:
+        return made[1]
+    text = f"{spec.name} {spec.description} {json.dumps(spec.parameters, sort_keys=True)}"
+    if len(_TOOL_TEXTS) >= TOOL_SPECS_KEPT:
+        _TOOL_TEXTS.clear()
+    _TOOL_TEXTS[id(spec)] = (spec, text)  # the spec is kept, so its id is not reused meanwhile
+    return text
 
 
 def texts_tokens(counter: TokenCounter, texts: Iterable[str], model: str | None = None) -> int:

@@ -16,13 +16,13 @@ import asyncio
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from datetime import UTC, date
+from datetime import datetime, timedelta
 
 import attrs
 
 from agentloop import AgentContext, BudgetLimit, Budgets, CallUsage, LlmReply, LlmRequest, Prices, Session, Usage, history_scope
 from agentloop._log import get_logger
-from agentloop.ports import Charge, UsageStore
+from agentloop.ports import Charge, Period, UsageStore, period_start
 from agentloop.tokens import EstimatedTokens, TokenCounter, request_tokens
 
 _log = get_logger("agentloop.budgets")
@@ -99,19 +99,24 @@ class BudgetGuard:
         self.tokens = tokens or EstimatedTokens()
         self._leases = (budgets.lease, 0.0) if budgets.lease else (0.0,)
         self._held: OrderedDict[str, _Held] = OrderedDict()
-        self._keys: dict[tuple[Session, date], tuple[str, ...]] = {}
+        self._keys: dict[tuple[Session, datetime], tuple[str, ...]] = {}
+        self._last_keys: tuple[Session, datetime, datetime, tuple[str, ...]] | None = None
         self._lock = threading.Lock()  # turns on several threads' loops may share a guard
 
     def _line_keys(self, ctx: AgentContext) -> tuple[str, ...]:
-        """The ledger line of each limit for this turn (its session and day), remembered per session and day."""
-        at = ctx.clock.now()
-        cached = (ctx.session, at.astimezone(UTC).date())
-        keys = self._keys.get(cached)
+        """The ledger line of each limit for this turn (its session and day), remembered per session and day
+        (the last ones asked for without a lookup: a turn asks several times)."""
+        at, last = ctx.clock.now(), self._last_keys
+        if last is not None and last[0] is ctx.session and last[1] <= at < last[2]:
+            return last[3]
+        day = period_start(at, Period.DAY)
+        keys = self._keys.get((ctx.session, day))
         if keys is None:
             if len(self._keys) >= LINES_KEPT:
                 self._keys.clear()
             scope = history_scope(ctx.session, self.company_id)
-            keys = self._keys[cached] = tuple(limit.key(scope, at) for limit in self.budgets.limits)
+            keys = self._keys[ctx.session, day] = tuple(limit.key(scope, at) for limit in self.budgets.limits)
+        self._last_keys = (ctx.session, day, day + timedelta(days=1), keys)
         return keys
 
     def _refusal(self, keys: Sequence[str], refused: Charge) -> str:
