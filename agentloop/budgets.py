@@ -15,7 +15,7 @@ from agentloop.errors import AgentloopError
 from agentloop.ports.usage import Period, period_start
 from agentloop.scopes import Scope
 
-__all__ = ["DEFAULT_LEASE", "BudgetLimit", "BudgetScope", "BudgetSpecError", "Budgets"]
+__all__ = ["BudgetLimit", "BudgetScope", "BudgetSpecError", "Budgets", "DEFAULT_BUDGET_LEASE"]
 
 
 class BudgetSpecError(ValueError, AgentloopError):
@@ -31,7 +31,7 @@ class BudgetScope(enum.Enum):
     """the session's tenant chain (company, org, team, project): all its users and sessions"""
 
 
-DEFAULT_LEASE = 0.01
+DEFAULT_BUDGET_LEASE = 0.01
 """`Budgets.lease` by default: a process holds at most 1% of each limit it is not using yet."""
 
 _PERIOD_WORDS = {"daily": Period.DAY, "monthly": Period.MONTH}
@@ -79,7 +79,7 @@ class Budgets:
     limits: tuple[BudgetLimit, ...] = ()
     output_reserve: int = attrs.field(default=1024, validator=attrs.validators.ge(0))
     """The tokens a call's answer is expected to take, reserved with its prompt's."""
-    lease: float = attrs.field(default=DEFAULT_LEASE, validator=[attrs.validators.ge(0.0), attrs.validators.lt(1.0)])
+    lease: float = attrs.field(default=DEFAULT_BUDGET_LEASE, validator=[attrs.validators.ge(0.0), attrs.validators.lt(1.0)])
     """The share of each session or tenant limit a process reserves on its ledger line at once, beyond
     what a call needs, so that the calls after it reserve and settle in memory (0: every call on the store)."""
 

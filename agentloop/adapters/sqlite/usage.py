@@ -1,8 +1,9 @@
 """The embedded UsageStore: one row per model call in a SQLite table of the bot's file.
 
-Every turn writes the table and only reports read it, so it keeps only the indexes a write and an
-erase need (a turn's key, a user's and a session's rows): each index more would add a page to the
-commit of every turn. A report sums by reading the table through.
+Every turn writes the table and only reports read it, so it keeps only the B-trees a write and an
+erase need: the rows keyed by session, turn and call (a turn recorded once; a session's rows), and
+the user's rows. Each index more would add a page to the commit of every turn; a report sums by
+reading through the rows its filter does not find by key.
 """
 
 from __future__ import annotations
@@ -25,6 +26,20 @@ from agentloop.adapters.usage import KEYS, SUMS, fits_sql, in_key_order, summed,
 from agentloop.ports.usage import Charge, Spent, UsageFilter, UsageGroup, UsageLine, UsageRecord, UsageTotal
 
 TABLES = (Table("call", "usage_calls", SCOPED, indexed=("scope_session",)),)
+_COLUMNS = f"turn_id, call_index, {SCOPE_COLUMNS_SQL}, at, day, model, input_tokens, output_tokens, cache_read_tokens, " \
+    "cache_write_tokens, cost, calls"
+_COLUMNS_DDL = f"""turn_id TEXT NOT NULL,
+                    call_index INTEGER NOT NULL,
+                    {SCOPE_COLUMNS_DDL},
+                    at TEXT NOT NULL,
+                    day TEXT NOT NULL,
+                    model TEXT,
+                    input_tokens INTEGER NOT NULL,
+                    output_tokens INTEGER NOT NULL,
+                    cache_read_tokens INTEGER NOT NULL,
+                    cache_write_tokens INTEGER NOT NULL,
+                    cost REAL,
+                    calls INTEGER NOT NULL DEFAULT 1"""
 SCHEMA = Schema(
     "usage",
     (
@@ -61,9 +76,17 @@ SCHEMA = Schema(
             ("ALTER TABLE usage_calls ADD COLUMN calls INTEGER NOT NULL DEFAULT 1",),
         ),
         Step(
-            "every turn writes the table and only reports read it: no index a write does not need (a turn's "
-            "key, erasing a user or a session), as each costs the turn a page of its commit",
-            ("DROP INDEX IF EXISTS usage_calls_by_tenant", "DROP INDEX IF EXISTS usage_calls_by_user"),
+            "every turn writes the table and only reports read it: keyed session first, so the key also finds a "
+            "session's rows, and no index a write or an erase does not need, as each costs the turn a page of its commit",
+            (
+                f"""CREATE TABLE usage_calls_keyed ({_COLUMNS_DDL},
+                    PRIMARY KEY (scope_session, turn_id, call_index)
+                )""",
+                f"INSERT INTO usage_calls_keyed ({_COLUMNS}) SELECT {_COLUMNS} FROM usage_calls",
+                "DROP TABLE usage_calls",
+                "ALTER TABLE usage_calls_keyed RENAME TO usage_calls",
+                "CREATE INDEX usage_calls_by_scope_user ON usage_calls (scope_user)",
+            ),
         ),
     ),
     has_table("usage_calls"),

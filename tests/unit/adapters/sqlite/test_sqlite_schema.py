@@ -421,7 +421,7 @@ def test_no_store_table_has_a_one_column_index_another_of_its_indexes_already_le
 
 def test_the_usage_table_keeps_only_the_indexes_a_turns_write_or_an_erase_needs(tmp_path: Path) -> None:
     """Every turn writes a usage row and only reports read them: each index more costs the turn a page of its
-    commit. A turn's key (written once) and erasing a user or a session keep theirs; reports scan."""
+    commit. The key (session, turn, call: a turn recorded once, a session's rows) and the user's rows stay."""
     stores = open_stores(tmp_path, embedder=HashingEmbedder(dim=DIM))
     stores.close()
     (path,) = [path for path in tmp_path.glob("*.sqlite3") if path.name.endswith(".sqlite3") and "usage_calls" in _tables(path)]
@@ -431,7 +431,7 @@ def test_the_usage_table_keeps_only_the_indexes_a_turns_write_or_an_erase_needs(
                    for _, name, *_ in conn.execute("PRAGMA index_list('usage_calls')")}
     finally:
         conn.close()
-    assert indexes == {("turn_id", "call_index"), ("scope_session", "at"), ("scope_user",)}
+    assert indexes == {("scope_session", "turn_id", "call_index"), ("scope_user",)}
 
 
 def _tables(path: Path) -> set[str]:
@@ -440,3 +440,34 @@ def _tables(path: Path) -> set[str]:
         return {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     finally:
         conn.close()
+
+
+def test_usage_rows_recorded_before_the_table_was_keyed_by_session_keep_and_still_count_a_turn_once(tmp_path: Path) -> None:
+    from agentloop.adapters.sqlite import usage as sqlite_usage
+    from agentloop.adapters.sqlite._connection import connect
+    from agentloop.adapters.sqlite.schema import Schema, migrate
+    from agentloop.messages import Usage
+    from agentloop.ports import RecordedCall, UsageFilter, UsageRecord
+
+    path = tmp_path / "bot.sqlite3"
+    conn = connect(path)
+    fourth = Schema("usage", sqlite_usage.SCHEMA.steps[:4], sqlite_usage.SCHEMA.detect)
+    migrate(conn, fourth)
+    for index in (0, 1):  # a turn of two calls, as the store wrote it into the older table
+        conn.execute(
+            "INSERT INTO usage_calls (turn_id, call_index, scope_company, scope_org, scope_user, scope_session, at, day, "
+            "model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost) "
+            "VALUES ('t1', ?, 'acme', 'o1', 'ada', 's1', '2026-11-01T00:00:00.000000Z', '2026-11-01', 'm-1', 100, 10, 0, 0, 0.5)",
+            (index,),
+        )
+    conn.close()
+    chain = Scope("acme", "o1", None, None, "ada", "s1")
+    call = RecordedCall("m-1", Usage(100, 10), 0.5)
+
+    store = sqlite_usage.SqliteUsageStore.open(path)
+    try:
+        assert store.total(UsageFilter(company_id="acme", session_id="s1")).calls == 2
+        assert not store.record(UsageRecord("t1", chain, datetime(2026, 11, 1, tzinfo=UTC), (call, call)))  # recorded already
+        assert store.total(UsageFilter(company_id="acme", user_id="ada")).usage == Usage(200, 20)
+    finally:
+        store.close()
