@@ -15,7 +15,7 @@ from agentloop.errors import AgentloopError
 from agentloop.ports.usage import Period, period_start
 from agentloop.scopes import Scope
 
-__all__ = ["BudgetLimit", "BudgetScope", "BudgetSpecError", "Budgets", "DEFAULT_BUDGET_LEASE"]
+__all__ = ["DEFAULT_BUDGET_LEASE", "BudgetLimit", "BudgetScope", "BudgetSpecError", "Budgets"]
 
 
 class BudgetSpecError(ValueError, AgentloopError):

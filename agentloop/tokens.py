@@ -24,6 +24,7 @@ from agentloop.messages import ChatMessage, ToolSpec
 __all__ = [
     "MESSAGE_OVERHEAD",
     "TEXTS_KEPT",
+    "TOOL_SPECS_KEPT",
     "EstimatedTokens",
     "LearningCounter",
     "TokenCounter",

@@ -157,8 +157,8 @@ class Spent:
 
 @runtime_checkable
 class UsageStore(Protocol):
-    """Model calls per turn; every call is a coroutine. The sums read an index, so a budget can
-    check them before each model call."""
+    """Model calls per turn, and the budgets' ledger; every call is a coroutine. The sums are for
+    reports; a budget counts on the ledger (`reserve`, `spend`) before each model call."""
 
     async def record(self, record: UsageRecord) -> bool:
         """Keep `record`'s calls, atomically; True. A turn recorded already (the same `turn_id`) is
