@@ -28,7 +28,7 @@ from agentloop.ports.usage import Charge, Spent, UsageFilter, UsageGroup, UsageL
 TABLES = (Table("call", "usage_calls", SCOPED, indexed=("scope_session",)),)
 _COLUMNS = f"turn_id, call_index, {SCOPE_COLUMNS_SQL}, at, day, model, input_tokens, output_tokens, cache_read_tokens, " \
     "cache_write_tokens, cost, calls"
-_COLUMNS_DDL = f"""turn_id TEXT NOT NULL,
+_CALL_DDL = f"""turn_id TEXT NOT NULL,
                     call_index INTEGER NOT NULL,
                     {SCOPE_COLUMNS_DDL},
                     at TEXT NOT NULL,
@@ -38,8 +38,8 @@ _COLUMNS_DDL = f"""turn_id TEXT NOT NULL,
                     output_tokens INTEGER NOT NULL,
                     cache_read_tokens INTEGER NOT NULL,
                     cache_write_tokens INTEGER NOT NULL,
-                    cost REAL,
-                    calls INTEGER NOT NULL DEFAULT 1"""
+                    cost REAL"""
+"""A call's columns as the table's first step made them (the later steps add `calls`)."""
 SCHEMA = Schema(
     "usage",
     (
@@ -47,17 +47,7 @@ SCHEMA = Schema(
             "the tokens and cost of each model call, per turn",
             (
                 f"""CREATE TABLE IF NOT EXISTS usage_calls (
-                    turn_id TEXT NOT NULL,
-                    call_index INTEGER NOT NULL,
-                    {SCOPE_COLUMNS_DDL},
-                    at TEXT NOT NULL,
-                    day TEXT NOT NULL,
-                    model TEXT,
-                    input_tokens INTEGER NOT NULL,
-                    output_tokens INTEGER NOT NULL,
-                    cache_read_tokens INTEGER NOT NULL,
-                    cache_write_tokens INTEGER NOT NULL,
-                    cost REAL,
+                    {_CALL_DDL},
                     PRIMARY KEY (turn_id, call_index)
                 )""",
                 "CREATE INDEX IF NOT EXISTS usage_calls_by_tenant "
@@ -79,7 +69,9 @@ SCHEMA = Schema(
             "every turn writes the table and only reports read it: keyed session first, so the key also finds a "
             "session's rows, and no index a write or an erase does not need, as each costs the turn a page of its commit",
             (
-                f"""CREATE TABLE usage_calls_keyed ({_COLUMNS_DDL},
+                f"""CREATE TABLE usage_calls_keyed (
+                    {_CALL_DDL},
+                    calls INTEGER NOT NULL DEFAULT 1,
                     PRIMARY KEY (scope_session, turn_id, call_index)
                 )""",
                 f"INSERT INTO usage_calls_keyed ({_COLUMNS}) SELECT {_COLUMNS} FROM usage_calls",
