@@ -32,7 +32,7 @@ class BudgetScope(enum.Enum):
 
 
 DEFAULT_BUDGET_LEASE = 0.01
-"""`Budgets.lease` by default: a process holds at most 1% of each limit it is not using yet."""
+"""`Budgets.lease` by default: a process takes 1% of a limit beyond a call's need when it reserves."""
 
 _PERIOD_WORDS = {"daily": Period.DAY, "monthly": Period.MONTH}
 
@@ -69,6 +69,15 @@ class BudgetLimit:
         return f"the {self.scope.value}'s {period} budget ({', '.join(amounts)})"
 
 
+def _one_per_line(_: object, __: attrs.Attribute[Any], limits: tuple[BudgetLimit, ...]) -> None:
+    lines = [(limit.scope, limit.period) for limit in limits]
+    for line in lines:
+        if lines.count(line) > 1:
+            raise ValueError(
+                f"two limits for the {line[0].value}'s {line[1].value}: give one BudgetLimit with both its tokens and its cost"
+            )
+
+
 @attrs.frozen
 class Budgets:
     """A bot's budgets: `turn_tokens` per turn (its model calls' input and output) and `limits` per
@@ -76,7 +85,7 @@ class Budgets:
     `output_reserve` for the answer) before it is made, and settles to what it used after."""
 
     turn_tokens: int | None = attrs.field(default=None, validator=_positive)
-    limits: tuple[BudgetLimit, ...] = ()
+    limits: tuple[BudgetLimit, ...] = attrs.field(default=(), validator=_one_per_line)
     output_reserve: int = attrs.field(default=1024, validator=attrs.validators.ge(0))
     """The tokens a call's answer is expected to take, reserved with its prompt's."""
     lease: float = attrs.field(default=DEFAULT_BUDGET_LEASE, validator=[attrs.validators.ge(0.0), attrs.validators.lt(1.0)])

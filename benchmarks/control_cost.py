@@ -62,12 +62,13 @@ def bot(stack: ExitStack, name: str) -> tuple[Any, TimedLLM, TimedChannel]:
 async def turns(loop: Any, llm: TimedLLM, channel: TimedChannel, session: Session, count: int, into: Samples | None) -> None:
     """Run `count` turns, adding each one's framework time and its time until answered (ms) to `into`."""
     for _ in range(count):
-        llm.seconds = 0.0
+        llm.seconds, channel.delivered_at = 0.0, 0.0
         started = perf_counter()
         await loop.run_turn(session, IncomingMessage(QUESTION))
         if into is not None:
             into["framework"].append((perf_counter() - started - llm.seconds) * 1000.0)
-            into["answered"].append((channel.delivered_at - started - llm.seconds) * 1000.0)
+            if channel.delivered_at:  # a turn that sent nothing has no time until answered
+                into["answered"].append((channel.delivered_at - started - llm.seconds) * 1000.0)
 
 
 def rotated(names: tuple[str, ...], round_: int) -> tuple[str, ...]:

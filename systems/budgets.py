@@ -27,6 +27,8 @@ from agentloop.tokens import EstimatedTokens, TokenCounter, request_tokens
 
 _log = get_logger("agentloop.budgets")
 
+_NO_COST = 1e-12
+"""Dollars below which what is held is float arithmetic's leftover, not a lease."""
 LINES_KEPT = 4096
 """Ledger lines a guard holds a lease on at once, the most recently used: an older one is given back."""
 
@@ -56,14 +58,20 @@ class _Held:
 
     def holds_some(self, limit: BudgetLimit) -> bool:
         """Whether something is held of every kind `limit` limits: then the line is not used up."""
-        return (limit.tokens is None or self.tokens > 0) and (limit.cost is None or self.cost > 0)
+        return (limit.tokens is None or self.tokens > 0) and (limit.cost is None or self.cost > _NO_COST)
 
     def topped_up(self, key: str, limit: BudgetLimit, tokens: int, cost: float, lease: float) -> Charge:
-        """The charge on line `key` that brings each limited kind to `tokens` and `cost` and `lease` of its
-        limit beyond them, and writes what an unlimited kind used."""
-        more_tokens = -self.tokens if limit.tokens is None else max(0, tokens - self.tokens) + int(limit.tokens * lease)
-        more_cost = -self.cost if limit.cost is None else max(0.0, cost - self.cost) + limit.cost * lease
-        return Charge(key, more_tokens, more_cost, limit.tokens, limit.cost)
+        """The charge on line `key` that brings each limited kind that does not cover the call to `tokens`
+        or `cost` and `lease` of its limit beyond, checked against that limit only, and writes what an
+        unlimited kind used; a kind that covers the call is left as it is."""
+        short_tokens = limit.tokens is not None and self.tokens < tokens
+        short_cost = limit.cost is not None and self.cost < cost
+        more_tokens = (
+            -self.tokens if limit.tokens is None
+            else tokens + int(limit.tokens * lease) - self.tokens if short_tokens else 0
+        )
+        more_cost = -self.cost if limit.cost is None else cost + limit.cost * lease - self.cost if short_cost else 0.0
+        return Charge(key, more_tokens, more_cost, limit.tokens if short_tokens else None, limit.cost if short_cost else None)
 
     def owed(self, key: str, limit: BudgetLimit) -> Charge | None:
         """The charge that writes what was used beyond what is held, if a limited kind ran short."""
@@ -73,7 +81,7 @@ class _Held:
 
     def unwritten(self, key: str) -> Charge | None:
         """The charge that writes everything held back to line `key` (without a lease, each settlement)."""
-        return Charge(key, -self.tokens, -self.cost) if self.tokens or self.cost else None
+        return Charge(key, -self.tokens, -self.cost) if self.tokens or abs(self.cost) > _NO_COST else None
 
     def add(self, tokens: int, cost: float) -> None:
         self.tokens += tokens
@@ -173,17 +181,24 @@ class BudgetGuard:
                     for line in lines:
                         line.add(-tokens, -cost)
                     return None
-            assert self.usage is not None  # __init__ refuses limits without a store
-            refused = await self.usage.reserve(short)
+            refused = await asyncio.shield(self._top_up(short))
             if refused is not None:
                 leases.pop(0)
                 if not leases:
                     return refused
                 continue
+            await self._give_back_the_oldest()
+
+    async def _top_up(self, short: list[Charge]) -> Charge | None:
+        """Reserve `short` on the store and, once it fits, count it as held: one step, finished even when the
+        call that asked is cancelled meanwhile, so the guard never loses a reservation the ledger made."""
+        assert self.usage is not None  # __init__ refuses limits without a store
+        refused = await self.usage.reserve(short)
+        if refused is None:
             with self._lock:
                 for top in short:
                     self._line(top.key).add(top.tokens, top.cost)
-            await self._give_back_the_oldest()
+        return refused
 
     async def _give_back_the_oldest(self) -> None:
         """Give back the leases of the lines used longest ago beyond `LINES_KEPT`."""
@@ -211,8 +226,18 @@ class BudgetGuard:
                     line.add(short.tokens, short.cost)
                     owed.append(short)
         if owed:
-            assert self.usage is not None
+            await asyncio.shield(self._write_owed(owed))
+
+    async def _write_owed(self, owed: list[Charge]) -> None:
+        """Write what calls used beyond what was held; if the store refuses, it stays owed (for the line's next write)."""
+        assert self.usage is not None
+        try:
             await self.usage.spend(owed)
+        except BaseException:
+            with self._lock:
+                for charge in owed:
+                    self._line(charge.key).add(-charge.tokens, -charge.cost)
+            raise
 
     async def settle(self, ctx: AgentContext, reservation: Reservation, usage: Usage | None, model: str | None) -> None:
         """Put what the call used in place of what it reserved (nothing used: the reservation is given back)."""
@@ -268,7 +293,8 @@ class BudgetGuard:
     @property
     def holds(self) -> bool:
         """Whether the guard holds a lease, or a use not yet written, on some ledger line."""
-        return any(held.tokens or held.cost for held in self._held.values())
+        with self._lock:
+            return any(held.tokens or abs(held.cost) > _NO_COST for held in self._held.values())
 
     async def release(self) -> None:
         """Give back every lease this guard holds and write what it used and has not written: when the

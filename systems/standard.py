@@ -345,12 +345,11 @@ def _standard(
 
 
 def budget_guards(systems: Iterable[System]) -> list[BudgetGuard]:
-    """The budget guards of `systems`, once each: every tool loop's, and a compaction's own."""
+    """The budget guards of `systems`, once each: every tool loop's (and those its replaced settings had), and a compaction's own."""
     guards: dict[int, BudgetGuard] = {}
     for system in systems:
-        guard = system.budget if isinstance(system, ToolLoopSystem) else getattr(system, "budget_guard", None)
-        if isinstance(guard, BudgetGuard):
-            guards[id(guard)] = guard
+        held = [system.budget, *system.retired_budgets] if isinstance(system, ToolLoopSystem) else [getattr(system, "budget_guard", None)]
+        guards.update((id(guard), guard) for guard in held if isinstance(guard, BudgetGuard))
     return list(guards.values())
 
 

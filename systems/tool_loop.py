@@ -215,6 +215,7 @@ class ToolLoopSystem(System):
         if settings.voice and self.tools.get(send_voice.name) is None:
             self.tools.add(send_voice)
         self.usage, self.prices, self.tokens = usage, prices or Prices(), tokens
+        self.retired_budgets: list[BudgetGuard] = []  # guards of replaced settings, until their leases are given back
         self.settings = settings
         self.channel = channel
         self._stream_to = channel if isinstance(channel, StreamingChannel) else None
@@ -230,6 +231,11 @@ class ToolLoopSystem(System):
         """New settings (a hook chained on, say); the answer's type is read once, here."""
         self._settings = settings
         self.output: OutputType[Any] | None = OutputType(settings.output_type) if settings.output_type is not None else None
+        kept = getattr(self, "budget", None)
+        if kept is not None and (kept.budgets, kept.company_id) == (settings.budgets, settings.company_id):
+            return  # the same budgets (a hook chained on): the guard keeps its leases
+        if kept is not None:
+            self.retired_budgets.append(kept)  # its leases are given back with the others' (`release_budgets`)
         self.budget = (
             BudgetGuard(settings.budgets, self.usage, prices=self.prices, company_id=settings.company_id, tokens=self.tokens)
             if settings.budgets.configured else None

@@ -40,6 +40,9 @@ _CALL_DDL = f"""turn_id TEXT NOT NULL,
                     cache_write_tokens INTEGER NOT NULL,
                     cost REAL"""
 """A call's columns as the table's first step made them (the later steps add `calls`)."""
+_NO_SESSION = "coalesce(scope_session, '') AS scope_session"
+"""A call recorded without a session is kept under the session id '': NULLs in a key are all distinct,
+so the key would not see the same turn written again."""
 SCHEMA = Schema(
     "usage",
     (
@@ -74,7 +77,7 @@ SCHEMA = Schema(
                     calls INTEGER NOT NULL DEFAULT 1,
                     PRIMARY KEY (scope_session, turn_id, call_index)
                 )""",
-                f"INSERT INTO usage_calls_keyed ({_COLUMNS}) SELECT {_COLUMNS} FROM usage_calls",
+                f"INSERT INTO usage_calls_keyed ({_COLUMNS}) SELECT {_COLUMNS.replace('scope_session', _NO_SESSION)} FROM usage_calls",
                 "DROP TABLE usage_calls",
                 "ALTER TABLE usage_calls_keyed RENAME TO usage_calls",
                 "CREATE INDEX usage_calls_by_scope_user ON usage_calls (scope_user)",
@@ -118,8 +121,9 @@ class SqliteUsageStore:
         if not record.calls:
             return False
         at = utc_text(record.at)
+        *chain, session = scope_values(record.scope)
         rows = [
-            (record.turn_id, index, *scope_values(record.scope), at, at[:10], call.model, call.usage.input_tokens,
+            (record.turn_id, index, *chain, session or "", at, at[:10], call.model, call.usage.input_tokens,
              call.usage.output_tokens, call.usage.cache_read_tokens, call.usage.cache_write_tokens, call.cost)
             for index, call in enumerate(record.calls)
         ]

@@ -61,6 +61,12 @@ class UsageStoreTests(Backend):
         assert run(stores.usage.record(turn("t1", CHAIN, priced(), priced()))) is False
         assert run(stores.usage.total(UsageFilter())).calls == 2
 
+    def test_a_turn_recorded_without_a_session_again_counts_once(self, stores: Stores) -> None:
+        no_session = attrs.evolve(CHAIN, session_id=None)
+        assert run(stores.usage.record(turn("t1", no_session, priced()))) is True
+        assert run(stores.usage.record(turn("t1", no_session, priced()))) is False
+        assert run(stores.usage.total(UsageFilter(company_id="acme", user_id="ada"))).calls == 1
+
     def test_of_writers_recording_one_turn_at_once_one_records_it(self, stores: Stores) -> None:
         recorded = at_once(lambda _: stores.usage.record(turn("t1", CHAIN, priced(), priced(), priced())), range(8))
         assert recorded.count(True) == 1

@@ -380,3 +380,107 @@ def test_concurrent_calls_topping_up_one_line_each_hold_their_estimate_while_in_
     held, released = asyncio.run(scenario())
     assert held >= 0
     assert released == 60
+
+
+def test_a_line_limiting_tokens_and_cost_leases_each_kind_only_when_that_kind_runs_short() -> None:
+    """A cheap model under a token and a cost limit: the token lease runs out often, and each top-up leaves the
+    cost held as it is, so the process never holds much more than a lease of either."""
+    both = BudgetLimit(BudgetScope.TENANT, Period.DAY, tokens=200_000, cost=0.30)
+    usage = MemoryUsageStore()
+    guard = _guard(usage, both)
+    cheap = Prices({"m": ModelPrice(input=0.1, output=0.0)})  # $0.0001 for 1,000 tokens
+    guard.prices = cheap
+    ctx = make_context("hi", session=ADA)
+    key = both.key(history_scope(ADA, DEFAULT_COMPANY), ctx.clock.now())
+
+    async def scenario() -> float:
+        most = 0.0
+        for _ in range(150):
+            await guard.guarded(ctx, Usage(0, 0), LlmRequest((ChatMessage.user("hi"),)), "m", _using(1_000))
+            most = max(most, guard._held[key].cost)
+        return most
+
+    most = asyncio.run(scenario())
+    assert most <= 0.30 * 0.01 + 0.001  # a lease of the cost limit and a call's worth, never a lease per token top-up
+
+
+def test_two_limits_on_one_line_are_refused_with_the_way_to_write_them() -> None:
+    with pytest.raises(ValueError, match="give one BudgetLimit with both its tokens and its cost"):
+        Budgets(limits=(BudgetLimit(BudgetScope.TENANT, Period.DAY, tokens=1_000), BudgetLimit(BudgetScope.TENANT, Period.DAY, cost=1.0)))
+
+
+def test_settings_chained_on_keep_the_guard_and_its_leases_and_new_budgets_retire_it_for_release(tmp_path: Path) -> None:
+    usage = MemoryUsageStore()
+    opts = StandardOptions(budgets=Budgets(limits=(LINE,)), prices=PRICES, compaction=False)
+    with standard_pipeline(ScriptedLLM(answering), RecordingChannel(), data_dir=tmp_path, options=opts) as pipeline:
+        tool_loop = pipeline.get(ToolLoopSystem)
+        guard = tool_loop.budget
+        assert guard is not None
+        guard.usage = usage
+        ctx = pipeline.build().run_turn_sync(ADA, IncomingMessage("hi"))
+        tool_loop.settings = attrs.evolve(tool_loop.settings, on_tool_execution=lambda execution: None)  # a hook chained on
+        assert tool_loop.budget is guard
+        tool_loop.settings = attrs.evolve(tool_loop.settings, budgets=Budgets(limits=(LINE,), lease=0.5))
+        assert tool_loop.budget is not guard and tool_loop.retired_budgets == [guard]
+        asyncio.run(release_budgets(pipeline.systems))
+    key = LINE.key(history_scope(ADA, DEFAULT_COMPANY), ctx.clock.now())
+    assert asyncio.run(usage.spent(key)).tokens == 1_000 and not guard.holds
+
+
+def test_a_call_cancelled_while_its_lease_is_reserved_leaves_the_lease_with_the_guard() -> None:
+    """The turn is cancelled (its deadline, an interrupt) while the store reserves: the reservation still lands,
+    so the guard counts it and gives it back, and the ledger holds nothing that was not used."""
+
+    class Slow(MemoryUsageStore):
+        def __init__(self) -> None:
+            super().__init__()
+            self.go = asyncio.Event()
+
+        async def reserve(self, charges: Any) -> Charge | None:  # as a store's thread does: it goes on when its caller is cancelled
+            return await asyncio.shield(self._later(charges))
+
+        async def _later(self, charges: Any) -> Charge | None:
+            await self.go.wait()
+            return await super().reserve(charges)
+
+    async def scenario() -> Spent:
+        usage = Slow()
+        guard = _guard(usage)
+        ctx = make_context("hi", session=ADA)
+        call = asyncio.create_task(guard.guarded(ctx, Usage(0, 0), LlmRequest((ChatMessage.user("hi"),)), "m", _using(300)))
+        await asyncio.sleep(0)
+        call.cancel()
+        usage.go.set()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        for _ in range(5):  # the reservation finishes on its own
+            await asyncio.sleep(0)
+        await guard.release()
+        return await usage.spent(LINE.key(history_scope(ADA, DEFAULT_COMPANY), ctx.clock.now()))
+
+    assert asyncio.run(scenario()) == Spent(0, 0.0)
+
+
+def test_an_overrun_the_store_fails_to_write_stays_owed_and_is_written_with_the_next() -> None:
+    class FailingOnce(MemoryUsageStore):
+        failed = False
+
+        async def spend(self, charges: Any) -> None:
+            if not self.failed:
+                self.failed = True
+                raise ConnectionError("the database is gone")
+            await super().spend(charges)
+
+    usage = FailingOnce()
+    guard = _guard(usage)
+    ctx = make_context("hi", session=ADA)
+    request = LlmRequest((ChatMessage.user("hi"),))
+
+    async def scenario() -> Spent:
+        with pytest.raises(ConnectionError):
+            await guard.guarded(ctx, Usage(0, 0), request, "m", _using(5_000))  # more than the lease holds
+        await guard.guarded(ctx, Usage(0, 0), request, "m", _using(300))
+        await guard.release()
+        return await usage.spent(LINE.key(history_scope(ADA, DEFAULT_COMPANY), ctx.clock.now()))
+
+    assert asyncio.run(scenario()).tokens == 5_300
