@@ -96,11 +96,7 @@ def test_calls_on_a_busy_bot_file_wait_on_its_thread_in_order(tmp_path: Path) ->
 def test_writes_answer_inline_only_where_the_thread_checkpoints_and_checkpoints_run_on_it() -> None:
     """A write on an idle thread runs on the loop (a handover costs more than the write) only
     if the thread checkpoints the file: every `CHECKPOINT_EVERY` writes it does, on itself."""
-    ran: list[str] = []
-
-    def where(label: str = "call") -> None:
-        ran.append(f"{label} on {threading.current_thread().name}")
-
+    where = _Where()
     plain = StoreThread("plain")
     checkpointing = StoreThread("checkpointing", checkpoint=lambda: where("checkpoint"))
 
@@ -118,7 +114,7 @@ def test_writes_answer_inline_only_where_the_thread_checkpoints_and_checkpoints_
         plain.shutdown()
         checkpointing.shutdown()
     main_thread = threading.current_thread().name
-    assert ran == [
+    assert where.ran == [
         f"call on {main_thread}",
         "call on agentloop-plain",
         *[f"call on {main_thread}"] * (1 + CHECKPOINT_EVERY),
@@ -130,11 +126,7 @@ def test_writes_answer_inline_only_where_the_thread_checkpoints_and_checkpoints_
 def test_a_write_after_another_tasks_call_runs_on_the_thread() -> None:
     """While several tasks (sessions) use a file, a write leaves the loop to them: only a
     task that made the file's previous call too writes inline."""
-    ran: list[str] = []
-
-    def where(label: str) -> None:
-        ran.append(f"{label} on {threading.current_thread().name}")
-
+    where = _Where()
     thread = StoreThread("shared", checkpoint=lambda: None)
 
     async def main() -> None:
@@ -148,7 +140,7 @@ def test_a_write_after_another_tasks_call_runs_on_the_thread() -> None:
     finally:
         thread.shutdown()
     main_thread = threading.current_thread().name
-    assert ran == [
+    assert where.ran == [
         f"read on {main_thread}",
         "other task's write on agentloop-shared",
         "write after the other task on agentloop-shared",
@@ -385,3 +377,13 @@ def test_the_callers_of_a_group_resume_one_loop_pass_apart(tmp_path: Path) -> No
     answered = [i for i, event in enumerate(events) if event.startswith("answered")]
     assert len(answered) == 3
     assert all("other" in events[a:b] for a, b in itertools.pairwise(answered))
+
+
+class _Where:
+    """A store call that notes its label and the thread it ran on, in `ran`."""
+
+    def __init__(self) -> None:
+        self.ran: list[str] = []
+
+    def __call__(self, label: str = "call") -> None:
+        self.ran.append(f"{label} on {threading.current_thread().name}")
