@@ -89,6 +89,13 @@ class EstimatedTokens:
             total += MESSAGE_OVERHEAD + (math.ceil(len(content) * ratio / per_token) if content else 0)
         return total
 
+    def count_texts(self, texts: Iterable[str], model: str | None = None) -> int:
+        """`texts_tokens` of `texts` (each sent as one item), in one pass."""
+        ratio, per_token, total = self._ratios.get(model, 1.0), self.chars_per_token, 0
+        for text in texts:
+            total += MESSAGE_OVERHEAD + math.ceil(len(text) * ratio / per_token)
+        return total
+
     def learn(self, model: str | None, estimated: int, reported: int) -> None:
         """Move `model`'s ratio toward `reported / estimated` (a prompt this counter estimated)."""
         if estimated <= 0 or reported <= 0:
@@ -173,7 +180,8 @@ def request_tokens(
 ) -> int:
     """The tokens of a request as sent: its messages and its tools."""
     messages = tuple(messages)
-    counted = counter.count_messages(messages, model) if type(counter) is EstimatedTokens else None  # counted before each model call
-    if counted is None:
-        counted = sum(message_tokens(counter, m, model) for m in messages)
-    return counted + tool_tokens(counter, tools, model)
+    if type(counter) is EstimatedTokens:  # counted before each model call: one pass each over messages and tools
+        counted = counter.count_messages(messages, model)
+        if counted is not None:
+            return counted + counter.count_texts(tool_texts(tools), model)
+    return sum(message_tokens(counter, m, model) for m in messages) + tool_tokens(counter, tools, model)

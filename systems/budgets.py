@@ -17,10 +17,11 @@ import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 import attrs
 
-from agentloop import AgentContext, BudgetLimit, Budgets, CallUsage, LlmReply, LlmRequest, Prices, Session, Usage, history_scope
+from agentloop import AgentContext, BudgetLimit, Budgets, CallUsage, LlmReply, LlmRequest, ModelPrice, Prices, Session, Usage, history_scope
 from agentloop._log import get_logger
 from agentloop.ports import Charge, Period, UsageStore, period_start
 from agentloop.tokens import EstimatedTokens, TokenCounter, request_tokens
@@ -29,6 +30,9 @@ _log = get_logger("agentloop.budgets")
 
 _NO_COST = 1e-12
 """Dollars below which what is held is float arithmetic's leftover, not a lease."""
+_UNSEEN = object()
+_MODELS_KEPT = 256
+"""Models whose price a guard keeps at hand (all are looked up again when more come)."""
 LINES_KEPT = 4096
 """Ledger lines a guard holds a lease on at once, the most recently used: an older one is given back."""
 
@@ -37,6 +41,14 @@ LINES_KEPT = 4096
 class Reservation:
     """What one model call reserved, `tokens` and `cost`, on each ledger line of `keys` (none without a
     session or tenant limit), to settle once its usage is known."""
+
+    keys: tuple[str, ...]
+    tokens: int
+    cost: float
+
+
+class _Unheld(NamedTuple):
+    """A call's reservation that what the guard holds does not cover: to reserve on the store first."""
 
     keys: tuple[str, ...]
     tokens: int
@@ -75,7 +87,7 @@ class _Held:
 
     def owed(self, key: str, limit: BudgetLimit) -> Charge | None:
         """The charge that writes what was used beyond what is held, if a limited kind ran short."""
-        if not ((limit.tokens is not None and self.tokens < 0) or (limit.cost is not None and self.cost < 0)):
+        if (self.tokens >= 0 or limit.tokens is None) and (self.cost >= 0 or limit.cost is None):
             return None
         return Charge(key, max(0, -self.tokens), max(0.0, -self.cost))
 
@@ -109,6 +121,8 @@ class BudgetGuard:
         self._held: OrderedDict[str, _Held] = OrderedDict()
         self._keys: dict[tuple[Session, datetime], tuple[str, ...]] = {}
         self._last_keys: tuple[Session, datetime, datetime, tuple[str, ...]] | None = None
+        self._recent: tuple[tuple[str, ...], list[_Held]] | None = None  # see `_lines`
+        self._flat: dict[str | None, ModelPrice | None | object] = {}  # each model's price, looked up once
         self._lock = threading.Lock()  # turns on several threads' loops may share a guard
 
     def _line_keys(self, ctx: AgentContext) -> tuple[str, ...]:
@@ -137,13 +151,29 @@ class BudgetGuard:
         return f"the turn's budget ({limit} tokens) is used up"
 
     def _cost(self, model: str | None, usage: Usage, ctx: AgentContext) -> float:
-        cost = self.prices.cost(model, usage)
+        flat = self._flat.get(model, _UNSEEN)
+        if flat is _UNSEEN:
+            if len(self._flat) >= _MODELS_KEPT:
+                self._flat.clear()
+            flat = self._flat[model] = self.prices.flat(model)
+        cost = flat.cost(usage) if isinstance(flat, ModelPrice) else self.prices.cost(model, usage)
         if cost is None and any(limit.cost is not None for limit in self.budgets.limits):
             _log.warning("budget.cost_unknown", model=model, turn_id=ctx.turn_id, counted="tokens only")
         return cost or 0.0
 
+    def _lines(self, keys: tuple[str, ...]) -> list[_Held]:
+        """`_line` of each of `keys` (the caller holds the lock); the lines of the same `keys` as the last time,
+        with no other line used or given back since, are the most recent already and are not looked up again."""
+        recent = self._recent
+        if recent is not None and recent[0] is keys:
+            return recent[1]
+        lines = [self._line(key) for key in keys]
+        self._recent = (keys, lines)
+        return lines
+
     def _line(self, key: str) -> _Held:
         """What is held on line `key`, the line now the most recently used one (the caller holds the lock)."""
+        self._recent = None
         held = self._held.get(key)
         if held is None:
             held = self._held[key] = _Held()
@@ -154,33 +184,34 @@ class BudgetGuard:
     async def before_call(self, ctx: AgentContext, used: Usage, request: LlmRequest, model: str | None) -> Reservation | str:
         """Reserve the call `request` is about to make (its prompt's tokens and the answer's reserve);
         the reservation, or why the turn stops (a budget it would pass, or one used up)."""
-        estimate = request_tokens(self.tokens, request.messages, request.tools, model) + self.budgets.output_reserve
+        planned = self._reserve_held(ctx, used, request, model)
+        if not isinstance(planned, _Unheld):
+            return planned
+        refused = await self._take(planned.keys, planned.tokens, planned.cost)
+        return Reservation(*planned) if refused is None else self._refusal(planned.keys, refused)
+
+    def _reserve_held(self, ctx: AgentContext, used: Usage, request: LlmRequest, model: str | None) -> Reservation | str | _Unheld:
+        """`before_call` from what the guard holds, without the store: the reservation, why the turn stops,
+        or, when what is held falls short, what to reserve on the store."""
+        reserve = self.budgets.output_reserve
+        estimate = request_tokens(self.tokens, request.messages, request.tools, model) + reserve
         refusal = self._turn_refusal(used, estimate)
         if refusal is not None:
             return refusal
         if not self.budgets.limits:
             return Reservation((), estimate, 0.0)
-        cost = self._cost(model, Usage(estimate - self.budgets.output_reserve, self.budgets.output_reserve), ctx)
+        cost = self._cost(model, Usage(estimate - reserve, reserve), ctx)
         keys = self._line_keys(ctx)
-        refused = await self._take(keys, estimate, cost)
-        return self._refusal(keys, refused) if refused is not None else Reservation(keys, estimate, cost)
+        if self._taken(keys, estimate, cost, self._leases[0]) is not None:
+            return _Unheld(keys, estimate, cost)
+        return Reservation(keys, estimate, cost)
 
     async def _take(self, keys: tuple[str, ...], tokens: int, cost: float) -> Charge | None:
         """Take `tokens` and `cost` on each line of `keys` from what is held, topping the lines that run short
         up on the store first (with a lease, else, when that does not fit, with what they need); None, or the
         first charge that does not fit. A top-up is checked again once made: concurrent calls may have taken it."""
-        limits, leases = self.budgets.limits, list(self._leases)
-        while True:
-            with self._lock:
-                lines = [self._line(key) for key in keys]
-                short = [
-                    line.topped_up(key, limit, tokens, cost, leases[0])
-                    for line, key, limit in zip(lines, keys, limits, strict=True) if not line.covers(limit, tokens, cost)
-                ]
-                if not short:
-                    for line in lines:
-                        line.add(-tokens, -cost)
-                    return None
+        leases = list(self._leases)
+        while (short := self._taken(keys, tokens, cost, leases[0])) is not None:
             refused = await asyncio.shield(self._top_up(short))
             if refused is not None:
                 leases.pop(0)
@@ -188,6 +219,25 @@ class BudgetGuard:
                     return refused
                 continue
             await self._give_back_the_oldest()
+        return None
+
+    def _taken(self, keys: tuple[str, ...], tokens: int, cost: float, lease: float) -> list[Charge] | None:
+        """Take `tokens` and `cost` from what each line of `keys` holds if every one covers them (None), else
+        take nothing: the top-ups of the lines that fall short, with `lease` of their limits beyond.
+        (Every model call comes here: one pass, the checks written out.)"""
+        with self._lock:
+            lines = self._lines(keys)
+            for line, limit in zip(lines, self.budgets.limits):
+                if (limit.tokens is not None and line.tokens < tokens) or (limit.cost is not None and line.cost < cost):
+                    return [
+                        line.topped_up(key, limit, tokens, cost, lease)
+                        for line, key, limit in zip(lines, keys, self.budgets.limits, strict=True)
+                        if not line.covers(limit, tokens, cost)
+                    ]
+            for line in lines:
+                line.tokens -= tokens
+                line.cost -= cost
+            return None
 
     async def _top_up(self, short: list[Charge]) -> Charge | None:
         """Reserve `short` on the store and, once it fits, count it as held: one step, finished even when the
@@ -204,6 +254,7 @@ class BudgetGuard:
         """Give back the leases of the lines used longest ago beyond `LINES_KEPT`."""
         with self._lock:
             dropped = [self._held.popitem(last=False) for _ in range(len(self._held) - LINES_KEPT)]
+            self._recent = None
         if dropped:
             await self._write(dropped)
 
@@ -213,15 +264,16 @@ class BudgetGuard:
         if charges and self.usage is not None:
             await self.usage.spend(charges)
 
-    async def _use(self, keys: Iterable[str], reserved: tuple[int, float], tokens: int, cost: float) -> None:
+    async def _use(self, keys: tuple[str, ...], reserved: tuple[int, float], tokens: int, cost: float) -> None:
         """Count `tokens` and `cost` used on each line of `keys` after giving back what was `reserved` there;
         what a line's holding does not pay for is written to the store at once."""
         owed: list[Charge] = []
+        leased, back_tokens, back_cost = self.budgets.lease > 0, reserved[0] - tokens, reserved[1] - cost
         with self._lock:
-            for key, limit in zip(keys, self.budgets.limits, strict=True):
-                line = self._line(key)
-                line.add(reserved[0] - tokens, reserved[1] - cost)
-                short = line.owed(key, limit) if self.budgets.lease else line.unwritten(key)
+            for key, limit, line in zip(keys, self.budgets.limits, self._lines(keys), strict=True):
+                line.tokens += back_tokens
+                line.cost += back_cost
+                short = line.owed(key, limit) if leased else line.unwritten(key)
                 if short is not None:
                     line.add(short.tokens, short.cost)
                     owed.append(short)
@@ -252,7 +304,9 @@ class BudgetGuard:
     ) -> LlmReply | str:
         """Make the model call `call` (asking `model` with `request`, after `used` tokens this turn) reserved
         before and settled after, even when it fails; its reply, or why a budget stops it unmade."""
-        reservation = await self.before_call(ctx, used, request, model)
+        reservation = self._reserve_held(ctx, used, request, model)  # `before_call`, the store asked only when needed
+        if isinstance(reservation, _Unheld):
+            reservation = await self.before_call(ctx, used, request, model)
         if isinstance(reservation, str):
             return reservation
         reply: LlmReply | None = None
@@ -303,6 +357,7 @@ class BudgetGuard:
         with self._lock:
             lines = list(self._held.items())
             self._held.clear()
+            self._recent = None
         try:
             await self._write(lines)
         except Exception as error:  # a store out of reach as the process stops: the leases stay until their period ends

@@ -7,6 +7,7 @@ the table keeps the session apart from its scope (memory, RAG, approvals).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
@@ -113,7 +114,11 @@ def subject_where(
     subject: Subject, columns: Columns, dialect: Dialect, *, session_column: str | None = None, note_column: str | None = None
 ) -> tuple[str, list[Any]]:
     """One WHERE clause (and its parameters) true exactly for the rows of `subject` in a table of `columns`."""
-    clauses = subject_clauses(subject, columns, dialect, session_column=session_column, note_column=note_column)
+    return joined(subject_clauses(subject, columns, dialect, session_column=session_column, note_column=note_column))
+
+
+def joined(clauses: Sequence[tuple[str, Sequence[Any]]]) -> tuple[str, list[Any]]:
+    """`clauses` as one WHERE clause true for the rows of any of them (FALSE for none), and its parameters."""
     if not clauses:
         return "FALSE", []
     return " OR ".join(f"({clause})" for clause, _ in clauses), [param for _, params in clauses for param in params]

@@ -41,8 +41,9 @@ def summed(row: tuple[Any, ...]) -> UsageTotal:
 
 
 def utc_text(at: datetime) -> str:
-    """An aware time as the UTC text the table keeps (in order, compared as text)."""
-    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """An aware time as the UTC text the table keeps (in order, compared as text): 2026-11-26T06:42:16.308017Z."""
+    utc = at if at.tzinfo is UTC else at.astimezone(UTC)  # every turn writes one: isoformat is a fifth of strftime's cost
+    return f"{utc.replace(tzinfo=None).isoformat(timespec='microseconds')}Z"
 
 
 def line_key(by: UsageGroup, scope: Scope, at: datetime, model: str | None) -> str:

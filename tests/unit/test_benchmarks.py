@@ -344,19 +344,21 @@ def test_the_embedded_corpus_is_read_from_the_cache_on_a_rerun(tmp_path: Path, m
 def test_control_cost_prints_what_usage_recording_and_budgets_add_next_to_the_target(capsys: pytest.CaptureFixture[str]) -> None:
     run_main("control_cost", "--turns", "4", "--rounds", "2", "--warmup", "2")
     lines = capsys.readouterr().out.splitlines()
-    assert lines[1] == "framework time:" and lines[5] == "until the user is answered:"
-    for block in (lines[2:5], lines[6:9]):
+    assert lines[0].startswith("the standard turn, 4 turns")
+    assert lines[1] == "framework time:" and lines[6] == "until the user is answered:"
+    for block in (lines[2:6], lines[7:11]):
         assert re.match(rf"  without usage recording\s+{MS_3}$", block[0])
-        for line, label in zip(block[1:], ("with usage recording \\(as shipped\\)", "with usage recording and two budgets"), strict=True):
+        for line, label in zip(block[1:3], ("with usage recording \\(as shipped\\)", "with usage recording and two budgets"), strict=True):
             assert re.match(rf"  {label}\s+{MS_3}\s+\d+\.\d\dx\s+<= 1\.10x\s+(ok|MISSED)$", line)
+        assert re.match(rf"  noise floor: a second bot without it\s+{MS_3}\s+\d+\.\d\dx$", block[3])
 
 
 def test_control_cost_rotates_the_order_so_each_bot_runs_first_as_often_as_the_others() -> None:
-    """Over three rounds each bot runs once in each position: the baseline is not always the first, slow, one."""
-    names = ("none", "usage", "budgets")
-    orders = [load("control_cost").rotated(names, round_) for round_ in range(3)]
+    """Over four rounds each bot runs once in each position: the baseline is not always the first, slow, one."""
+    names = ("none", "usage", "budgets", "floor")
+    orders = [load("control_cost").rotated(names, round_) for round_ in range(4)]
     assert all(sorted(order) == sorted(names) for order in orders)
-    assert all(sorted(order[position] for order in orders) == sorted(names) for position in range(3))
+    assert all(sorted(order[position] for order in orders) == sorted(names) for position in range(4))
 
 
 def test_erase_prints_the_time_of_each_erase_beside_the_first(capsys: pytest.CaptureFixture[str]) -> None:

@@ -62,3 +62,31 @@ def test_a_tokenizer_counts_with_its_encode_function_and_remembers_each_text() -
     assert counter.count("four") == 1
     assert message_tokens(counter, ChatMessage.user("five six")) == MESSAGE_OVERHEAD + 2
     assert encoded == ["one two three", "four", "five six"]
+
+
+_TEXTS = st.one_of(st.none(), st.text(max_size=300))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    contents=st.lists(_TEXTS, max_size=12),
+    tools=st.lists(st.tuples(st.text(min_size=1, max_size=20), st.text(max_size=200)), max_size=4),
+    ratio=st.floats(0.25, 4.0),
+    with_call=st.booleans(),
+)
+def test_a_requests_estimate_in_one_pass_is_the_sum_of_its_messages_and_tools_counted_one_by_one(
+    contents: list[str | None], tools: list[tuple[str, str]], ratio: float, with_call: bool
+) -> None:
+    """`request_tokens` counts an `EstimatedTokens` request in one pass over messages and tools; whatever the texts
+    and the learnt ratio, it is what counting each message (`message_tokens`) and each tool spec's text gives."""
+    from agentloop import ToolCall, ToolSpec
+    from agentloop.tokens import request_tokens, texts_tokens, tool_texts
+
+    counter = EstimatedTokens()
+    counter._ratios["m"] = ratio
+    messages = [ChatMessage.user(content) if content is not None else ChatMessage.assistant(None) for content in contents]
+    if with_call:  # a message with tool calls is counted with its calls' arguments, one by one
+        messages.append(ChatMessage.assistant("looking", (ToolCall("c1", "lookup", {"q": "x"}),)))
+    specs = [ToolSpec(name, description, {"type": "object"}) for name, description in tools]
+    one_by_one = sum(message_tokens(counter, m, "m") for m in messages) + texts_tokens(counter, tool_texts(specs), "m")
+    assert request_tokens(counter, messages, specs, "m") == one_by_one

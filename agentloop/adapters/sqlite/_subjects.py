@@ -14,8 +14,8 @@ from agentloop.adapters.sqlite._connection import transaction
 from agentloop.adapters.sqlite._thread import StoreThread
 from agentloop.adapters._rows import SCOPE_COLUMNS
 from agentloop.adapters.sqlite.schema import Step
-from agentloop.adapters._subjects import SQLITE, Columns, subject_clauses, subject_where
-from agentloop.privacy import Subject
+from agentloop.adapters._subjects import SQLITE, Columns, joined, subject_clauses
+from agentloop.privacy import Subject, SubjectKind
 
 SCOPE_NAMES = ("company_id", "org_id", "team_id", "project_id", "user_id", "session_id")
 """How an export record's `scope` names the parts of a row's chain."""
@@ -38,12 +38,21 @@ class Table:
     """Columns an index of the table's own already leads with, so `subject_indexes` adds none for them."""
     key: str = "rowid"
     hidden: tuple[str, ...] = ()
+    user_sessions: str | None = None
+    """A table of the same chain columns listing the sessions of each user here (a trigger keeps it): a
+    user's rows are then found through their sessions, so this table needs no index by user."""
 
     def where(self, subject: Subject) -> tuple[str, list[Any]]:
-        return subject_where(subject, self.columns, SQLITE, session_column=self.session_column, note_column=self.note_column)
+        return joined(self.clauses(subject))
 
     def clauses(self, subject: Subject) -> list[tuple[str, list[Any]]]:
-        return subject_clauses(subject, self.columns, SQLITE, session_column=self.session_column, note_column=self.note_column)
+        clauses = subject_clauses(subject, self.columns, SQLITE, session_column=self.session_column, note_column=self.note_column)
+        session = self.columns.session
+        if self.user_sessions is None or session is None or subject.kind is not SubjectKind.USER or not clauses:
+            return clauses
+        (user, params), others = clauses[0], clauses[1:]  # the user's own rows come first (`subject_clauses`)
+        through = f"{session} IN (SELECT {session} FROM {self.user_sessions} WHERE {user}) AND {user}"
+        return [(through, [*params, *params]), *others]
 
 
 def subject_indexes(*tables: Table) -> Step:

@@ -94,13 +94,17 @@ class StoreThread:
         """`call(*args, **kwargs)` inline if the thread has nothing to do, else there."""
         self._caller = asyncio.current_task()
         if self._pending == 0:
-            try:  # `_failures` inline: most turns' store calls come here
-                return call(*args, **kwargs)
-            except sqlite3.ProgrammingError:
-                raise
-            except sqlite3.DatabaseError as error:
-                raise self._store_error(error) from error
+            return self._inline(call, *args, **kwargs)
         return await self.run(call, *args, **kwargs)
+
+    def _inline(self, call: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        """`call(*args, **kwargs)` here, on the loop (`_failures` written out: most turns' store calls come here)."""
+        try:
+            return call(*args, **kwargs)
+        except sqlite3.ProgrammingError:
+            raise
+        except sqlite3.DatabaseError as error:
+            raise self._store_error(error) from error
 
     @contextmanager
     def _failures(self) -> Iterator[None]:
@@ -120,10 +124,10 @@ class StoreThread:
         """`call(*args, **kwargs)` inline like a read while one task has the file to itself
         (it made the previous call too) and this thread checkpoints the file, else there."""
         caller, self._caller = self._caller, asyncio.current_task()
-        if self._checkpoint is None or caller is None or caller is not self._caller:
+        if self._checkpoint is None or caller is None or caller is not self._caller or self._pending:
             result = await self.run(call, *args, **kwargs)
         else:
-            result = await self.read(call, *args, **kwargs)
+            result = self._inline(call, *args, **kwargs)
         self._count_write()
         return result
 

@@ -1,31 +1,38 @@
 """The embedded UsageStore: one row per model call in a SQLite table of the bot's file.
 
-Every turn writes the table and only reports read it, so it keeps only the B-trees a write and an
-erase need: the rows keyed by session, turn and call (a turn recorded once; a session's rows), and
-the user's rows. Each index more would add a page to the commit of every turn; a report sums by
-reading through the rows its filter does not find by key.
+Every turn writes the table and only reports read it, so it keeps only the B-tree a write needs:
+the rows keyed by session, turn and call (a turn recorded once; a session's rows). Each index more
+would add a page to the commit of every turn. A user's rows are found through `usage_sessions`, the
+sessions each user's calls are in, which a trigger adds a row to only for a session's first call; a
+report sums by reading through the rows its filter does not find by key.
 """
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 import threading
 from pathlib import Path
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from agentloop.adapters._rows import SCOPE_COLUMNS, scope_values
+from agentloop.adapters._rows import SCOPE_COLUMNS
 from agentloop.adapters.sqlite._connection import closing_on_error, connect, transaction
 from agentloop.adapters.sqlite.schema import Schema, Step, has_table, migrate
 from agentloop.adapters.sqlite._scopes import SCOPE_COLUMNS_DDL, SCOPE_COLUMNS_SQL
 from agentloop.adapters.sqlite._thread import OnItsThread
-from agentloop.adapters.sqlite._subjects import Table, erase_rows, export_page, export_rows, subject_indexes
+from agentloop.adapters.sqlite._subjects import Table, delete_rows, export_page, export_rows, subject_indexes
 from agentloop.adapters._subjects import SCOPED
 from agentloop.privacy import Subject
 from agentloop.adapters.usage import KEYS, SUMS, fits_sql, in_key_order, summed, utc_text
 from agentloop.ports.usage import Charge, Spent, UsageFilter, UsageGroup, UsageLine, UsageRecord, UsageTotal
 
-TABLES = (Table("call", "usage_calls", SCOPED, indexed=("scope_session",)),)
+TABLES = (
+    Table("call", "usage_calls", SCOPED, indexed=("scope_session",), user_sessions="usage_sessions"),
+    Table("session", "usage_sessions", SCOPED),
+)
+"""The calls, exported and erased; the sessions each user's calls are in, erased with them."""
+_MATCH_NEW = " AND ".join(f"{column} IS NEW.{column}" for column in SCOPE_COLUMNS)
 _COLUMNS = f"turn_id, call_index, {SCOPE_COLUMNS_SQL}, at, day, model, input_tokens, output_tokens, cache_read_tokens, " \
     "cache_write_tokens, cost, calls"
 _CALL_DDL = f"""turn_id TEXT NOT NULL,
@@ -63,7 +70,7 @@ SCHEMA = Schema(
             "a ledger line per budget and period: the tokens and dollars reserved or spent",
             ("CREATE TABLE IF NOT EXISTS budget_ledger (key TEXT PRIMARY KEY, tokens INTEGER NOT NULL, cost REAL NOT NULL)",),
         ),
-        subject_indexes(*TABLES),
+        subject_indexes(TABLES[0]),
         Step(
             "a row may sum several calls (retention rolls old days up), so each counts its calls",
             ("ALTER TABLE usage_calls ADD COLUMN calls INTEGER NOT NULL DEFAULT 1",),
@@ -83,9 +90,35 @@ SCHEMA = Schema(
                 "CREATE INDEX usage_calls_by_scope_user ON usage_calls (scope_user)",
             ),
         ),
+        Step(
+            "the sessions of each user's calls, kept by a trigger: an erase finds a user's calls through them, so a "
+            "turn's commit no longer writes a page of an index by user (one row per session, written once)",
+            (
+                f"CREATE TABLE usage_sessions ({SCOPE_COLUMNS_DDL})",
+                f"INSERT INTO usage_sessions ({SCOPE_COLUMNS_SQL}) SELECT DISTINCT {SCOPE_COLUMNS_SQL} FROM usage_calls",
+                "CREATE INDEX usage_sessions_by_scope_session ON usage_sessions (scope_session)",
+                "CREATE INDEX usage_sessions_by_scope_user ON usage_sessions (scope_user)",
+                f"""CREATE TRIGGER usage_calls_session AFTER INSERT ON usage_calls
+                    WHEN NOT EXISTS (SELECT 1 FROM usage_sessions WHERE scope_session = NEW.scope_session AND {_MATCH_NEW})
+                    BEGIN
+                        INSERT INTO usage_sessions ({SCOPE_COLUMNS_SQL}) VALUES ({", ".join(f"NEW.{c}" for c in SCOPE_COLUMNS)});
+                    END""",
+                "DROP INDEX usage_calls_by_scope_user",
+            ),
+        ),
     ),
     has_table("usage_calls"),
 )
+
+@functools.lru_cache(maxsize=64)
+def _insert(rows: int) -> str:
+    """The statement that records a turn of `rows` calls (made once per count: every turn records one)."""
+    marks = ", ".join(f"({', '.join('?' * 16)})" for _ in range(rows))
+    return (
+        f"INSERT OR IGNORE INTO usage_calls (turn_id, {SCOPE_COLUMNS_SQL}, call_index, at, day, model, input_tokens, "
+        f"output_tokens, cache_read_tokens, cache_write_tokens, cost) VALUES {marks}"
+    )
+
 
 def _where(where: UsageFilter) -> tuple[str, list[Any]]:
     conditions, params = ["1 = 1"], list[Any]()
@@ -93,6 +126,10 @@ def _where(where: UsageFilter) -> tuple[str, list[Any]]:
         if value is not None:
             conditions.append(f"{column} = ?")
             params.append(value)
+    *_, user, session = where.ids
+    if user is not None and session is None:  # the user's sessions, then their rows by key
+        conditions.append("scope_session IN (SELECT scope_session FROM usage_sessions WHERE scope_user = ?)")
+        params.append(user)
     if where.since is not None:
         conditions.append("at >= ?")
         params.append(utc_text(where.since))
@@ -120,20 +157,15 @@ class SqliteUsageStore:
     def record(self, record: UsageRecord) -> bool:
         if not record.calls:
             return False
-        at = utc_text(record.at)
-        *chain, session = scope_values(record.scope)
-        rows = [
-            (record.turn_id, index, *chain, session or "", at, at[:10], call.model, call.usage.input_tokens,
-             call.usage.output_tokens, call.usage.cache_read_tokens, call.usage.cache_write_tokens, call.cost)
-            for index, call in enumerate(record.calls)
-        ]
-        marks = ", ".join(f"({', '.join('?' * 16)})" for _ in rows)
+        at, scope = utc_text(record.at), record.scope
+        turn = (record.turn_id, scope.company_id, scope.org_id, scope.team_id, scope.project_id, scope.user_id, scope.session_id or "")
+        values: list[Any] = []
+        for index, call in enumerate(record.calls):
+            usage = call.usage
+            values += (*turn, index, at, at[:10], call.model, usage.input_tokens, usage.output_tokens,
+                       usage.cache_read_tokens, usage.cache_write_tokens, call.cost)
         with self._lock:  # one statement: its rows land together or not at all
-            cursor = self._conn.execute(
-                f"INSERT OR IGNORE INTO usage_calls (turn_id, call_index, {SCOPE_COLUMNS_SQL}, at, day, model, input_tokens, "
-                f"output_tokens, cache_read_tokens, cache_write_tokens, cost) VALUES {marks}",
-                [value for row in rows for value in row],
-            )
+            cursor = self._conn.execute(_insert(len(record.calls)), values)
         return cursor.rowcount > 0
 
     def total(self, where: UsageFilter) -> UsageTotal:
@@ -182,8 +214,11 @@ class SqliteUsageStore:
         return cursor.rowcount > 0
 
     def erase(self, subject: Subject) -> int:
-        """Delete `subject`'s rows, in one transaction; how many."""
-        return erase_rows(self._conn, self._lock, subject, TABLES)
+        """Delete `subject`'s calls and the sessions they were in, in one transaction; how many calls."""
+        with self._lock, transaction(self._conn):
+            calls = delete_rows(self._conn, subject, TABLES[:1])
+            delete_rows(self._conn, subject, TABLES[1:])
+        return calls
 
     def export_page(self, subject: Subject, table: Table, after: object) -> list[dict[str, Any]]:
         return export_page(self._conn, self._lock, subject, table, after)
@@ -225,4 +260,4 @@ class AsyncSqliteUsageStore(OnItsThread[SqliteUsageStore]):
         return await self._thread.write(self.engine.erase, subject)
 
     def export(self, subject: Subject) -> AsyncIterator[dict[str, Any]]:
-        return export_rows(self._thread, self.engine.export_page, subject, TABLES)
+        return export_rows(self._thread, self.engine.export_page, subject, TABLES[:1])

@@ -279,6 +279,52 @@ def test_calls_reserve_and_settle_on_the_guards_lease_and_the_ledger_never_count
     assert released.tokens == 3_200 and not guard.holds  # given back, the ledger holds what was used
 
 
+def test_lines_beyond_those_kept_are_given_back_and_a_session_coming_back_leases_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With room for one line, each other session's call gives the last one's lease back: what the guard held of it
+    (the lines a session's calls reuse without a lookup) is written, and nothing used is lost on the way."""
+    monkeypatch.setattr("systems.budgets.LINES_KEPT", 1)
+    usage = CountingUsage()
+    limit = BudgetLimit(BudgetScope.SESSION, Period.DAY, tokens=100_000)
+    guard = _guard(usage, limit)
+    contexts = [make_context("hi", session=session) for session in (ADA, BOB)]
+    keys = [limit.key(history_scope(ctx.session, DEFAULT_COMPANY), ctx.clock.now()) for ctx in contexts]
+    request = LlmRequest((ChatMessage.user("hi"),))
+
+    async def scenario() -> tuple[list[int], list[Spent], list[Spent]]:
+        writes, given_back = [], []
+        for ctx in (contexts[0], contexts[0], contexts[1], contexts[0], contexts[0]):
+            await guard.guarded(ctx, Usage(0, 0), request, "m", _using(300))
+            writes.append(usage.ledger_calls)
+        given_back = [await usage.spent(key) for key in keys]  # BOB's, given back as ADA came back; ADA's still leased
+        await guard.release()
+        return writes, given_back, [await usage.spent(key) for key in keys]
+
+    writes, given_back, released = asyncio.run(scenario())
+    assert writes == [1, 1, 3, 5, 5]  # ADA's lease; BOB's, and ADA's given back; ADA's again, and BOB's given back
+    assert given_back[1].tokens == 300
+    assert [spent.tokens for spent in released] == [4 * 300, 300]
+
+
+def test_a_guard_used_again_after_its_release_leases_again_and_counts_every_call() -> None:
+    """A guard's leases given back (a worker's settings reloaded, say) and the guard asked again: its calls
+    reserve on fresh leases, not on what it gave back, and given back again, each line holds what was used."""
+    usage = MemoryUsageStore()
+    limits = (BudgetLimit(BudgetScope.SESSION, Period.DAY, tokens=100_000), LINE)
+    guard = BudgetGuard(Budgets(limits=limits, output_reserve=100), usage, prices=PRICES, company_id=DEFAULT_COMPANY)
+    ctx = make_context("hi", session=ADA)
+    keys = [limit.key(history_scope(ADA, DEFAULT_COMPANY), ctx.clock.now()) for limit in limits]
+    request = LlmRequest((ChatMessage.user("hi"),))
+
+    async def scenario() -> list[Spent]:
+        for _ in range(2):
+            for _ in range(2):
+                await guard.guarded(ctx, Usage(0, 0), request, "m", _using(300))
+            await guard.release()
+        return [await usage.spent(key) for key in keys]
+
+    assert [spent.tokens for spent in asyncio.run(scenario())] == [1_200, 1_200]
+
+
 def test_near_the_limit_a_second_process_leases_only_what_a_call_needs_and_the_limit_holds() -> None:
     """Two guards (two workers) on one ledger with leases of half the limit: the second cannot take half, so it
     takes what each call needs; neither passes the limit, and given back, the ledger holds what was used."""

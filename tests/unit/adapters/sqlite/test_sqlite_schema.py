@@ -86,7 +86,7 @@ ALL_STEPS = [("sessions", 2), ("sessions", 3), ("sessions", 4), ("memory", 2), (
              ("rag", 2), ("rag", 3), ("rag", 4), ("rag", 5), ("knowledge", 2), ("knowledge", 3), ("knowledge", 4), ("knowledge", 5),
              ("knowledge", 6), ("trajectories", 2), ("trajectories", 3), ("trajectories", 4), ("trajectories", 5),
              ("tasks", 2), ("approvals", 1), ("approvals", 2), ("summaries", 1), ("summaries", 2), ("usage", 1), ("usage", 2),
-             ("usage", 3), ("usage", 4), ("usage", 5), ("audit", 1), ("retention", 1)]
+             ("usage", 3), ("usage", 4), ("usage", 5), ("usage", 6), ("audit", 1), ("retention", 1)]
 """The steps opening release 0.1's files applies (a store that release did not have starts at its step 1)."""
 
 
@@ -421,7 +421,8 @@ def test_no_store_table_has_a_one_column_index_another_of_its_indexes_already_le
 
 def test_the_usage_table_keeps_only_the_indexes_a_turns_write_or_an_erase_needs(tmp_path: Path) -> None:
     """Every turn writes a usage row and only reports read them: each index more costs the turn a page of its
-    commit. The key (session, turn, call: a turn recorded once, a session's rows) and the user's rows stay."""
+    commit. The key (session, turn, call: a turn recorded once, a session's rows) stays; a user's rows are
+    found through the sessions table a trigger keeps."""
     stores = open_stores(tmp_path, embedder=HashingEmbedder(dim=DIM))
     stores.close()
     (path,) = [path for path in tmp_path.glob("*.sqlite3") if path.name.endswith(".sqlite3") and "usage_calls" in _tables(path)]
@@ -431,7 +432,7 @@ def test_the_usage_table_keeps_only_the_indexes_a_turns_write_or_an_erase_needs(
                    for _, name, *_ in conn.execute("PRAGMA index_list('usage_calls')")}
     finally:
         conn.close()
-    assert indexes == {("scope_session", "turn_id", "call_index"), ("scope_user",)}
+    assert indexes == {("scope_session", "turn_id", "call_index")}
 
 
 def _tables(path: Path) -> set[str]:

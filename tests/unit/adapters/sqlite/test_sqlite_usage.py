@@ -1,0 +1,83 @@
+"""The SQLite usage table: a user's calls found through the sessions they are in, kept by a trigger, so a
+turn's commit writes no page of an index by user."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from agentloop.adapters.sqlite.usage import TABLES, SqliteUsageStore
+from agentloop.messages import Usage
+from agentloop.ports import RecordedCall, UsageFilter, UsageRecord
+from agentloop.privacy import Subject
+from agentloop.scopes import Scope
+
+AT = datetime(2026, 11, 26, 9, 30, tzinfo=UTC)
+CALL = RecordedCall("m-1", Usage(100, 10), 0.5)
+
+
+def ada(session: str, *, org: str = "o1") -> Scope:
+    return Scope("acme", org, None, None, "ada", session)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SqliteUsageStore]:
+    store = SqliteUsageStore.open(tmp_path / "usage.sqlite3")
+    yield store
+    store.close()
+
+
+def _sessions(store: SqliteUsageStore) -> list[tuple[str | None, ...]]:
+    return store._conn.execute("SELECT scope_org, scope_user, scope_session FROM usage_sessions ORDER BY rowid").fetchall()
+
+
+def test_a_session_is_listed_once_for_its_first_call_and_again_for_another_chain_or_user(store: SqliteUsageStore) -> None:
+    for turn in ("t1", "t2", "t3"):
+        store.record(UsageRecord(turn, ada("s1"), AT, (CALL, CALL)))
+    store.record(UsageRecord("t4", ada("s1", org="o2"), AT, (CALL,)))  # the same session id in another org
+    store.record(UsageRecord("t5", Scope("acme", "o1", None, None, None, "s1"), AT, (CALL,)))  # and without a user
+    assert _sessions(store) == [("o1", "ada", "s1"), ("o2", "ada", "s1"), ("o1", None, "s1")]
+
+
+def test_a_users_calls_are_read_by_key_through_their_sessions(store: SqliteUsageStore) -> None:
+    where, params = TABLES[0].where(Subject.user("ada", company_id="acme", org_id="o1"))
+    plan = " ".join(row[3] for row in store._conn.execute(f"EXPLAIN QUERY PLAN SELECT * FROM usage_calls WHERE {where}", params))
+    assert "SCAN usage_calls" not in plan and "usage_calls USING" in plan, plan
+    assert "usage_sessions USING INDEX usage_sessions_by_scope_user" in plan, plan
+
+
+def test_erasing_a_user_takes_their_calls_and_sessions_and_leaves_the_others(store: SqliteUsageStore) -> None:
+    bob = Scope("acme", "o1", None, None, "bob", "s9")
+    for turn, scope in (("t1", ada("s1")), ("t2", ada("s2")), ("t3", bob), ("t4", ada("s1", org="o2"))):
+        store.record(UsageRecord(turn, scope, AT, (CALL,)))
+    assert store.total(UsageFilter(company_id="acme", user_id="ada")).calls == 3
+
+    assert store.erase(Subject.user("ada", company_id="acme", org_id="o1")) == 2  # calls, not the sessions listing them
+    assert store.total(UsageFilter(company_id="acme", user_id="ada")).calls == 1  # the other org's
+    assert store.total(UsageFilter(company_id="acme", user_id="bob")).calls == 1
+    assert _sessions(store) == [("o1", "bob", "s9"), ("o2", "ada", "s1")]
+
+    store.record(UsageRecord("t5", ada("s1"), AT, (CALL,)))  # ada comes back: listed again, found again
+    assert store.total(UsageFilter(company_id="acme", org_id="o1", user_id="ada")).calls == 1
+
+
+def test_later_calls_of_a_listed_session_add_no_row_and_the_calls_keep_no_index_by_user(store: SqliteUsageStore) -> None:
+    """The point of the sessions table: a turn's commit writes the calls' own B-trees only."""
+    store.record(UsageRecord("t0", ada("s1"), AT, (CALL,)))
+    for turn in range(1, 20):
+        store.record(UsageRecord(f"t{turn}", ada("s1"), AT, (CALL,)))
+    assert _sessions(store) == [("o1", "ada", "s1")]
+    kept = {name for (name,) in store._conn.execute("SELECT name FROM sqlite_master WHERE tbl_name = 'usage_calls'")}
+    assert kept == {"usage_calls", "sqlite_autoindex_usage_calls_1", "usage_calls_session"}  # the table, its key, the trigger
+
+
+def test_a_calls_time_is_kept_as_utc_text_whatever_the_zone_it_came_in() -> None:
+    from datetime import timedelta, timezone
+
+    from agentloop.adapters.usage import utc_text
+
+    assert utc_text(datetime(2026, 11, 26, 9, 30, 5, 7, tzinfo=UTC)) == "2026-11-26T09:30:05.000007Z"
+    assert utc_text(datetime(2026, 11, 26, 0, 30, tzinfo=timezone(timedelta(hours=2)))) == "2026-11-25T22:30:00.000000Z"
