@@ -78,21 +78,16 @@ class EstimatedTokens:
     def count(self, text: str, model: str | None = None) -> int:
         return math.ceil(len(text) * self._ratios.get(model, 1.0) / self.chars_per_token)  # `ratio`, inline: counted per message
 
-    def count_messages(self, messages: Iterable[ChatMessage], model: str | None = None) -> int | None:
-        """The tokens of `messages` as `message_tokens` counts them one by one, in one pass; None
-        when one carries tool calls (count those with `message_tokens`)."""
+    def count_request(self, messages: Iterable[ChatMessage], tools: Iterable[ToolSpec], model: str | None = None) -> int | None:
+        """`request_tokens` of `messages` and `tools` in one pass over each (a budget checks every model call);
+        None when a message carries tool calls (count those with `message_tokens`)."""
         ratio, per_token, total = self._ratios.get(model, 1.0), self.chars_per_token, 0
         for message in messages:
             if message.tool_calls:
                 return None
             content = message.content
             total += MESSAGE_OVERHEAD + (math.ceil(len(content) * ratio / per_token) if content else 0)
-        return total
-
-    def count_texts(self, texts: Iterable[str], model: str | None = None) -> int:
-        """`texts_tokens` of `texts` (each sent as one item), in one pass."""
-        ratio, per_token, total = self._ratios.get(model, 1.0), self.chars_per_token, 0
-        for text in texts:
+        for text in tool_texts(tools):
             total += MESSAGE_OVERHEAD + math.ceil(len(text) * ratio / per_token)
         return total
 
@@ -180,8 +175,7 @@ def request_tokens(
 ) -> int:
     """The tokens of a request as sent: its messages and its tools."""
     messages = tuple(messages)
-    if type(counter) is EstimatedTokens:  # counted before each model call: one pass each over messages and tools
-        counted = counter.count_messages(messages, model)
-        if counted is not None:
-            return counted + counter.count_texts(tool_texts(tools), model)
+    counted = counter.count_request(messages, tools, model) if type(counter) is EstimatedTokens else None  # before each model call
+    if counted is not None:
+        return counted
     return sum(message_tokens(counter, m, model) for m in messages) + tool_tokens(counter, tools, model)
