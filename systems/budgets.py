@@ -31,7 +31,6 @@ _log = get_logger("agentloop.budgets")
 _NO_COST = 1e-12
 """Dollars below which what is held is float arithmetic's leftover, not a lease."""
 _UNSEEN = object()
-_MILLION = 1_000_000
 _MODELS_KEPT = 256
 """Models whose price a guard keeps at hand (all are looked up again when more come)."""
 LINES_KEPT = 4096
@@ -193,8 +192,7 @@ class BudgetGuard:
 
     def _reserve_held(self, ctx: AgentContext, used: Usage, request: LlmRequest, model: str | None) -> Reservation | str | _Unheld:
         """`before_call` from what the guard holds, without the store: the reservation, why the turn stops,
-        or, when what is held falls short, what to reserve on the store. Every model call under a budget
-        comes here, so the usual case (the keys, lines and price of the last call) is written out."""
+        or, when what is held falls short, what to reserve on the store."""
         budgets = self.budgets
         reserve = budgets.output_reserve
         estimate = request_tokens(self.tokens, request.messages, request.tools, model) + reserve
@@ -203,13 +201,8 @@ class BudgetGuard:
             return refusal
         if not budgets.limits:
             return Reservation((), estimate, 0.0)
-        price = self._flat.get(model)
-        cost = (
-            ((estimate - reserve) * price.input + reserve * price.output) / _MILLION  # `ModelPrice.cost` of an uncached prompt
-            if type(price) is ModelPrice else self._cost(model, Usage(estimate - reserve, reserve), ctx)
-        )
-        at, last = ctx.clock.now(), self._last_keys
-        keys = last[3] if last is not None and last[0] is ctx.session and last[1] <= at < last[2] else self._line_keys(ctx)
+        cost = self._cost(model, Usage(estimate - reserve, reserve), ctx)
+        keys = self._line_keys(ctx)
         if self._taken(keys, estimate, cost, self._leases[0]) is not None:
             return _Unheld(keys, estimate, cost)
         return Reservation(keys, estimate, cost)
