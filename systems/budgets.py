@@ -224,20 +224,17 @@ class BudgetGuard:
 
     def _taken(self, keys: tuple[str, ...], tokens: int, cost: float, lease: float) -> list[Charge] | None:
         """Take `tokens` and `cost` from what each line of `keys` holds if every one covers them (None), else
-        take nothing: the top-ups of the lines that fall short, with `lease` of their limits beyond.
-        (Every model call comes here: one pass, the checks written out.)"""
+        take nothing: the top-ups of the lines that fall short, with `lease` of their limits beyond."""
         with self._lock:
             lines = self._lines(keys)
             for line, limit in zip(lines, self.budgets.limits):
-                if (limit.tokens is not None and line.tokens < tokens) or (limit.cost is not None and line.cost < cost):
+                if not line.covers(limit, tokens, cost):
                     return [
                         line.topped_up(key, limit, tokens, cost, lease)
-                        for line, key, limit in zip(lines, keys, self.budgets.limits, strict=True)
-                        if not line.covers(limit, tokens, cost)
+                        for line, key, limit in zip(lines, keys, self.budgets.limits, strict=True) if not line.covers(limit, tokens, cost)
                     ]
             for line in lines:
-                line.tokens -= tokens
-                line.cost -= cost
+                line.add(-tokens, -cost)
             return None
 
     async def _top_up(self, short: list[Charge]) -> Charge | None:
@@ -269,12 +266,10 @@ class BudgetGuard:
         """Count `tokens` and `cost` used on each line of `keys` after giving back what was `reserved` there;
         what a line's holding does not pay for is written to the store at once."""
         owed: list[Charge] = []
-        leased, back_tokens, back_cost = self.budgets.lease > 0, reserved[0] - tokens, reserved[1] - cost
         with self._lock:
             for key, limit, line in zip(keys, self.budgets.limits, self._lines(keys), strict=True):
-                line.tokens += back_tokens
-                line.cost += back_cost
-                short = line.owed(key, limit) if leased else line.unwritten(key)
+                line.add(reserved[0] - tokens, reserved[1] - cost)
+                short = line.owed(key, limit) if self.budgets.lease else line.unwritten(key)
                 if short is not None:
                     line.add(short.tokens, short.cost)
                     owed.append(short)
