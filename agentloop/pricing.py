@@ -64,18 +64,6 @@ class Prices:
         return _table_cost(model, usage)
 
 
-    def flat(self, model: str | None) -> ModelPrice | None:
-        """The price of `model` when it is one rate per kind of token (an override, or the table's flat price);
-        None when its price is unknown or tiered (`cost` still prices a tiered one)."""
-        if model is None:
-            return None
-        own = self.overrides.get(model)
-        if own is not None or not self.use_table:
-            return own
-        price = _table_price(model)
-        return price if isinstance(price, ModelPrice) else None
-
-
 def _table_cost(model: str, usage: Usage) -> float | None:
     price = _table_price(model)
     if price is None or isinstance(price, ModelPrice):

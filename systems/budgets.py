@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 import attrs
 
-from agentloop import AgentContext, BudgetLimit, Budgets, CallUsage, LlmReply, LlmRequest, ModelPrice, Prices, Session, Usage, history_scope
+from agentloop import AgentContext, BudgetLimit, Budgets, CallUsage, LlmReply, LlmRequest, Prices, Session, Usage, history_scope
 from agentloop._log import get_logger
 from agentloop.ports import Charge, Period, UsageStore, period_start
 from agentloop.tokens import EstimatedTokens, TokenCounter, request_tokens
@@ -30,9 +30,6 @@ _log = get_logger("agentloop.budgets")
 
 _NO_COST = 1e-12
 """Dollars below which what is held is float arithmetic's leftover, not a lease."""
-_UNSEEN = object()
-_MODELS_KEPT = 256
-"""Models whose price a guard keeps at hand (all are looked up again when more come)."""
 LINES_KEPT = 4096
 """Ledger lines a guard holds a lease on at once, the most recently used: an older one is given back."""
 
@@ -122,7 +119,6 @@ class BudgetGuard:
         self._keys: dict[tuple[Session, datetime], tuple[str, ...]] = {}
         self._last_keys: tuple[Session, datetime, datetime, tuple[str, ...]] | None = None
         self._recent: tuple[tuple[str, ...], list[_Held]] | None = None  # see `_lines`
-        self._flat: dict[str | None, ModelPrice | None | object] = {}  # each model's price, looked up once
         self._lock = threading.Lock()  # turns on several threads' loops may share a guard
 
     def _line_keys(self, ctx: AgentContext) -> tuple[str, ...]:
@@ -151,12 +147,7 @@ class BudgetGuard:
         return f"the turn's budget ({limit} tokens) is used up"
 
     def _cost(self, model: str | None, usage: Usage, ctx: AgentContext) -> float:
-        flat = self._flat.get(model, _UNSEEN)
-        if flat is _UNSEEN:
-            if len(self._flat) >= _MODELS_KEPT:
-                self._flat.clear()
-            flat = self._flat[model] = self.prices.flat(model)
-        cost = flat.cost(usage) if isinstance(flat, ModelPrice) else self.prices.cost(model, usage)
+        cost = self.prices.cost(model, usage)
         if cost is None and any(limit.cost is not None for limit in self.budgets.limits):
             _log.warning("budget.cost_unknown", model=model, turn_id=ctx.turn_id, counted="tokens only")
         return cost or 0.0
@@ -185,8 +176,10 @@ class BudgetGuard:
         """Reserve the call `request` is about to make (its prompt's tokens and the answer's reserve);
         the reservation, or why the turn stops (a budget it would pass, or one used up)."""
         planned = self._reserve_held(ctx, used, request, model)
-        if not isinstance(planned, _Unheld):
-            return planned
+        return await self._reserve_on_store(planned) if isinstance(planned, _Unheld) else planned
+
+    async def _reserve_on_store(self, planned: _Unheld) -> Reservation | str:
+        """The reservation `planned` made on the store (what the guard holds fell short), or why the turn stops."""
         refused = await self._take(planned.keys, planned.tokens, planned.cost)
         return Reservation(*planned) if refused is None else self._refusal(planned.keys, refused)
 
@@ -302,7 +295,7 @@ class BudgetGuard:
         before and settled after, even when it fails; its reply, or why a budget stops it unmade."""
         reservation = self._reserve_held(ctx, used, request, model)  # `before_call`, the store asked only when needed
         if isinstance(reservation, _Unheld):
-            reservation = await self.before_call(ctx, used, request, model)
+            reservation = await self._reserve_on_store(reservation)
         if isinstance(reservation, str):
             return reservation
         reply: LlmReply | None = None

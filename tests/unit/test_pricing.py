@@ -40,16 +40,3 @@ def test_a_negative_price_is_refused() -> None:
     with pytest.raises(ValueError, match="negative"):
         ModelPrice(input=-1.0, output=0.0)
 
-
-def test_a_flat_price_is_an_override_or_the_tables_one_rate_per_kind_and_prices_as_cost_does() -> None:
-    """`Prices.flat`: what a caller pricing many calls of one model keeps; None where `cost` must ask the table
-    (a tiered price) or has no price (an unknown model, none, the table switched off)."""
-    own = ModelPrice(1.0, 2.0)
-    prices = Prices({"ours": own})
-    assert prices.flat("ours") is own
-    table = prices.flat("gpt-4o")
-    usage = Usage(1200, 40, cache_read_tokens=1024)
-    assert table is not None and table.cost(usage) == pytest.approx(prices.cost("gpt-4o", usage))
-    assert prices.flat("gemini-2.5-pro") is None and prices.cost("gemini-2.5-pro", usage) is not None
-    assert prices.flat("our-private-finetune") is None and prices.flat(None) is None
-    assert Prices({"ours": own}, use_table=False).flat("gpt-4o") is None and Prices(use_table=False).flat("ours") is None

@@ -90,6 +90,8 @@ SCHEMA = Schema(
                 "CREATE INDEX usage_calls_by_scope_user ON usage_calls (scope_user)",
             ),
         ),
+        # A call's scope_session is never NULL (`record` and step 5 write '' for none): the trigger and the
+        # lookup through `usage_sessions` compare sessions with `=`, as the key does.
         Step(
             "the sessions of each user's calls, kept by a trigger: an erase finds a user's calls through them, so a "
             "turn's commit no longer writes a page of an index by user (one row per session, written once)",

@@ -325,6 +325,31 @@ def test_a_guard_used_again_after_its_release_leases_again_and_counts_every_call
     assert [spent.tokens for spent in asyncio.run(scenario())] == [1_200, 1_200]
 
 
+def test_a_call_the_lease_does_not_cover_is_counted_and_priced_once_on_its_way_to_the_store() -> None:
+    """The first call on a line reserves on the store: its prompt is counted once, and a model without a price
+    is logged once, as on the calls that the lease covers."""
+    counted: list[str] = []
+
+    class Counting:
+        def count(self, text: str, model: str | None = None) -> int:
+            counted.append(text)
+            return 10
+
+    limit = BudgetLimit(BudgetScope.TENANT, Period.DAY, tokens=100_000, cost=5.0)
+    guard = BudgetGuard(Budgets(limits=(limit,), output_reserve=100), MemoryUsageStore(), prices=PRICES,
+                        company_id=DEFAULT_COMPANY, tokens=Counting())
+    ctx = make_context("hi", session=ADA)
+    request = LlmRequest((ChatMessage.user("hi"),))
+
+    async def call() -> LlmReply:
+        return LlmReply("done", usage=Usage(10, 0), model="unpriced")
+
+    with capture_logs() as logs:
+        assert isinstance(asyncio.run(guard.guarded(ctx, Usage(0, 0), request, "unpriced", call)), LlmReply)
+    assert counted == ["hi"]
+    assert [log["model"] for log in logs if log["event"] == "budget.cost_unknown"] == ["unpriced", "unpriced"]  # before and after
+
+
 def test_near_the_limit_a_second_process_leases_only_what_a_call_needs_and_the_limit_holds() -> None:
     """Two guards (two workers) on one ledger with leases of half the limit: the second cannot take half, so it
     takes what each call needs; neither passes the limit, and given back, the ledger holds what was used."""
