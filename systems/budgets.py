@@ -84,7 +84,7 @@ class _Held:
 
     def owed(self, key: str, limit: BudgetLimit) -> Charge | None:
         """The charge that writes what was used beyond what is held, if a limited kind ran short."""
-        if (self.tokens >= 0 or limit.tokens is None) and (self.cost >= 0 or limit.cost is None):
+        if not ((limit.tokens is not None and self.tokens < 0) or (limit.cost is not None and self.cost < 0)):
             return None
         return Charge(key, max(0, -self.tokens), max(0.0, -self.cost))
 
@@ -189,7 +189,7 @@ class BudgetGuard:
         budgets = self.budgets
         reserve = budgets.output_reserve
         estimate = request_tokens(self.tokens, request.messages, request.tools, model) + reserve
-        refusal = None if budgets.turn_tokens is None else self._turn_refusal(used, estimate)
+        refusal = self._turn_refusal(used, estimate)
         if refusal is not None:
             return refusal
         if not budgets.limits:
@@ -293,9 +293,7 @@ class BudgetGuard:
     ) -> LlmReply | str:
         """Make the model call `call` (asking `model` with `request`, after `used` tokens this turn) reserved
         before and settled after, even when it fails; its reply, or why a budget stops it unmade."""
-        reservation = self._reserve_held(ctx, used, request, model)  # `before_call`, the store asked only when needed
-        if isinstance(reservation, _Unheld):
-            reservation = await self._reserve_on_store(reservation)
+        reservation = await self.before_call(ctx, used, request, model)
         if isinstance(reservation, str):
             return reservation
         reply: LlmReply | None = None
