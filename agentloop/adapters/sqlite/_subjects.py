@@ -36,7 +36,8 @@ class Table:
     note_column: str | None = None
     indexed: tuple[str, ...] = ()
     """Columns an index of the table's own already leads with, so `subject_indexes` adds none for them."""
-    key: str = "rowid"
+    key: str | tuple[str, ...] = "rowid"
+    """The unique column an export pages by, or the columns of a table's key (a table WITHOUT ROWID)."""
     hidden: tuple[str, ...] = ()
     user_sessions: str | None = None
     """A table of the same chain columns listing the sessions of each user here (a trigger keeps it): a
@@ -93,21 +94,23 @@ def export_page(
 ) -> list[dict[str, Any]]:
     """The next `PAGE` rows of `subject` in `table` after key `after` (None: from the first), as records."""
     where, params = table.where(subject)
-    start = "" if after is None else f" AND {table.key} > ?"
+    key = ", ".join(table.key) if isinstance(table.key, tuple) else table.key
+    parts = len(table.key) if isinstance(table.key, tuple) else 1
+    start = "" if after is None else f" AND ({key}) > ({', '.join('?' * parts)})"
     with lock:
         cursor = conn.execute(
-            f"SELECT {table.key} AS page_key, * FROM {table.name} WHERE {where}{start} ORDER BY {table.key} LIMIT {PAGE}",
-            [*params, *([] if after is None else [after])],
+            f"SELECT {key}, * FROM {table.name} WHERE {where}{start} ORDER BY {key} LIMIT {PAGE}",
+            [*params, *([] if after is None else after)],
         )
-        names = [column[0] for column in cursor.description]
+        names = [column[0] for column in cursor.description][parts:]
         rows = cursor.fetchall()
-    return [record(table, dict(zip(names, row, strict=True))) for row in rows]
+    return [record(table, dict(zip(names, row[parts:], strict=True)), row[:parts]) for row in rows]
 
 
-def record(table: Table, row: dict[str, Any]) -> dict[str, Any]:
+def record(table: Table, row: dict[str, Any], key: tuple[Any, ...]) -> dict[str, Any]:
     """A row as an export record: its kind, its scope columns as one `scope` object, then its other
-    columns but the hidden ones and binary values."""
-    found: dict[str, Any] = {"kind": table.kind}
+    columns but the hidden ones and binary values; `page_key` is `key`, the row's key to page on from."""
+    found: dict[str, Any] = {"kind": table.kind, "page_key": key}
     if SCOPE_COLUMNS[0] in row:
         found["scope"] = dict(zip(SCOPE_NAMES, (row.pop(column) for column in SCOPE_COLUMNS), strict=True))
     return found | {name: value for name, value in row.items() if name not in table.hidden and not isinstance(value, bytes)}

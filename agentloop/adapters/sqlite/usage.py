@@ -1,8 +1,8 @@
 """The embedded UsageStore: one row per model call in a SQLite table of the bot's file.
 
-Every turn writes the table and only reports read it, so it keeps only the B-tree a write needs:
-the rows keyed by session, turn and call (a turn recorded once; a session's rows). Each index more
-would add a page to the commit of every turn. A user's rows are found through `usage_sessions`, the
+Every turn writes the table and only reports read it, so it is one B-tree (WITHOUT ROWID): the rows
+in the order of their key, session, turn and call (a turn recorded once; a session's rows). Each index
+more would add a page to the commit of every turn. A user's rows are found through `usage_sessions`, the
 sessions each user's calls are in, which a trigger adds a row to only for a session's first call; a
 report sums by reading through the rows its filter does not find by key.
 """
@@ -28,7 +28,8 @@ from agentloop.adapters.usage import KEYS, SUMS, fits_sql, in_key_order, summed,
 from agentloop.ports.usage import Charge, Spent, UsageFilter, UsageGroup, UsageLine, UsageRecord, UsageTotal
 
 TABLES = (
-    Table("call", "usage_calls", SCOPED, indexed=("scope_session",), user_sessions="usage_sessions"),
+    Table("call", "usage_calls", SCOPED, indexed=("scope_session",), key=("scope_session", "turn_id", "call_index"),
+          user_sessions="usage_sessions"),
     Table("session", "usage_sessions", SCOPED),
 )
 """The calls, exported and erased; the sessions each user's calls are in, erased with them."""
@@ -50,6 +51,12 @@ _CALL_DDL = f"""turn_id TEXT NOT NULL,
 _NO_SESSION = "coalesce(scope_session, '') AS scope_session"
 """A call recorded without a session is kept under the session id '': NULLs in a key are all distinct,
 so the key would not see the same turn written again."""
+_LIST_SESSION = f"""CREATE TRIGGER usage_calls_session AFTER INSERT ON usage_calls
+    WHEN NOT EXISTS (SELECT 1 FROM usage_sessions WHERE scope_session = NEW.scope_session AND {_MATCH_NEW})
+    BEGIN
+        INSERT INTO usage_sessions ({SCOPE_COLUMNS_SQL}) VALUES ({", ".join(f"NEW.{c}" for c in SCOPE_COLUMNS)});
+    END"""
+"""The trigger that lists a call's session (with its chain) in `usage_sessions` on the session's first call."""
 SCHEMA = Schema(
     "usage",
     (
@@ -90,8 +97,8 @@ SCHEMA = Schema(
                 "CREATE INDEX usage_calls_by_scope_user ON usage_calls (scope_user)",
             ),
         ),
-        # A call's scope_session is never NULL (`record` and step 5 write '' for none): the trigger and the
-        # lookup through `usage_sessions` compare sessions with `=`, as the key does.
+        # A call's scope_session is never NULL (`record` and step 5 write '' for none; from step 7 the key refuses
+        # NULL): the trigger and the lookup through `usage_sessions` compare sessions with `=`, as the key does.
         Step(
             "the sessions of each user's calls, kept by a trigger: an erase finds a user's calls through them, so a "
             "turn's commit no longer writes a page of an index by user (one row per session, written once)",
@@ -100,12 +107,27 @@ SCHEMA = Schema(
                 f"INSERT INTO usage_sessions ({SCOPE_COLUMNS_SQL}) SELECT DISTINCT {SCOPE_COLUMNS_SQL} FROM usage_calls",
                 "CREATE INDEX usage_sessions_by_scope_session ON usage_sessions (scope_session)",
                 "CREATE INDEX usage_sessions_by_scope_user ON usage_sessions (scope_user)",
-                f"""CREATE TRIGGER usage_calls_session AFTER INSERT ON usage_calls
-                    WHEN NOT EXISTS (SELECT 1 FROM usage_sessions WHERE scope_session = NEW.scope_session AND {_MATCH_NEW})
-                    BEGIN
-                        INSERT INTO usage_sessions ({SCOPE_COLUMNS_SQL}) VALUES ({", ".join(f"NEW.{c}" for c in SCOPE_COLUMNS)});
-                    END""",
+                _LIST_SESSION,
                 "DROP INDEX usage_calls_by_scope_user",
+            ),
+        ),
+        Step(
+            "the calls kept in their key's B-tree alone (WITHOUT ROWID), and a session's listing found in one index: "
+            "a turn's write then touches one B-tree of calls, not a table and its key",
+            (
+                f"""CREATE TABLE usage_calls_keyed (
+                    {_CALL_DDL},
+                    calls INTEGER NOT NULL DEFAULT 1,
+                    PRIMARY KEY (scope_session, turn_id, call_index)
+                ) WITHOUT ROWID""",
+                f"INSERT INTO usage_calls_keyed ({_COLUMNS}) SELECT {_COLUMNS.replace('scope_session', _NO_SESSION)} "
+                "FROM usage_calls",
+                "DROP TABLE usage_calls",  # and its trigger
+                "ALTER TABLE usage_calls_keyed RENAME TO usage_calls",
+                "UPDATE usage_sessions SET scope_session = '' WHERE scope_session IS NULL",  # as the calls were
+                _LIST_SESSION,
+                f"CREATE INDEX usage_sessions_by_chain ON usage_sessions (scope_session, {', '.join(SCOPE_COLUMNS[:-1])})",
+                "DROP INDEX usage_sessions_by_scope_session",
             ),
         ),
     ),

@@ -86,7 +86,7 @@ ALL_STEPS = [("sessions", 2), ("sessions", 3), ("sessions", 4), ("memory", 2), (
              ("rag", 2), ("rag", 3), ("rag", 4), ("rag", 5), ("knowledge", 2), ("knowledge", 3), ("knowledge", 4), ("knowledge", 5),
              ("knowledge", 6), ("trajectories", 2), ("trajectories", 3), ("trajectories", 4), ("trajectories", 5),
              ("tasks", 2), ("approvals", 1), ("approvals", 2), ("summaries", 1), ("summaries", 2), ("usage", 1), ("usage", 2),
-             ("usage", 3), ("usage", 4), ("usage", 5), ("usage", 6), ("audit", 1), ("retention", 1)]
+             ("usage", 3), ("usage", 4), ("usage", 5), ("usage", 6), ("usage", 7), ("audit", 1), ("retention", 1)]
 """The steps opening release 0.1's files applies (a store that release did not have starts at its step 1)."""
 
 
