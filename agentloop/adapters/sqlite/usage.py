@@ -120,11 +120,15 @@ SCHEMA = Schema(
                     calls INTEGER NOT NULL DEFAULT 1,
                     PRIMARY KEY (scope_session, turn_id, call_index)
                 ) WITHOUT ROWID""",
-                f"INSERT INTO usage_calls_keyed ({_COLUMNS}) SELECT {_COLUMNS.replace('scope_session', _NO_SESSION)} "
+                # A turn kept twice under a NULL session (NULLs in a key are all distinct) is kept once under ''.
+                f"INSERT OR IGNORE INTO usage_calls_keyed ({_COLUMNS}) SELECT {_COLUMNS.replace('scope_session', _NO_SESSION)} "
                 "FROM usage_calls",
                 "DROP TABLE usage_calls",  # and its trigger
                 "ALTER TABLE usage_calls_keyed RENAME TO usage_calls",
-                "UPDATE usage_sessions SET scope_session = '' WHERE scope_session IS NULL",  # as the calls were
+                # The sessions of the calls kept under '' listed again (a NULL session was listed once per call).
+                "DELETE FROM usage_sessions WHERE scope_session IS NULL OR scope_session = ''",
+                f"INSERT INTO usage_sessions ({SCOPE_COLUMNS_SQL}) SELECT DISTINCT {SCOPE_COLUMNS_SQL} FROM usage_calls "
+                "WHERE scope_session = ''",
                 _LIST_SESSION,
                 f"CREATE INDEX usage_sessions_by_chain ON usage_sessions (scope_session, {', '.join(SCOPE_COLUMNS[:-1])})",
                 "DROP INDEX usage_sessions_by_scope_session",

@@ -130,7 +130,7 @@ def test_a_call_without_a_session_is_refused_by_the_key_so_an_erase_never_misses
     assert store.erase(Subject.user("ada", company_id="acme", org_id="o1")) == 1
 
 
-def test_a_call_written_by_hand_without_a_session_before_the_key_refused_it_is_kept_and_erased(tmp_path: Path) -> None:
+def test_a_call_kept_without_a_session_before_the_key_refused_one_is_kept_once_and_erased(tmp_path: Path) -> None:
     from agentloop.adapters.sqlite import usage as sqlite_usage
     from agentloop.adapters.sqlite._connection import connect
     from agentloop.adapters.sqlite.schema import Schema, migrate
@@ -138,8 +138,9 @@ def test_a_call_written_by_hand_without_a_session_before_the_key_refused_it_is_k
     path = tmp_path / "usage.sqlite3"
     conn = connect(path)
     migrate(conn, Schema("usage", sqlite_usage.SCHEMA.steps[:6], sqlite_usage.SCHEMA.detect))
-    conn.execute("INSERT INTO usage_calls (turn_id, call_index, scope_company, scope_org, scope_user, at, day, input_tokens, "
-                 "output_tokens, cache_read_tokens, cache_write_tokens) VALUES ('t0', 0, 'acme', 'o1', 'ada', '', '', 1, 1, 0, 0)")
+    for _ in range(2):  # one turn written twice: a NULL session in the key let it in twice
+        conn.execute("INSERT INTO usage_calls (turn_id, call_index, scope_company, scope_org, scope_user, at, day, input_tokens, "
+                     "output_tokens, cache_read_tokens, cache_write_tokens) VALUES ('t0', 0, 'acme', 'o1', 'ada', '', '', 1, 1, 0, 0)")
     conn.close()
     store = SqliteUsageStore.open(path)
     try:
