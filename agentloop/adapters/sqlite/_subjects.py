@@ -99,7 +99,7 @@ def export_page(
     start = "" if after is None else f" AND ({key}) > ({', '.join('?' * parts)})"
     with lock:
         cursor = conn.execute(
-            f"SELECT {key}, * FROM {table.name} WHERE {where}{start} ORDER BY {key} LIMIT {PAGE}",
+            f"SELECT {key}, * FROM {table.name} WHERE ({where}){start} ORDER BY {key} LIMIT {PAGE}",
             [*params, *([] if after is None else after)],
         )
         names = [column[0] for column in cursor.description][parts:]

@@ -168,7 +168,7 @@ def _where(where: UsageFilter) -> tuple[str, list[Any]]:
 
 
 class SqliteUsageStore:
-    """Usage rows keyed by (turn, call): a turn's rows go in one statement, and a turn already
+    """Usage rows keyed by (session, turn, call): a turn's rows go in one statement, and a turn already
     there is not written again."""
 
     def __init__(self, conn: sqlite3.Connection, lock: threading.Lock | None = None) -> None:
