@@ -94,8 +94,8 @@ def export_page(
 ) -> list[dict[str, Any]]:
     """The next `PAGE` rows of `subject` in `table` after key `after` (None: from the first), as records."""
     where, params = table.where(subject)
-    key = ", ".join(table.key) if isinstance(table.key, tuple) else table.key
-    parts = len(table.key) if isinstance(table.key, tuple) else 1
+    columns = table.key if isinstance(table.key, tuple) else (table.key,)
+    key, parts = ", ".join(columns), len(columns)
     start = "" if after is None else f" AND ({key}) > ({', '.join('?' * parts)})"
     with lock:
         cursor = conn.execute(
